@@ -1,0 +1,161 @@
+"""The batched environment rsl_rl trains on: a :class:`Task` driven over a :class:`Simulation`."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import torch
+from rsl_rl.env import VecEnv
+from tensordict import TensorDict
+
+from mjfleet.envs.episode_stats import EpisodeStats
+from mjfleet.envs.task import Task
+from mjfleet.sim.simulation import Simulation
+
+TERMINATION_NONFINITE = "nonfinite"
+"""Termination reason of a world whose physics diverged (NaN/Inf); it is reset instead of crashing the run."""
+
+
+class MjEnv(VecEnv):
+    """rsl_rl ``VecEnv`` over ``num_envs`` MuJoCo Warp worlds with auto-reset inside :meth:`step`.
+
+    ``step`` returns observation groups as a TensorDict, the weighted reward, ``dones`` (terminated or timed
+    out) and ``extras`` with ``time_outs`` and ``log`` (means of this step's finished episodes). Finished-episode
+    statistics also accumulate in :attr:`stats` (sums and counts) for exact cross-rank aggregation.
+    """
+
+    def __init__(self, task: Task[Any], device: str = "cpu", seed: int = 0) -> None:
+        self.task = task
+        self.cfg = task.cfg
+        self.num_envs = task.cfg.num_envs
+        self.device = torch.device(device)
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(seed)
+        self.sim = Simulation(task.build_model(), self.num_envs, str(self.device), task.cfg.sim)
+        self.num_actions = task.num_actions
+        self.step_dt = self.sim.control_dt
+        self.max_episode_length = math.ceil(task.cfg.episode_length_s / self.step_dt)
+        n, dev = self.num_envs, self.device
+        self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
+        self.common_step_counter = 0
+        self.actions = torch.zeros(n, self.num_actions, device=dev)
+        self.last_actions = torch.zeros_like(self.actions)
+
+        weights = dataclasses.asdict(task.cfg.rewards) if hasattr(task.cfg, "rewards") else {}
+        self.reward_weights = {k: float(w) for k, w in weights.items() if w != 0.0}
+        self._reward_fns = {k: getattr(task, f"reward_{k}") for k in self.reward_weights}
+        self._episode_sums = {k: torch.zeros(n, device=dev) for k in self.reward_weights}
+        self._episode_return = torch.zeros(n, device=dev)
+
+        self.task.setup(self)
+        self.termination_names = (*self._termination_names(), "time_out", TERMINATION_NONFINITE)
+        self.stats = EpisodeStats(self._stat_keys(), dev)
+        self.reset_all()
+
+    # --- VecEnv ------------------------------------------------------------------------------------------------
+    def get_observations(self) -> TensorDict:
+        """Observation groups of the current state."""
+        return self._obs
+
+    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """Apply ``actions``, advance physics by one control step, reset finished environments."""
+        clip = self.cfg.clip_actions
+        self.last_actions.copy_(self.actions)
+        self.actions.copy_(actions.clamp(-clip, clip))
+        self.task.apply_actions(self, self.actions)
+        self.sim.step()
+        self.episode_length_buf += 1
+        self.common_step_counter += 1
+
+        nonfinite = self.sim.nonfinite_worlds()
+        self.task.after_step(self)
+        terms = self.task.terminations(self)
+        terminated = nonfinite.clone()
+        for flag in terms.values():
+            terminated |= flag
+        time_outs = (self.episode_length_buf >= self.max_episode_length) & ~terminated
+
+        reward = self._reward(nonfinite)
+        dones = terminated | time_outs
+        extras: dict[str, Any] = {"time_outs": time_outs}
+        reset_ids = dones.nonzero(as_tuple=False).squeeze(-1)
+        if reset_ids.numel() > 0:
+            extras["log"] = self._finish_episodes(reset_ids, terms, nonfinite, time_outs)
+            self._reset_envs(reset_ids)
+        self._obs = self._observations()
+        return self._obs, reward, dones, extras
+
+    # --- resets ------------------------------------------------------------------------------------------------
+    def reset_all(self) -> None:
+        """Reset every environment (episode counters, task state, physics)."""
+        self._reset_envs(torch.arange(self.num_envs, device=self.device))
+        self._obs = self._observations()
+
+    def _reset_envs(self, env_ids: torch.Tensor) -> None:
+        self.sim.reset_worlds(env_ids)
+        self.task.reset(self, env_ids)
+        if self.task.forward_after_reset:
+            self.sim.forward()
+        self.episode_length_buf[env_ids] = 0
+        self.actions[env_ids] = 0.0
+        self.last_actions[env_ids] = 0.0
+        self._episode_return[env_ids] = 0.0
+        for buf in self._episode_sums.values():
+            buf[env_ids] = 0.0
+
+    def _finish_episodes(
+        self,
+        env_ids: torch.Tensor,
+        terms: dict[str, torch.Tensor],
+        nonfinite: torch.Tensor,
+        time_outs: torch.Tensor,
+    ) -> dict[str, torch.Tensor]:
+        """Record statistics of the episodes ending in ``env_ids``; returns their means for ``extras["log"]``."""
+        done_time_outs = time_outs[env_ids]
+        values: dict[str, torch.Tensor] = {
+            "Episode/return": self._episode_return[env_ids],
+            "Episode/length": self.episode_length_buf[env_ids].float(),
+            "Episode/success": self.task.success(self, env_ids, done_time_outs).float(),
+        }
+        for name, buf in self._episode_sums.items():
+            values[f"Episode_Reward/{name}"] = buf[env_ids]
+        for name, flag in terms.items():
+            values[f"Episode_Termination/{name}"] = flag[env_ids].float()
+        values["Episode_Termination/time_out"] = done_time_outs.float()
+        values[f"Episode_Termination/{TERMINATION_NONFINITE}"] = nonfinite[env_ids].float()
+        for name, metric in self.task.episode_metrics(self, env_ids).items():
+            values[f"Metrics/{name}"] = metric.float()
+        self.stats.add_many(values)
+        return {k: v.mean() for k, v in values.items()}
+
+    # --- rewards and observations ------------------------------------------------------------------------------
+    def _reward(self, nonfinite: torch.Tensor) -> torch.Tensor:
+        total = torch.zeros(self.num_envs, device=self.device)
+        for name, weight in self.reward_weights.items():
+            value = self._reward_fns[name](self) * (weight * self.step_dt)
+            # A diverged world's terms are garbage; it earns nothing for its last step.
+            value = torch.where(nonfinite, 0.0, value)
+            self._episode_sums[name] += value
+            total += value
+        self._episode_return += total
+        return total
+
+    def _observations(self) -> TensorDict:
+        groups = self.task.observations(self)
+        return TensorDict(groups, batch_size=[self.num_envs], device=self.device)
+
+    # --- static structure --------------------------------------------------------------------------------------
+    def _termination_names(self) -> tuple[str, ...]:
+        return tuple(self.task.terminations(self).keys())
+
+    def _stat_keys(self) -> list[str]:
+        keys = ["Episode/return", "Episode/length", "Episode/success"]
+        keys += [f"Episode_Reward/{k}" for k in self.reward_weights]
+        keys += [f"Episode_Termination/{k}" for k in self.termination_names]
+        keys += [f"Metrics/{k}" for k in self.task.metric_names()]
+        return keys
+
+    def close(self) -> None:
+        """Release nothing explicitly; Warp frees arrays with the simulation."""

@@ -1,0 +1,49 @@
+"""Running sums and counts of finished-episode statistics, reducible across ranks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+
+class EpisodeStats:
+    """Accumulates per-key sums and counts of values reported when episodes end.
+
+    Keys are fixed at construction so every rank holds the same keys in the same order: the runner reduces the
+    stacked ``(sums, counts)`` across ranks with one all-reduce and logs ``sum / count``, i.e. the mean over all
+    ranks' finished episodes rather than rank 0's. Nothing here synchronises with the device.
+    """
+
+    def __init__(self, keys: Iterable[str], device: torch.device | str) -> None:
+        self.keys: tuple[str, ...] = tuple(dict.fromkeys(keys))
+        self._index = {k: i for i, k in enumerate(self.keys)}
+        self._sums = torch.zeros(len(self.keys), dtype=torch.float64, device=device)
+        self._counts = torch.zeros(len(self.keys), dtype=torch.float64, device=device)
+
+    def add(self, key: str, values: torch.Tensor) -> None:
+        """Add one value per finished episode (a 1-D tensor, possibly empty) under ``key``."""
+        i = self._index[key]
+        self._sums[i] += values.sum(dtype=torch.float64)
+        self._counts[i] += values.numel()
+
+    def add_many(self, values: dict[str, torch.Tensor]) -> None:
+        """Add several keys at once; all tensors hold one value per finished episode."""
+        for key, v in values.items():
+            self.add(key, v)
+
+    def pop(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return ``(sums, counts)`` in :attr:`keys` order and start afresh."""
+        sums, counts = self._sums.clone(), self._counts.clone()
+        self._sums.zero_()
+        self._counts.zero_()
+        return sums, counts
+
+    @staticmethod
+    def means(keys: tuple[str, ...], sums: torch.Tensor, counts: torch.Tensor) -> dict[str, float]:
+        """Means of the keys that saw at least one episode."""
+        out: dict[str, float] = {}
+        for key, s, c in zip(keys, sums.tolist(), counts.tolist(), strict=True):
+            if c > 0:
+                out[key] = s / c
+        return out

@@ -1,0 +1,116 @@
+"""Typed PPO settings, turned into the nested dict rsl-rl-lib expects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+@dataclass
+class PolicyConfig:
+    """Actor and critic networks."""
+
+    actor_hidden_dims: tuple[int, ...] = (128, 128)
+    """Hidden layer sizes of the actor MLP."""
+    critic_hidden_dims: tuple[int, ...] = (128, 128)
+    """Hidden layer sizes of the critic MLP."""
+    activation: str = "elu"
+    """Activation function of both MLPs."""
+    init_std: float = 1.0
+    """Initial standard deviation of the Gaussian action noise."""
+    obs_normalization: bool = True
+    """Normalise observations with running statistics (synchronised across workers)."""
+
+
+@dataclass
+class AlgorithmConfig:
+    """PPO hyperparameters."""
+
+    learning_rate: float = 1e-3
+    """Initial Adam learning rate (adapted by KL when ``schedule`` is adaptive)."""
+    schedule: Literal["adaptive", "fixed"] = "adaptive"
+    """Learning-rate schedule."""
+    desired_kl: float = 0.01
+    """Target KL divergence of the adaptive schedule."""
+    num_learning_epochs: int = 5
+    """Passes over each rollout."""
+    num_mini_batches: int = 4
+    """Mini-batches per pass; gradients are averaged across workers after each one."""
+    clip_param: float = 0.2
+    """PPO ratio clip."""
+    gamma: float = 0.99
+    """Discount factor."""
+    lam: float = 0.95
+    """GAE lambda."""
+    value_loss_coef: float = 1.0
+    """Weight of the value loss."""
+    entropy_coef: float = 0.005
+    """Weight of the entropy bonus."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip."""
+    use_clipped_value_loss: bool = True
+    """Clip the value update like the policy ratio."""
+
+
+@dataclass
+class AgentConfig:
+    """Training-loop settings."""
+
+    experiment_name: str = "default"
+    """Runs are written under ``<log_root>/<experiment_name>/``."""
+    run_name: str = ""
+    """Suffix of the run directory name (``<timestamp>_<run_name>``)."""
+    max_iterations: int = 300
+    """Learning iterations (one rollout plus one PPO update each). Not rescaled by the number of workers."""
+    num_steps_per_env: int = 24
+    """Environment steps per environment per rollout."""
+    save_interval: int = 50
+    """Write a checkpoint every this many iterations (and always after the last one)."""
+    logger: Literal["tensorboard", "wandb"] = "tensorboard"
+    """Where metrics go besides the console; ``wandb`` also writes TensorBoard events (honours WANDB_MODE)."""
+    wandb_project: str = "mjfleet"
+    """Weights & Biases project when ``logger`` is ``wandb``."""
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    """Networks."""
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    """PPO."""
+
+    def to_rsl_rl(self) -> dict[str, Any]:
+        """The ``train_cfg`` dict of ``rsl_rl.runners.OnPolicyRunner``."""
+        p, a = self.policy, self.algorithm
+        gaussian = {"class_name": "GaussianDistribution", "init_std": p.init_std}
+        return {
+            "num_steps_per_env": self.num_steps_per_env,
+            "save_interval": self.save_interval,
+            "obs_groups": {"actor": ["policy"], "critic": ["critic"]},
+            "actor": {
+                "class_name": "MLPModel",
+                "hidden_dims": list(p.actor_hidden_dims),
+                "activation": p.activation,
+                "obs_normalization": p.obs_normalization,
+                "distribution_cfg": gaussian,
+            },
+            "critic": {
+                "class_name": "MLPModel",
+                "hidden_dims": list(p.critic_hidden_dims),
+                "activation": p.activation,
+                "obs_normalization": p.obs_normalization,
+            },
+            "algorithm": {
+                "class_name": "PPO",
+                "learning_rate": a.learning_rate,
+                "schedule": a.schedule,
+                "desired_kl": a.desired_kl,
+                "num_learning_epochs": a.num_learning_epochs,
+                "num_mini_batches": a.num_mini_batches,
+                "clip_param": a.clip_param,
+                "gamma": a.gamma,
+                "lam": a.lam,
+                "value_loss_coef": a.value_loss_coef,
+                "entropy_coef": a.entropy_coef,
+                "max_grad_norm": a.max_grad_norm,
+                "use_clipped_value_loss": a.use_clipped_value_loss,
+            },
+            "check_for_nan": True,
+            "logger": "tensorboard",
+        }

@@ -1,0 +1,208 @@
+"""MuJoCo Warp model and data for N worlds on one device, with zero-copy torch views."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import mujoco
+import mujoco_warp as mjw
+import torch
+import warp as wp
+
+from mjfleet.sim.graph import StepGraph
+
+logger = logging.getLogger(__name__)
+
+# Module-load timings are noise for users; warnings still show.
+wp.config.log_level = max(wp.config.log_level, wp.LOG_WARNING)
+
+
+@dataclass
+class SimConfig:
+    """Physics settings shared by every task."""
+
+    decimation: int = 2
+    """Physics steps per environment step."""
+    use_graph: bool = True
+    """Capture the decimated physics step as a Warp graph and replay it (CPU and CUDA); falls back to eager launches
+    if capture fails."""
+    nconmax: int | None = None
+    """Contacts to allocate per world (None: MuJoCo Warp's default for the model)."""
+    njmax: int | None = None
+    """Constraint rows to allocate per world (None: MuJoCo Warp's default for the model)."""
+
+
+class Simulation:
+    """Owns ``mujoco_warp`` model and data for ``num_worlds`` worlds on one device.
+
+    Tasks read and write the state through the torch views below (``qpos``, ``qvel``, ``ctrl``, ...), which share
+    memory with the Warp arrays: writing ``sim.ctrl[:] = a`` is seen by the next physics step without a copy.
+
+    Invariant: the captured graph holds the Warp arrays' pointers, so views are written in place and the arrays
+    are never reassigned.
+    """
+
+    def __init__(
+        self,
+        mj_model: mujoco.MjModel,
+        num_worlds: int,
+        device: str,
+        cfg: SimConfig | None = None,
+        batched_model_fields: Sequence[str] = (),
+    ) -> None:
+        """Put the model on ``device`` and allocate data for ``num_worlds`` worlds.
+
+        Args:
+            mj_model: The host model.
+            num_worlds: Number of parallel worlds.
+            device: ``"cpu"`` or ``"cuda:N"``.
+            cfg: Physics settings.
+            batched_model_fields: Model fields that get one copy per world (for domain randomization), e.g.
+                ``("geom_friction", "body_mass")``; read and write them through :meth:`model_field`.
+        """
+        self.cfg = cfg or SimConfig()
+        self.mj_model = mj_model
+        self.num_worlds = num_worlds
+        self.device = torch.device(device)
+        self.wp_device = wp.get_device(str(self.device))
+        self._stream = wp.stream_from_torch(self.device) if self.device.type == "cuda" else None
+        with self.scope():
+            self.model = mjw.put_model(mj_model, batch_sizes={f: num_worlds for f in batched_model_fields})
+            self.data = mjw.make_data(mj_model, nworld=num_worlds, nconmax=self.cfg.nconmax, njmax=self.cfg.njmax)
+        self._views: dict[str, torch.Tensor] = {}
+        self._init_qpos = torch.as_tensor(mj_model.qpos0, dtype=torch.float32, device=self.device)
+        self._step_graph = StepGraph(self._physics_steps, self.scope, enabled=self.cfg.use_graph)
+        self._forward_graph = StepGraph(self._forward, self.scope, enabled=self.cfg.use_graph)
+
+    @contextmanager
+    def scope(self) -> Iterator[None]:
+        """Pin Warp work to this simulation's device (and, on CUDA, to torch's current stream)."""
+        with wp.ScopedDevice(self.wp_device):
+            if self._stream is None:
+                yield
+            else:
+                with wp.ScopedStream(self._stream):
+                    yield
+
+    # --- views -------------------------------------------------------------------------------------------------
+    def view(self, name: str) -> torch.Tensor:
+        """Zero-copy torch view of a ``mujoco_warp.Data`` field, shape ``(num_worlds, ...)``."""
+        tensor = self._views.get(name)
+        if tensor is None:
+            tensor = wp.to_torch(getattr(self.data, name))
+            self._views[name] = tensor
+        return tensor
+
+    def model_field(self, name: str) -> torch.Tensor:
+        """Zero-copy torch view of a ``mujoco_warp.Model`` field (leading dim 1, or ``num_worlds`` if batched)."""
+        return wp.to_torch(getattr(self.model, name))
+
+    @property
+    def qpos(self) -> torch.Tensor:
+        """Generalized positions, ``(num_worlds, nq)``."""
+        return self.view("qpos")
+
+    @property
+    def qvel(self) -> torch.Tensor:
+        """Generalized velocities, ``(num_worlds, nv)``."""
+        return self.view("qvel")
+
+    @property
+    def ctrl(self) -> torch.Tensor:
+        """Actuator controls, ``(num_worlds, nu)``."""
+        return self.view("ctrl")
+
+    @property
+    def qacc(self) -> torch.Tensor:
+        """Generalized accelerations of the last step, ``(num_worlds, nv)``."""
+        return self.view("qacc")
+
+    @property
+    def xpos(self) -> torch.Tensor:
+        """Body positions in the world frame, ``(num_worlds, nbody, 3)``."""
+        return self.view("xpos")
+
+    @property
+    def xquat(self) -> torch.Tensor:
+        """Body orientations (w, x, y, z), ``(num_worlds, nbody, 4)``."""
+        return self.view("xquat")
+
+    @property
+    def sensordata(self) -> torch.Tensor:
+        """Sensor readings, ``(num_worlds, nsensordata)``."""
+        return self.view("sensordata")
+
+    @property
+    def actuator_force(self) -> torch.Tensor:
+        """Actuator forces of the last step, ``(num_worlds, nu)``."""
+        return self.view("actuator_force")
+
+    @property
+    def time(self) -> torch.Tensor:
+        """Simulation time per world, ``(num_worlds,)``."""
+        return self.view("time")
+
+    @property
+    def physics_dt(self) -> float:
+        """One physics step, in seconds."""
+        return float(self.mj_model.opt.timestep)
+
+    @property
+    def control_dt(self) -> float:
+        """One environment step (``decimation`` physics steps), in seconds."""
+        return self.physics_dt * self.cfg.decimation
+
+    @property
+    def graph_active(self) -> bool:
+        """Whether the physics step currently replays a captured graph."""
+        return self._step_graph.active
+
+    # --- stepping ----------------------------------------------------------------------------------------------
+    def _physics_steps(self) -> None:
+        for _ in range(self.cfg.decimation):
+            mjw.step(self.model, self.data)
+
+    def _forward(self) -> None:
+        mjw.forward(self.model, self.data)
+
+    def step(self) -> None:
+        """Advance every world by ``decimation`` physics steps."""
+        self._step_graph.launch()
+
+    def forward(self) -> None:
+        """Recompute derived quantities (kinematics, sensors) from the current ``qpos``/``qvel`` without stepping."""
+        self._forward_graph.launch()
+
+    def recapture(self) -> None:
+        """Drop captured graphs; the next call captures again (needed after changing model options on the host)."""
+        self._step_graph.reset()
+        self._forward_graph.reset()
+
+    # --- resets ------------------------------------------------------------------------------------------------
+    def reset_worlds(
+        self, world_ids: torch.Tensor, qpos: torch.Tensor | None = None, qvel: torch.Tensor | None = None
+    ) -> None:
+        """Reset the listed worlds to ``qpos``/``qvel`` (default: the model's ``qpos0`` and zero velocity).
+
+        Warm-starts, controls, activations, applied forces and time are cleared so nothing from the previous
+        episode (or a diverged state) leaks into the next one. Other worlds are untouched.
+        """
+        if world_ids.numel() == 0:
+            return
+        self.qpos[world_ids] = self._init_qpos if qpos is None else qpos
+        self.qvel[world_ids] = 0.0 if qvel is None else qvel
+        self.ctrl[world_ids] = 0.0
+        self.view("qacc_warmstart")[world_ids] = 0.0
+        self.view("xfrc_applied")[world_ids] = 0.0
+        self.view("qfrc_applied")[world_ids] = 0.0
+        self.time[world_ids] = 0.0
+        if self.mj_model.na:
+            self.view("act")[world_ids] = 0.0
+
+    def nonfinite_worlds(self) -> torch.Tensor:
+        """Boolean mask of worlds whose state holds NaN or Inf (a diverged simulation), ``(num_worlds,)``."""
+        finite = torch.isfinite(self.qpos).all(dim=-1) & torch.isfinite(self.qvel).all(dim=-1)
+        return ~finite

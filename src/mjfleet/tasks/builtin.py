@@ -1,0 +1,38 @@
+"""The tasks shipped with mjfleet."""
+
+from __future__ import annotations
+
+from mjfleet.rl.config import AgentConfig, AlgorithmConfig, PolicyConfig
+from mjfleet.tasks.cartpole.cartpole import CartpoleTask, balance_config, swingup_config
+from mjfleet.tasks.registry import TaskSpec, register
+
+
+def _cartpole_agent(name: str, iterations: int) -> AgentConfig:
+    return AgentConfig(
+        experiment_name=name,
+        max_iterations=iterations,
+        num_steps_per_env=32,
+        save_interval=50,
+        policy=PolicyConfig(actor_hidden_dims=(64, 64), critic_hidden_dims=(64, 64)),
+        algorithm=AlgorithmConfig(learning_rate=1e-3, entropy_coef=0.005),
+    )
+
+
+register(
+    TaskSpec(
+        id="cartpole-balance",
+        description="Keep a pole upright on a cart for 5 s, starting near upright.",
+        task_class=CartpoleTask,
+        env_cfg=balance_config,
+        agent_cfg=lambda: _cartpole_agent("cartpole_balance", 100),
+    )
+)
+register(
+    TaskSpec(
+        id="cartpole-swingup",
+        description="Swing a hanging pole up by pushing its cart, then balance it (10 s episodes).",
+        task_class=CartpoleTask,
+        env_cfg=swingup_config,
+        agent_cfg=lambda: _cartpole_agent("cartpole_swingup", 400),
+    )
+)
