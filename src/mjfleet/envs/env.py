@@ -22,7 +22,8 @@ class MjEnv(VecEnv):
     """rsl_rl ``VecEnv`` over ``num_envs`` MuJoCo Warp worlds with auto-reset inside :meth:`step`.
 
     ``step`` returns observation groups as a TensorDict, the weighted reward, ``dones`` (terminated or timed
-    out) and ``extras`` with ``time_outs`` and ``log`` (means of this step's finished episodes). Finished-episode
+    out) and ``extras`` with ``time_outs``, ``log`` (means of this step's finished episodes) and ``episodes``
+    (``(env_ids, {key: per-episode values})`` of the episodes that just ended). Finished-episode
     statistics also accumulate in :attr:`stats` (sums and counts) for exact cross-rank aggregation.
     """
 
@@ -33,7 +34,9 @@ class MjEnv(VecEnv):
         self.device = torch.device(device)
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
-        self.sim = Simulation(task.build_model(), self.num_envs, str(self.device), task.cfg.sim)
+        self.sim = Simulation(
+            task.build_model(), self.num_envs, str(self.device), task.cfg.sim, task.batched_model_fields
+        )
         self.num_actions = task.num_actions
         self.step_dt = self.sim.control_dt
         self.max_episode_length = math.ceil(task.cfg.episode_length_s / self.step_dt)
@@ -82,7 +85,9 @@ class MjEnv(VecEnv):
         extras: dict[str, Any] = {"time_outs": time_outs}
         reset_ids = dones.nonzero(as_tuple=False).squeeze(-1)
         if reset_ids.numel() > 0:
-            extras["log"] = self._finish_episodes(reset_ids, terms, nonfinite, time_outs)
+            finished = self._finish_episodes(reset_ids, terms, nonfinite, time_outs)
+            extras["log"] = {k: v.mean() for k, v in finished.items()}
+            extras["episodes"] = (reset_ids, finished)
             self._reset_envs(reset_ids)
         self._obs = self._observations()
         return self._obs, reward, dones, extras
@@ -112,7 +117,7 @@ class MjEnv(VecEnv):
         nonfinite: torch.Tensor,
         time_outs: torch.Tensor,
     ) -> dict[str, torch.Tensor]:
-        """Record statistics of the episodes ending in ``env_ids``; returns their means for ``extras["log"]``."""
+        """Record statistics of the episodes ending in ``env_ids``; returns one value per episode and key."""
         done_time_outs = time_outs[env_ids]
         values: dict[str, torch.Tensor] = {
             "Episode/return": self._episode_return[env_ids],
@@ -128,7 +133,7 @@ class MjEnv(VecEnv):
         for name, metric in self.task.episode_metrics(self, env_ids).items():
             values[f"Metrics/{name}"] = metric.float()
         self.stats.add_many(values)
-        return {k: v.mean() for k, v in values.items()}
+        return values
 
     # --- rewards and observations ------------------------------------------------------------------------------
     def _reward(self, nonfinite: torch.Tensor) -> torch.Tensor:

@@ -29,6 +29,14 @@ class Task(ABC, Generic[CfgT]):
     """Recompute kinematics after resets, for tasks whose observations read derived quantities (body poses,
     sensors) rather than only ``qpos``/``qvel``."""
 
+    batched_model_fields: ClassVar[tuple[str, ...]] = ()
+    """``mujoco_warp.Model`` fields that get one copy per world (domain randomization), e.g. ``("geom_friction",)``;
+    write them through ``env.sim.model_field(name)`` in :meth:`setup` or :meth:`reset`. Captured graphs read the
+    arrays in place, so new values take effect without re-capturing."""
+
+    video_camera: ClassVar[str | None] = None
+    """Named model camera for videos; None tracks the first body with a free camera."""
+
     def __init__(self, cfg: CfgT) -> None:
         self.cfg = cfg
 

@@ -203,7 +203,7 @@ class Runner(OnPolicyRunner):
         self._last_episode.update(r.episode)
         scalars = {f"Loss/{k}": v for k, v in r.losses.items()}
         scalars["Loss/learning_rate"] = self.alg.learning_rate
-        scalars["Policy/mean_std"] = float(self.alg.get_policy().output_std.mean())
+        scalars["Policy/mean_std"] = float(self.alg.get_policy().output_std.detach().mean())
         scalars.update(
             {
                 "Perf/env_steps_per_s": r.env_steps_per_s,

@@ -33,6 +33,6 @@ register(
         description="Swing a hanging pole up by pushing its cart, then balance it (10 s episodes).",
         task_class=CartpoleTask,
         env_cfg=swingup_config,
-        agent_cfg=lambda: _cartpole_agent("cartpole_swingup", 400),
+        agent_cfg=lambda: _cartpole_agent("cartpole_swingup", 150),
     )
 )

@@ -63,6 +63,8 @@ class CartpoleConfig(EnvConfig):
 class CartpoleTask(Task[CartpoleConfig]):
     """Both cart-pole variants: the config's ``swingup`` flag picks the start state and the terminations."""
 
+    video_camera = "fixed"
+
     def build_model(self) -> mujoco.MjModel:
         return mujoco.MjModel.from_xml_path(str(MODEL_PATH))
 

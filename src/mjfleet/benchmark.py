@@ -1,0 +1,133 @@
+"""Throughput measurements: raw MuJoCo Warp stepping, the full environment step, PPO training."""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import mujoco
+import mujoco_warp as mjw
+import torch
+import warp as wp
+
+from mjfleet.config import TrainConfig
+from mjfleet.envs.env import MjEnv
+from mjfleet.launch.context import DistributedContext
+from mjfleet.tasks.registry import TaskSpec
+from mjfleet.training import WorkerResult, train_worker
+
+
+@dataclass
+class StepRow:
+    """Env-steps per second of one ``num_envs`` setting (one env step = ``decimation`` physics steps)."""
+
+    num_envs: int
+    raw_eager: float
+    raw_graph: float
+    env_eager: float
+    env_graph: float
+
+    @property
+    def ratio_graph(self) -> float:
+        """Full env step over raw physics, both with graphs."""
+        return self.env_graph / self.raw_graph
+
+    @property
+    def ratio_eager(self) -> float:
+        """Full env step over raw physics, both eager."""
+        return self.env_eager / self.raw_eager
+
+
+@dataclass
+class TrainRow:
+    """Training throughput of one launch configuration."""
+
+    workers: int
+    num_envs: int
+    env_steps_per_s: float
+    collect_share: float
+    sync_share: float
+    iteration_s: float
+
+
+def machine_description(device: str) -> str:
+    """CPU model and core count, or the GPU name, plus library versions."""
+    if device.startswith("cuda"):
+        where = torch.cuda.get_device_name(torch.device(device))
+    else:
+        where = f"{_cpu_model()} ({torch.multiprocessing.cpu_count()} cores)"
+    return (
+        f"{where}; torch {torch.__version__}, warp {wp.__version__}, mujoco {mujoco.__version__},"
+        f" mujoco-warp {mjw.__version__}; Python {platform.python_version()}"
+    )
+
+
+def _cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def _rate(fn: Callable[[], None], calls: int, items: int, sync: Callable[[], None], repeats: int = 3) -> float:
+    """Items per second of the fastest of ``repeats`` timed runs (the least disturbed by other load)."""
+    for _ in range(3):  # warm-up: compile, load modules, capture graphs
+        fn()
+    sync()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        best = min(best, time.perf_counter() - start)
+    return calls * items / best
+
+
+def measure_steps(spec: TaskSpec, num_envs: int, device: str, steps: int) -> StepRow:
+    """Raw ``mujoco_warp.step`` and full env step throughput, each with graphs off and on."""
+    rates: dict[tuple[str, bool], float] = {}
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    for use_graph in (False, True):
+        cfg = dataclasses.replace(spec.env_cfg(), num_envs=num_envs)
+        cfg.sim = dataclasses.replace(cfg.sim, use_graph=use_graph)
+        with wp.ScopedDevice(device):
+            env = MjEnv(spec.task_class(cfg), device=device, seed=0)
+            actions = torch.zeros(num_envs, env.num_actions, device=device)
+            rates[("env", use_graph)] = _rate(lambda: env.step(actions), steps, num_envs, sync)
+            sim = env.sim
+            raw = sim.step if use_graph else sim._physics_steps
+            rates[("raw", use_graph)] = _rate(lambda: _in_scope(sim, raw), steps, num_envs, sync)
+    return StepRow(num_envs, rates[("raw", False)], rates[("raw", True)], rates[("env", False)], rates[("env", True)])
+
+
+def _in_scope(sim: object, fn: Callable[[], None]) -> None:
+    with sim.scope():  # type: ignore[attr-defined]
+        fn()
+
+
+def summarize_training(results: list[WorkerResult], num_envs: int, skip: int = 1) -> TrainRow:
+    """Throughput over the iterations after the first ``skip`` (which include compilation and capture)."""
+    records = results[0].records[skip:] or results[0].records
+    total_s = sum(r.collect_s + r.learn_s for r in records)
+    steps = sum(r.env_steps_per_s * (r.collect_s + r.learn_s) for r in records)
+    return TrainRow(
+        workers=len(results),
+        num_envs=num_envs,
+        env_steps_per_s=steps / total_s,
+        collect_share=sum(r.collect_s for r in records) / total_s,
+        sync_share=sum(r.sync_s for r in records) / total_s,
+        iteration_s=total_s / len(records),
+    )
+
+
+def measure_training(cfg: TrainConfig, device: str) -> TrainRow:
+    """PPO iterations in this process, nothing written to disk."""
+    results = [train_worker(cfg, None, DistributedContext(device=device))]
+    return summarize_training(results, cfg.env.num_envs)

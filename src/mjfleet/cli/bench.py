@@ -1,0 +1,116 @@
+"""``bench <task>``: tables of env-steps/s for physics, the full env step and PPO training."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import sys
+from dataclasses import dataclass
+
+import torch
+import tyro
+from rich.console import Console
+from rich.table import Table
+
+from mjfleet.benchmark import TrainRow, machine_description, measure_steps, measure_training, summarize_training
+from mjfleet.config import TrainConfig
+from mjfleet.console import configure_logging
+from mjfleet.errors import UsageError, exits_on_usage_error
+from mjfleet.launch.devices import parse_gpu_ids, select_devices
+from mjfleet.tasks.registry import get_task
+
+logger = logging.getLogger("mjfleet.bench")
+
+
+@dataclass
+class BenchConfig:
+    """Everything ``bench <task>`` accepts."""
+
+    num_envs: tuple[int, ...] = (256, 1024, 4096)
+    """Numbers of parallel environments to measure."""
+    gpu_ids: tuple[str, ...] = ("auto",)
+    """One GPU index, ``None`` for the CPU, or ``auto``."""
+    steps: int = 100
+    """Timed env steps per measurement (after 3 warm-up steps)."""
+    train_iterations: int = 6
+    """PPO iterations per training measurement (the first is excluded: it compiles and captures)."""
+    train_num_envs: int | None = None
+    """Environments per worker for the training measurements (default: the task's)."""
+    workers: tuple[int, ...] = (1,)
+    """Worker counts for the training scaling table, e.g. ``1 2`` (CPU: gloo workers; GPU: one per GPU)."""
+    skip_steps: bool = False
+    """Skip the physics / env-step table."""
+
+
+def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
+    """Measure and print the tables."""
+    spec = get_task(task_id)
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    selection = select_devices(parse_gpu_ids(cfg.gpu_ids), device_count=count, env=os.environ)
+    device = selection.devices[0]
+    console.print(f"[bold]{task_id}[/] on {device}: {machine_description(device)}")
+    if not cfg.skip_steps:
+        table = Table(title=f"env-steps/s, decimation {spec.env_cfg().sim.decimation} ({cfg.steps} timed steps)")
+        for col in ("num_envs", "raw eager", "raw graph", "env eager", "env graph", "env/raw eager", "env/raw graph"):
+            table.add_column(col, justify="right")
+        for n in cfg.num_envs:
+            r = measure_steps(spec, n, device, cfg.steps)
+            table.add_row(
+                str(n),
+                *(f"{v:,.0f}" for v in (r.raw_eager, r.raw_graph, r.env_eager, r.env_graph)),
+                f"{r.ratio_eager:.0%}",
+                f"{r.ratio_graph:.0%}",
+            )
+        console.print(table)
+    rows: list[TrainRow] = []
+    for workers in cfg.workers:
+        train_cfg = TrainConfig(env=spec.env_cfg(), agent=spec.agent_cfg(), task=task_id, gpu_ids=cfg.gpu_ids)
+        train_cfg.agent = dataclasses.replace(train_cfg.agent, max_iterations=cfg.train_iterations)
+        if cfg.train_num_envs:
+            train_cfg.env.num_envs = cfg.train_num_envs
+        if workers == 1:
+            rows.append(measure_training(train_cfg, device))
+        else:
+            rows.append(_measure_launched(train_cfg, selection.kind, workers))
+    table = Table(title=f"PPO training ({cfg.train_iterations - 1} timed iterations, env-steps/s over all workers)")
+    for col in ("workers", "envs/worker", "env-steps/s", "speed-up", "iteration s", "collect share", "grad sync share"):
+        table.add_column(col, justify="right")
+    base = rows[0].env_steps_per_s if rows else 1.0
+    for r in rows:
+        table.add_row(
+            str(r.workers),
+            str(r.num_envs),
+            f"{r.env_steps_per_s:,.0f}",
+            f"{r.env_steps_per_s / base:.2f}x",
+            f"{r.iteration_s:.3f}",
+            f"{r.collect_share:.0%}",
+            f"{r.sync_share:.1%}",
+        )
+    console.print(table)
+
+
+def _measure_launched(cfg: TrainConfig, kind: str, workers: int) -> TrainRow:
+    from mjfleet.cli.train import run as train_run
+
+    if kind == "cpu":
+        cfg.gpu_ids, cfg.cpu_workers = ("None",), workers
+    else:
+        cfg.gpu_ids = tuple(str(i) for i in range(workers))
+    cfg.log_root = cfg.log_root / "bench"
+    results = train_run(cfg)
+    return summarize_training(results, cfg.env.num_envs)
+
+
+@exits_on_usage_error
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point of ``bench``."""
+    configure_logging(logging.WARNING)
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0].startswith("-"):
+        raise UsageError("usage: bench <task> [OPTIONS]; run list-tasks to see the task ids")
+    task_id = get_task(args[0]).id
+    cfg = tyro.cli(BenchConfig, args=args[1:], prog=f"bench {task_id}")
+    if any(n < 1 for n in cfg.num_envs) or cfg.steps < 1 or cfg.train_iterations < 2 or any(w < 1 for w in cfg.workers):
+        raise UsageError("--num-envs, --steps and --workers must be positive and --train-iterations at least 2")
+    run(task_id, cfg, Console(width=max(Console().width, 120)))

@@ -1,0 +1,150 @@
+"""``play <task> --checkpoint <path>``: run a trained policy (or a baseline), print a JSON summary, record video."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+os.environ.setdefault("MUJOCO_GL", "egl")  # before anything creates a GL context
+
+import torch
+import tyro
+import warp as wp
+
+from mjfleet.config_io import load_yaml, update_dataclass
+from mjfleet.console import configure_logging
+from mjfleet.envs.config import EnvConfig
+from mjfleet.envs.env import MjEnv
+from mjfleet.errors import UsageError, exits_on_usage_error
+from mjfleet.launch.context import DistributedContext
+from mjfleet.launch.devices import parse_gpu_ids, select_devices
+from mjfleet.rl.checkpoint import load_checkpoint, resolve_checkpoint
+from mjfleet.rl.config import AgentConfig
+from mjfleet.rl.evaluate import Policy, evaluate, random_policy, zero_policy
+from mjfleet.rl.runner import Runner
+from mjfleet.tasks.registry import get_task
+from mjfleet.training import seed_everything
+
+logger = logging.getLogger("mjfleet.play")
+
+
+@dataclass
+class PlayConfig:
+    """Everything ``play <task>`` accepts."""
+
+    env: EnvConfig
+    """Environment settings (default: those the checkpoint's run trained with, else the task's)."""
+    checkpoint: Path | None = None
+    """Checkpoint file, or a run directory (its newest checkpoint). Required with ``--agent policy``."""
+    agent: Literal["policy", "random", "zero"] = "policy"
+    """``policy``: the checkpoint's deterministic policy; ``random``/``zero``: baselines."""
+    num_episodes: int = 100
+    """Episodes to evaluate (the first of each environment when ``env.num_envs`` is at least this)."""
+    gpu_ids: tuple[str, ...] = ("auto",)
+    """One GPU index, ``None`` for the CPU, or ``auto``."""
+    seed: int = 0
+    """Random seed of resets and the random baseline."""
+    video: bool = False
+    """Record an mp4 of environment 0."""
+    video_path: Path | None = None
+    """Where the video goes (default: ``<run_dir>/videos/play.mp4``, or ``videos/<task>.mp4`` without a run)."""
+    video_width: int = 640
+    """Video width in pixels."""
+    video_height: int = 480
+    """Video height in pixels."""
+
+
+def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
+    """Task id, play settings, and the agent config the checkpoint's run trained with."""
+    if not argv or argv[0].startswith("-"):
+        raise UsageError("usage: play <task> --checkpoint <path> [OPTIONS]; run list-tasks to see the task ids")
+    spec = get_task(argv[0])
+    env_cfg, agent_cfg = spec.env_cfg(), spec.agent_cfg()
+    run_dir = _run_dir_hint(argv[1:])
+    if run_dir is not None:
+        env_cfg = update_dataclass(env_cfg, load_yaml(run_dir / "params" / "env.yaml"))
+        agent_cfg = update_dataclass(agent_cfg, load_yaml(run_dir / "params" / "agent.yaml"))
+    env_cfg.num_envs = _num_episodes_hint(argv[1:])
+    cfg = tyro.cli(PlayConfig, default=PlayConfig(env=env_cfg), args=argv[1:], prog=f"play {spec.id}")
+    if cfg.num_episodes < 1 or cfg.env.num_envs < 1:
+        raise UsageError("--num-episodes and --env.num-envs must be at least 1")
+    if cfg.agent == "policy" and cfg.checkpoint is None:
+        raise UsageError("--checkpoint is required with --agent policy (or use --agent random|zero)")
+    return spec.id, cfg, agent_cfg
+
+
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _run_dir_hint(argv: list[str]) -> Path | None:
+    value = _flag_value(argv, "--checkpoint")
+    if not value:
+        return None
+    path = Path(value)
+    return path if path.is_dir() else path.parent
+
+
+def _num_episodes_hint(argv: list[str]) -> int:
+    value = _flag_value(argv, "--num-episodes")
+    try:
+        return max(1, int(value)) if value else 100
+    except ValueError:
+        return 100  # tyro reports the bad value itself
+
+
+def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, object]:
+    """Evaluate and return the summary dict that ``play`` prints."""
+    request = parse_gpu_ids(cfg.gpu_ids)
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    selection = select_devices(request, device_count=count, env=os.environ)
+    if selection.num_gpus > 1:
+        raise UsageError("play runs on one device; pass a single GPU index or None")
+    device = selection.devices[0]
+    checkpoint = resolve_checkpoint(cfg.checkpoint) if cfg.checkpoint is not None else None
+    if checkpoint is not None:
+        load_checkpoint(checkpoint)
+    seed_everything(cfg.seed)
+    spec = get_task(task_id)
+    with wp.ScopedDevice(device):
+        env = MjEnv(spec.task_class(cfg.env), device=device, seed=cfg.seed)
+        policy: Policy
+        if cfg.agent == "policy":
+            assert checkpoint is not None
+            runner = Runner(env, agent_cfg, DistributedContext(device=device), run_dir=None)
+            runner.load(str(checkpoint))
+            policy = runner.get_inference_policy(device)  # type: ignore[assignment]
+        else:
+            policy = random_policy(env) if cfg.agent == "random" else zero_policy(env)
+        recorder = None
+        if cfg.video:
+            from mjfleet.render.video import WorldVideo
+
+            recorder = WorldVideo(env.sim, 0, spec.task_class.video_camera, cfg.video_height, cfg.video_width)
+        summary = evaluate(env, policy, cfg.num_episodes, on_step=recorder.capture if recorder else None)
+    result: dict[str, object] = {"task": task_id, "agent": cfg.agent, "checkpoint": str(checkpoint)}
+    result.update(summary.as_dict())
+    if recorder is not None:
+        default = (checkpoint.parent / "videos" / "play.mp4") if checkpoint else Path("videos") / f"{task_id}.mp4"
+        result["video"] = str(recorder.write(cfg.video_path or default, fps=1.0 / env.step_dt))
+        recorder.close()
+    return result
+
+
+@exits_on_usage_error
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point of ``play``."""
+    configure_logging()
+    task_id, cfg, agent_cfg = parse_args(sys.argv[1:] if argv is None else argv)
+    result = play(task_id, cfg, agent_cfg)
+    sys.stdout.write(json.dumps(result) + "\n")

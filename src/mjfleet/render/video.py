@@ -1,0 +1,66 @@
+"""Offscreen video of one world of a batched simulation (headless: ``MUJOCO_GL=egl``)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")  # must precede the first GL context; EGL needs no display
+
+import imageio.v2 as imageio
+import mujoco
+import numpy as np
+
+from mjfleet.sim.simulation import Simulation
+
+logger = logging.getLogger(__name__)
+
+
+class WorldVideo:
+    """Renders world ``world`` of a :class:`Simulation` frame by frame and writes an mp4."""
+
+    def __init__(
+        self,
+        sim: Simulation,
+        world: int = 0,
+        camera: str | None = None,
+        height: int = 480,
+        width: int = 640,
+    ) -> None:
+        self.sim = sim
+        self.world = world
+        model = sim.mj_model
+        model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
+        model.vis.global_.offheight = max(model.vis.global_.offheight, height)
+        self._data = mujoco.MjData(model)
+        self._renderer = mujoco.Renderer(model, height, width)
+        self._camera: str | mujoco.MjvCamera
+        if camera is not None:
+            self._camera = camera
+        else:
+            cam = mujoco.MjvCamera()
+            cam.type = mujoco.mjtCamera.mjCAMERA_TRACKING
+            cam.trackbodyid = 1 if model.nbody > 1 else 0
+            cam.distance, cam.elevation, cam.azimuth = 3.0, -20.0, 90.0
+            self._camera = cam
+        self.frames: list[np.ndarray] = []
+
+    def capture(self) -> None:
+        """Render the world's current state."""
+        self._data.qpos[:] = self.sim.qpos[self.world].cpu().numpy()
+        self._data.qvel[:] = self.sim.qvel[self.world].cpu().numpy()
+        mujoco.mj_forward(self.sim.mj_model, self._data)
+        self._renderer.update_scene(self._data, camera=self._camera)
+        self.frames.append(self._renderer.render().copy())
+
+    def write(self, path: Path, fps: float) -> Path:
+        """Encode the captured frames as H.264 mp4."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        imageio.mimsave(path, self.frames, fps=fps, macro_block_size=1)
+        logger.info("wrote %d frames to %s", len(self.frames), path)
+        return path
+
+    def close(self) -> None:
+        """Free the GL context."""
+        self._renderer.close()

@@ -1,0 +1,93 @@
+"""Run a policy (or a baseline) for a number of episodes and summarise them."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from tensordict import TensorDict
+
+from mjfleet.envs.env import MjEnv
+
+logger = logging.getLogger(__name__)
+
+Policy = Callable[[TensorDict], torch.Tensor]
+
+
+def random_policy(env: MjEnv) -> Policy:
+    """Uniform actions in [-1, 1] (the range tasks map onto their actuators)."""
+    return lambda obs: torch.rand(env.num_envs, env.num_actions, device=env.device, generator=env.generator) * 2 - 1
+
+
+def zero_policy(env: MjEnv) -> Policy:
+    """All-zero actions."""
+    return lambda obs: torch.zeros(env.num_envs, env.num_actions, device=env.device)
+
+
+@dataclass
+class EvaluationSummary:
+    """Means over the evaluated episodes."""
+
+    episodes: int
+    mean_return: float
+    mean_length: float
+    success_rate: float
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, float | int]:
+        """Flat dict for the JSON summary line."""
+        return {
+            "episodes": self.episodes,
+            "mean_return": self.mean_return,
+            "mean_length": self.mean_length,
+            "success_rate": self.success_rate,
+            **self.metrics,
+        }
+
+
+def evaluate(
+    env: MjEnv,
+    policy: Policy,
+    num_episodes: int,
+    on_step: Callable[[], None] | None = None,
+) -> EvaluationSummary:
+    """Step ``env`` with ``policy`` until ``num_episodes`` episodes ended, counting each environment's episodes in
+    order so short (failed) episodes are not over-represented: with ``num_envs >= num_episodes`` every counted
+    episode is the first of its environment.
+    """
+    env.reset_all()
+    obs = env.get_observations()
+    episodes_done = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
+    rounds_needed = -(-num_episodes // env.num_envs)
+    collected: dict[str, list[torch.Tensor]] = {}
+    count = 0
+    max_steps = rounds_needed * int(env.max_episode_length) + 1
+    with torch.inference_mode():
+        for _ in range(max_steps):
+            obs, _, _, extras = env.step(policy(obs))
+            if on_step is not None:
+                on_step()
+            if "episodes" not in extras:
+                continue
+            ids, values = extras["episodes"]
+            keep = episodes_done[ids] < rounds_needed
+            episodes_done[ids] += 1
+            for key, v in values.items():
+                collected.setdefault(key, []).append(v[keep])
+            count += int(keep.sum())
+            if count >= num_episodes:
+                break
+    if count == 0:
+        raise RuntimeError("no episode finished; is the episode length finite?")
+    merged = {k: torch.cat(v)[:num_episodes].double() for k, v in collected.items()}
+    n = int(merged["Episode/return"].numel())
+    metrics = {k.split("/", 1)[1]: float(v.mean()) for k, v in merged.items() if k.startswith("Metrics/")}
+    return EvaluationSummary(
+        episodes=n,
+        mean_return=float(merged["Episode/return"].mean()),
+        mean_length=float(merged["Episode/length"].mean()),
+        success_rate=float(merged["Episode/success"].mean()),
+        metrics=metrics,
+    )

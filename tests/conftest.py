@@ -1,0 +1,26 @@
+"""Shared fixtures: small real environments on the CPU (no simulator mocks)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+os.environ.setdefault("WANDB_MODE", "offline")
+
+from mjfleet.envs.env import MjEnv  # noqa: E402
+from mjfleet.tasks.registry import get_task  # noqa: E402
+
+
+def make_env(task_id: str = "cartpole-balance", num_envs: int = 16, seed: int = 0, **overrides: object) -> MjEnv:
+    """A real CPU environment of ``task_id`` with ``num_envs`` worlds."""
+    spec = get_task(task_id)
+    cfg = dataclasses.replace(spec.env_cfg(), num_envs=num_envs, **overrides)
+    return MjEnv(spec.task_class(cfg), device="cpu", seed=seed)
+
+
+@pytest.fixture
+def balance_env() -> MjEnv:
+    return make_env()
