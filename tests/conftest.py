@@ -10,8 +10,8 @@ import pytest
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("WANDB_MODE", "offline")
 
-from mjfleet.envs.env import MjEnv  # noqa: E402
-from mjfleet.tasks.registry import get_task  # noqa: E402
+from mjfleet.envs.env import MjEnv
+from mjfleet.tasks.registry import get_task
 
 
 def make_env(task_id: str = "cartpole-balance", num_envs: int = 16, seed: int = 0, **overrides: object) -> MjEnv:

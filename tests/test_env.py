@@ -32,8 +32,8 @@ def test_vecenv_contract(balance_env: MjEnv) -> None:
 def test_time_out_resets_and_reports_episode_statistics() -> None:
     env = make_env(num_envs=8, episode_length_s=0.1)  # 5 control steps
     env.cfg.clip_actions = 0.0  # zero force: the pole cannot fall within 0.1 s
-    for step in range(1, 6):
-        obs, _, dones, extras = env.step(torch.zeros(8, 1))
+    for _ in range(5):
+        _, _, dones, extras = env.step(torch.zeros(8, 1))
     assert torch.all(dones) and torch.all(extras["time_outs"])
     assert torch.all(env.episode_length_buf == 0)  # auto-reset inside step
     ids, values = extras["episodes"]

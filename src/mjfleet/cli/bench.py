@@ -9,11 +9,11 @@ import sys
 from dataclasses import dataclass
 
 import torch
-import tyro
 from rich.console import Console
 from rich.table import Table
 
 from mjfleet.benchmark import TrainRow, machine_description, measure_steps, measure_training, summarize_training
+from mjfleet.cli.args import parse
 from mjfleet.config import TrainConfig
 from mjfleet.console import configure_logging
 from mjfleet.errors import UsageError, exits_on_usage_error
@@ -110,7 +110,11 @@ def main(argv: list[str] | None = None) -> None:
     if not args or args[0].startswith("-"):
         raise UsageError("usage: bench <task> [OPTIONS]; run list-tasks to see the task ids")
     task_id = get_task(args[0]).id
-    cfg = tyro.cli(BenchConfig, args=args[1:], prog=f"bench {task_id}")
+    cfg = parse(BenchConfig, args[1:], f"bench {task_id}")
     if any(n < 1 for n in cfg.num_envs) or cfg.steps < 1 or cfg.train_iterations < 2 or any(w < 1 for w in cfg.workers):
         raise UsageError("--num-envs, --steps and --workers must be positive and --train-iterations at least 2")
     run(task_id, cfg, Console(width=max(Console().width, 120)))
+
+
+if __name__ == "__main__":
+    main()

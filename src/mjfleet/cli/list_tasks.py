@@ -13,3 +13,7 @@ def main() -> None:
     width = max((len(t) for t in tasks), default=0)
     for task_id, spec in tasks.items():
         sys.stdout.write(f"{task_id:<{width}}  {spec.description}\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -13,9 +13,9 @@ from typing import Literal
 os.environ.setdefault("MUJOCO_GL", "egl")  # before anything creates a GL context
 
 import torch
-import tyro
 import warp as wp
 
+from mjfleet.cli.args import parse
 from mjfleet.config_io import load_yaml, update_dataclass
 from mjfleet.console import configure_logging
 from mjfleet.envs.config import EnvConfig
@@ -23,7 +23,7 @@ from mjfleet.envs.env import MjEnv
 from mjfleet.errors import UsageError, exits_on_usage_error
 from mjfleet.launch.context import DistributedContext
 from mjfleet.launch.devices import parse_gpu_ids, select_devices
-from mjfleet.rl.checkpoint import load_checkpoint, resolve_checkpoint
+from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint, resolve_checkpoint
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.evaluate import Policy, evaluate, random_policy, zero_policy
 from mjfleet.rl.runner import Runner
@@ -40,7 +40,10 @@ class PlayConfig:
     env: EnvConfig
     """Environment settings (default: those the checkpoint's run trained with, else the task's)."""
     checkpoint: Path | None = None
-    """Checkpoint file, or a run directory (its newest checkpoint). Required with ``--agent policy``."""
+    """Checkpoint file, or a run directory (its newest checkpoint). Default: the newest run of the task under
+    ``--log-root``."""
+    log_root: Path = Path("logs/rsl_rl")
+    """Where to look for the newest run when ``--checkpoint`` is not given."""
     agent: Literal["policy", "random", "zero"] = "policy"
     """``policy``: the checkpoint's deterministic policy; ``random``/``zero``: baselines."""
     num_episodes: int = 100
@@ -66,16 +69,29 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
     spec = get_task(argv[0])
     env_cfg, agent_cfg = spec.env_cfg(), spec.agent_cfg()
     run_dir = _run_dir_hint(argv[1:])
+    latest = None
+    if run_dir is None and _flag_value(argv[1:], "--agent") in (None, "policy"):
+        root = Path(_flag_value(argv[1:], "--log-root") or "logs/rsl_rl")
+        latest = latest_run(root / agent_cfg.experiment_name)
+        run_dir = latest
     if run_dir is not None:
         env_cfg = update_dataclass(env_cfg, load_yaml(run_dir / "params" / "env.yaml"))
         agent_cfg = update_dataclass(agent_cfg, load_yaml(run_dir / "params" / "agent.yaml"))
     env_cfg.num_envs = _num_episodes_hint(argv[1:])
-    cfg = tyro.cli(PlayConfig, default=PlayConfig(env=env_cfg), args=argv[1:], prog=f"play {spec.id}")
+    cfg = parse(PlayConfig, argv[1:], f"play {spec.id}", PlayConfig(env=env_cfg, checkpoint=latest))
     if cfg.num_episodes < 1 or cfg.env.num_envs < 1:
         raise UsageError("--num-episodes and --env.num-envs must be at least 1")
     if cfg.agent == "policy" and cfg.checkpoint is None:
-        raise UsageError("--checkpoint is required with --agent policy (or use --agent random|zero)")
+        raise UsageError(
+            f"no trained run of {spec.id} under {cfg.log_root}; pass --checkpoint (or use --agent random|zero)"
+        )
     return spec.id, cfg, agent_cfg
+
+
+def latest_run(experiment_dir: Path) -> Path | None:
+    """The newest run directory (by name, i.e. timestamp) that holds a checkpoint."""
+    runs = sorted(p for p in experiment_dir.glob("*") if p.is_dir() and list_checkpoints(p))
+    return runs[-1] if runs else None
 
 
 def _flag_value(argv: list[str], flag: str) -> str | None:
@@ -148,3 +164,7 @@ def main(argv: list[str] | None = None) -> None:
     task_id, cfg, agent_cfg = parse_args(sys.argv[1:] if argv is None else argv)
     result = play(task_id, cfg, agent_cfg)
     sys.stdout.write(json.dumps(result) + "\n")
+
+
+if __name__ == "__main__":
+    main()

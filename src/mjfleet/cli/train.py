@@ -5,11 +5,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from pathlib import Path
 
 import torch
-import tyro
 
+from mjfleet.cli.args import parse
 from mjfleet.config import TrainConfig
 from mjfleet.console import configure_logging
 from mjfleet.errors import UsageError, exits_on_usage_error
@@ -17,7 +16,7 @@ from mjfleet.launch.context import DistributedContext
 from mjfleet.launch.devices import DeviceSelection, parse_gpu_ids, select_devices
 from mjfleet.launch.run_dir import make_run_dir
 from mjfleet.rl.checkpoint import load_checkpoint, resolve_checkpoint
-from mjfleet.tasks.registry import TaskSpec, get_task
+from mjfleet.tasks.registry import get_task
 from mjfleet.training import WorkerResult, train_worker
 
 logger = logging.getLogger("mjfleet.train")
@@ -32,7 +31,7 @@ def parse_args(argv: list[str], prog: str = "train") -> TrainConfig:
         raise UsageError(f"usage: {prog} <task> [OPTIONS]; run list-tasks to see the task ids")
     spec = get_task(argv[0])
     default = TrainConfig(env=spec.env_cfg(), agent=spec.agent_cfg(), task=spec.id)
-    cfg = tyro.cli(TrainConfig, default=default, args=argv[1:], prog=f"{prog} {spec.id}")
+    cfg = parse(TrainConfig, argv[1:], f"{prog} {spec.id}", default)
     cfg.task = spec.id
     validate(cfg)
     return cfg
@@ -54,8 +53,8 @@ def validate(cfg: TrainConfig) -> None:
     for flag, value in positive.items():
         if value < 1:
             raise UsageError(f"{flag} must be at least 1 (got {value})")
-    if not cfg.env.episode_length_s > 0:
-        raise UsageError(f"--env.episode-length-s must be positive (got {cfg.env.episode_length_s})")
+    if not 0 < cfg.env.episode_length_s < 1e6:
+        raise UsageError(f"--env.episode-length-s must be positive and finite (got {cfg.env.episode_length_s})")
     if not cfg.agent.algorithm.learning_rate > 0:
         raise UsageError(f"--agent.algorithm.learning-rate must be positive (got {cfg.agent.algorithm.learning_rate})")
     if not cfg.collective_timeout_s > 0:
@@ -113,3 +112,5 @@ def main(argv: list[str] | None = None) -> None:
     logger.info("finished at iteration %d", results[0].final_iteration)
 
 
+if __name__ == "__main__":
+    main()

@@ -50,7 +50,7 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
         raise UsageError(f"checkpoint {path} does not exist")
     try:
         data = torch.load(path, map_location=map_location, weights_only=False)
-    except Exception as e:  # noqa: BLE001 - any decode failure means a corrupt or truncated file
+    except Exception as e:
         raise UsageError(f"checkpoint {path} is corrupt or truncated ({type(e).__name__})") from None
     if not isinstance(data, dict):
         raise UsageError(f"checkpoint {path} is not an mjfleet checkpoint")

@@ -55,7 +55,7 @@ class StepGraph:
         try:
             with wp.ScopedCapture() as capture:
                 self._fn()
-        except Exception as e:  # noqa: BLE001 - any capture failure means "run eagerly"
+        except Exception as e:
             logger.warning("graph capture failed (%s); running physics with eager launches", e)
             self.enabled = False
             return None

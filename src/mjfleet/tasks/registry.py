@@ -57,7 +57,7 @@ def _load() -> None:
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         try:
             specs = ep.load()()
-        except Exception as e:  # noqa: BLE001 - a broken plugin must not break every command
+        except Exception as e:
             logger.warning("could not load tasks from entry point %r: %s", ep.name, e)
             continue
         for spec in specs if isinstance(specs, list | tuple) else [specs]:

@@ -1,0 +1,111 @@
+"""Every user error of the CLIs: one line on stderr, exit code 2, no traceback, no run directory."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from mjfleet.cli import bench, list_tasks, play, train
+from mjfleet.rl.checkpoint import save_atomic
+
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="asserts the no-CUDA error paths")
+
+
+def _usage_error(capsys: pytest.CaptureFixture[str], main: object, argv: list[str]) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)  # type: ignore[operator]
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("error: ") and "Traceback" not in err[0]
+    return err[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["cartpole-balanse"], "did you mean cartpole-balance"),
+        (["walker-run"], "unknown task 'walker-run'"),
+        ([], "usage: train <task>"),
+        (["cartpole-balance", "--gpu-ids", "0"], "no CUDA GPUs are visible"),
+        (["cartpole-balance", "--gpu-ids", "0", "1"], "no CUDA GPUs are visible"),
+        (["cartpole-balance", "--gpu-ids", "all"], "no CUDA GPUs are visible"),
+        (["cartpole-balance", "--gpu-ids", "-1"], "negative"),
+        (["cartpole-balance", "--gpu-ids", "zero"], "not a GPU index"),
+        (["cartpole-balance", "--gpu-ids", "0", "0"], "more than once"),
+        (["cartpole-balance", "--env.num-envs", "0"], "--env.num-envs must be at least 1"),
+        (["cartpole-balance", "--env.num-envs", "many"], "--env.num-envs"),
+        (["cartpole-balance", "--agent.max-iterations", "-5"], "--agent.max-iterations"),
+        (["cartpole-balance", "--env.episode-length-s", "nan"], "--env.episode-length-s must be positive"),
+        (["cartpole-balance", "--no-such-flag"], "Unrecognized options"),
+    ],
+)
+def test_train_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], expected: str) -> None:
+    line = _usage_error(capsys, train.main, [*argv, "--log-root", str(tmp_path)] if argv else argv)
+    assert expected in line
+    assert not any(tmp_path.rglob("*")), "no run directory may be created for a rejected command"
+
+
+def test_train_resume_missing_or_corrupt(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    base = ["cartpole-balance", "--gpu-ids", "None", "--log-root", str(tmp_path / "logs")]
+    assert "does not exist" in _usage_error(capsys, train.main, [*base, "--resume", str(tmp_path / "nope.pt")])
+    bad = tmp_path / "model_3.pt"
+    save_atomic({"actor_state_dict": {}, "critic_state_dict": {}, "optimizer_state_dict": {}, "iter": 3}, bad)
+    bad.write_bytes(bad.read_bytes()[:40])
+    assert "corrupt or truncated" in _usage_error(capsys, train.main, [*base, "--resume", str(bad)])
+    empty = tmp_path / "empty_run"
+    empty.mkdir()
+    assert "no model_" in _usage_error(capsys, train.main, [*base, "--resume", str(empty)])
+    assert not (tmp_path / "logs").exists()
+
+
+def test_play_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    no_runs = ["cartpole-balance", "--log-root", str(tmp_path)]
+    assert "no trained run of cartpole-balance" in _usage_error(capsys, play.main, no_runs)
+    assert "does not exist" in _usage_error(
+        capsys, play.main, ["cartpole-balance", "--checkpoint", str(tmp_path / "x.pt"), "--gpu-ids", "None"]
+    )
+    assert "unknown task" in _usage_error(capsys, play.main, ["cartpole"])
+    assert "at least 1" in _usage_error(
+        capsys, play.main, ["cartpole-balance", "--agent", "zero", "--num-episodes", "0"]
+    )
+
+
+def test_bench_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "unknown task" in _usage_error(capsys, bench.main, ["nope"])
+    assert "must be positive" in _usage_error(capsys, bench.main, ["cartpole-balance", "--num-envs", "0"])
+
+
+def test_list_tasks_prints_ids_and_descriptions(capsys: pytest.CaptureFixture[str]) -> None:
+    list_tasks.main()
+    out = capsys.readouterr().out.splitlines()
+    ids = [line.split()[0] for line in out]
+    assert {"cartpole-balance", "cartpole-swingup"} <= set(ids)
+    assert all(len(line.split(maxsplit=1)) == 2 for line in out)
+
+
+def test_play_random_baseline_prints_one_json_line(capsys: pytest.CaptureFixture[str]) -> None:
+    play.main(["cartpole-balance", "--agent", "random", "--num-episodes", "20", "--gpu-ids", "None"])
+    summary = json.loads(capsys.readouterr().out.strip())
+    assert summary["episodes"] == 20 and summary["success_rate"] < 0.5
+    assert {"mean_return", "mean_length", "success_rate", "pole_up_fraction"} <= set(summary)
+
+
+@pytest.mark.slow
+def test_console_script_error_has_no_traceback(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mjfleet.cli.train", "cartpole-balance", "--gpu-ids", "7"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert not (tmp_path / "logs").exists()

@@ -1,0 +1,47 @@
+"""Task registry: built-ins, suggestions for typos, third-party tasks through the entry-point group."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from mjfleet.errors import UsageError
+from mjfleet.tasks import registry
+
+
+def test_builtin_tasks_have_kebab_case_ids_and_complete_configs() -> None:
+    tasks = registry.all_tasks()
+    assert {"cartpole-balance", "cartpole-swingup"} <= set(tasks)
+    for task_id, spec in tasks.items():
+        assert task_id == task_id.lower() and " " not in task_id and "_" not in task_id
+        assert spec.description and "\n" not in spec.description
+        assert spec.env_cfg().num_envs > 1  # never the num_envs=1 trap
+        assert spec.agent_cfg().max_iterations > 0
+
+
+def test_unknown_id_suggests_closest() -> None:
+    with pytest.raises(UsageError, match="did you mean cartpole-swingup"):
+        registry.get_task("cartpole-swingpu")
+
+
+def test_entry_point_plugin_is_loaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "mjfleet_demo_plugin.py").write_text(
+        "from mjfleet.tasks.registry import TaskSpec, get_task\n"
+        "def specs():\n"
+        "    base = get_task('cartpole-balance')\n"
+        "    return [TaskSpec('demo-plugin-balance', 'A plugin task.',\n"
+        "                     base.task_class, base.env_cfg, base.agent_cfg)]\n"
+    )
+    dist = tmp_path / "mjfleet_demo_plugin-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mjfleet-demo-plugin\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[mjfleet.tasks]\ndemo = mjfleet_demo_plugin:specs\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "_loaded", False)
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    try:
+        assert registry.get_task("demo-plugin-balance").description == "A plugin task."
+    finally:
+        sys.modules.pop("mjfleet_demo_plugin", None)
