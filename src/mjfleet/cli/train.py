@@ -14,6 +14,7 @@ from mjfleet.console import configure_logging
 from mjfleet.errors import UsageError, exits_on_usage_error
 from mjfleet.launch.context import DistributedContext
 from mjfleet.launch.devices import DeviceSelection, parse_gpu_ids, select_devices
+from mjfleet.launch.launcher import WorkerFailure
 from mjfleet.launch.run_dir import make_run_dir
 from mjfleet.rl.checkpoint import load_checkpoint, resolve_checkpoint
 from mjfleet.tasks.registry import get_task
@@ -108,7 +109,11 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point of ``train``."""
     configure_logging()
     cfg = parse_args(sys.argv[1:] if argv is None else argv)
-    results = run(cfg)
+    try:
+        results = run(cfg)
+    except WorkerFailure as failure:
+        logger.error("%s", failure)
+        raise SystemExit(1) from None
     logger.info("finished at iteration %d", results[0].final_iteration)
 
 

@@ -42,6 +42,11 @@ class IterationRecord:
     iteration: int
     losses: dict[str, float]
     episode: dict[str, float]
+    """Means over every rank's episodes that ended during this iteration."""
+    local_sums: list[float]
+    """This rank's own per-key sums (in ``env.stats.keys`` order), before the cross-rank reduction."""
+    local_counts: list[float]
+    """This rank's own per-key episode counts."""
     env_steps_per_s: float
     collect_s: float
     learn_s: float
@@ -160,10 +165,13 @@ class Runner(OnPolicyRunner):
             self.current_learning_iteration = it
             self._check_finite(it, losses)
 
+            sums, counts = self.env.stats.pop()
             record = IterationRecord(
                 iteration=it,
                 losses=losses,
-                episode=self._reduced_episode_stats(),
+                episode=self._reduce_episode_stats(sums, counts),
+                local_sums=sums.tolist(),
+                local_counts=counts.tolist(),
                 env_steps_per_s=steps_per_iteration / (t2 - t0),
                 collect_s=t1 - t0,
                 learn_s=t2 - t1,
@@ -189,8 +197,7 @@ class Runner(OnPolicyRunner):
             if not torch.isfinite(p).all():
                 raise NonFiniteTrainingError(f"actor parameter {name} is not finite at iteration {it}")
 
-    def _reduced_episode_stats(self) -> dict[str, float]:
-        sums, counts = self.env.stats.pop()
+    def _reduce_episode_stats(self, sums: torch.Tensor, counts: torch.Tensor) -> dict[str, float]:
         if self.is_distributed:
             packed = torch.stack((sums, counts)).to(self.device)
             dist.all_reduce(packed, op=dist.ReduceOp.SUM)

@@ -1,0 +1,61 @@
+"""Multi-worker training: turn a :class:`TrainConfig` into a launch plan and run ``train_worker`` on every worker."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from pathlib import Path
+
+from mjfleet.config import TrainConfig
+from mjfleet.errors import UsageError
+from mjfleet.launch.devices import DeviceSelection
+from mjfleet.launch.launcher import LaunchPlan, launch, resolve_worker_log_dir
+from mjfleet.training import WorkerResult, train_worker
+
+logger = logging.getLogger(__name__)
+
+
+def resolve_hostnames(hostnames: tuple[str, ...]) -> tuple[str, ...]:
+    """``()`` -> this machine only; ``("slurm",)`` -> the nodes of the current SLURM job; else as given."""
+    if not hostnames:
+        return ("localhost",)
+    if tuple(h.lower() for h in hostnames) == ("slurm",):
+        from torchrunx.utils.environment import in_slurm_job, slurm_hosts
+
+        if not in_slurm_job():
+            raise UsageError("--hostnames slurm needs to run inside a SLURM allocation (SLURM_JOB_ID is not set)")
+        return tuple(slurm_hosts())
+    return hostnames
+
+
+def make_plan(cfg: TrainConfig, run_dir: Path, selection: DeviceSelection) -> LaunchPlan:
+    """The launch plan: hosts, workers per host, devices, worker logs, collective timeout."""
+    plan = LaunchPlan.from_selection(
+        selection,
+        cpu_workers=cfg.cpu_workers,
+        hostnames=resolve_hostnames(cfg.hostnames),
+        log_dir=resolve_worker_log_dir(run_dir, cfg.torchrunx_log_dir, os.environ),
+        worker_timeout_s=max(1, round(cfg.collective_timeout_s)),
+    )
+    if cfg.workers_per_host is not None:
+        plan = dataclasses.replace(plan, workers_per_host=cfg.workers_per_host)
+    return plan
+
+
+def describe_plan(cfg: TrainConfig, plan: LaunchPlan, selection: DeviceSelection) -> str:
+    """One line: workers, devices, envs per worker, env-steps per iteration in total."""
+    devices = selection.describe() if selection.kind == "cuda" else f"{plan.workers_per_host} CPU processes"
+    per_iteration = plan.world_size * cfg.env.num_envs * cfg.agent.num_steps_per_env
+    hosts = f" on each of {len(plan.hostnames)} hosts ({', '.join(plan.hostnames)})" if len(plan.hostnames) > 1 else ""
+    return (
+        f"launch plan: {plan.world_size} workers ({devices}{hosts}), {cfg.env.num_envs} envs per worker,"
+        f" {per_iteration:,} env-steps per iteration in total"
+    )
+
+
+def launch_training(cfg: TrainConfig, run_dir: Path, selection: DeviceSelection) -> list[WorkerResult]:
+    """Run :func:`train_worker` on every worker of the plan; results are indexed by global rank."""
+    plan = make_plan(cfg, run_dir, selection)
+    logger.info(describe_plan(cfg, plan, selection))
+    return launch(train_worker, cfg, run_dir, plan=plan)

@@ -1,0 +1,146 @@
+"""Multi-worker training through torchrunx with real CPU worker processes (gloo)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mjfleet.cli.train import run
+from mjfleet.envs.episode_stats import EpisodeStats
+from mjfleet.rl.checkpoint import list_checkpoints
+from mjfleet.training import WorkerResult
+
+from .helpers import small_train_config
+
+pytestmark = pytest.mark.slow
+
+
+def _runs(log_root: Path) -> list[Path]:
+    return sorted(p for p in log_root.glob("*/*") if p.is_dir())
+
+
+@pytest.fixture(scope="module")
+def two_worker_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[WorkerResult]]:
+    """One 2-worker run shared by the checks below (a launch costs seconds on a 2-core machine)."""
+    log_root = tmp_path_factory.mktemp("logs")
+    cfg = small_train_config(
+        num_envs=128, iterations=12, steps=32, log_root=log_root, cpu_workers=2, init_at_random_ep_len=True
+    )
+    cfg.agent.save_interval = 6
+    os.environ.pop("TORCHRUNX_LOG_DIR", None)
+    return log_root, run(cfg)
+
+
+def test_two_workers_learn_and_stay_replicated(two_worker_run: tuple[Path, list[WorkerResult]]) -> None:
+    _, results = two_worker_run
+    assert [r.rank for r in results] == [0, 1]
+    assert results[0].replica_digest == results[1].replica_digest  # parameters + optimizer, bit-identical
+    assert results[0].first_rollout_digest != results[1].first_rollout_digest  # seeds differ per rank
+    returns = [r.episode["Episode/return"] for r in results[0].records if "Episode/return" in r.episode]
+    assert sum(returns[-3:]) / 3 > sum(returns[:3]) / 3 + 0.5, returns
+    assert results[0].final_iteration == results[1].final_iteration == 12
+
+
+def test_single_writer_run_directory(two_worker_run: tuple[Path, list[WorkerResult]]) -> None:
+    log_root, _ = two_worker_run
+    runs = _runs(log_root)
+    assert len(runs) == 1
+    run_dir = runs[0]
+    assert sorted(p.name for p in (run_dir / "params").iterdir()) == ["agent.yaml", "env.yaml", "run.yaml"]
+    assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1
+    assert [i for i, _ in list_checkpoints(run_dir)] == [6, 12]
+    logs = sorted(p.name for p in (run_dir / "torchrunx").rglob("*.log"))
+    assert "localhost[0].log" in logs and "localhost[1].log" in logs
+
+
+def test_logged_statistics_are_the_mean_over_all_ranks(two_worker_run: tuple[Path, list[WorkerResult]]) -> None:
+    _, results = two_worker_run
+    keys = None
+    checked = 0
+    for rec0, rec1 in zip(results[0].records, results[1].records, strict=True):
+        assert rec0.episode == rec1.episode  # every rank logs the same reduced numbers
+        if keys is None:
+            from mjfleet.tasks.registry import get_task
+
+            from .conftest import make_env
+
+            keys = make_env(num_envs=2).stats.keys
+            assert get_task("cartpole-balance")
+        sums = [a + b for a, b in zip(rec0.local_sums, rec1.local_sums, strict=True)]
+        counts = [a + b for a, b in zip(rec0.local_counts, rec1.local_counts, strict=True)]
+        import torch
+
+        expected = EpisodeStats.means(keys, torch.tensor(sums), torch.tensor(counts))
+        assert rec0.episode == pytest.approx(expected)
+        rank0_only = EpisodeStats.means(keys, torch.tensor(rec0.local_sums), torch.tensor(rec0.local_counts))
+        if rec1.local_counts[0] > 0 and rank0_only.get("Episode/return") != expected.get("Episode/return"):
+            checked += 1
+    assert checked > 0, "rank 1's episodes never changed the logged means"
+
+
+def test_resume_two_workers_continues_and_stays_replicated(
+    two_worker_run: tuple[Path, list[WorkerResult]], tmp_path: Path
+) -> None:
+    log_root, _ = two_worker_run
+    run_dir = _runs(log_root)[0]
+    cfg = small_train_config(
+        num_envs=128, iterations=2, steps=32, log_root=tmp_path, cpu_workers=2, resume=run_dir, torchrunx_log_dir=""
+    )
+    results = run(cfg)
+    assert [r.iteration for r in results[0].records] == [13, 14]
+    assert results[0].replica_digest == results[1].replica_digest
+    new_run = _runs(tmp_path)[0]
+    assert [i for i, _ in list_checkpoints(new_run)] == [13, 14]
+    assert not (new_run / "torchrunx").exists()  # --torchrunx-log-dir "" writes no worker log file
+
+
+def test_torchrunx_log_dir_env_beats_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env_dir, flag_dir = tmp_path / "from_env", tmp_path / "from_flag"
+    monkeypatch.setenv("TORCHRUNX_LOG_DIR", str(env_dir))
+    cfg = small_train_config(
+        num_envs=32, iterations=1, steps=8, log_root=tmp_path / "logs", cpu_workers=2, torchrunx_log_dir=str(flag_dir)
+    )
+    run(cfg)
+    assert list(env_dir.rglob("localhost[[]1[]].log"))
+    assert not flag_dir.exists()
+    assert not (_runs(tmp_path / "logs")[0] / "torchrunx").exists()
+
+
+def _pids_with(marker: str) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in environ:
+            pids.append(int(proc.name))
+    return pids
+
+
+def test_failing_worker_stops_the_run_quickly_and_names_the_rank(tmp_path: Path) -> None:
+    marker = f"MJFLEET_TEST_MARKER=fault-{os.getpid()}"
+    env = {**os.environ, "MJFLEET_FAULT": "raise@1:2", "MJFLEET_TEST_MARKER": marker.split("=", 1)[1]}
+    env.pop("TORCHRUNX_LOG_DIR", None)
+    cmd = [sys.executable, "-m", "mjfleet.cli.train", "cartpole-balance", "--gpu-ids", "None", "--cpu-workers", "2"]
+    cmd += ["--env.num-envs", "32", "--agent.num-steps-per-env", "8", "--agent.max-iterations", "50"]
+    cmd += ["--log-root", str(tmp_path)]
+    start = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=180)
+    elapsed = time.monotonic() - start
+    assert proc.returncode != 0
+    assert "rank 1" in proc.stderr and "injected fault on rank 1 at iteration 2" in proc.stderr
+    run_dir = _runs(tmp_path)[0]
+    assert str(run_dir / "torchrunx") in proc.stderr.replace("\n", "").replace(" ", "") or "localhost[1].log" in (
+        proc.stderr
+    )
+    assert elapsed < 60 + 30, f"took {elapsed:.0f}s"  # 30 s of start-up and compilation on a slow machine
+    time.sleep(1)
+    assert _pids_with(marker) == [], "worker processes were left behind"
