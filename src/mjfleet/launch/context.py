@@ -1,0 +1,195 @@
+"""Who am I inside a launched run: rank, device, and the process group.
+
+torchrunx (with ``backend=None``) only sets ``RANK``/``LOCAL_RANK``/``WORLD_SIZE``/
+``LOCAL_WORLD_SIZE``/``GROUP_RANK``/``MASTER_ADDR``/``MASTER_PORT``; the worker initialises the
+process group itself, exactly once, through :func:`init_process_group`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import logging
+import os
+from collections.abc import Iterator, Mapping, MutableMapping
+from dataclasses import dataclass
+from typing import Literal
+
+from mjfleet.launch.worker import PG_TIMEOUT_ENV
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PG_TIMEOUT_S = 600.0
+
+DEVICE_KIND_ENV = "MJFLEET_DEVICE_KIND"
+"""Set by :func:`mjfleet.launch.launcher.launch` so workers know whether they train on GPUs."""
+
+
+def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
+    value = env.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise RuntimeError(f"environment variable {name}={value!r} is not an integer") from None
+
+
+@dataclass(frozen=True)
+class DistributedContext:
+    """This process's place in the run; a single-process context when not launched."""
+
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    local_world_size: int = 1
+    node_rank: int = 0
+    device: str = "cpu"
+    is_main: bool = True
+
+    @classmethod
+    def from_env(
+        cls,
+        device_kind: Literal["cpu", "cuda"] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> DistributedContext:
+        """Build from torchrunx's environment; ``device_kind`` defaults to ``$MJFLEET_DEVICE_KIND``."""
+        if env is None:
+            env = os.environ
+        if device_kind is None:
+            kind = env.get(DEVICE_KIND_ENV, "cpu")
+            if kind not in ("cpu", "cuda"):
+                raise RuntimeError(f"{DEVICE_KIND_ENV}={kind!r} must be 'cpu' or 'cuda'")
+            device_kind = "cuda" if kind == "cuda" else "cpu"
+        rank = _env_int(env, "RANK", 0)
+        local_rank = _env_int(env, "LOCAL_RANK", 0)
+        world_size = _env_int(env, "WORLD_SIZE", 1)
+        local_world_size = _env_int(env, "LOCAL_WORLD_SIZE", 1)
+        if not (0 <= rank < world_size and 0 <= local_rank < local_world_size):
+            raise RuntimeError(
+                f"inconsistent rank environment: RANK={rank} WORLD_SIZE={world_size}"
+                f" LOCAL_RANK={local_rank} LOCAL_WORLD_SIZE={local_world_size}"
+            )
+        return cls(
+            rank=rank,
+            local_rank=local_rank,
+            world_size=world_size,
+            local_world_size=local_world_size,
+            node_rank=_env_int(env, "GROUP_RANK", 0),
+            device=f"cuda:{local_rank}" if device_kind == "cuda" else "cpu",
+            is_main=rank == 0,
+        )
+
+    @property
+    def is_distributed(self) -> bool:
+        """True when more than one worker takes part."""
+        return self.world_size > 1
+
+    @property
+    def device_kind(self) -> Literal["cpu", "cuda"]:
+        """``"cuda"`` or ``"cpu"``."""
+        return "cuda" if self.device.startswith("cuda") else "cpu"
+
+    def seed(self, base_seed: int) -> int:
+        """Per-worker seed: the base seed offset by the global rank."""
+        return base_seed + self.rank
+
+
+def egl_device_id(ctx: DistributedContext) -> str | None:
+    """``MUJOCO_EGL_DEVICE_ID`` for this worker's GPU, or None on the CPU.
+
+    MuJoCo's EGL backend orders EGL devices by ``CUDA_VISIBLE_DEVICES`` and reads the id as a
+    *visible* index first, so the worker's ``cuda:k`` index is right; a physical id could name
+    another visible GPU (e.g. ``CUDA_VISIBLE_DEVICES=1,0``).
+    """
+    if ctx.device_kind != "cuda":
+        return None
+    _, _, suffix = ctx.device.partition(":")
+    return suffix if suffix.isdigit() else "0"
+
+
+def configure_worker_device(ctx: DistributedContext, env: MutableMapping[str, str] | None = None) -> None:
+    """Bind this process to its GPU and point MuJoCo's EGL renderer at the same GPU.
+
+    A ``MUJOCO_EGL_DEVICE_ID`` the user set explicitly is kept.
+    """
+    if env is None:
+        env = os.environ
+    if ctx.device_kind != "cuda":
+        return
+    egl = egl_device_id(ctx)
+    if egl is not None and "MUJOCO_EGL_DEVICE_ID" not in env:
+        env["MUJOCO_EGL_DEVICE_ID"] = egl
+    import torch
+
+    torch.cuda.set_device(ctx.device)
+
+
+def init_process_group(ctx: DistributedContext, timeout_s: float | None = None) -> bool:
+    """Initialise ``torch.distributed`` once (NCCL for CUDA, gloo for CPU); True if this call did.
+
+    Does nothing for single-process runs or when a group already exists. Uses ``MASTER_ADDR`` and
+    ``MASTER_PORT`` from the environment (set by torchrunx). ``timeout_s`` defaults to the launch
+    plan's ``worker_timeout_s`` (``$MJFLEET_PG_TIMEOUT_S``), else 600.
+    """
+    import torch
+    import torch.distributed as dist
+
+    if timeout_s is None:
+        timeout_s = float(os.environ.get(PG_TIMEOUT_ENV) or DEFAULT_PG_TIMEOUT_S)
+
+    configure_worker_device(ctx)
+    if not ctx.is_distributed:
+        return False
+    if not dist.is_available():
+        raise RuntimeError("torch.distributed is not available in this torch build")
+    if dist.is_initialized():
+        logger.debug("process group already initialised; leaving it as is")
+        return False
+    missing = [k for k in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(k)]
+    if missing:
+        raise RuntimeError(f"cannot join the process group: {', '.join(missing)} not set")
+    backend = "nccl" if ctx.device_kind == "cuda" else "gloo"
+    logger.debug(
+        "init %s process group: rank %d/%d via %s:%s",
+        backend,
+        ctx.rank,
+        ctx.world_size,
+        os.environ["MASTER_ADDR"],
+        os.environ["MASTER_PORT"],
+    )
+    dist.init_process_group(
+        backend=backend,
+        init_method="env://",
+        rank=ctx.rank,
+        world_size=ctx.world_size,
+        timeout=datetime.timedelta(seconds=timeout_s),
+        # Binding NCCL to the device up front avoids guessing and a lazy first-collective init.
+        device_id=torch.device(ctx.device) if backend == "nccl" else None,
+    )
+    return True
+
+
+@contextlib.contextmanager
+def process_group(ctx: DistributedContext, timeout_s: float | None = None) -> Iterator[bool]:
+    """``init_process_group`` on entry; destroy the group on *normal* exit only.
+
+    On an exception the group is left alone: destroying it first would make the healthy peers fail
+    with "connection closed" before this rank reports the real error, and the launch wrapper
+    hard-exits the process anyway. Yields whether this call created the group.
+    """
+    created = init_process_group(ctx, timeout_s)
+    yield created
+    if created:
+        destroy_process_group()
+
+
+def destroy_process_group() -> None:
+    """Tear down the default process group if one exists; never raises."""
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception:  # Teardown runs in finally blocks; it must not mask the real error.
+        logger.warning("destroying the process group failed", exc_info=True)
