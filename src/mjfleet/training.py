@@ -75,6 +75,9 @@ def train_worker(cfg: TrainConfig, run_dir: Path | None, ctx: DistributedContext
     """
     if ctx is None:
         ctx = DistributedContext.from_env()
+        # Launched workers have no console handlers (torchrunx forwards records to the launcher and the log
+        # files); only the level needs setting so progress records are emitted at all.
+        logging.getLogger("mjfleet").setLevel(logging.INFO)
     init_process_group(ctx, cfg.collective_timeout_s)
     seed_everything(ctx.seed(cfg.seed))
     spec = get_task(cfg.task)

@@ -58,4 +58,6 @@ def launch_training(cfg: TrainConfig, run_dir: Path, selection: DeviceSelection)
     """Run :func:`train_worker` on every worker of the plan; results are indexed by global rank."""
     plan = make_plan(cfg, run_dir, selection)
     logger.info(describe_plan(cfg, plan, selection))
+    # Rank 0's records arrive on the launcher as "torchrunx.<host>.0"; show its progress lines like in-process.
+    logging.getLogger("torchrunx").setLevel(logging.INFO)
     return launch(train_worker, cfg, run_dir, plan=plan)
