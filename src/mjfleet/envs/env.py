@@ -10,6 +10,7 @@ import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
+from mjfleet.envs.config import EnvConfig
 from mjfleet.envs.episode_stats import EpisodeStats
 from mjfleet.envs.task import Task
 from mjfleet.sim.simulation import Simulation
@@ -26,6 +27,8 @@ class MjEnv(VecEnv):
     (``(env_ids, {key: per-episode values})`` of the episodes that just ended). Finished-episode
     statistics also accumulate in :attr:`stats` (sums and counts) for exact cross-rank aggregation.
     """
+
+    cfg: EnvConfig  # pyright: ignore[reportIncompatibleVariableOverride] - narrower than VecEnv's dict | object
 
     def __init__(self, task: Task[Any], device: str = "cpu", seed: int = 0) -> None:
         self.task = task

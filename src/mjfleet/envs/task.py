@@ -1,3 +1,5 @@
+# pyright: reportAttributeAccessIssue=false
+# (mujoco ships compiled bindings without type stubs.)
 """The contract between a task (its MDP) and the generic batched environment."""
 
 from __future__ import annotations

@@ -1,3 +1,5 @@
+# pyright: reportAttributeAccessIssue=false
+# (mujoco ships compiled bindings without type stubs.)
 """Offscreen video of one world of a batched simulation (headless: ``MUJOCO_GL=egl``)."""
 
 from __future__ import annotations
@@ -5,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import Any, cast
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # must precede the first GL context; EGL needs no display
 
@@ -57,7 +60,7 @@ class WorldVideo:
     def write(self, path: Path, fps: float) -> Path:
         """Encode the captured frames as H.264 mp4."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        imageio.mimsave(path, self.frames, fps=fps, macro_block_size=1)
+        imageio.mimsave(path, cast(Any, self.frames), fps=fps, macro_block_size=1)
         logger.info("wrote %d frames to %s", len(self.frames), path)
         return path
 

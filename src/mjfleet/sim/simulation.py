@@ -1,3 +1,5 @@
+# pyright: reportAttributeAccessIssue=false
+# (mujoco ships compiled bindings without type stubs.)
 """MuJoCo Warp model and data for N worlds on one device, with zero-copy torch views."""
 
 from __future__ import annotations

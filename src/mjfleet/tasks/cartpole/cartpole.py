@@ -1,3 +1,5 @@
+# pyright: reportAttributeAccessIssue=false
+# (mujoco ships compiled bindings without type stubs.)
 """Cart-pole balance and swing-up: push a cart on a rail so a hinged pole stands up and stays up."""
 
 from __future__ import annotations
