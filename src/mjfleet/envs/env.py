@@ -28,7 +28,9 @@ class MjEnv(VecEnv):
     statistics also accumulate in :attr:`stats` (sums and counts) for exact cross-rank aggregation.
     """
 
-    cfg: EnvConfig  # pyright: ignore[reportIncompatibleVariableOverride] - narrower than VecEnv's dict | object
+    # Narrower than VecEnv's ``dict | object`` and ``torch.device | str``: always these types here.
+    cfg: EnvConfig  # pyright: ignore[reportIncompatibleVariableOverride]
+    device: torch.device  # pyright: ignore[reportIncompatibleVariableOverride]
 
     def __init__(self, task: Task[Any], device: str = "cpu", seed: int = 0) -> None:
         self.task = task
