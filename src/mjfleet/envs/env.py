@@ -34,9 +34,9 @@ class MjEnv(VecEnv):
 
     def __init__(self, task: Task[Any], device: str = "cpu", seed: int = 0) -> None:
         self.task = task
-        self.cfg = task.cfg
+        self.cfg = task.cfg  # pyright: ignore[reportIncompatibleVariableOverride]
         self.num_envs = task.cfg.num_envs
-        self.device = torch.device(device)
+        self.device = torch.device(device)  # pyright: ignore[reportIncompatibleVariableOverride]
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
         self.sim = Simulation(
