@@ -17,6 +17,27 @@ class UsageError(Exception):
     """Something the user typed or pointed at is wrong; the message says what and how to fix it."""
 
 
+class FatalTrainingError(RuntimeError):
+    """Training cannot continue and restarting it would fail the same way (e.g. NaN losses, diverged replicas).
+
+    Shown as one clean error line (no traceback); automatic restarts never retry it.
+    """
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Whether an automatic restart may help after a worker raised ``exc``.
+
+    Configuration and input errors, deterministic training failures and missing modules would recur on every
+    attempt; anything else (crashes, lost peers, timeouts, injected faults, transient I/O) might not.
+    """
+    return not isinstance(exc, UsageError | FatalTrainingError | ImportError)
+
+
+def is_user_facing(exc: BaseException) -> bool:
+    """Whether the message of ``exc`` says everything (its traceback would only distract)."""
+    return isinstance(exc, UsageError | FatalTrainingError)
+
+
 def fail(message: str) -> NoReturn:
     """Print ``message`` as one line on stderr and exit with code 2."""
     sys.stderr.write(f"error: {message}\n")

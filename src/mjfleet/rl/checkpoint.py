@@ -1,7 +1,12 @@
-"""Checkpoint files: atomic writes, validated reads, and finding the newest one of a run."""
+"""Checkpoint files: atomic writes, validated reads, and finding the newest one of a run.
+
+Checkpoints hold only tensors and plain Python data, so they are read with ``torch.load(weights_only=True)``: a
+foreign or tampered file cannot run code when it is unpickled, it is refused.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import tempfile
@@ -11,6 +16,8 @@ from typing import Any
 import torch
 
 from mjfleet.errors import UsageError
+
+logger = logging.getLogger(__name__)
 
 FORMAT = "mjfleet-checkpoint"
 """Marker stored in every checkpoint so foreign or truncated files are refused at load."""
@@ -46,11 +53,16 @@ def save_atomic(payload: dict[str, Any], path: Path) -> None:
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Read and validate a checkpoint; anything unreadable or foreign raises :class:`UsageError`."""
-    if not path.is_file():
+    if not _is_file(path):
         raise UsageError(f"checkpoint {path} does not exist")
     try:
-        data = torch.load(path, map_location=map_location, weights_only=False)
+        data = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:
+        if "weights only load failed" in str(e).lower() and "unsupported global" in str(e).lower():
+            raise UsageError(
+                f"checkpoint {path} holds Python objects other than tensors and plain data; refusing to unpickle it"
+                " (not an mjfleet checkpoint)"
+            ) from None
         raise UsageError(f"checkpoint {path} is corrupt or truncated ({type(e).__name__})") from None
     if not isinstance(data, dict):
         raise UsageError(f"checkpoint {path} is not an mjfleet checkpoint")
@@ -61,22 +73,101 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
 
 
 def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
-    """``(iteration, path)`` of every complete checkpoint in ``run_dir``, oldest first."""
+    """``(iteration, path)`` of every complete checkpoint in ``run_dir``, oldest first.
+
+    Only ``model_<iteration>.pt`` files count: a checkpoint being written is a hidden temporary file until its
+    atomic rename, so it is never listed half-written.
+    """
     found = []
-    for p in run_dir.iterdir() if run_dir.is_dir() else []:
+    try:
+        entries = list(run_dir.iterdir()) if _is_dir(run_dir) else []
+    except OSError:
+        entries = []
+    for p in entries:
         m = _MODEL_RE.match(p.name)
-        if m and p.is_file():
+        if m and _is_file(p):
             found.append((int(m.group(1)), p))
     return sorted(found)
 
 
 def resolve_checkpoint(path: Path) -> Path:
-    """A checkpoint file as given, or the newest checkpoint of a run directory."""
-    if path.is_dir():
+    """A checkpoint file as given, the newest checkpoint of a run directory, or of the newest run of an
+    experiment directory (``<log_root>/<experiment>``).
+
+    Call this *before* creating a new run directory, and hand the resolved file to every worker: a run that is
+    being created (or still writing checkpoints) is then never picked up by accident.
+    """
+    _check_path_text(path)
+    if _is_dir(path):
         checkpoints = list_checkpoints(path)
-        if not checkpoints:
-            raise UsageError(f"run directory {path} holds no model_<iteration>.pt checkpoint")
-        return checkpoints[-1][1]
-    if not path.exists():
+        if checkpoints:
+            return checkpoints[-1][1]
+        newest = _newest_run_checkpoint(path)
+        if newest is not None:
+            logger.info("resuming from the newest run of %s: %s", path, newest)
+            return newest
+        raise UsageError(f"run directory {path} holds no model_<iteration>.pt checkpoint")
+    if not _exists(path):
         raise UsageError(f"checkpoint or run directory {path} does not exist")
     return path
+
+
+def _newest_run_checkpoint(experiment_dir: Path) -> Path | None:
+    """Newest checkpoint of the run directories directly below ``experiment_dir`` (by modification time)."""
+    best: tuple[float, Path] | None = None
+    try:
+        runs = [p for p in experiment_dir.iterdir() if _is_dir(p)]
+    except OSError:
+        return None
+    for run in runs:
+        checkpoints = list_checkpoints(run)
+        if not checkpoints:
+            continue
+        newest = checkpoints[-1][1]
+        try:
+            mtime = newest.stat().st_mtime
+        except OSError:
+            continue
+        if best is None or mtime > best[0]:
+            best = (mtime, newest)
+    return None if best is None else best[1]
+
+
+def newest_loadable_checkpoint(run_dir: Path) -> tuple[Path, dict[str, Any]] | None:
+    """The newest checkpoint of ``run_dir`` that loads, with its contents; unreadable ones are skipped (logged).
+
+    Used by automatic restarts, which must make progress rather than stop at a damaged file.
+    """
+    for _, path in reversed(list_checkpoints(run_dir)):
+        try:
+            return path, load_checkpoint(path)
+        except UsageError as e:
+            logger.warning("skipping checkpoint: %s", e)
+    return None
+
+
+def _check_path_text(path: Path) -> None:
+    if "\x00" in str(path):
+        raise UsageError(f"path {str(path)!r} contains a NUL character")
+
+
+# pathlib's predicates raise on some errors (e.g. a name too long); for a user-given path that is "not there".
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
