@@ -21,12 +21,14 @@ from __future__ import annotations
 import contextlib
 import datetime
 import functools
+import ipaddress
 import logging
 import os
 import re
 import shutil
 import signal
 import socket
+import subprocess
 import tempfile
 import threading
 import time
@@ -48,6 +50,7 @@ from mjfleet.launch.worker import (
     set_parent_death_signal,
     write_report,
 )
+from mjfleet.rl.stop import StopRequest
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +95,8 @@ class WorkerFailure(RuntimeError):
         details: Sequence[str] = (),
         log_path: Path | None = None,
         other_ranks: Sequence[int] = (),
+        retryable: bool = True,
+        unresponsive_ranks: Sequence[int] = (),
     ) -> None:
         super().__init__(message)
         self.rank = rank
@@ -99,6 +104,10 @@ class WorkerFailure(RuntimeError):
         self.details = tuple(details)
         self.log_path = log_path
         self.other_ranks = tuple(other_ranks)
+        self.retryable = retryable
+        """False when a restart would fail the same way (bad input, NaN training, unimportable code)."""
+        self.unresponsive_ranks = tuple(unresponsive_ranks)
+        """Ranks that stopped participating while others timed out waiting for them in a collective."""
 
 
 @dataclass(frozen=True)
@@ -266,6 +275,10 @@ def _make_log_handlers(
     set_parent_death_signal()
     if os.getppid() != launcher_pid:
         os._exit(0)
+    # It shares the launcher's process group (a terminal Ctrl-C reaches it) and inherited the launcher's signal
+    # handlers; it must keep forwarding logs while the launcher stops the run cleanly, and is SIGKILLed after.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
 
     from torchrunx.utils.log_handling import RedirectHandler
 
@@ -346,6 +359,7 @@ def _sweep(children_before: set[int], grace_s: float = _SWEEP_GRACE_S) -> None:
     procs = {pid: table[pid][1] for pid in _descendants(new, table)}
     deadline = time.monotonic() + grace_s
     while (left := _alive(procs)) and time.monotonic() < deadline:
+        _kill_stopped(left)
         time.sleep(0.1)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         left = _alive(procs)
@@ -359,6 +373,16 @@ def _sweep(children_before: set[int], grace_s: float = _SWEEP_GRACE_S) -> None:
         deadline = time.monotonic() + 3.0
         while _alive(left) and time.monotonic() < deadline:
             time.sleep(0.1)
+
+
+def _kill_stopped(procs: Mapping[int, int]) -> None:
+    """SIGKILL processes that are stopped (SIGSTOP, a debugger): they cannot exit or handle SIGTERM."""
+    table = _process_table()
+    for pid, start in procs.items():
+        if pid in table and table[pid][1] == start and table[pid][2] in ("T", "t"):
+            logger.warning("killing stopped launch process %d", pid)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
 
 class _TermGuard:
@@ -415,6 +439,13 @@ class _Diagnosis:
     error: str
     details: list[str]
     note: str = ""
+    retryable: bool = True
+    unresponsive: list[int] = field(default_factory=list)
+    user_facing: bool = False
+    """The error line says it all: no traceback or log tail is added."""
+
+
+_TIMEOUT_RE = re.compile(r"timed?\s*out|timeout", re.IGNORECASE)
 
 
 def _diagnose(exc: BaseException, plan: LaunchPlan, report_dir: Path) -> tuple[_Diagnosis, list[int]]:
@@ -422,7 +453,8 @@ def _diagnose(exc: BaseException, plan: LaunchPlan, report_dir: Path) -> tuple[_
 
     In order: the earliest report that is not fallout from a lost peer (gloo/NCCL errors in healthy
     ranks usually, but not always, come after the real failure); a native crash that faulthandler
-    recorded; a signal death whose PID torch names; the earliest peer-loss report; nothing known.
+    recorded; ranks that went silent while the others timed out in a collective (a hang); a signal
+    death whose PID torch names; the earliest peer-loss report; nothing known.
     """
     failures = sorted(read_reports(report_dir, "failure"), key=lambda r: float(r.get("time", 0.0)))
     failed_ranks = sorted({int(r["rank"]) for r in failures})
@@ -430,7 +462,15 @@ def _diagnose(exc: BaseException, plan: LaunchPlan, report_dir: Path) -> tuple[_
     if primary:
         first = primary[0]
         rank = int(first["rank"])
-        diagnosis = _Diagnosis(rank, str(first.get("error")), [str(x) for x in first.get("traceback", [])])
+        # Errors whose message says it all (bad input, NaN training) are shown without their traceback.
+        details = [] if first.get("user_facing") else [str(x) for x in first.get("traceback", [])]
+        diagnosis = _Diagnosis(
+            rank,
+            str(first.get("error")),
+            details,
+            retryable=bool(first.get("retryable", True)),
+            user_facing=bool(first.get("user_facing")),
+        )
         return diagnosis, [r for r in failed_ranks if r != rank]
 
     started = sorted(read_reports(report_dir, "started"), key=lambda r: int(r["rank"]))
@@ -441,6 +481,10 @@ def _diagnose(exc: BaseException, plan: LaunchPlan, report_dir: Path) -> tuple[_
             diagnosis = _Diagnosis(rank, f"worker process crashed: {fault[0]}", fault)
             return diagnosis, [r for r in failed_ranks if r != rank]
 
+    hang = _diagnose_hang(failures, plan, report_dir)
+    if hang is not None:
+        return hang, []  # The message already says which ranks timed out waiting.
+
     raw = str(exc).strip()
     # torch describes signal deaths as "Signal N (SIGX) received by PID p".
     match = re.search(r"PID (\d+)", raw)
@@ -450,6 +494,16 @@ def _diagnose(exc: BaseException, plan: LaunchPlan, report_dir: Path) -> tuple[_
                 rank = int(report["rank"])
                 diagnosis = _Diagnosis(rank, f"worker process died: {raw}", [])
                 return diagnosis, [r for r in failed_ranks if r != rank]
+
+    # Every report is a lost-peer error: the rank that reported nothing is the one that vanished.
+    silent = [int(r["rank"]) for r in started if int(r["rank"]) not in failed_ranks]
+    if failures and silent:
+        lost = ", ".join(str(r) for r in failed_ranks)
+        error = (
+            "worker process died without a Python error (killed by a signal such as SIGKILL or the OOM killer,"
+            f" or a native crash); rank {lost} lost the connection to it"
+        )
+        return _Diagnosis(silent[0], error, []), []
 
     if failures:
         first = failures[0]
@@ -473,9 +527,52 @@ def _diagnose(exc: BaseException, plan: LaunchPlan, report_dir: Path) -> tuple[_
         if details:
             break
     note = ""
+    retryable = True
     if any("ModuleNotFoundError" in line for line in details):
         note = "\n  the launched function and its arguments must be importable on every worker"
-    return _Diagnosis(None, error, details, note), []
+        retryable = False
+    return _Diagnosis(None, error, details, note, retryable=retryable), []
+
+
+def _diagnose_hang(failures: list[dict[str, Any]], plan: LaunchPlan, report_dir: Path) -> _Diagnosis | None:
+    """Name the ranks that stopped participating when the others timed out waiting for them.
+
+    A hung or stopped (SIGSTOP) rank reports nothing, while its peers' collectives time out and they report
+    lost-peer errors. The silent ranks are the suspects; if every rank timed out, the ones whose heartbeat
+    (last completed iteration) is behind are.
+    """
+    timeouts = [r for r in failures if _TIMEOUT_RE.search(" ".join([str(r.get("error")), *r.get("traceback", [])]))]
+    if not timeouts:
+        return None
+    failed = {int(r["rank"]) for r in failures}
+    beats = {int(b["rank"]): b for b in read_reports(report_dir, "heartbeat")}
+    silent = [r for r in range(plan.world_size) if r not in failed]
+    if not silent and beats:
+        last = {r: int(b.get("iteration", -1)) for r, b in beats.items()}
+        if len(set(last.values())) > 1:
+            silent = sorted(r for r, it in last.items() if it == min(last.values()))
+    if not silent:
+        return None
+    gave_up = min(float(r.get("time", 0.0)) for r in timeouts)
+    rank = silent[0]
+    waiting = ", ".join(str(r) for r in sorted({int(r["rank"]) for r in timeouts}))
+    error = (
+        f"stopped responding ({_progress(beats.get(rank), gave_up)}); rank {waiting} timed out after"
+        f" {plan.worker_timeout_s} s waiting for it in a collective (--collective-timeout-s)"
+    )
+    if len(silent) > 1:
+        error += f"; ranks {', '.join(map(str, silent[1:]))} stopped responding too"
+    return _Diagnosis(rank, error, [], retryable=True, unresponsive=silent)
+
+
+def _progress(beat: dict[str, Any] | None, gave_up: float) -> str:
+    if beat is None:
+        return "no heartbeat recorded: it never finished setting up, or runs on another machine"
+    age = max(0.0, gave_up - float(beat.get("time", gave_up)))
+    if beat.get("phase") == "ready":
+        it = beat.get("iteration")
+        return f"set up at iteration {it} but completed no iteration; last heartbeat {age:.0f} s earlier"
+    return f"last completed iteration {beat.get('iteration')}, {age:.0f} s before the others gave up"
 
 
 def _build_failure(exc: BaseException, plan: LaunchPlan, report_dir: Path, log_run_dir: Path | None) -> WorkerFailure:
@@ -494,7 +591,8 @@ def _build_failure(exc: BaseException, plan: LaunchPlan, report_dir: Path, log_r
         where = f"worker rank {rank} ({host}, local rank {local_rank})"
         if log_run_dir is not None:
             log_path = worker_log_path(log_run_dir, host, local_rank)
-            details = details or _tail(log_path, 10)
+            if not diagnosis.user_facing:
+                details = details or _tail(log_path, 10)
     message = f"{where} failed: {diagnosis.error}"
     if log_path is not None:
         message += f" (log: {log_path})"
@@ -512,6 +610,8 @@ def _build_failure(exc: BaseException, plan: LaunchPlan, report_dir: Path, log_r
         details=details,
         log_path=log_path,
         other_ranks=other_ranks,
+        retryable=diagnosis.retryable,
+        unresponsive_ranks=diagnosis.unresponsive,
     )
 
 
@@ -542,11 +642,63 @@ def _worker_env(plan: LaunchPlan, report_dir: Path) -> dict[str, str]:
     return env
 
 
-def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan) -> list[T]:
+def _is_local_host(host: str) -> bool:
+    """Whether ``host`` names this machine (torchrunx's own test: loopback, or an address shared with it)."""
+    try:
+        ip = ipaddress.ip_address(socket.gethostbyname(host))
+        if ip.is_loopback:
+            return True
+        host_addrs = {a[4][0] for a in socket.getaddrinfo(str(ip), None)}
+        local_addrs = {a[4][0] for a in socket.getaddrinfo(socket.gethostname(), None)}
+    except (OSError, ValueError):
+        return False
+    return bool(host_addrs & local_addrs)
+
+
+@contextlib.contextmanager
+def _agents_in_own_session() -> Iterator[None]:
+    """Start local torchrunx agents (and so their workers) in a new session while the block runs.
+
+    torchrunx 0.4.0 starts local agents with ``Popen(shell=True)`` in the launcher's process group, so a
+    terminal Ctrl-C would reach every agent and worker at once and kill them mid-iteration. In their own session
+    only the launcher sees it and decides: stop cleanly after the iteration, or stop everything. Remote agents
+    (SSH) are not affected by a local terminal and are started by torchrunx as usual.
+    """
+    import torchrunx.launcher as torchrunx_launcher
+
+    original = torchrunx_launcher.execute_command  # pyright: ignore[reportPrivateImportUsage]
+
+    def execute_command(
+        command: str,
+        hostname: str,
+        *,
+        ssh_config_file: str | os.PathLike[str] | None = None,
+        return_stdout_stderr: bool = False,
+    ) -> tuple[str, str]:
+        if return_stdout_stderr or not _is_local_host(hostname):
+            return original(
+                command, hostname, ssh_config_file=ssh_config_file, return_stdout_stderr=return_stdout_stderr
+            )
+        subprocess.Popen(command, shell=True, text=True, start_new_session=True)
+        return ("", "")
+
+    torchrunx_launcher.execute_command = execute_command  # pyright: ignore[reportPrivateImportUsage]
+    try:
+        yield
+    finally:
+        torchrunx_launcher.execute_command = original  # pyright: ignore[reportPrivateImportUsage]
+
+
+def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest | None = None) -> list[T]:
     """Run ``fn(*args)`` on every worker of ``plan``; return the results indexed by global rank.
 
     ``fn`` and ``args`` must be picklable (cloudpickle; importable top-level functions are safest).
     Raises :class:`WorkerFailure` when any worker raises or dies, after every worker is stopped.
+
+    Without ``stop``, SIGTERM becomes KeyboardInterrupt (every worker is stopped). With ``stop`` (installed by
+    the caller), the first SIGINT/SIGTERM writes a stop request that rank 0 reads between iterations, so the
+    workers finish their iteration, checkpoint and return normally; a second signal stops everything at once.
+    A clean stop needs rank 0 on this machine (``hostnames[0]`` local); otherwise the first signal stops at once.
     """
     import torchrunx
     from torchrunx import AgentFailedError, WorkerFailedError
@@ -584,10 +736,20 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan) -> list[T]:
         ", ".join(plan.hostnames),
         f"; worker logs in {log_run_dir}" if log_run_dir else "",
     )
+    graceful = True
+    if stop is not None and not _is_local_host(plan.hostnames[0]):
+        graceful = False
+        logger.warning(
+            "rank 0 runs on %s, not on this machine: Ctrl-C/SIGTERM will stop the workers at once instead of"
+            " after a final checkpoint",
+            plan.hostnames[0],
+        )
     children_before = _children(os.getpid(), _process_table())
     started = time.monotonic()
     grace_s = _SWEEP_GRACE_S
-    with _sigterm_as_interrupt() as guard:
+    term_guard = _sigterm_as_interrupt() if stop is None else contextlib.nullcontext(None)
+    stop_channel = stop.attach(report_dir, graceful) if stop is not None else contextlib.nullcontext()
+    with term_guard as guard, stop_channel, _agents_in_own_session():
         try:
             result = launcher.run(WorkerEntry(fn, args))
         except (WorkerFailedError, AgentFailedError) as exc:
@@ -601,10 +763,12 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan) -> list[T]:
                 raise _build_failure(exc, plan, report_dir, log_run_dir) from exc
             raise
         finally:
-            guard.cleaning = True
-            _sweep(children_before, grace_s)
-            shutil.rmtree(report_dir, ignore_errors=True)
-        if guard.received:
+            if guard is not None:
+                guard.cleaning = True
+            with stop.deferring() if stop is not None else contextlib.nullcontext():
+                _sweep(children_before, grace_s)
+                shutil.rmtree(report_dir, ignore_errors=True)
+        if guard is not None and guard.received:
             raise KeyboardInterrupt("received SIGTERM")
     logger.debug("%s finished on all workers in %.1fs", name, time.monotonic() - started)
     return [result.rank(i) for i in range(plan.world_size)]

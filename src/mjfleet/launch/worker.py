@@ -19,18 +19,22 @@ import re
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Generic, TypeVar
 
+from mjfleet.errors import is_retryable, is_user_facing
+
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 REPORT_DIR_ENV = "MJFLEET_LAUNCH_REPORT_DIR"
-"""Launcher-local directory collecting worker reports (``started-rankN.json``, ``failure-rankN.json``)."""
+"""Launcher-local directory collecting worker reports (``started-rankN.json``, ``failure-rankN.json``,
+``heartbeat-rankN.json``) and the launcher's ``stop-request``."""
 REPORT_ATTR = "mjfleet_report"
 """LogRecord attribute carrying a report to the launcher's log server (works across hosts)."""
 PG_TIMEOUT_ENV = "MJFLEET_PG_TIMEOUT_S"
@@ -75,6 +79,28 @@ def read_reports(report_dir: Path, kind: str) -> list[dict[str, Any]]:
         except (OSError, ValueError):
             logger.debug("skipping unreadable report %s", path, exc_info=True)
     return reports
+
+
+def write_heartbeat(rank: int, iteration: int, phase: str = "iteration") -> None:
+    """Record that ``rank`` completed ``iteration`` (``phase="ready"``: finished setting up at that iteration).
+
+    The launcher reads these to name the rank that stopped responding when a collective times out. A
+    rename-based write costs well under a millisecond; nothing is written when the report directory is not on
+    this machine.
+    """
+    report_dir = _local_report_dir()
+    if report_dir is None:
+        return
+    report = {"kind": "heartbeat", "rank": rank, "iteration": iteration, "phase": phase, "time": time.time()}
+    try:
+        write_report(report_dir, report)
+    except OSError:
+        logger.debug("could not write heartbeat to %s", report_dir, exc_info=True)
+
+
+def local_report_dir() -> Path | None:
+    """The launch report directory if this worker runs on the launcher's machine, else None."""
+    return _local_report_dir()
 
 
 def _local_report_dir() -> Path | None:
@@ -141,6 +167,8 @@ def failure_report(exc: BaseException) -> dict[str, Any]:
         "error": error[:500],
         "traceback": lines[-TRACEBACK_LINES:],
         "peer_failure": is_peer_failure(exc),
+        "retryable": is_retryable(exc),
+        "user_facing": is_user_facing(exc),
     }
 
 
@@ -192,9 +220,13 @@ def _enable_faulthandler(rank: int) -> None:
 def run_worker(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run ``fn`` in a launched worker; on any exception report it and ``os._exit(1)``.
 
-    KeyboardInterrupt (Ctrl-C reaches every process) exits with 130 without a report.
+    SIGINT is ignored: stopping is the launcher's decision (it asks rank 0 to stop cleanly, or stops every
+    worker), and a stray Ctrl-C sent to the whole process group must not kill one rank mid-collective.
+    KeyboardInterrupt raised otherwise exits with 130 without a report.
     """
     set_parent_death_signal()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     _drop_console_handlers()
     identity = _identity()
     rank = identity["rank"]
