@@ -17,9 +17,11 @@ import yaml
 from mjfleet.config import TrainConfig
 from mjfleet.envs.env import MjEnv
 from mjfleet.launch.context import DistributedContext, init_process_group
-from mjfleet.rl.checkpoint import resolve_checkpoint
+from mjfleet.launch.worker import local_report_dir, write_heartbeat
+from mjfleet.rl.checkpoint import load_checkpoint, resolve_checkpoint
 from mjfleet.rl.faults import fault_injection_hook
-from mjfleet.rl.runner import IterationRecord, Runner
+from mjfleet.rl.runner import IterationRecord, Runner, StopCheck
+from mjfleet.rl.stop import file_stop_check
 from mjfleet.tasks.registry import get_task
 
 logger = logging.getLogger(__name__)
@@ -35,6 +37,40 @@ class WorkerResult:
     replica_digest: str
     first_rollout_digest: str
     records: list[IterationRecord]
+    stop_signal: int | None = None
+    """Signal number that stopped training early (after a final checkpoint), or None if it ran to the end."""
+    last_checkpoint: str | None = None
+    """The newest checkpoint written (or resumed from) by this run."""
+
+
+@dataclass(frozen=True)
+class StartPoint:
+    """Where a (re)started run begins and where it ends; identical for every worker of a launch."""
+
+    checkpoint: Path | None
+    """Checkpoint file every rank loads first (already resolved, so all ranks load the same file); None: fresh."""
+    final_iteration: int
+    """Train until this iteration has completed (a restart runs only the iterations left)."""
+    start_iteration: int = 0
+    """Iteration stored in ``checkpoint`` (0 for a fresh start)."""
+    attempt: int = 0
+    """0 for the first launch of a run, k for its k-th automatic restart (fault injection only fires in 0)."""
+
+
+def plan_start(cfg: TrainConfig) -> StartPoint:
+    """The first attempt's start: ``--resume`` resolved to one validated checkpoint, then ``max_iterations`` more.
+
+    Raises :class:`~mjfleet.errors.UsageError` for a missing, truncated or foreign checkpoint.
+    """
+    if cfg.resume is None:
+        return StartPoint(checkpoint=None, final_iteration=cfg.agent.max_iterations)
+    checkpoint = resolve_checkpoint(cfg.resume)
+    start_iteration = int(load_checkpoint(checkpoint)["iter"])
+    return StartPoint(
+        checkpoint=checkpoint,
+        final_iteration=start_iteration + cfg.agent.max_iterations,
+        start_iteration=start_iteration,
+    )
 
 
 def seed_everything(seed: int) -> None:
@@ -65,14 +101,24 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def train_worker(cfg: TrainConfig, run_dir: Path | None, ctx: DistributedContext | None = None) -> WorkerResult:
+def train_worker(
+    cfg: TrainConfig,
+    run_dir: Path | None,
+    ctx: DistributedContext | None = None,
+    start: StartPoint | None = None,
+    stop_check: StopCheck | None = None,
+) -> WorkerResult:
     """Build the environment and runner on this worker's device and train.
 
     Args:
         cfg: The full training configuration (identical on every worker).
         run_dir: The run directory the launcher created, or None to write nothing.
-        ctx: This worker's place in the job; built from RANK/LOCAL_RANK/WORLD_SIZE when None.
+        ctx: This worker's place in the job; built from RANK/LOCAL_RANK/WORLD_SIZE when None (launched workers).
+        start: Checkpoint to load and final iteration; planned from ``cfg`` when None.
+        stop_check: Asked on rank 0 after every iteration whether to stop early. Launched workers default to the
+            launcher's stop-request file.
     """
+    launched = ctx is None
     if ctx is None:
         ctx = DistributedContext.from_env()
         # Launched workers have no console handlers (torchrunx forwards records to the launcher and the log
@@ -81,7 +127,11 @@ def train_worker(cfg: TrainConfig, run_dir: Path | None, ctx: DistributedContext
     init_process_group(ctx, cfg.collective_timeout_s)
     seed_everything(ctx.seed(cfg.seed))
     spec = get_task(cfg.task)
-    checkpoint = resolve_checkpoint(cfg.resume) if cfg.resume is not None else None
+    if start is None:
+        start = plan_start(cfg)
+    report_dir = local_report_dir() if launched else None
+    if stop_check is None and report_dir is not None and ctx.is_main:
+        stop_check = file_stop_check(report_dir)
     with wp.ScopedDevice(ctx.device):
         env = MjEnv(spec.task_class(cfg.env), device=ctx.device, seed=ctx.seed(cfg.seed))
         if ctx.is_main and run_dir is not None:
@@ -94,11 +144,21 @@ def train_worker(cfg: TrainConfig, run_dir: Path | None, ctx: DistributedContext
             replica_check_interval=cfg.replica_check_interval,
             logged_config=_plain(dataclasses.asdict(cfg)),
         )
-        if checkpoint is not None:
-            runner.load(str(checkpoint))
-            logger.info("resumed from %s at iteration %d", checkpoint, runner.current_learning_iteration)
-        runner.hooks.append(fault_injection_hook)
-        runner.learn(cfg.agent.max_iterations, init_at_random_ep_len=cfg.init_at_random_ep_len)
+        if start.checkpoint is not None:
+            runner.load(str(start.checkpoint))
+            logger.info("resumed from %s at iteration %d", start.checkpoint, runner.current_learning_iteration)
+        runner.stop_check = stop_check
+        if launched:
+            write_heartbeat(ctx.rank, runner.current_learning_iteration, phase="ready")
+            runner.hooks.append(_heartbeat_hook)
+        if start.attempt == 0:
+            runner.hooks.append(fault_injection_hook)
+        remaining = start.final_iteration - runner.current_learning_iteration
+        # A restart resumes with the saved episode counters; re-randomising them would desynchronise nothing but
+        # makes the continuation differ from the interrupted run for no reason.
+        runner.learn(
+            max(0, remaining), init_at_random_ep_len=cfg.init_at_random_ep_len and not runner.restored_env_state
+        )
         return WorkerResult(
             rank=ctx.rank,
             device=ctx.device,
@@ -106,4 +166,10 @@ def train_worker(cfg: TrainConfig, run_dir: Path | None, ctx: DistributedContext
             replica_digest=runner.replica_digest(),
             first_rollout_digest=runner.history.first_rollout_digest,
             records=runner.history.records,
+            stop_signal=runner.stop_signal,
+            last_checkpoint=None if runner.last_checkpoint is None else str(runner.last_checkpoint),
         )
+
+
+def _heartbeat_hook(runner: Runner, iteration: int) -> None:
+    write_heartbeat(runner.ctx.rank, iteration)

@@ -1,8 +1,17 @@
 """Deliberate faults for testing failure handling with real processes.
 
 ``MJFLEET_FAULT=<kind>@<rank>:<iteration>`` (comma-separated for several) makes that rank misbehave right after
-that iteration: ``raise`` raises an exception, ``kill`` SIGKILLs its own process, ``hang`` stops participating
-(sleeps forever). Unset, the hook does nothing.
+that iteration (after its checkpoint, if one is due):
+
+- ``raise``: raise an exception (the worker reports it and exits).
+- ``kill``: SIGKILL its own process (no report, like the OOM killer).
+- ``hang``: stop participating (sleep forever) while the other ranks wait in the next collective.
+- ``nan``: overwrite one weight of the actor's output layer with NaN, so the next iteration's losses are not
+  finite (like a diverging update would leave them).
+- ``sigint`` / ``sigterm``: send that signal to its own process (in-process runs: like pressing Ctrl-C).
+
+Unset, the hook does nothing. Faults fire only in the first attempt of a run: automatic restarts (see
+:mod:`mjfleet.launch.supervisor`) do not install the hook, so a restarted run can get past the fault.
 """
 
 from __future__ import annotations
@@ -12,10 +21,13 @@ import signal
 import time
 from typing import TYPE_CHECKING
 
+import torch
+
 if TYPE_CHECKING:
     from mjfleet.rl.runner import Runner
 
 ENV_VAR = "MJFLEET_FAULT"
+KINDS = ("raise", "kill", "hang", "nan", "sigint", "sigterm")
 
 
 class InjectedFaultError(RuntimeError):
@@ -28,7 +40,7 @@ def parse_faults(spec: str) -> list[tuple[str, int, int]]:
     for item in filter(None, (s.strip() for s in spec.split(","))):
         kind, _, where = item.partition("@")
         rank, _, iteration = where.partition(":")
-        if kind not in ("raise", "kill", "hang"):
+        if kind not in KINDS:
             raise ValueError(f"unknown fault kind {kind!r} in {ENV_VAR}={spec!r}")
         faults.append((kind, int(rank), int(iteration)))
     return faults
@@ -46,5 +58,11 @@ def fault_injection_hook(runner: Runner, iteration: int) -> None:
             raise InjectedFaultError(f"injected fault on rank {rank} at iteration {iteration}")
         if kind == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
+        if kind == "nan":
+            weights = [p for name, p in runner.alg.actor.named_parameters() if name.endswith("weight")]
+            with torch.no_grad():
+                weights[-1].view(-1)[0] = float("nan")
+        if kind in ("sigint", "sigterm"):
+            os.kill(os.getpid(), signal.SIGINT if kind == "sigint" else signal.SIGTERM)
         while kind == "hang":
             time.sleep(3600)

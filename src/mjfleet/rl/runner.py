@@ -3,36 +3,49 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import io
 import logging
 import math
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from rsl_rl.runners import OnPolicyRunner
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.episode_stats import EpisodeStats
+from mjfleet.errors import FatalTrainingError
 from mjfleet.launch.context import DistributedContext, init_process_group
 from mjfleet.rl.checkpoint import checkpoint_name, load_checkpoint, save_atomic
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.metrics import MetricsWriter
+from mjfleet.rl.stop import signal_name
 
 logger = logging.getLogger(__name__)
 
 
-class ReplicaDivergenceError(RuntimeError):
+class ReplicaDivergenceError(FatalTrainingError):
     """Workers no longer hold identical parameters or optimizer state."""
 
 
-class NonFiniteTrainingError(RuntimeError):
-    """A loss or parameter became NaN or Inf."""
+class NonFiniteTrainingError(FatalTrainingError):
+    """A loss, parameter or normaliser statistic became NaN or Inf."""
+
+
+class CheckpointWriteError(FatalTrainingError):
+    """The run directory ran out of space (or quota) while writing a checkpoint."""
+
+
+StopCheck = Callable[[], int]
+"""Polled on rank 0 after every iteration: the number of the signal that asked training to stop, or 0."""
 
 
 @dataclass
@@ -72,7 +85,12 @@ class Runner(OnPolicyRunner):
     - Episode statistics are reduced over all ranks (sums and counts) before rank 0 logs them.
     - Every ``replica_check_interval`` iterations and at the end, ranks compare a digest of parameters and
       optimizer state and stop with :class:`ReplicaDivergenceError` if they differ.
-    - Only rank 0 writes checkpoints (atomically), TensorBoard/W&B and the console progress line.
+    - Only rank 0 writes checkpoints (atomically), TensorBoard/W&B and the console progress line. Checkpoints
+      also carry every rank's RNG and episode state, so a restart with the same number of workers continues
+      where the run left off.
+    - After every iteration all ranks agree, in one small all-reduce, on whether rank 0 was asked to stop
+      (:attr:`stop_check`) and whether any rank saw a non-finite loss or parameter; nobody is left waiting in a
+      collective.
     """
 
     env: MjEnv
@@ -92,6 +110,14 @@ class Runner(OnPolicyRunner):
         self.replica_check_interval = replica_check_interval
         self.hooks: list[IterationHook] = []
         self.history = TrainingHistory()
+        self.stop_check: StopCheck | None = None
+        """Rank 0 only: asked after each iteration whether to stop (checkpoint written, then :meth:`learn` returns)."""
+        self.stop_signal: int | None = None
+        """Signal number that stopped :meth:`learn` early, or None."""
+        self.last_checkpoint: Path | None = None
+        """The newest checkpoint this run wrote or resumed from (the last known good state)."""
+        self.restored_env_state = False
+        """Whether :meth:`load` restored this rank's episode counters (then they are not re-randomised)."""
         self._sync_s = 0.0
         # rsl_rl prints model summaries with bare print; keep them in the debug log instead.
         captured = io.StringIO()
@@ -149,21 +175,31 @@ class Runner(OnPolicyRunner):
         steps_per_iteration = self.cfg["num_steps_per_env"] * env.num_envs * self.gpu_world_size
         for it in range(start + 1, total + 1):
             t0 = time.perf_counter()
-            with torch.inference_mode():
-                for _ in range(self.cfg["num_steps_per_env"]):
-                    actions = alg.act(obs)
-                    obs, rewards, dones, extras = env.step(actions.to(env.device))
-                    obs, rewards, dones = obs.to(self.device), rewards.to(self.device), dones.to(self.device)
-                    alg.process_env_step(obs, rewards, dones, extras)
-                if not self.history.first_rollout_digest:
-                    self.history.first_rollout_digest = _digest([alg.storage.observations["policy"]])
-                alg.compute_returns(obs)
-            t1 = time.perf_counter()
-            self._sync_s = 0.0
-            losses = alg.update()
+            try:
+                with torch.inference_mode():
+                    for _ in range(self.cfg["num_steps_per_env"]):
+                        actions = alg.act(obs)
+                        obs, rewards, dones, extras = env.step(actions.to(env.device))
+                        obs, rewards, dones = obs.to(self.device), rewards.to(self.device), dones.to(self.device)
+                        alg.process_env_step(obs, rewards, dones, extras)
+                    if not self.history.first_rollout_digest:
+                        self.history.first_rollout_digest = _digest([alg.storage.observations["policy"]])
+                    alg.compute_returns(obs)
+                t1 = time.perf_counter()
+                self._sync_s = 0.0
+                losses = alg.update()
+            except (RuntimeError, ValueError) as e:
+                # A diverging mini-batch leaves NaN weights that the next forward pass trips over (e.g. "normal
+                # expects all elements of std >= 0.0"); report the divergence, not the symptom.
+                problem = self._nonfinite_quantity({})
+                if problem is None:
+                    raise
+                raise NonFiniteTrainingError(
+                    self._divergence_message(it, f"{problem} ({type(e).__name__}: {e})")
+                ) from e
             t2 = time.perf_counter()
             self.current_learning_iteration = it
-            self._check_finite(it, losses)
+            stop = self._agree_after_iteration(it, losses)
 
             sums, counts = self.env.stats.pop()
             record = IterationRecord(
@@ -179,23 +215,71 @@ class Runner(OnPolicyRunner):
             )
             self.history.records.append(record)
             self._log(record, total, steps_per_iteration)
-            if it % self.cfg["save_interval"] == 0 or it == total:
+            if it % self.cfg["save_interval"] == 0 or it == total or stop:
                 self.save_checkpoint()
-            if self.is_distributed and (it % self.replica_check_interval == 0 or it == total):
+            if self.is_distributed and (it % self.replica_check_interval == 0 or it == total or stop):
                 self.check_replicas()
             for hook in self.hooks:
                 hook(self, it)
+            if stop:
+                self.stop_signal = stop
+                logger.info("stopping after iteration %d (%s)", it, signal_name(stop))
+                break
         if self.writer is not None:
             self.writer.close()
             self.writer = None
 
-    def _check_finite(self, it: int, losses: dict[str, float]) -> None:
+    def _agree_after_iteration(self, it: int, losses: dict[str, float]) -> int:
+        """Rank 0's stop request and every rank's finiteness verdict, agreed on by all ranks in one all-reduce.
+
+        Raises :class:`NonFiniteTrainingError` on every rank (with the same message) before anything of this
+        iteration is saved, so the last checkpoint stays the last good state. Returns the stop signal or 0.
+        """
+        problem = self._nonfinite_quantity(losses)
+        stop = self.stop_check() if self.ctx.is_main and self.stop_check is not None else 0
+        bad_ranks = [self.ctx.rank] if problem else []
+        problems = {self.ctx.rank: problem}
+        if self.is_distributed:
+            flags = torch.zeros(1 + self.gpu_world_size, dtype=torch.int64, device=self.device)
+            flags[0] = stop
+            flags[1 + self.gpu_global_rank] = problem is not None
+            dist.all_reduce(flags, op=dist.ReduceOp.SUM)
+            values = flags.tolist()
+            stop = int(values[0])
+            bad_ranks = [r for r in range(self.gpu_world_size) if values[1 + r]]
+            if bad_ranks:  # Rare path: everyone is here, so one more collective is safe.
+                gathered: list[str | None] = [None] * self.gpu_world_size
+                dist.all_gather_object(gathered, problem)
+                problems = dict(enumerate(gathered))
+        if bad_ranks:
+            first = bad_ranks[0]
+            where = f" on rank {first}" if self.is_distributed else ""
+            others = f" (and on ranks {', '.join(map(str, bad_ranks[1:]))})" if len(bad_ranks) > 1 else ""
+            raise NonFiniteTrainingError(self._divergence_message(it, f"{problems[first]}{where}{others}"))
+        return stop
+
+    def _divergence_message(self, it: int, what: str) -> str:
+        kept = (
+            f"the last good checkpoint is {self.last_checkpoint}"
+            if self.last_checkpoint is not None
+            else "no checkpoint was written before it"
+        )
+        return (
+            f"training diverged at iteration {it}: {what}; this iteration was not saved and {kept}"
+            " (try a lower --agent.algorithm.learning-rate)"
+        )
+
+    def _nonfinite_quantity(self, losses: dict[str, float]) -> str | None:
+        """Which loss, parameter or normaliser statistic of this rank is NaN/Inf, or None."""
         for name, value in losses.items():
             if not math.isfinite(value):
-                raise NonFiniteTrainingError(f"{name} loss is {value} at iteration {it}; the last checkpoint is kept")
-        for name, p in self.alg.get_policy().named_parameters():
-            if not torch.isfinite(p).all():
-                raise NonFiniteTrainingError(f"actor parameter {name} is not finite at iteration {it}")
+                return f"the {name} loss is {value}"
+        for label, model in (("actor", self.alg.actor), ("critic", self.alg.critic)):
+            # The state dict includes the observation normaliser's running statistics, not just parameters.
+            for name, t in model.state_dict().items():
+                if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                    return f"{label} {name} is not finite"
+        return None
 
     def _reduce_episode_stats(self, sums: torch.Tensor, counts: torch.Tensor) -> dict[str, float]:
         if self.is_distributed:
@@ -242,15 +326,40 @@ class Runner(OnPolicyRunner):
 
     # --- checkpoints -------------------------------------------------------------------------------------------
     def save_checkpoint(self) -> Path | None:
-        """Rank 0 writes ``model_<iteration>.pt`` into the run directory; other ranks write nothing."""
-        if not self.ctx.is_main or self.run_dir is None:
-            return None
-        path = self.run_dir / checkpoint_name(self.current_learning_iteration)
-        self.save(str(path))
-        return path
+        """Rank 0 writes ``model_<iteration>.pt`` into the run directory; other ranks write nothing.
 
-    def save(self, path: str, infos: dict[str, Any] | None = None) -> None:
-        """Write the full training state atomically (models, optimizer, learning rate, iteration, RNG)."""
+        Every rank must call this at the same iteration: the ranks' RNG and episode states are gathered first.
+        """
+        if self.run_dir is None:
+            return None
+        rank_states = [self.rank_state()]
+        if self.is_distributed:
+            gathered: list[dict[str, Any] | None] = [None] * self.gpu_world_size
+            dist.all_gather_object(gathered, rank_states[0])
+            rank_states = [s for s in gathered if s is not None]
+        path = self.run_dir / checkpoint_name(self.current_learning_iteration)
+        if self.ctx.is_main:
+            try:
+                self.save(str(path), rank_states=rank_states)
+            except OSError as e:
+                if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    raise
+                kept = f"; {self.last_checkpoint} is intact" if self.last_checkpoint is not None else ""
+                raise CheckpointWriteError(f"cannot write checkpoint {path}: {e.strerror}{kept}") from None
+        self.last_checkpoint = path
+        return path if self.ctx.is_main else None
+
+    def save(
+        self, path: str, infos: dict[str, Any] | None = None, rank_states: list[dict[str, Any]] | None = None
+    ) -> None:
+        """Write the full training state atomically.
+
+        Models (including observation normalisers), optimizer, learning rate, iteration, and per rank (in
+        ``rank_states``, default: this rank's only) the torch/NumPy/Python RNG states, the environment's generator,
+        episode-length buffer and step counter, and the task's ``state_dict()`` if it has one.
+        """
+        if rank_states is None:
+            rank_states = [self.rank_state()]
         payload = self.alg.save()
         payload.update(
             {
@@ -258,6 +367,8 @@ class Runner(OnPolicyRunner):
                 "infos": infos,
                 "learning_rate": self.alg.learning_rate,
                 "world_size": self.gpu_world_size,
+                "rank_states": rank_states,
+                # Kept for readers of format 1.
                 "torch_rng_state": torch.get_rng_state(),
                 "env_generator_state": self.env.generator.get_state(),
             }
@@ -275,7 +386,74 @@ class Runner(OnPolicyRunner):
             self.alg.learning_rate = float(data["learning_rate"])
             for group in self.alg.optimizer.param_groups:
                 group["lr"] = self.alg.learning_rate
+        self._restore_rank_state(data)
+        self.last_checkpoint = Path(path)
         return data.get("infos") or {}
+
+    # --- per-rank state ----------------------------------------------------------------------------------------
+    def rank_state(self) -> dict[str, Any]:
+        """This rank's RNG and episode state (tensors and plain data only, so checkpoints load weights-only)."""
+        np_state: tuple[Any, ...] = np.random.get_state(legacy=True)  # type: ignore[assignment]
+        env = self.env
+        state: dict[str, Any] = {
+            "rank": self.ctx.rank,
+            "torch_rng_state": torch.get_rng_state(),
+            "numpy_rng_state": {
+                "kind": str(np_state[0]),
+                "keys": torch.from_numpy(np.asarray(np_state[1], dtype=np.int64)),
+                "pos": int(np_state[2]),
+                "has_gauss": int(np_state[3]),
+                "cached_gaussian": float(np_state[4]),
+            },
+            "python_rng_state": random.getstate(),
+            "env_generator_state": env.generator.get_state(),
+            "episode_length_buf": env.episode_length_buf.detach().to("cpu").clone(),
+            "common_step_counter": int(env.common_step_counter),
+        }
+        if str(self.device).startswith("cuda"):
+            state["cuda_rng_state"] = torch.cuda.get_rng_state(self.device)
+        task_state = getattr(env.task, "state_dict", None)
+        if callable(task_state):
+            state["task_state"] = task_state()
+        return state
+
+    def _restore_rank_state(self, data: dict[str, Any]) -> None:
+        """Restore this rank's entry of ``rank_states`` when the checkpoint came from the same number of workers.
+
+        With a different number of workers (or a format-1 checkpoint) only the shared step counter and task
+        state of rank 0 are restored; RNGs keep this run's per-rank seeds, so ranks still explore differently.
+        """
+        states = data.get("rank_states")
+        if not isinstance(states, list) or not states:
+            return
+        env = self.env
+        same_layout = len(states) == self.gpu_world_size
+        state = states[self.ctx.rank] if same_layout else states[0]
+        env.common_step_counter = int(state.get("common_step_counter", env.common_step_counter))
+        load_task_state = getattr(env.task, "load_state_dict", None)
+        if "task_state" in state and callable(load_task_state):
+            load_task_state(state["task_state"])
+        if not same_layout:
+            logger.info(
+                "checkpoint was written by %d worker(s), this run has %d: per-worker RNG and episode state start fresh",
+                len(states),
+                self.gpu_world_size,
+            )
+            return
+        torch.set_rng_state(state["torch_rng_state"].cpu())
+        if "cuda_rng_state" in state and str(self.device).startswith("cuda"):
+            torch.cuda.set_rng_state(state["cuda_rng_state"].cpu(), self.device)
+        nps = state.get("numpy_rng_state")
+        if isinstance(nps, dict):
+            keys = nps["keys"].cpu().numpy().astype(np.uint32)
+            np.random.set_state((nps["kind"], keys, nps["pos"], nps["has_gauss"], nps["cached_gaussian"]))
+        if "python_rng_state" in state:
+            random.setstate(_as_tuple(state["python_rng_state"]))
+        env.generator.set_state(state["env_generator_state"].cpu())
+        buf = state.get("episode_length_buf")
+        if isinstance(buf, torch.Tensor) and buf.shape == env.episode_length_buf.shape:
+            env.episode_length_buf.copy_(buf.to(env.episode_length_buf.device))
+            self.restored_env_state = True
 
     # --- replication -------------------------------------------------------------------------------------------
     def replica_digest(self) -> str:
@@ -298,6 +476,13 @@ class Runner(OnPolicyRunner):
             raise ReplicaDivergenceError(
                 f"ranks {differing} diverged from rank 0 at iteration {self.current_learning_iteration}"
             )
+
+
+def _as_tuple(value: Any) -> Any:
+    """``random.setstate`` wants nested tuples; a checkpoint round trip may hand back lists."""
+    if isinstance(value, list | tuple):
+        return tuple(_as_tuple(v) for v in value)
+    return value
 
 
 def _digest(tensors: list[torch.Tensor]) -> str:
