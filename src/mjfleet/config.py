@@ -44,4 +44,12 @@ class TrainConfig:
     replica_check_interval: int = 50
     """Multi-worker runs compare a digest of parameters and optimizer state across workers this often."""
     collective_timeout_s: float = 600.0
-    """A collective operation that does not complete within this many seconds aborts the run."""
+    """A collective operation that does not complete within this many seconds aborts the run, naming the ranks
+    that stopped responding (a hung or stopped worker)."""
+    max_restarts: int = 0
+    """After a worker dies (crash, signal, OOM kill, hang), relaunch every worker from the newest checkpoint of
+    the same run directory up to this many times, finishing at the originally requested iteration. Bad input
+    and NaN training are never retried. With a value above 0 even a single worker runs as a launched process."""
+    dry_run: bool = False
+    """Validate everything (arguments, devices, checkpoint to resume, log root), print the launch plan and exit
+    without creating a run directory or starting workers."""

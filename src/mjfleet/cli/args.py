@@ -14,6 +14,7 @@ from mjfleet.errors import UsageError
 
 T = TypeVar("T")
 _BOX = re.compile(r"[│╭╮╰╯─━┃┏┓┗┛┡┩╇┳┻╋]+")
+_ASCII_RULE = re.compile(r"-{3,}")
 
 
 def parse(cls: type[T], args: list[str], prog: str, default: T | None = None) -> T:
@@ -34,6 +35,8 @@ def parse(cls: type[T], args: list[str], prog: str, default: T | None = None) ->
 def summarize_error(text: str) -> str:
     """The meaningful lines of tyro's boxed error report, joined into one line."""
     lines = [_BOX.sub(" ", line).strip() for line in text.splitlines()]
+    # Without a terminal the box may be drawn in ASCII: drop rules made of dashes and the side bars.
+    lines = [_ASCII_RULE.sub(" ", line.strip("|+ ")).strip() for line in lines]
     lines = [line for line in lines if line and not line.lower().startswith(("usage:", "for full helptext"))]
     head = [line for line in lines if not line.lower().startswith("argument helptext")]
     message = " ".join(head[:3]) if head else "invalid arguments"

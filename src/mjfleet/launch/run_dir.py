@@ -3,21 +3,61 @@
 from __future__ import annotations
 
 import os
+import shutil
 from datetime import datetime
 from pathlib import Path
 
 from mjfleet.errors import UsageError
+
+MIN_FREE_BYTES = 100 * 2**20
+"""Free space a log root needs before a run starts: checkpoints, event files and worker logs of small runs.
+A disk that fills up later stops the run with an error and keeps the last complete checkpoint."""
+
+
+def run_dir_name(run_name: str = "", now: datetime | None = None) -> str:
+    """``<YYYY-MM-DD_HH-MM-SS>[_<run_name>]``."""
+    stamp = (now or datetime.now()).strftime("%Y-%m-%d_%H-%M-%S")
+    return f"{stamp}_{run_name}" if run_name else stamp
+
+
+def check_log_root(parent: Path, min_free_bytes: int = MIN_FREE_BYTES) -> None:
+    """Fail with :class:`UsageError` unless runs can be created under ``parent`` (``<log_root>/<experiment>``).
+
+    Creates nothing: the nearest existing ancestor must be a writable directory on a file system with at least
+    ``min_free_bytes`` free.
+    """
+    text = str(parent)
+    if "\x00" in text:
+        raise UsageError(f"log directory {text!r} contains a NUL character")
+    existing = parent
+    try:
+        while not existing.exists():
+            if existing.parent == existing:
+                break
+            existing = existing.parent
+        if not existing.is_dir():
+            raise UsageError(f"cannot create log directory {parent}: {existing} is not a directory")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise UsageError(f"log directory {existing} is not writable")
+        free = shutil.disk_usage(existing).free
+    except OSError as e:
+        raise UsageError(f"cannot use log directory {parent}: {e.strerror or e}") from None
+    if free < min_free_bytes:
+        raise UsageError(
+            f"log directory {existing} has only {free / 2**20:.0f} MiB free; a run needs at least"
+            f" {min_free_bytes / 2**20:.0f} MiB (free some space or choose another --log-root)"
+        )
 
 
 def make_run_dir(log_root: Path, experiment: str, run_name: str = "", now: datetime | None = None) -> Path:
     """Create ``<log_root>/<experiment>/<YYYY-MM-DD_HH-MM-SS>[_<run_name>]`` and return it.
 
     Two runs started in the same second get ``-1``, ``-2``... suffixes instead of sharing a directory.
-    An unwritable log root is reported as a :class:`UsageError` before anything else happens.
+    An unwritable or full log root is reported as a :class:`UsageError` before anything else happens.
     """
-    stamp = (now or datetime.now()).strftime("%Y-%m-%d_%H-%M-%S")
-    name = f"{stamp}_{run_name}" if run_name else stamp
+    name = run_dir_name(run_name, now)
     parent = log_root / experiment
+    check_log_root(parent)
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -30,5 +70,17 @@ def make_run_dir(log_root: Path, experiment: str, run_name: str = "", now: datet
             candidate.mkdir()
         except FileExistsError:
             continue
+        except OSError as e:
+            raise UsageError(f"cannot create run directory {candidate}: {e.strerror}") from None
         return candidate
     raise UsageError(f"too many runs named {name} in {parent}")
+
+
+def discard_if_empty(run_dir: Path) -> None:
+    """Remove a run directory this invocation created if nothing but empty folders ended up in it."""
+    try:
+        if any(p.is_file() for p in run_dir.rglob("*")):
+            return
+        shutil.rmtree(run_dir)
+    except OSError:
+        pass

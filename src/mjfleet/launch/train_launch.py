@@ -11,7 +11,8 @@ from mjfleet.config import TrainConfig
 from mjfleet.errors import UsageError
 from mjfleet.launch.devices import DeviceSelection
 from mjfleet.launch.launcher import LaunchPlan, launch, resolve_worker_log_dir
-from mjfleet.training import WorkerResult, train_worker
+from mjfleet.rl.stop import StopRequest
+from mjfleet.training import StartPoint, WorkerResult, plan_start, train_worker
 
 logger = logging.getLogger(__name__)
 
@@ -54,10 +55,23 @@ def describe_plan(cfg: TrainConfig, plan: LaunchPlan, selection: DeviceSelection
     )
 
 
-def launch_training(cfg: TrainConfig, run_dir: Path, selection: DeviceSelection) -> list[WorkerResult]:
-    """Run :func:`train_worker` on every worker of the plan; results are indexed by global rank."""
+def launch_training(
+    cfg: TrainConfig,
+    run_dir: Path,
+    selection: DeviceSelection,
+    start: StartPoint | None = None,
+    stop: StopRequest | None = None,
+) -> list[WorkerResult]:
+    """Run :func:`train_worker` on every worker of the plan once; results are indexed by global rank.
+
+    ``start`` defaults to :func:`~mjfleet.training.plan_start`; ``stop`` (installed by the caller) lets the first
+    SIGINT/SIGTERM stop the workers cleanly after their current iteration.
+    """
     plan = make_plan(cfg, run_dir, selection)
-    logger.info(describe_plan(cfg, plan, selection))
+    if start is None:
+        start = plan_start(cfg)
+    if start.attempt == 0:
+        logger.info(describe_plan(cfg, plan, selection))
     # Rank 0's records arrive on the launcher as "torchrunx.<host>.0"; show its progress lines like in-process.
     logging.getLogger("torchrunx").setLevel(logging.INFO)
-    return launch(train_worker, cfg, run_dir, plan=plan)
+    return launch(train_worker, cfg, run_dir, None, start, plan=plan, stop=stop)
