@@ -24,7 +24,7 @@ register(
         description="Keep a pole upright on a cart for 5 s, starting near upright.",
         task_class=CartpoleTask,
         env_cfg=balance_config,
-        agent_cfg=lambda: _cartpole_agent("cartpole_balance", 100),
+        agent_cfg=lambda: _cartpole_agent("cartpole_balance", 80),
     )
 )
 register(
@@ -34,5 +34,50 @@ register(
         task_class=CartpoleTask,
         env_cfg=swingup_config,
         agent_cfg=lambda: _cartpole_agent("cartpole_swingup", 150),
+    )
+)
+
+
+# --- locomotion ----------------------------------------------------------------------------------------------------
+from mjfleet.tasks.locomotion import presets as _loco  # noqa: E402
+from mjfleet.tasks.locomotion.task import LocomotionTask  # noqa: E402
+
+register(
+    TaskSpec(
+        id="go1-velocity-flat",
+        description="Go1 quadruped tracks random forward/sideways/yaw-rate commands on flat ground (20 s episodes).",
+        task_class=LocomotionTask,
+        env_cfg=_loco.go1_flat_config,
+        agent_cfg=_loco.go1_flat_agent,
+    )
+)
+register(
+    TaskSpec(
+        id="go1-velocity-rough",
+        description="Go1 tracks velocity commands over bumps, slopes and stairs with a terrain curriculum and domain "
+        "randomization.",
+        task_class=LocomotionTask,
+        env_cfg=_loco.go1_rough_config,
+        agent_cfg=_loco.go1_rough_agent,
+    )
+)
+register(
+    TaskSpec(
+        id="humanoid-velocity-flat",
+        description="G1-class humanoid walks to follow forward/sideways/yaw-rate commands on flat ground (20 s "
+        "episodes).",
+        task_class=LocomotionTask,
+        env_cfg=_loco.humanoid_flat_config,
+        agent_cfg=_loco.humanoid_flat_agent,
+    )
+)
+register(
+    TaskSpec(
+        id="humanoid-velocity-rough",
+        description="G1-class humanoid follows velocity commands over bumps, slopes and stairs with a terrain "
+        "curriculum and domain randomization.",
+        task_class=LocomotionTask,
+        env_cfg=_loco.humanoid_rough_config,
+        agent_cfg=_loco.humanoid_rough_agent,
     )
 )

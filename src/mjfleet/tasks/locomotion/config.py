@@ -1,0 +1,196 @@
+"""Settings of the velocity-tracking locomotion tasks (every field is a ``--env.<...>`` flag)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from mjfleet.envs.config import EnvConfig
+
+TerrainType = Literal["bumps", "slope_up", "slope_down", "stairs_up", "stairs_down"]
+"""Tile kinds: random bumps; a pit to climb out of or a pyramid to walk down (slopes, stairs)."""
+
+
+@dataclass
+class LocomotionRewards:
+    """Per-term weights (0 disables a term). Each term is integrated over time (multiplied by the control step)."""
+
+    track_lin_vel_xy: float = 1.0
+    """exp(-|v_xy - command_xy|^2 / tracking_std^2), base-frame linear velocity."""
+    track_yaw_rate: float = 0.5
+    """exp(-(w_z - command_yaw)^2 / tracking_std^2), base-frame yaw rate."""
+    lin_vel_z: float = -2.0
+    """Squared base-frame vertical velocity."""
+    ang_vel_xy: float = -0.05
+    """Squared base-frame roll and pitch rates."""
+    torques: float = -1e-5
+    """Sum of squared actuator forces."""
+    joint_acc: float = -2.5e-7
+    """Sum of squared joint accelerations."""
+    action_rate: float = -0.01
+    """Sum of squared changes of the action since the last step."""
+    feet_air_time: float = 0.0
+    """Quadruped gait: at each touchdown, the foot's air time minus ``air_time_threshold`` (only while commanded to
+    move)."""
+    biped_air_time: float = 0.0
+    """Biped gait: while exactly one foot is on the ground, the shorter of the current stance/swing times, capped
+    at ``air_time_threshold`` (only while commanded to move)."""
+    feet_slide: float = 0.0
+    """Horizontal speed of feet that touch the ground."""
+    undesired_contacts: float = -1.0
+    """Number of undesired contact geoms (thighs, calves, shins, forearms) touching the ground."""
+    flat_orientation: float = 0.0
+    """Squared horizontal components of the projected gravity (base tilt)."""
+    joint_limits: float = 0.0
+    """Sum of joint-angle excursions beyond ``soft_joint_limit`` of each joint's range (radians)."""
+    joint_deviation: float = 0.0
+    """Sum of absolute deviations from the default angle of the robot's ``deviation_joints`` (hip ab/adduction,
+    arms, waist)."""
+    base_height: float = 0.0
+    """Squared difference between the base height above the ground and ``target_base_height``."""
+    termination: float = 0.0
+    """1 on the step an episode terminates (not on time-outs): a penalty when negative."""
+
+
+@dataclass
+class CommandConfig:
+    """Base-velocity commands, drawn uniformly per environment and redrawn at intervals."""
+
+    lin_vel_x: tuple[float, float] = (-1.0, 1.0)
+    """Forward velocity range (m/s, base frame)."""
+    lin_vel_y: tuple[float, float] = (-1.0, 1.0)
+    """Sideways velocity range (m/s, base frame)."""
+    yaw_rate: tuple[float, float] = (-1.0, 1.0)
+    """Yaw rate range (rad/s)."""
+    resample_interval_s: float = 10.0
+    """Each environment draws a new command this often (and at every reset)."""
+    standing_fraction: float = 0.02
+    """Probability that a drawn command is zero (stand still)."""
+    min_lin_speed: float = 0.1
+    """Drawn linear commands slower than this become zero, so "move" commands are clearly distinguishable."""
+
+
+@dataclass
+class TerrainConfig:
+    """The ground: a plane, or a heightfield of tiles (rows = difficulty levels, columns = terrain types)."""
+
+    kind: Literal["flat", "rough"] = "flat"
+    """``flat``: the model's floor plane. ``rough``: a tiled heightfield with a difficulty curriculum."""
+    types: tuple[TerrainType, ...] = ("bumps", "slope_up", "slope_down", "stairs_up", "stairs_down")
+    """Tile types, one column each; environment ``i`` trains on column ``i % len(types)``."""
+    num_levels: int = 5
+    """Difficulty levels (rows); level 0 is nearly flat, the last is the hardest."""
+    tile_size: float = 6.0
+    """Side of a square tile (metres)."""
+    border: float = 4.0
+    """Flat margin around the tiles (metres)."""
+    resolution: float = 0.1
+    """Heightfield grid spacing (metres)."""
+    platform_size: float = 1.6
+    """Side of the flat spawn platform at each tile's centre (metres)."""
+    bump_height: tuple[float, float] = (0.02, 0.1)
+    """Bump amplitude at the easiest and the hardest level: heights uniform in +-amplitude (metres)."""
+    bump_spacing: float = 0.3
+    """Distance between random bump heights; the surface is interpolated in between (metres)."""
+    slope: tuple[float, float] = (0.0, 0.4)
+    """Slope (rise over run) at the easiest and the hardest level."""
+    step_height: tuple[float, float] = (0.04, 0.18)
+    """Stair riser height at the easiest and the hardest level (metres)."""
+    step_width: float = 0.3
+    """Stair tread depth (metres)."""
+    seed: int = 0
+    """Seed of the bump heights (the same on every worker, so all workers train on one terrain)."""
+    curriculum: bool = True
+    """Move environments to harder levels when they walk far, and easier when they fall short of their commands."""
+    max_init_level: int = 1
+    """Environments start on a level drawn uniformly from 0 to this."""
+    promote_fraction: float = 0.5
+    """Promote when the distance walked from the spawn point exceeds this fraction of ``tile_size``."""
+    demote_fraction: float = 0.5
+    """Demote when the distance walked is below this fraction of the commanded distance of the episode."""
+    spawn_jitter: float = 0.5
+    """Spawn points are drawn uniformly within +-this of the tile centre (metres, within the platform)."""
+
+
+@dataclass
+class RandomizationConfig:
+    """Domain randomization: per-world physics parameters and random pushes (None or 0 disables an item)."""
+
+    friction: tuple[float, float] | None = None
+    """Sliding friction of every geom of a world, drawn uniformly from this range."""
+    added_base_mass: tuple[float, float] | None = None
+    """Mass added to the base body of a world (kg, uniform); the subtree masses are updated to match."""
+    kp_scale: tuple[float, float] | None = None
+    """Factor on every position actuator's stiffness (kp) of a world, uniform."""
+    kd_scale: tuple[float, float] | None = None
+    """Factor on every position actuator's damping (kv) of a world, uniform."""
+    on_reset: bool = False
+    """Redraw the per-world parameters at every reset instead of once at startup."""
+    push_interval_s: tuple[float, float] = (10.0, 15.0)
+    """Time between pushes of one environment, uniform (seconds)."""
+    push_velocity: float = 0.0
+    """A push adds a horizontal base velocity uniform in +-this per axis (m/s); 0 disables pushes."""
+
+
+@dataclass
+class NoiseConfig:
+    """Uniform noise added to the policy's observations (the critic sees clean values)."""
+
+    scale: float = 0.0
+    """Multiplies every amplitude below; 0 disables the noise."""
+    ang_vel: float = 0.2
+    """Base angular velocity noise amplitude (rad/s)."""
+    gravity: float = 0.05
+    """Projected gravity noise amplitude."""
+    joint_pos: float = 0.01
+    """Joint position noise amplitude (rad)."""
+    joint_vel: float = 1.5
+    """Joint velocity noise amplitude (rad/s)."""
+
+
+@dataclass
+class LocomotionConfig(EnvConfig):
+    """Velocity tracking with a legged robot on flat or rough ground."""
+
+    robot: Literal["go1", "humanoid"] = "go1"
+    """Which robot model to drive."""
+    action_scale: float = 0.25
+    """Joint position target = default angle + action_scale * action (radians)."""
+    tracking_std: float = 0.5
+    """Width of the exponential velocity-tracking rewards (m/s or rad/s)."""
+    air_time_threshold: float = 0.5
+    """Target swing time of the air-time rewards (seconds)."""
+    contact_force: float = 1.0
+    """A zone touches the ground when its summed contact normal force exceeds this (newtons)."""
+    soft_joint_limit: float = 0.9
+    """Fraction of each joint's range, around its middle, beyond which ``joint_limits`` penalises."""
+    target_base_height: float = 0.0
+    """Target of the ``base_height`` reward (metres above the ground; 0 uses the robot's standing height)."""
+    termination_height: float = 0.15
+    """The episode terminates when the base is lower than this above the ground (metres)."""
+    termination_tilt: float = 1.2
+    """The episode terminates when the base tilts more than this from upright (radians)."""
+    init_joint_noise: float = 0.1
+    """Initial joint angles are the default plus uniform noise within +-this (radians, clipped to the range)."""
+    init_base_velocity: float = 0.3
+    """Initial base linear and angular velocities are uniform within +-this per axis."""
+    height_scan: tuple[int, int] = (0, 0)
+    """Critic-only ground heights around the base: (points along x, points along y) in the heading frame; (0, 0)
+    for none."""
+    height_scan_spacing: float = 0.15
+    """Distance between height-scan points (metres)."""
+    solver_iterations: int = 10
+    """Constraint-solver iteration cap (replaces the MJCF's; MuJoCo Warp prints a warning for every world that hits
+    it, and converged worlds stop early, so a cap rarely reached costs little)."""
+    linesearch_iterations: int = 16
+    """Line-search iteration cap of the constraint solver (replaces the MJCF's, for the same reason)."""
+    commands: CommandConfig = field(default_factory=CommandConfig)
+    """Velocity commands."""
+    rewards: LocomotionRewards = field(default_factory=LocomotionRewards)
+    """Reward term weights."""
+    terrain: TerrainConfig = field(default_factory=TerrainConfig)
+    """Ground and curriculum."""
+    randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
+    """Domain randomization."""
+    noise: NoiseConfig = field(default_factory=NoiseConfig)
+    """Observation noise."""

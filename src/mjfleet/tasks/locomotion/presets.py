@@ -1,0 +1,201 @@
+"""Complete default environment and PPO configs of the four locomotion tasks."""
+
+from __future__ import annotations
+
+from mjfleet.rl.config import AgentConfig, AlgorithmConfig, PolicyConfig
+from mjfleet.sim.simulation import SimConfig
+from mjfleet.tasks.locomotion.config import (
+    CommandConfig,
+    LocomotionConfig,
+    LocomotionRewards,
+    NoiseConfig,
+    RandomizationConfig,
+    TerrainConfig,
+)
+
+EPISODE_LENGTH_S = 20.0
+"""Episode time limit of every locomotion task (two command intervals)."""
+
+HEIGHT_SCAN = (11, 7)
+"""Critic height-scan grid of the rough tasks: 1.5 m x 0.9 m around the base at 0.15 m."""
+
+
+def _sim(nconmax: int, njmax: int) -> SimConfig:
+    """5 ms physics (the MJCF timestep), 4 substeps: 50 Hz control."""
+    return SimConfig(decimation=4, nconmax=nconmax, njmax=njmax)
+
+
+def _rough_randomization() -> RandomizationConfig:
+    return RandomizationConfig(
+        friction=(0.4, 1.25),
+        added_base_mass=(-1.0, 3.0),
+        kp_scale=(0.9, 1.1),
+        kd_scale=(0.8, 1.2),
+        push_interval_s=(10.0, 15.0),
+        push_velocity=0.5,
+    )
+
+
+def _light_randomization() -> RandomizationConfig:
+    """Flat tasks: a little friction and payload variation, no pushes, exact gains."""
+    return RandomizationConfig(friction=(0.6, 1.0), added_base_mass=(-0.5, 1.0))
+
+
+def go1_flat_config() -> LocomotionConfig:
+    """Go1 on a plane: omnidirectional commands up to 1 m/s and 1 rad/s, light randomization, no noise."""
+    return LocomotionConfig(
+        robot="go1",
+        episode_length_s=EPISODE_LENGTH_S,
+        sim=_sim(nconmax=16, njmax=64),
+        action_scale=0.25,
+        termination_height=0.15,
+        commands=CommandConfig(lin_vel_x=(-1.0, 1.0), lin_vel_y=(-1.0, 1.0), yaw_rate=(-1.0, 1.0)),
+        rewards=LocomotionRewards(
+            track_lin_vel_xy=1.5,
+            track_yaw_rate=0.75,
+            lin_vel_z=-2.0,
+            ang_vel_xy=-0.05,
+            torques=-2e-4,
+            joint_acc=-2.5e-7,
+            action_rate=-0.01,
+            feet_air_time=0.25,
+            undesired_contacts=-1.0,
+            flat_orientation=-2.5,
+            termination=-200.0,
+        ),
+        terrain=TerrainConfig(kind="flat"),
+        randomization=_light_randomization(),
+        noise=NoiseConfig(scale=0.0),
+    )
+
+
+def go1_rough_config() -> LocomotionConfig:
+    """Go1 on the tiled heightfield with the curriculum, full randomization, pushes and observation noise."""
+    return LocomotionConfig(
+        robot="go1",
+        episode_length_s=EPISODE_LENGTH_S,
+        sim=_sim(nconmax=32, njmax=128),
+        action_scale=0.25,
+        termination_height=0.15,
+        height_scan=HEIGHT_SCAN,
+        commands=CommandConfig(lin_vel_x=(-1.0, 1.0), lin_vel_y=(-1.0, 1.0), yaw_rate=(-1.0, 1.0)),
+        rewards=LocomotionRewards(
+            track_lin_vel_xy=1.5,
+            track_yaw_rate=0.75,
+            lin_vel_z=-2.0,
+            ang_vel_xy=-0.05,
+            torques=-2e-4,
+            joint_acc=-2.5e-7,
+            action_rate=-0.01,
+            feet_air_time=0.125,
+            undesired_contacts=-1.0,
+            flat_orientation=0.0,
+            termination=-200.0,
+        ),
+        terrain=TerrainConfig(kind="rough"),
+        randomization=_rough_randomization(),
+        noise=NoiseConfig(scale=1.0),
+    )
+
+
+def _humanoid_rewards(flat: bool) -> LocomotionRewards:
+    return LocomotionRewards(
+        track_lin_vel_xy=1.0,
+        track_yaw_rate=1.0,
+        lin_vel_z=-0.2 if flat else 0.0,
+        ang_vel_xy=-0.05,
+        torques=-2e-6,
+        joint_acc=-1e-7,
+        action_rate=-0.005,
+        biped_air_time=0.75,
+        feet_slide=-0.1,
+        undesired_contacts=0.0,
+        flat_orientation=-1.0 if flat else 0.0,
+        joint_limits=-1.0,
+        joint_deviation=-0.1,
+        termination=-200.0,
+    )
+
+
+def humanoid_flat_config() -> LocomotionConfig:
+    """G1-class humanoid on a plane: forward 0-1 m/s, sideways +-0.5 m/s, turning +-1 rad/s."""
+    return LocomotionConfig(
+        robot="humanoid",
+        episode_length_s=EPISODE_LENGTH_S,
+        sim=_sim(nconmax=32, njmax=160),
+        action_scale=0.5,
+        air_time_threshold=0.4,
+        termination_height=0.4,
+        termination_tilt=1.0,
+        init_joint_noise=0.05,
+        init_base_velocity=0.1,
+        commands=CommandConfig(lin_vel_x=(0.0, 1.0), lin_vel_y=(-0.5, 0.5), yaw_rate=(-1.0, 1.0)),
+        rewards=_humanoid_rewards(flat=True),
+        terrain=TerrainConfig(kind="flat"),
+        randomization=_light_randomization(),
+        noise=NoiseConfig(scale=0.0),
+    )
+
+
+def humanoid_rough_config() -> LocomotionConfig:
+    """G1-class humanoid on the tiled heightfield (gentler stairs and slopes), full randomization and noise."""
+    return LocomotionConfig(
+        robot="humanoid",
+        episode_length_s=EPISODE_LENGTH_S,
+        sim=_sim(nconmax=48, njmax=200),
+        action_scale=0.5,
+        air_time_threshold=0.4,
+        termination_height=0.4,
+        termination_tilt=1.0,
+        init_joint_noise=0.05,
+        init_base_velocity=0.1,
+        height_scan=HEIGHT_SCAN,
+        commands=CommandConfig(lin_vel_x=(0.0, 1.0), lin_vel_y=(0.0, 0.0), yaw_rate=(-1.0, 1.0)),
+        rewards=_humanoid_rewards(flat=False),
+        terrain=TerrainConfig(
+            kind="rough", tile_size=8.0, platform_size=2.0, slope=(0.0, 0.3), step_height=(0.02, 0.12), step_width=0.4
+        ),
+        randomization=_rough_randomization(),
+        noise=NoiseConfig(scale=1.0),
+    )
+
+
+def locomotion_agent(name: str, iterations: int, hidden: tuple[int, ...], entropy_coef: float = 0.01) -> AgentConfig:
+    """PPO settings of the locomotion tasks (rsl_rl's legged-robot defaults)."""
+    return AgentConfig(
+        experiment_name=name,
+        max_iterations=iterations,
+        num_steps_per_env=24,
+        save_interval=50,
+        policy=PolicyConfig(actor_hidden_dims=hidden, critic_hidden_dims=hidden, init_std=1.0),
+        algorithm=AlgorithmConfig(
+            learning_rate=1e-3,
+            schedule="adaptive",
+            desired_kl=0.01,
+            num_learning_epochs=5,
+            num_mini_batches=4,
+            gamma=0.99,
+            lam=0.95,
+            entropy_coef=entropy_coef,
+        ),
+    )
+
+
+def go1_flat_agent() -> AgentConfig:
+    """Small networks; a few hundred iterations on a GPU."""
+    return locomotion_agent("go1_velocity_flat", 300, (128, 128, 128))
+
+
+def go1_rough_agent() -> AgentConfig:
+    """Larger networks and a long run for the terrain curriculum."""
+    return locomotion_agent("go1_velocity_rough", 1500, (512, 256, 128))
+
+
+def humanoid_flat_agent() -> AgentConfig:
+    """Humanoids need longer to learn to balance before they walk."""
+    return locomotion_agent("humanoid_velocity_flat", 1500, (256, 128, 128), entropy_coef=0.008)
+
+
+def humanoid_rough_agent() -> AgentConfig:
+    """The longest run: balance, walking, then the curriculum."""
+    return locomotion_agent("humanoid_velocity_rough", 3000, (512, 256, 128), entropy_coef=0.008)

@@ -1,0 +1,431 @@
+# pyright: reportAttributeAccessIssue=false
+"""Velocity tracking for legged robots: follow (forward, sideways, yaw-rate) commands on flat or rough ground."""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import mujoco
+import torch
+
+from mjfleet.envs.env import MjEnv
+from mjfleet.envs.task import Task
+from mjfleet.tasks.locomotion.commands import VelocityCommands
+from mjfleet.tasks.locomotion.config import LocomotionConfig
+from mjfleet.tasks.locomotion.curriculum import TerrainCurriculum
+from mjfleet.tasks.locomotion.model import build_model, touch_sensor_name
+from mjfleet.tasks.locomotion.randomization import BATCHED_FIELDS, DomainRandomizer, Pushes
+from mjfleet.tasks.locomotion.robots import ROBOTS, RobotSpec
+from mjfleet.tasks.locomotion.rotations import heading, projected_gravity, quat_mul, rotate_inverse, yaw_quat
+from mjfleet.tasks.locomotion.terrain import HeightLookup, TerrainMap, generate
+
+SUCCESS_LIN_VEL_ERROR = 0.25
+"""An episode succeeds when it times out with a mean linear-velocity tracking error below this (m/s)."""
+
+MOVING_SPEED = 0.1
+"""Gait rewards (air time) only pay while the commanded speed exceeds this (m/s)."""
+
+SPAWN_CLEARANCE = 0.02
+"""Robots spawn this far above their standing height, so no foot starts inside the ground (metres)."""
+
+Index = slice | torch.Tensor
+"""Column selection: a slice (a view, no copy) where the columns are contiguous, else an index tensor."""
+
+
+def _columns(indices: list[int], device: torch.device) -> Index:
+    """``indices`` as a slice when they are consecutive (the usual case: actuators in joint order, sensors in the
+    order they were added), because gathering with an index tensor copies and costs far more per step."""
+    if indices and indices == list(range(indices[0], indices[0] + len(indices))):
+        return slice(indices[0], indices[0] + len(indices))
+    return torch.as_tensor(indices, device=device)
+
+
+def _concat(parts: tuple[torch.Tensor, ...], rows: int, device: torch.device) -> torch.Tensor:
+    """Column-concatenate 2-D ``parts`` (any dtype) into one float tensor.
+
+    Copying each part into its columns keeps every operation as small as one part: on a CPU, ``torch.cat`` of a
+    1024 x 50 result crosses PyTorch's parallelisation threshold, and a parallel region stalls for milliseconds
+    when another process holds the second core.
+    """
+    out = torch.empty(rows, sum(p.shape[-1] for p in parts), device=device)
+    col = 0
+    for part in parts:
+        width = part.shape[-1]
+        out[:, col : col + width] = part
+        col += width
+    return out
+
+
+class LocomotionTask(Task[LocomotionConfig]):
+    """Track base-velocity commands with a quadruped or a humanoid; see ``docs/tasks.md`` for the full MDP."""
+
+    batched_model_fields: ClassVar[tuple[str, ...]] = BATCHED_FIELDS
+    video_camera: ClassVar[str | None] = None  # a camera tracking the base
+
+    def __init__(self, cfg: LocomotionConfig) -> None:
+        super().__init__(cfg)
+        self.robot: RobotSpec = ROBOTS[cfg.robot]
+        self.terrain: TerrainMap | None = generate(cfg.terrain) if cfg.terrain.kind == "rough" else None
+        self._model = build_model(self.robot, self.terrain)
+        self._model.opt.iterations = cfg.solver_iterations
+        self._model.opt.ls_iterations = cfg.linesearch_iterations
+
+    def build_model(self) -> mujoco.MjModel:
+        return self._model
+
+    @property
+    def num_actions(self) -> int:
+        return int(self._model.nu)
+
+    # --- setup -------------------------------------------------------------------------------------------------
+    def setup(self, env: MjEnv) -> None:
+        cfg, n, dev, g = self.cfg, env.num_envs, env.device, env.generator
+        self.dt = env.step_dt
+        self._lookup_model(env.sim.mj_model, dev)
+        self.heights = HeightLookup(self.terrain, dev) if self.terrain is not None else None
+        self.curriculum = TerrainCurriculum(cfg.terrain, self.terrain, n, dev, g) if self.terrain is not None else None
+        self.commands = VelocityCommands(cfg.commands, n, self.dt, dev, g)
+        self.randomizer = DomainRandomizer(cfg.randomization, env.sim, self.base_body, g)
+        self.pushes = Pushes(cfg.randomization, n, self.dt, dev, g)
+        self.randomizer.apply(torch.arange(n, device=dev))
+        self._scan_points = self._make_scan_points(dev)
+        self._noise_amplitude = self._make_noise_amplitude(dev)
+        self._allocate(n, dev)
+
+    def _lookup_model(self, m: mujoco.MjModel, dev: torch.device) -> None:
+        """Joint, sensor, site and body indices, default pose and joint limits, from the compiled model."""
+        key = m.key("home")
+
+        def tensor(values: object) -> torch.Tensor:
+            return torch.as_tensor(values, dtype=torch.float32, device=dev)
+
+        def touch(geoms: tuple[str, ...]) -> Index:
+            return _columns([int(m.sensor(touch_sensor_name(x)).adr[0]) for x in geoms], dev)
+
+        joints = m.actuator_trnid[:, 0]
+        self._qpos_idx = _columns([int(i) for i in m.jnt_qposadr[joints]], dev)
+        self._qvel_idx = _columns([int(i) for i in m.jnt_dofadr[joints]], dev)
+        self.default_joint_pos = tensor(key.ctrl)
+        """Servo targets of the ``home`` pose; actions and joint observations are relative to them."""
+        self._home_joint_pos = tensor(key.qpos[m.jnt_qposadr[joints]])
+        self._home_base = tensor(key.qpos[:7])
+        self._joint_low, self._joint_high = tensor(m.jnt_range[joints, 0]), tensor(m.jnt_range[joints, 1])
+        mid, half = (self._joint_low + self._joint_high) / 2, (self._joint_high - self._joint_low) / 2
+        self._soft_low = mid - half * self.cfg.soft_joint_limit
+        self._soft_high = mid + half * self.cfg.soft_joint_limit
+        names = [m.joint(int(j)).name for j in joints]
+        self._deviation_idx = torch.as_tensor([names.index(j) for j in self.robot.deviation_joints], device=dev)
+        self.base_body = int(m.body(self.robot.base_body).id)
+        self._feet_touch = touch(self.robot.feet)
+        self._undesired_touch = touch(self.robot.undesired_contacts)
+        self._terminal_touch = touch(self.robot.terminal_contacts)
+        sites = [int(m.site(f"{x}_site").id) for x in self.robot.feet]
+        bodies = [int(m.site_bodyid[s]) for s in sites]
+        self._foot_sites = torch.as_tensor(sites, device=dev)
+        self._foot_bodies = torch.as_tensor(bodies, device=dev)
+        self._foot_roots = torch.as_tensor([int(m.body_rootid[b]) for b in bodies], device=dev)
+        self.target_height = self.cfg.target_base_height or float(key.qpos[2])
+        """Base height of the ``base_height`` reward and the height scan's zero (default: standing height)."""
+
+    def _allocate(self, n: int, dev: torch.device) -> None:
+        """Per-environment state: refreshed in after_step, read by rewards, terminations and observations."""
+        nf = len(self.robot.feet)
+
+        def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+            return torch.zeros(*shape, dtype=dtype, device=dev)
+
+        self.lin_vel, self.ang_vel = zeros(n, 3), zeros(n, 3)
+        self.gravity = zeros(n, 3)
+        self.gravity[:, 2] = -1.0
+        self.base_height = torch.full((n,), self.target_height, device=dev)
+        self.feet_contact = zeros(n, nf, dtype=torch.bool)
+        self.undesired_count = zeros(n)
+        self.terminal_contact = zeros(n, dtype=torch.bool)
+        self._lin_err_sq, self._yaw_err_sq = zeros(n), zeros(n)
+        self._moving = zeros(n, dtype=torch.bool)
+        self._terminated = zeros(n, dtype=torch.bool)
+        # Gait clocks.
+        self._air_time = zeros(n, nf)
+        self._last_contact = zeros(n, nf, dtype=torch.bool)
+        self._touchdown_reward = zeros(n)
+        self._stance_time, self._swing_time = zeros(n, nf), zeros(n, nf)
+        # Episode statistics and curriculum progress.
+        self._lin_err_sum, self._yaw_err_sum, self._steps = zeros(n), zeros(n), zeros(n)
+        self._spawn_xy = zeros(n, 2)
+        self._walked, self._commanded = zeros(n), zeros(n)
+
+    def _make_noise_amplitude(self, dev: torch.device) -> torch.Tensor:
+        """Per-entry uniform noise amplitude of the policy observation (commands and actions stay exact)."""
+        noise, nu = self.cfg.noise, self.num_actions
+        parts = (
+            (3, noise.ang_vel),
+            (3, noise.gravity),
+            (3, 0.0),
+            (nu, noise.joint_pos),
+            (nu, noise.joint_vel),
+            (nu, 0.0),
+        )
+        return torch.cat([torch.full((k,), a, device=dev) for k, a in parts]) * noise.scale
+
+    def _make_scan_points(self, dev: torch.device) -> torch.Tensor:
+        """Height-scan points in the heading frame, ``(points, 2)``, x-major."""
+        nx, ny = self.cfg.height_scan
+        if nx <= 0 or ny <= 0 or self.heights is None:
+            return torch.zeros(0, 2, device=dev)
+        s = self.cfg.height_scan_spacing
+        xs = (torch.arange(nx, device=dev) - (nx - 1) / 2) * s
+        ys = (torch.arange(ny, device=dev) - (ny - 1) / 2) * s
+        gx, gy = torch.meshgrid(xs, ys, indexing="ij")
+        return torch.stack((gx.flatten(), gy.flatten()), dim=-1)
+
+    # --- state helpers -----------------------------------------------------------------------------------------
+    def ground_height(self, xy: torch.Tensor) -> torch.Tensor:
+        """Ground height under world points ``xy`` (..., 2)."""
+        if self.heights is None:
+            return torch.zeros(xy.shape[:-1], device=xy.device)
+        return self.heights(xy)
+
+    def joint_pos(self, env: MjEnv) -> torch.Tensor:
+        """Joint angles in actuator order, ``(num_envs, num_actions)``."""
+        return env.sim.qpos[:, self._qpos_idx]
+
+    def joint_vel(self, env: MjEnv) -> torch.Tensor:
+        """Joint velocities in actuator order, ``(num_envs, num_actions)``."""
+        return env.sim.qvel[:, self._qvel_idx]
+
+    def _base_state(self, env: MjEnv) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Base-frame linear and angular velocity, projected gravity, and height above the ground.
+
+        Read from the free joint (exact after the step, also right after a reset, with no forward pass): its
+        linear velocity is in the world frame, its angular velocity already in the body frame.
+        """
+        qpos, qvel = env.sim.qpos, env.sim.qvel
+        quat = qpos[:, 3:7]
+        lin_vel = rotate_inverse(quat, qvel[:, 0:3])
+        height = qpos[:, 2] - self.ground_height(qpos[:, :2])
+        return lin_vel, qvel[:, 3:6], projected_gravity(quat), height
+
+    # --- MDP ---------------------------------------------------------------------------------------------------
+    def reset(self, env: MjEnv, env_ids: torch.Tensor) -> None:
+        cfg, sim, dev, g = self.cfg, env.sim, env.device, env.generator
+        n = env_ids.numel()
+        if n == 0:
+            return
+        xy = torch.zeros(n, 2, device=dev)
+        ground = torch.zeros(n, device=dev)
+        if self.curriculum is not None:
+            self.curriculum.update(env_ids, self._walked[env_ids], self._commanded[env_ids])
+            xy, ground = self.curriculum.spawn(env_ids)
+            xy = xy + (torch.rand(n, 2, device=dev, generator=g) * 2 - 1) * cfg.terrain.spawn_jitter
+
+        yaw = (torch.rand(n, device=dev, generator=g) * 2 - 1) * math.pi
+        qpos = torch.empty(n, sim.qpos.shape[1], device=dev)
+        qpos[:, :2] = xy
+        qpos[:, 2] = ground + self._home_base[2] + SPAWN_CLEARANCE
+        qpos[:, 3:7] = quat_mul(yaw_quat(yaw), self._home_base[3:7].expand(n, 4))
+        noise = (torch.rand(n, self.num_actions, device=dev, generator=g) * 2 - 1) * cfg.init_joint_noise
+        qpos[:, self._qpos_idx] = torch.clamp(self._home_joint_pos + noise, self._joint_low, self._joint_high)
+        qvel = torch.zeros(n, sim.qvel.shape[1], device=dev)
+        qvel[:, :6] = (torch.rand(n, 6, device=dev, generator=g) * 2 - 1) * cfg.init_base_velocity
+        sim.qpos[env_ids] = qpos
+        sim.qvel[env_ids] = qvel
+        sim.ctrl[env_ids] = self.default_joint_pos
+        # Touch readings are those of the previous episode until the next step recomputes them.
+        sim.sensordata[env_ids] = 0.0
+
+        self.commands.reset(env_ids)
+        self.pushes.reset(env_ids)
+        if cfg.randomization.on_reset:
+            self.randomizer.apply(env_ids)
+        for buf in (
+            self.feet_contact,
+            self._last_contact,
+            self._air_time,
+            self._stance_time,
+            self._swing_time,
+            self._lin_err_sum,
+            self._yaw_err_sum,
+            self._steps,
+            self._walked,
+            self._commanded,
+        ):
+            buf[env_ids] = 0
+        self._spawn_xy[env_ids] = xy
+
+    def apply_actions(self, env: MjEnv, actions: torch.Tensor) -> None:
+        # Position servos: ctrl is the joint target; MuJoCo clamps it to the joint range (ctrlrange).
+        torch.add(self.default_joint_pos, actions, alpha=self.cfg.action_scale, out=env.sim.ctrl)
+
+    def after_step(self, env: MjEnv) -> None:
+        sim, dt = env.sim, self.dt
+        self.lin_vel, self.ang_vel, self.gravity, self.base_height = self._base_state(env)
+        touch = sim.sensordata
+        threshold = self.cfg.contact_force
+        contact = touch[:, self._feet_touch] > threshold
+        self.undesired_count = (touch[:, self._undesired_touch] > threshold).sum(dim=-1).float()
+        self.terminal_contact = (touch[:, self._terminal_touch] > threshold).any(dim=-1)
+
+        command = self.commands.command
+        self._lin_err_sq = torch.sum(torch.square(command[:, :2] - self.lin_vel[:, :2]), dim=-1)
+        self._yaw_err_sq = torch.square(command[:, 2] - self.ang_vel[:, 2])
+        self._moving = torch.linalg.vector_norm(command[:, :2], dim=-1) > MOVING_SPEED
+        self._lin_err_sum += torch.sqrt(self._lin_err_sq)
+        self._yaw_err_sum += torch.sqrt(self._yaw_err_sq)
+        self._steps += 1.0
+        self._walked = torch.linalg.vector_norm(sim.qpos[:, :2] - self._spawn_xy, dim=-1)
+        self._commanded += torch.linalg.vector_norm(command[:, :2], dim=-1) * dt
+
+        # Quadruped air time (legged_gym): a touchdown pays the swing time minus the threshold. Contacts are
+        # or-ed with the previous step's, because a touch sensor reads only the last substep.
+        filtered = contact | self._last_contact
+        touchdown = (self._air_time > 0.0) & filtered
+        self._air_time += dt
+        self._touchdown_reward = torch.sum((self._air_time - self.cfg.air_time_threshold) * touchdown, dim=-1)
+        self._air_time *= ~filtered
+        self._last_contact = contact
+        self.feet_contact = contact
+        # Biped stance and swing clocks.
+        self._stance_time = torch.where(contact, self._stance_time + dt, 0.0)
+        self._swing_time = torch.where(contact, 0.0, self._swing_time + dt)
+
+        # Commands and pushes change the next step, after this step's errors were taken.
+        self.commands.step()
+        self.pushes.step(sim.qvel)
+
+    def observations(self, env: MjEnv) -> dict[str, torch.Tensor]:
+        lin_vel, ang_vel, gravity, height = self._base_state(env)
+        policy_parts = (
+            ang_vel,
+            gravity,
+            self.commands.command,
+            self.joint_pos(env) - self.default_joint_pos,
+            self.joint_vel(env),
+            env.actions,
+        )
+        privileged = [
+            lin_vel,
+            height.unsqueeze(-1),
+            self.feet_contact,
+            self.randomizer.friction.unsqueeze(-1),
+            self.randomizer.added_mass.unsqueeze(-1),
+        ]
+        if self._scan_points.shape[0]:
+            privileged.append(self._height_scan(env))
+        # The critic sees the clean policy terms first, then privileged state; the policy is a view of its start.
+        critic = _concat((*policy_parts, *privileged), env.num_envs, env.device)
+        policy = critic[:, : self._noise_amplitude.shape[0]]
+        if self.cfg.noise.scale > 0.0:
+            unit = torch.rand(policy.shape, device=env.device, generator=env.generator) * 2 - 1
+            policy = policy + unit * self._noise_amplitude
+        return {"policy": policy, "critic": critic}
+
+    def _height_scan(self, env: MjEnv) -> torch.Tensor:
+        """Base height above the ground at points around the base (heading frame), minus the standing height."""
+        qpos = env.sim.qpos
+        yaw = heading(qpos[:, 3:7])
+        c, s = torch.cos(yaw).unsqueeze(-1), torch.sin(yaw).unsqueeze(-1)
+        px, py = self._scan_points[:, 0], self._scan_points[:, 1]
+        xy = torch.stack((c * px - s * py, s * px + c * py), dim=-1) + qpos[:, None, :2]
+        return torch.clamp(qpos[:, 2:3] - self.ground_height(xy) - self.target_height, -1.0, 1.0)
+
+    def terminations(self, env: MjEnv) -> dict[str, torch.Tensor]:
+        fallen = (self.base_height < self.cfg.termination_height) | (
+            self.gravity[:, 2] > -math.cos(self.cfg.termination_tilt)
+        )
+        self._terminated = self.terminal_contact | fallen
+        return {"base_contact": self.terminal_contact, "fall": fallen}
+
+    # --- reward terms ------------------------------------------------------------------------------------------
+    def reward_track_lin_vel_xy(self, env: MjEnv) -> torch.Tensor:
+        """Exponential tracking of the commanded planar velocity."""
+        return torch.exp(-self._lin_err_sq / self.cfg.tracking_std**2)
+
+    def reward_track_yaw_rate(self, env: MjEnv) -> torch.Tensor:
+        """Exponential tracking of the commanded yaw rate."""
+        return torch.exp(-self._yaw_err_sq / self.cfg.tracking_std**2)
+
+    def reward_lin_vel_z(self, env: MjEnv) -> torch.Tensor:
+        """Squared vertical base velocity."""
+        return torch.square(self.lin_vel[:, 2])
+
+    def reward_ang_vel_xy(self, env: MjEnv) -> torch.Tensor:
+        """Squared roll and pitch rates."""
+        return torch.sum(torch.square(self.ang_vel[:, :2]), dim=-1)
+
+    def reward_torques(self, env: MjEnv) -> torch.Tensor:
+        """Sum of squared actuator forces."""
+        return torch.sum(torch.square(env.sim.actuator_force), dim=-1)
+
+    def reward_joint_acc(self, env: MjEnv) -> torch.Tensor:
+        """Sum of squared joint accelerations."""
+        return torch.sum(torch.square(env.sim.qacc[:, self._qvel_idx]), dim=-1)
+
+    def reward_action_rate(self, env: MjEnv) -> torch.Tensor:
+        """Sum of squared action changes."""
+        return torch.sum(torch.square(env.actions - env.last_actions), dim=-1)
+
+    def reward_feet_air_time(self, env: MjEnv) -> torch.Tensor:
+        """Swing time minus the threshold, paid at touchdown, while moving."""
+        return self._touchdown_reward * self._moving
+
+    def reward_biped_air_time(self, env: MjEnv) -> torch.Tensor:
+        """In single stance, the shorter of stance and swing time, capped, while moving."""
+        in_mode = torch.where(self.feet_contact, self._stance_time, self._swing_time)
+        single = self.feet_contact.sum(dim=-1) == 1
+        value = torch.where(single, in_mode.min(dim=-1).values, 0.0).clamp(max=self.cfg.air_time_threshold)
+        return value * self._moving
+
+    def reward_feet_slide(self, env: MjEnv) -> torch.Tensor:
+        """Horizontal speed of the feet that touch the ground."""
+        sim = env.sim
+        cvel = sim.view("cvel")[:, self._foot_bodies]  # (n, feet, 6): angular, then linear at the subtree CoM
+        offset = sim.view("site_xpos")[:, self._foot_sites] - sim.view("subtree_com")[:, self._foot_roots]
+        vel = cvel[..., 3:] + torch.cross(cvel[..., :3], offset, dim=-1)
+        return torch.sum(torch.linalg.vector_norm(vel[..., :2], dim=-1) * self.feet_contact, dim=-1)
+
+    def reward_undesired_contacts(self, env: MjEnv) -> torch.Tensor:
+        """Number of undesired geoms touching the ground."""
+        return self.undesired_count
+
+    def reward_flat_orientation(self, env: MjEnv) -> torch.Tensor:
+        """Squared horizontal part of the projected gravity."""
+        return torch.sum(torch.square(self.gravity[:, :2]), dim=-1)
+
+    def reward_joint_limits(self, env: MjEnv) -> torch.Tensor:
+        """Joint excursions beyond the soft limits."""
+        q = self.joint_pos(env)
+        return torch.sum((self._soft_low - q).clamp(min=0) + (q - self._soft_high).clamp(min=0), dim=-1)
+
+    def reward_joint_deviation(self, env: MjEnv) -> torch.Tensor:
+        """Absolute deviation of the deviation joints from their default angles."""
+        q = self.joint_pos(env)[:, self._deviation_idx] - self.default_joint_pos[self._deviation_idx]
+        return torch.sum(torch.abs(q), dim=-1)
+
+    def reward_base_height(self, env: MjEnv) -> torch.Tensor:
+        """Squared error of the base height above the ground."""
+        return torch.square(self.base_height - self.target_height)
+
+    def reward_termination(self, env: MjEnv) -> torch.Tensor:
+        """1 when the episode terminates (fall or base contact) this step."""
+        return self._terminated.float()
+
+    # --- statistics --------------------------------------------------------------------------------------------
+    def metric_names(self) -> tuple[str, ...]:
+        names = ("lin_vel_error", "yaw_rate_error")
+        return (*names, "terrain_level") if self.cfg.terrain.kind == "rough" else names
+
+    def episode_metrics(self, env: MjEnv, env_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+        steps = self._steps[env_ids].clamp(min=1.0)
+        metrics = {
+            "lin_vel_error": self._lin_err_sum[env_ids] / steps,
+            "yaw_rate_error": self._yaw_err_sum[env_ids] / steps,
+        }
+        if self.curriculum is not None:
+            metrics["terrain_level"] = self.curriculum.levels[env_ids].float()
+        return metrics
+
+    def success(self, env: MjEnv, env_ids: torch.Tensor, time_outs: torch.Tensor) -> torch.Tensor:
+        """Timed out (no fall) with a mean planar-velocity error below 0.25 m/s."""
+        mean_error = self._lin_err_sum[env_ids] / self._steps[env_ids].clamp(min=1.0)
+        return time_outs & (mean_error < SUCCESS_LIN_VEL_ERROR)
