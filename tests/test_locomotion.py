@@ -403,3 +403,10 @@ def test_go1_flat_training_improves_the_return() -> None:
     assert mean("Episode/return", late) > mean("Episode/return", early) + 0.5, summary
     assert mean("Episode_Termination/fall", late) < mean("Episode_Termination/fall", early) - 0.3, summary
     assert mean("Episode/length", late) > mean("Episode/length", early), summary
+
+
+def test_curriculum_levels_survive_a_checkpoint_round_trip() -> None:
+    first, second = make_env("go1-velocity-rough", num_envs=8), make_env("go1-velocity-rough", num_envs=8)
+    first.task.curriculum.levels[:] = torch.arange(8) % first.task.curriculum.num_levels
+    second.task.load_state_dict(first.task.state_dict())
+    assert torch.equal(second.task.curriculum.levels, first.task.curriculum.levels)

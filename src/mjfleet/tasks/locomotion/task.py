@@ -411,6 +411,18 @@ class LocomotionTask(Task[LocomotionConfig]):
         return self._terminated.float()
 
     # --- statistics --------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Task state a restarted or resumed run needs: the terrain curriculum levels (saved in checkpoints)."""
+        if self.curriculum is None:
+            return {}
+        return {"terrain_levels": self.curriculum.levels.detach().cpu().clone()}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore :meth:`state_dict` (ignored when the number of environments changed)."""
+        levels = state.get("terrain_levels")
+        if self.curriculum is not None and levels is not None and levels.shape == self.curriculum.levels.shape:
+            self.curriculum.levels.copy_(levels.to(self.curriculum.levels.device))
+
     def metric_names(self) -> tuple[str, ...]:
         names = ("lin_vel_error", "yaw_rate_error")
         return (*names, "terrain_level") if self.cfg.terrain.kind == "rough" else names
