@@ -49,9 +49,7 @@ def test_model_loads_with_expected_structure(name: str) -> None:
     assert np.all(model.actuator_gainprm[:, 0] > 0)  # position servos: kp > 0
     assert np.all(model.actuator_ctrllimited) and np.all(model.actuator_forcelimited)
     # ctrlrange equals the joint range of the driven joint.
-    np.testing.assert_allclose(
-        model.actuator_ctrlrange, model.jnt_range[model.actuator_trnid[:, 0]]
-    )
+    np.testing.assert_allclose(model.actuator_ctrlrange, model.jnt_range[model.actuator_trnid[:, 0]])
     # Names used by the tasks.
     for foot in feet:
         assert int(model.geom_type[model.geom(foot).id]) in (

@@ -101,6 +101,7 @@ def measure_steps(spec: TaskSpec, num_envs: int, device: str, steps: int) -> Ste
         with wp.ScopedDevice(device):
             env = MjEnv(spec.task_class(cfg), device=device, seed=0)
             actions = torch.zeros(num_envs, env.num_actions, device=device)
+
             def env_step(env: MjEnv = env, actions: torch.Tensor = actions) -> None:
                 env.step(actions)
 
