@@ -375,7 +375,7 @@ def test_success_needs_time_out_and_good_tracking() -> None:
 # --- training ----------------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_go1_flat_training_improves_the_return() -> None:
-    """256 CPU environments, 25 PPO iterations: 2-2.5 minutes on 2 busy cores once kernels are cached.
+    """256 CPU environments, 25 PPO iterations: ~1 min on 2 idle cores (2-2.5 min when busy), kernels cached.
 
     The untrained policy falls in most episodes; within 25 iterations it learns to stay up for the whole (5 s)
     episode, so falls become rare and the return rises (tracking itself takes longer to learn).

@@ -45,7 +45,7 @@ from mjfleet.tasks.locomotion.task import LocomotionTask  # noqa: E402
 register(
     TaskSpec(
         id="go1-velocity-flat",
-        description="Go1 quadruped tracks random forward/sideways/yaw-rate commands on flat ground (20 s episodes).",
+        description="Go1 quadruped follows random forward/sideways/turn velocity commands on flat ground.",
         task_class=LocomotionTask,
         env_cfg=_loco.go1_flat_config,
         agent_cfg=_loco.go1_flat_agent,
@@ -54,8 +54,7 @@ register(
 register(
     TaskSpec(
         id="go1-velocity-rough",
-        description="Go1 tracks velocity commands over bumps, slopes and stairs with a terrain curriculum and domain "
-        "randomization.",
+        description="Go1 follows velocity commands over bumps, slopes and stairs (curriculum, randomization).",
         task_class=LocomotionTask,
         env_cfg=_loco.go1_rough_config,
         agent_cfg=_loco.go1_rough_agent,
@@ -64,8 +63,7 @@ register(
 register(
     TaskSpec(
         id="humanoid-velocity-flat",
-        description="G1-class humanoid walks to follow forward/sideways/yaw-rate commands on flat ground (20 s "
-        "episodes).",
+        description="G1-class humanoid walks to follow forward/sideways/turn velocity commands on flat ground.",
         task_class=LocomotionTask,
         env_cfg=_loco.humanoid_flat_config,
         agent_cfg=_loco.humanoid_flat_agent,
@@ -74,8 +72,7 @@ register(
 register(
     TaskSpec(
         id="humanoid-velocity-rough",
-        description="G1-class humanoid follows velocity commands over bumps, slopes and stairs with a terrain "
-        "curriculum and domain randomization.",
+        description="G1-class humanoid walks over bumps, slopes and stairs (curriculum, randomization).",
         task_class=LocomotionTask,
         env_cfg=_loco.humanoid_rough_config,
         agent_cfg=_loco.humanoid_rough_agent,
