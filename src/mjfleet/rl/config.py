@@ -97,7 +97,7 @@ class AgentConfig:
                 "obs_normalization": p.obs_normalization,
             },
             "algorithm": {
-                "class_name": "PPO",
+                "class_name": "mjfleet.rl.ppo:SyncedPPO",
                 "learning_rate": a.learning_rate,
                 "schedule": a.schedule,
                 "desired_kl": a.desired_kl,
