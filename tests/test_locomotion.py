@@ -8,9 +8,11 @@ import math
 import time
 
 import mujoco
+import mujoco_warp as mjw
 import numpy as np
 import pytest
 import torch
+import warp as wp
 
 from mjfleet.config import TrainConfig
 from mjfleet.envs.env import MjEnv
@@ -160,6 +162,20 @@ def test_builds_steps_and_resets(task_id: str) -> None:
     assert torch.all(offset.abs() <= task.cfg.init_joint_noise + 1e-5)
     # The critic's first columns are the policy's terms without noise.
     torch.testing.assert_close(obs["critic"][:, 9 : 9 + nu], task.joint_pos(env) - task.default_joint_pos)
+
+
+@pytest.mark.parametrize("notices", [False, True])
+def test_solver_iteration_notices_print_only_when_asked(notices: bool, capfd: pytest.CaptureFixture[str]) -> None:
+    # One solver and one line-search iteration: every world with contacts hits both limits.
+    sim = dataclasses.replace(get_task("go1-velocity-flat").env_cfg().sim, solver_notices=notices, use_graph=False)
+    env = make_loco_env("go1-velocity-flat", num_envs=4, solver_iterations=1, linesearch_iterations=1, sim=sim)
+    capfd.readouterr()
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        env.step(torch.randn(4, env.num_actions, generator=gen) * 3.0)
+    # The limits were hit either way; only the printing differs.
+    assert torch.all(wp.to_torch(env.sim.data.overflow) & int(mjw.OverflowType.LS_ITERATIONS))
+    assert ("iterations limit reached" in capfd.readouterr().out) == notices
 
 
 def test_zero_action_stands_with_feet_on_the_ground() -> None:

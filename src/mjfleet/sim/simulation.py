@@ -35,6 +35,11 @@ class SimConfig:
     """Contacts to allocate per world (None: MuJoCo Warp's default for the model)."""
     njmax: int | None = None
     """Constraint rows to allocate per world (None: MuJoCo Warp's default for the model)."""
+    solver_notices: bool = False
+    """Print MuJoCo Warp's "(linesearch) iterations limit reached" notices from inside the kernels. Off by default:
+    after falls and hard impacts the solver regularly stops at its iteration limit (the step is still valid, it
+    uses the best iterate), and the notices would flood the console and worker logs. Buffer-overflow warnings
+    (contacts, constraint rows) always print."""
 
 
 class Simulation:
@@ -73,6 +78,8 @@ class Simulation:
         self._stream = wp.stream_from_torch(self.device) if self.device.type == "cuda" else None
         with self.scope():
             self.model = mjw.put_model(mj_model, batch_sizes={f: num_worlds for f in batched_model_fields})
+            if not self.cfg.solver_notices:
+                self.model.opt.warn_overflow &= ~(mjw.OverflowType.ITERATIONS | mjw.OverflowType.LS_ITERATIONS)
             self.data = mjw.make_data(mj_model, nworld=num_worlds, nconmax=self.cfg.nconmax, njmax=self.cfg.njmax)
         self._views: dict[str, torch.Tensor] = {}
         self._init_qpos = torch.as_tensor(mj_model.qpos0, dtype=torch.float32, device=self.device)

@@ -180,8 +180,8 @@ class LocomotionConfig(EnvConfig):
     height_scan_spacing: float = 0.15
     """Distance between height-scan points (metres)."""
     solver_iterations: int = 10
-    """Constraint-solver iteration cap (replaces the MJCF's; MuJoCo Warp prints a warning for every world that hits
-    it, and converged worlds stop early, so a cap rarely reached costs little)."""
+    """Constraint-solver iteration cap (replaces the MJCF's; converged worlds stop early, so a cap rarely reached
+    costs little; ``sim.solver_notices`` prints a notice for every world that hits it)."""
     linesearch_iterations: int = 16
     """Line-search iteration cap of the constraint solver (replaces the MJCF's, for the same reason)."""
     commands: CommandConfig = field(default_factory=CommandConfig)
