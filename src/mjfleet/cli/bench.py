@@ -33,12 +33,14 @@ class BenchConfig:
     """One GPU index, ``None`` for the CPU, or ``auto``."""
     steps: int = 100
     """Timed env steps per measurement (after 3 warm-up steps)."""
-    train_iterations: int = 6
+    train_iterations: int = 11
     """PPO iterations per training measurement (the first is excluded: it compiles and captures)."""
     train_num_envs: int | None = None
     """Environments per worker for the training measurements (default: the task's)."""
     workers: tuple[int, ...] = (1,)
-    """Worker counts for the training scaling table, e.g. ``1 2`` (CPU: gloo workers; GPU: one per GPU)."""
+    """Worker counts for the training scaling table, e.g. ``1 2`` (CPU: gloo workers; GPU: one per GPU). Its "sync
+    share" is the time spent in the per-mini-batch all-reduce (gradients and KL), waiting for the slowest rank
+    included."""
     skip_steps: bool = False
     """Skip the physics / env-step table."""
 
@@ -74,7 +76,7 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
         else:
             rows.append(_measure_launched(train_cfg, selection.kind, workers))
     table = Table(title=f"PPO training ({cfg.train_iterations - 1} timed iterations, env-steps/s over all workers)")
-    for col in ("workers", "envs/worker", "env-steps/s", "speed-up", "iteration s", "collect share", "grad sync share"):
+    for col in ("workers", "envs/worker", "env-steps/s", "speed-up", "iteration s", "collect share", "sync share"):
         table.add_column(col, justify="right")
     base = rows[0].env_steps_per_s if rows else 1.0
     for r in rows:

@@ -146,7 +146,7 @@ class Runner(OnPolicyRunner):
         init_process_group(ctx)
 
     def _time_gradient_sync(self) -> None:
-        """Wrap PPO's per-mini-batch gradient all-reduce to measure its share of the iteration."""
+        """Wrap PPO's per-mini-batch all-reduce (gradients, and the KL with SyncedPPO) to measure its share."""
         reduce = self.alg.reduce_parameters
 
         def timed_reduce() -> None:
