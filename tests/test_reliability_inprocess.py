@@ -22,7 +22,8 @@ from mjfleet.errors import UsageError
 from mjfleet.launch import supervisor
 from mjfleet.launch.context import DistributedContext
 from mjfleet.launch.devices import select_devices
-from mjfleet.launch.launcher import LaunchPlan, WorkerFailure, _build_failure
+from mjfleet.launch.diagnosis import WorkerFailure, build_failure
+from mjfleet.launch.launcher import LaunchPlan
 from mjfleet.launch.run_dir import make_run_dir
 from mjfleet.launch.worker import write_report
 from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint, resolve_checkpoint, save_atomic
@@ -323,7 +324,7 @@ def test_a_hang_names_the_silent_rank_and_its_last_iteration(tmp_path: Path) -> 
             for r in (0, 2)
         ),
     )
-    failure = _build_failure(RuntimeError("exit code 1"), plan, tmp_path, None)
+    failure = build_failure(RuntimeError("exit code 1"), plan, tmp_path, None)
     assert failure.rank == 1 and failure.unresponsive_ranks == (1,) and failure.retryable
     first_line = str(failure).splitlines()[0]
     assert first_line.startswith("worker rank 1 (localhost, local rank 1) failed: stopped responding")
@@ -344,7 +345,7 @@ def test_a_silent_death_names_the_vanished_rank(tmp_path: Path) -> None:
             "peer_failure": True,
         },
     )
-    failure = _build_failure(RuntimeError("worker exited with 1"), plan, tmp_path, None)
+    failure = build_failure(RuntimeError("worker exited with 1"), plan, tmp_path, None)
     assert failure.rank == 1 and failure.retryable
     assert "died without a Python error" in str(failure)
 
@@ -364,7 +365,7 @@ def test_user_facing_errors_are_not_retryable_and_have_no_traceback(tmp_path: Pa
             "user_facing": True,
         },
     )
-    failure = _build_failure(RuntimeError("x"), plan, tmp_path, tmp_path / "logs")
+    failure = build_failure(RuntimeError("x"), plan, tmp_path, tmp_path / "logs")
     assert not failure.retryable
     assert "Traceback" not in str(failure) and "iteration 3" in str(failure)
 

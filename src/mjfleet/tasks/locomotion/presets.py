@@ -41,6 +41,23 @@ def _light_randomization() -> RandomizationConfig:
     return RandomizationConfig(friction=(0.6, 1.0), added_base_mass=(-0.5, 1.0))
 
 
+def _go1_rewards(flat: bool) -> LocomotionRewards:
+    """Rough ground: half the air-time bonus, and no penalty for the tilt that slopes and stairs require."""
+    return LocomotionRewards(
+        track_lin_vel_xy=1.5,
+        track_yaw_rate=0.75,
+        lin_vel_z=-2.0,
+        ang_vel_xy=-0.05,
+        torques=-2e-4,
+        joint_acc=-2.5e-7,
+        action_rate=-0.01,
+        feet_air_time=0.25 if flat else 0.125,
+        undesired_contacts=-1.0,
+        flat_orientation=-2.5 if flat else 0.0,
+        termination=-200.0,
+    )
+
+
 def go1_flat_config() -> LocomotionConfig:
     """Go1 on a plane: omnidirectional commands up to 1 m/s and 1 rad/s, light randomization, no noise."""
     return LocomotionConfig(
@@ -50,19 +67,7 @@ def go1_flat_config() -> LocomotionConfig:
         action_scale=0.25,
         termination_height=0.15,
         commands=CommandConfig(lin_vel_x=(-1.0, 1.0), lin_vel_y=(-1.0, 1.0), yaw_rate=(-1.0, 1.0)),
-        rewards=LocomotionRewards(
-            track_lin_vel_xy=1.5,
-            track_yaw_rate=0.75,
-            lin_vel_z=-2.0,
-            ang_vel_xy=-0.05,
-            torques=-2e-4,
-            joint_acc=-2.5e-7,
-            action_rate=-0.01,
-            feet_air_time=0.25,
-            undesired_contacts=-1.0,
-            flat_orientation=-2.5,
-            termination=-200.0,
-        ),
+        rewards=_go1_rewards(flat=True),
         terrain=TerrainConfig(kind="flat"),
         randomization=_light_randomization(),
         noise=NoiseConfig(scale=0.0),
@@ -79,19 +84,7 @@ def go1_rough_config() -> LocomotionConfig:
         termination_height=0.15,
         height_scan=HEIGHT_SCAN,
         commands=CommandConfig(lin_vel_x=(-1.0, 1.0), lin_vel_y=(-1.0, 1.0), yaw_rate=(-1.0, 1.0)),
-        rewards=LocomotionRewards(
-            track_lin_vel_xy=1.5,
-            track_yaw_rate=0.75,
-            lin_vel_z=-2.0,
-            ang_vel_xy=-0.05,
-            torques=-2e-4,
-            joint_acc=-2.5e-7,
-            action_rate=-0.01,
-            feet_air_time=0.125,
-            undesired_contacts=-1.0,
-            flat_orientation=0.0,
-            termination=-200.0,
-        ),
+        rewards=_go1_rewards(flat=False),
         terrain=TerrainConfig(kind="rough"),
         randomization=_rough_randomization(),
         noise=NoiseConfig(scale=1.0),

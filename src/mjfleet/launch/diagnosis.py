@@ -1,0 +1,244 @@
+"""Turn a failed launch into one readable error: which rank failed, why, and where its log is.
+
+Workers send reports (started, heartbeat, failure) to the launcher; a native crash leaves a faulthandler file.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mjfleet.launch.worker import read_reports
+from mjfleet.launch.worker_logs import agent_errors_path, worker_log_path
+
+if TYPE_CHECKING:
+    from mjfleet.launch.launcher import LaunchPlan
+
+
+class WorkerFailure(RuntimeError):
+    """A launched worker raised or died; the message names the rank, the error and its log."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        rank: int | None,
+        error: str,
+        details: Sequence[str] = (),
+        log_path: Path | None = None,
+        other_ranks: Sequence[int] = (),
+        retryable: bool = True,
+        unresponsive_ranks: Sequence[int] = (),
+    ) -> None:
+        super().__init__(message)
+        self.rank = rank
+        self.error = error
+        self.details = tuple(details)
+        self.log_path = log_path
+        self.other_ranks = tuple(other_ranks)
+        self.retryable = retryable
+        """False when a restart would fail the same way (bad input, NaN training, unimportable code)."""
+        self.unresponsive_ranks = tuple(unresponsive_ranks)
+        """Ranks that stopped participating while others timed out waiting for them in a collective."""
+
+
+def _tail(path: Path | None, lines: int) -> list[str]:
+    if path is None:
+        return []
+    try:
+        return path.read_text(errors="replace").rstrip().splitlines()[-lines:]
+    except OSError:
+        return []
+
+
+def _head(path: Path, lines: int) -> list[str]:
+    try:
+        return [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()][:lines]
+    except OSError:
+        return []
+
+
+@dataclass
+class _Diagnosis:
+    rank: int | None
+    error: str
+    details: list[str]
+    note: str = ""
+    retryable: bool = True
+    unresponsive: list[int] = field(default_factory=list)
+    user_facing: bool = False
+    """The error line says it all: no traceback or log tail is added."""
+
+
+_TIMEOUT_RE = re.compile(r"timed?\s*out|timeout", re.IGNORECASE)
+
+
+def _diagnose(exc: BaseException, plan: LaunchPlan, report_dir: Path) -> tuple[_Diagnosis, list[int]]:
+    """Find the root-cause rank and error from the workers' reports and what torchrunx raised.
+
+    In order: the earliest report that is not fallout from a lost peer (gloo/NCCL errors in healthy
+    ranks usually, but not always, come after the real failure); a native crash that faulthandler
+    recorded; ranks that went silent while the others timed out in a collective (a hang); a signal
+    death whose PID torch names; the earliest peer-loss report; nothing known.
+    """
+    failures = sorted(read_reports(report_dir, "failure"), key=lambda r: float(r.get("time", 0.0)))
+    failed_ranks = sorted({int(r["rank"]) for r in failures})
+    primary = [r for r in failures if not r.get("peer_failure")]
+    if primary:
+        first = primary[0]
+        rank = int(first["rank"])
+        # Errors whose message says it all (bad input, NaN training) are shown without their traceback.
+        details = [] if first.get("user_facing") else [str(x) for x in first.get("traceback", [])]
+        diagnosis = _Diagnosis(
+            rank,
+            str(first.get("error")),
+            details,
+            retryable=bool(first.get("retryable", True)),
+            user_facing=bool(first.get("user_facing")),
+        )
+        return diagnosis, [r for r in failed_ranks if r != rank]
+
+    started = sorted(read_reports(report_dir, "started"), key=lambda r: int(r["rank"]))
+    for report in started:
+        rank = int(report["rank"])
+        fault = _head(report_dir / f"fault-rank{rank}.txt", 20)
+        if fault:
+            diagnosis = _Diagnosis(rank, f"worker process crashed: {fault[0]}", fault)
+            return diagnosis, [r for r in failed_ranks if r != rank]
+
+    hang = _diagnose_hang(failures, plan, report_dir)
+    if hang is not None:
+        return hang, []  # The message already says which ranks timed out waiting.
+
+    raw = str(exc).strip()
+    # torch describes signal deaths as "Signal N (SIGX) received by PID p".
+    match = re.search(r"PID (\d+)", raw)
+    if match and raw.startswith("Signal"):
+        for report in started:
+            if int(report.get("pid", -1)) == int(match.group(1)):
+                rank = int(report["rank"])
+                diagnosis = _Diagnosis(rank, f"worker process died: {raw}", [])
+                return diagnosis, [r for r in failed_ranks if r != rank]
+
+    # Every report is a lost-peer error: the rank that reported nothing is the one that vanished.
+    silent = [int(r["rank"]) for r in started if int(r["rank"]) not in failed_ranks]
+    if failures and silent:
+        lost = ", ".join(str(r) for r in failed_ranks)
+        error = (
+            "worker process died without a Python error (killed by a signal such as SIGKILL or the OOM killer,"
+            f" or a native crash); rank {lost} lost the connection to it"
+        )
+        return _Diagnosis(silent[0], error, []), []
+
+    if failures:
+        first = failures[0]
+        rank = int(first["rank"])
+        note = "\n  this looks like fallout from another worker failing; check every rank's log"
+        diagnosis = _Diagnosis(rank, str(first.get("error")), [str(x) for x in first.get("traceback", [])], note)
+        return diagnosis, [r for r in failed_ranks if r != rank]
+
+    from torchrunx import AgentFailedError
+
+    if isinstance(exc, AgentFailedError):
+        error = "a torchrunx agent failed or lost contact (killed, unreachable, or timed out)"
+    elif raw.startswith("Signal"):
+        error = f"worker process died: {raw}"
+    else:
+        error = f"worker process died without a Python traceback ({type(exc).__name__})"
+    details: list[str] = []
+    for i in range(len(plan.hostnames)):
+        # Agent errors explain deaths before run_worker ran (e.g. a function that cannot unpickle).
+        details = _tail(agent_errors_path(report_dir, i), 15)
+        if details:
+            break
+    note = ""
+    retryable = True
+    if any("ModuleNotFoundError" in line for line in details):
+        note = "\n  the launched function and its arguments must be importable on every worker"
+        retryable = False
+    return _Diagnosis(None, error, details, note, retryable=retryable), []
+
+
+def _diagnose_hang(failures: list[dict[str, Any]], plan: LaunchPlan, report_dir: Path) -> _Diagnosis | None:
+    """Name the ranks that stopped participating when the others timed out waiting for them.
+
+    A hung or stopped (SIGSTOP) rank reports nothing, while its peers' collectives time out and they report
+    lost-peer errors. The silent ranks are the suspects; if every rank timed out, the ones whose heartbeat
+    (last completed iteration) is behind are.
+    """
+    timeouts = [r for r in failures if _TIMEOUT_RE.search(" ".join([str(r.get("error")), *r.get("traceback", [])]))]
+    if not timeouts:
+        return None
+    failed = {int(r["rank"]) for r in failures}
+    beats = {int(b["rank"]): b for b in read_reports(report_dir, "heartbeat")}
+    silent = [r for r in range(plan.world_size) if r not in failed]
+    if not silent and beats:
+        last = {r: int(b.get("iteration", -1)) for r, b in beats.items()}
+        if len(set(last.values())) > 1:
+            silent = sorted(r for r, it in last.items() if it == min(last.values()))
+    if not silent:
+        return None
+    gave_up = min(float(r.get("time", 0.0)) for r in timeouts)
+    rank = silent[0]
+    waiting = ", ".join(str(r) for r in sorted({int(r["rank"]) for r in timeouts}))
+    error = (
+        f"stopped responding ({_progress(beats.get(rank), gave_up)}); rank {waiting} timed out after"
+        f" {plan.worker_timeout_s} s waiting for it in a collective (--collective-timeout-s)"
+    )
+    if len(silent) > 1:
+        error += f"; ranks {', '.join(map(str, silent[1:]))} stopped responding too"
+    return _Diagnosis(rank, error, [], retryable=True, unresponsive=silent)
+
+
+def _progress(beat: dict[str, Any] | None, gave_up: float) -> str:
+    if beat is None:
+        return "no heartbeat recorded: it never finished setting up, or runs on another machine"
+    age = max(0.0, gave_up - float(beat.get("time", gave_up)))
+    if beat.get("phase") == "ready":
+        it = beat.get("iteration")
+        return f"set up at iteration {it} but completed no iteration; last heartbeat {age:.0f} s earlier"
+    return f"last completed iteration {beat.get('iteration')}, {age:.0f} s before the others gave up"
+
+
+def build_failure(exc: BaseException, plan: LaunchPlan, report_dir: Path, log_run_dir: Path | None) -> WorkerFailure:
+    """Turn what torchrunx raised plus the workers' reports into one readable error."""
+    if not read_reports(report_dir, "failure"):
+        # The collector may still be writing a report that a dying worker sent moments ago.
+        time.sleep(0.5)
+    diagnosis, other_ranks = _diagnose(exc, plan, report_dir)
+    rank = diagnosis.rank
+    details = diagnosis.details
+    log_path = None
+    if rank is None:
+        where = "launch"
+    else:
+        host, local_rank = plan.locate(rank)
+        where = f"worker rank {rank} ({host}, local rank {local_rank})"
+        if log_run_dir is not None:
+            log_path = worker_log_path(log_run_dir, host, local_rank)
+            if not diagnosis.user_facing:
+                details = details or _tail(log_path, 10)
+    message = f"{where} failed: {diagnosis.error}"
+    if log_path is not None:
+        message += f" (log: {log_path})"
+    elif log_run_dir is not None:
+        message += f" (logs: {log_run_dir})"
+    if details:
+        message += "\n" + "\n".join(f"    {line}" for line in details)
+    if other_ranks:
+        message += f"\n  ranks {', '.join(map(str, other_ranks))} failed too"
+    message += diagnosis.note
+    return WorkerFailure(
+        message,
+        rank=rank,
+        error=diagnosis.error,
+        details=details,
+        log_path=log_path,
+        other_ranks=other_ranks,
+        retryable=diagnosis.retryable,
+        unresponsive_ranks=diagnosis.unresponsive,
+    )
