@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import time
 from pathlib import Path
 
 from mjfleet.config import TrainConfig
@@ -26,3 +28,33 @@ def small_train_config(
     if log_root is not None:
         cfg.log_root = log_root
     return dataclasses.replace(cfg, **overrides)  # type: ignore[arg-type]
+
+
+# --- process accounting for launch tests ---------------------------------------------------------------------------
+TOKEN_ENV = "MJFLEET_TEST_TOKEN"
+"""Tests put a fresh token in this variable; every process they start inherits it."""
+
+
+def processes_with_token(token: str) -> list[int]:
+    """Live processes (not zombies) other than this one whose environment carries ``token``."""
+    needle = f"{TOKEN_ENV}={token}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle in environ.split(b"\0") and state not in ("Z", "X"):
+            found.append(int(entry))
+    return found
+
+
+def assert_no_processes_left(token: str, wait_s: float = 10.0, context: str = "") -> None:
+    """Wait up to ``wait_s`` for every process tagged with ``token`` to exit."""
+    deadline = time.monotonic() + wait_s
+    while processes_with_token(token) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_with_token(token) == [], context or "launch processes were left behind"

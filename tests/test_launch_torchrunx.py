@@ -21,6 +21,8 @@ from mjfleet.launch.context import DistributedContext, process_group
 from mjfleet.launch.devices import select_devices
 from mjfleet.launch.launcher import LaunchPlan, WorkerFailure, launch, resolve_worker_log_dir
 
+from .helpers import TOKEN_ENV, assert_no_processes_left, processes_with_token
+
 # Workers unpickle the test functions; pytest's module name is not importable there.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -29,7 +31,6 @@ pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc"),
 ]
 
-TOKEN_ENV = "MJFLEET_TEST_TOKEN"
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -77,23 +78,6 @@ def segfault_on_rank_one() -> None:
 
 
 # --- helpers ---------------------------------------------------------------------------------------
-
-
-def processes_with_token(token: str) -> list[int]:
-    """Live processes (not zombies) other than this one whose environment carries ``token``."""
-    needle = f"{TOKEN_ENV}={token}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if needle in environ.split(b"\0") and state not in ("Z", "X"):
-            found.append(int(entry))
-    return found
 
 
 @pytest.fixture
@@ -246,7 +230,4 @@ def test_sigterm_stops_every_worker(tmp_path: Path, token: str) -> None:
     output, _ = proc.communicate(timeout=45)
     assert proc.returncode != 0
     assert "RESULT [" not in output
-    deadline = time.monotonic() + 10
-    while processes_with_token(token) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert processes_with_token(token) == [], output
+    assert_no_processes_left(token, context=output)

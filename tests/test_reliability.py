@@ -24,39 +24,14 @@ from mjfleet.cli.train import run
 from mjfleet.launch.launcher import WorkerFailure
 from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
 
-from .helpers import small_train_config
+from .helpers import TOKEN_ENV, assert_no_processes_left, small_train_config
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc and process groups"),
 ]
 
-TOKEN_ENV = "MJFLEET_TEST_TOKEN"
 TINY = ["--env.num-envs", "32", "--agent.num-steps-per-env", "8"]
-
-
-def processes_with_token(token: str) -> list[int]:
-    """Live processes (not zombies) other than this one whose environment carries ``token``."""
-    needle = f"{TOKEN_ENV}={token}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if needle in environ.split(b"\0") and state not in ("Z", "X"):
-            found.append(int(entry))
-    return found
-
-
-def assert_no_processes_left(token: str, wait_s: float = 10.0) -> None:
-    deadline = time.monotonic() + wait_s
-    while processes_with_token(token) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert processes_with_token(token) == [], "launch processes were left behind"
 
 
 @pytest.fixture
