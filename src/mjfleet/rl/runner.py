@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import io
 import logging
 import math
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from rsl_rl.runners import OnPolicyRunner
@@ -27,13 +24,11 @@ from mjfleet.launch.context import DistributedContext, init_process_group
 from mjfleet.rl.checkpoint import checkpoint_name, load_checkpoint, save_atomic
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.metrics import MetricsWriter
+from mjfleet.rl.rank_state import capture_rank_state, restore_rank_state
+from mjfleet.rl.replicas import check_replicas, digest, replica_digest
 from mjfleet.rl.stop import signal_name
 
 logger = logging.getLogger(__name__)
-
-
-class ReplicaDivergenceError(FatalTrainingError):
-    """Workers no longer hold identical parameters or optimizer state."""
 
 
 class NonFiniteTrainingError(FatalTrainingError):
@@ -84,7 +79,7 @@ class Runner(OnPolicyRunner):
     - Every rank loads a resumed checkpoint, so optimizer state and learning rate stay replicated.
     - Episode statistics are reduced over all ranks (sums and counts) before rank 0 logs them.
     - Every ``replica_check_interval`` iterations and at the end, ranks compare a digest of parameters and
-      optimizer state and stop with :class:`ReplicaDivergenceError` if they differ.
+      optimizer state and stop with :class:`~mjfleet.rl.replicas.ReplicaDivergenceError` if they differ.
     - Only rank 0 writes checkpoints (atomically), TensorBoard/W&B and the console progress line. Checkpoints
       also carry every rank's RNG and episode state, so a restart with the same number of workers continues
       where the run left off.
@@ -183,7 +178,7 @@ class Runner(OnPolicyRunner):
                         obs, rewards, dones = obs.to(self.device), rewards.to(self.device), dones.to(self.device)
                         alg.process_env_step(obs, rewards, dones, extras)
                     if not self.history.first_rollout_digest:
-                        self.history.first_rollout_digest = _digest([alg.storage.observations["policy"]])
+                        self.history.first_rollout_digest = digest([alg.storage.observations["policy"]])
                     alg.compute_returns(obs)
                 t1 = time.perf_counter()
                 self._sync_s = 0.0
@@ -386,110 +381,23 @@ class Runner(OnPolicyRunner):
             self.alg.learning_rate = float(data["learning_rate"])
             for group in self.alg.optimizer.param_groups:
                 group["lr"] = self.alg.learning_rate
-        self._restore_rank_state(data)
+        restored = restore_rank_state(self.env, data.get("rank_states"), self.ctx.rank, self.gpu_world_size)
+        self.restored_env_state = restored
         self.last_checkpoint = Path(path)
         return data.get("infos") or {}
 
-    # --- per-rank state ----------------------------------------------------------------------------------------
+    # --- per-rank state and replication -------------------------------------------------------------------------
     def rank_state(self) -> dict[str, Any]:
-        """This rank's RNG and episode state (tensors and plain data only, so checkpoints load weights-only)."""
-        np_state: tuple[Any, ...] = np.random.get_state(legacy=True)  # type: ignore[assignment]
-        env = self.env
-        state: dict[str, Any] = {
-            "rank": self.ctx.rank,
-            "torch_rng_state": torch.get_rng_state(),
-            "numpy_rng_state": {
-                "kind": str(np_state[0]),
-                "keys": torch.from_numpy(np.asarray(np_state[1], dtype=np.int64)),
-                "pos": int(np_state[2]),
-                "has_gauss": int(np_state[3]),
-                "cached_gaussian": float(np_state[4]),
-            },
-            "python_rng_state": random.getstate(),
-            "env_generator_state": env.generator.get_state(),
-            "episode_length_buf": env.episode_length_buf.detach().to("cpu").clone(),
-            "common_step_counter": int(env.common_step_counter),
-        }
-        if str(self.device).startswith("cuda"):
-            state["cuda_rng_state"] = torch.cuda.get_rng_state(self.device)
-        task_state = getattr(env.task, "state_dict", None)
-        if callable(task_state):
-            state["task_state"] = task_state()
-        return state
+        """This rank's RNG and episode state (see :mod:`mjfleet.rl.rank_state`)."""
+        return capture_rank_state(self.env, self.ctx.rank)
 
-    def _restore_rank_state(self, data: dict[str, Any]) -> None:
-        """Restore this rank's entry of ``rank_states`` when the checkpoint came from the same number of workers.
-
-        With a different number of workers (or a format-1 checkpoint) only the shared step counter and task
-        state of rank 0 are restored; RNGs keep this run's per-rank seeds, so ranks still explore differently.
-        """
-        states = data.get("rank_states")
-        if not isinstance(states, list) or not states:
-            return
-        env = self.env
-        same_layout = len(states) == self.gpu_world_size
-        state = states[self.ctx.rank] if same_layout else states[0]
-        env.common_step_counter = int(state.get("common_step_counter", env.common_step_counter))
-        load_task_state = getattr(env.task, "load_state_dict", None)
-        if "task_state" in state and callable(load_task_state):
-            load_task_state(state["task_state"])
-        if not same_layout:
-            logger.info(
-                "checkpoint was written by %d worker(s), this run has %d: per-worker RNG and episode state start fresh",
-                len(states),
-                self.gpu_world_size,
-            )
-            return
-        torch.set_rng_state(state["torch_rng_state"].cpu())
-        if "cuda_rng_state" in state and str(self.device).startswith("cuda"):
-            torch.cuda.set_rng_state(state["cuda_rng_state"].cpu(), self.device)
-        nps = state.get("numpy_rng_state")
-        if isinstance(nps, dict):
-            keys = nps["keys"].cpu().numpy().astype(np.uint32)
-            np.random.set_state((nps["kind"], keys, nps["pos"], nps["has_gauss"], nps["cached_gaussian"]))
-        if "python_rng_state" in state:
-            random.setstate(_as_tuple(state["python_rng_state"]))
-        env.generator.set_state(state["env_generator_state"].cpu())
-        buf = state.get("episode_length_buf")
-        if isinstance(buf, torch.Tensor) and buf.shape == env.episode_length_buf.shape:
-            env.episode_length_buf.copy_(buf.to(env.episode_length_buf.device))
-            self.restored_env_state = True
-
-    # --- replication -------------------------------------------------------------------------------------------
     def replica_digest(self) -> str:
         """Digest of parameters, normaliser statistics, optimizer state and learning rate."""
-        tensors: list[torch.Tensor] = []
-        for model in (self.alg.actor, self.alg.critic):
-            tensors += list(model.state_dict().values())
-        for state in self.alg.optimizer.state_dict()["state"].values():
-            tensors += [v for v in state.values() if isinstance(v, torch.Tensor)]
-        tensors.append(torch.tensor([self.alg.learning_rate], dtype=torch.float64))
-        return _digest(tensors)
+        return replica_digest(self.alg)
 
     def check_replicas(self) -> None:
-        """Stop with :class:`ReplicaDivergenceError` unless every rank holds the same digest."""
-        digest = self.replica_digest()
-        gathered: list[str] = [""] * self.gpu_world_size
-        dist.all_gather_object(gathered, digest)
-        differing = [rank for rank, d in enumerate(gathered) if d != gathered[0]]
-        if differing:
-            raise ReplicaDivergenceError(
-                f"ranks {differing} diverged from rank 0 at iteration {self.current_learning_iteration}"
-            )
-
-
-def _as_tuple(value: Any) -> Any:
-    """``random.setstate`` wants nested tuples; a checkpoint round trip may hand back lists."""
-    if isinstance(value, list | tuple):
-        return tuple(_as_tuple(v) for v in value)
-    return value
-
-
-def _digest(tensors: list[torch.Tensor]) -> str:
-    h = hashlib.sha256()
-    for t in tensors:
-        h.update(t.detach().to("cpu").contiguous().numpy().tobytes())
-    return h.hexdigest()
+        """Stop with :class:`~mjfleet.rl.replicas.ReplicaDivergenceError` unless every rank holds the same digest."""
+        check_replicas(self.alg, self.gpu_world_size, self.current_learning_iteration)
 
 
 def _fmt(value: float | None, spec: str = ".3f") -> str:
