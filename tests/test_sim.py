@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import mujoco
+import pytest
 import torch
 
 from mjfleet.sim.simulation import SimConfig, Simulation
@@ -67,3 +71,22 @@ def test_nonfinite_worlds_are_detected() -> None:
     sim.qvel[3, 0] = float("nan")
     sim.qpos[6, 1] = float("inf")
     assert sim.nonfinite_worlds().nonzero().flatten().tolist() == [3, 6]
+
+
+def _warp_init_stderr(code: str) -> str:
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    return result.stderr
+
+
+def test_cpu_runs_start_warp_without_the_no_driver_warning() -> None:
+    plain = _warp_init_stderr("import warp as wp; wp.init(); print('other', file=__import__('sys').stderr)")
+    if "NVIDIA CUDA driver" not in plain:
+        pytest.skip("this machine has a CUDA driver, so Warp prints no such warning")
+    quiet = _warp_init_stderr(
+        "import sys; from mjfleet.sim.warp_runtime import init_warp; init_warp('cpu'); print('other', file=sys.stderr)"
+    )
+    assert "NVIDIA CUDA driver" not in quiet and "other" in quiet
+    # A CUDA device asks for the driver, so the warning stays.
+    assert "NVIDIA CUDA driver" in _warp_init_stderr(
+        "from mjfleet.sim.warp_runtime import init_warp; init_warp('cuda:0')"
+    )

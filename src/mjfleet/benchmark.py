@@ -16,6 +16,7 @@ import warp as wp
 from mjfleet.config import TrainConfig
 from mjfleet.envs.env import MjEnv
 from mjfleet.launch.context import DistributedContext
+from mjfleet.sim.warp_runtime import init_warp
 from mjfleet.tasks.registry import TaskSpec
 from mjfleet.training import WorkerResult, train_worker
 
@@ -51,6 +52,8 @@ class TrainRow:
     collect_share: float
     sync_share: float
     iteration_s: float
+    wall_s: float = float("nan")
+    """Seconds from the start of the measurement to the results (launch, setup, every iteration)."""
 
 
 def machine_description(device: str) -> str:
@@ -98,6 +101,7 @@ def measure_steps(spec: TaskSpec, num_envs: int, device: str, steps: int) -> Ste
     for use_graph in (False, True):
         cfg = dataclasses.replace(spec.env_cfg(), num_envs=num_envs)
         cfg.sim = dataclasses.replace(cfg.sim, use_graph=use_graph)
+        init_warp(device)
         with wp.ScopedDevice(device):
             env = MjEnv(spec.task_class(cfg), device=device, seed=0)
             actions = torch.zeros(num_envs, env.num_actions, device=device)
@@ -111,7 +115,9 @@ def measure_steps(spec: TaskSpec, num_envs: int, device: str, steps: int) -> Ste
     return StepRow(num_envs, rates[("raw", False)], rates[("raw", True)], rates[("env", False)], rates[("env", True)])
 
 
-def summarize_training(results: list[WorkerResult], num_envs: int, skip: int = 1) -> TrainRow:
+def summarize_training(
+    results: list[WorkerResult], num_envs: int, skip: int = 1, wall_s: float = float("nan")
+) -> TrainRow:
     """Throughput over the iterations after the first ``skip`` (which include compilation and capture)."""
     records = results[0].records[skip:] or results[0].records
     total_s = sum(r.collect_s + r.learn_s for r in records)
@@ -123,10 +129,12 @@ def summarize_training(results: list[WorkerResult], num_envs: int, skip: int = 1
         collect_share=sum(r.collect_s for r in records) / total_s,
         sync_share=sum(r.sync_s for r in records) / total_s,
         iteration_s=total_s / len(records),
+        wall_s=wall_s,
     )
 
 
 def measure_training(cfg: TrainConfig, device: str) -> TrainRow:
     """PPO iterations in this process, nothing written to disk."""
+    start = time.perf_counter()
     results = [train_worker(cfg, None, DistributedContext(device=device))]
-    return summarize_training(results, cfg.env.num_envs)
+    return summarize_training(results, cfg.env.num_envs, wall_s=time.perf_counter() - start)

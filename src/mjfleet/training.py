@@ -22,6 +22,7 @@ from mjfleet.rl.checkpoint import load_checkpoint, resolve_checkpoint
 from mjfleet.rl.faults import fault_injection_hook
 from mjfleet.rl.runner import IterationRecord, Runner, StopCheck
 from mjfleet.rl.stop import file_stop_check
+from mjfleet.sim.warp_runtime import init_warp
 from mjfleet.tasks.registry import get_task
 
 logger = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ def train_worker(
     report_dir = local_report_dir() if launched else None
     if stop_check is None and report_dir is not None and ctx.is_main:
         stop_check = file_stop_check(report_dir)
+    init_warp(ctx.device)
     with wp.ScopedDevice(ctx.device):
         env = MjEnv(spec.task_class(cfg.env), device=ctx.device, seed=ctx.seed(cfg.seed))
         if ctx.is_main and run_dir is not None:

@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import os
 import sys
+import time
 from dataclasses import dataclass
 
 import torch
@@ -41,6 +42,9 @@ class BenchConfig:
     """Worker counts for the training scaling table, e.g. ``1 2`` (CPU: gloo workers; GPU: one per GPU). Its "sync
     share" is the time spent in the per-mini-batch all-reduce (gradients and KL), waiting for the slowest rank
     included."""
+    launcher_overhead: bool = False
+    """Also train one worker through torchrunx (``--launcher torchrunx``): its "wall s" minus the in-process one is
+    the launcher's start-up cost, and its env-steps/s shows any per-iteration cost."""
     skip_steps: bool = False
     """Skip the physics / env-step table."""
 
@@ -65,31 +69,40 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
                 f"{r.ratio_graph:.0%}",
             )
         console.print(table)
-    rows: list[TrainRow] = []
-    for workers in cfg.workers:
+    rows: list[tuple[str, TrainRow]] = []
+    runs = [(str(w), w, w > 1) for w in cfg.workers]
+    if cfg.launcher_overhead:
+        runs.insert(1 if runs and runs[0][1] == 1 else 0, ("1 (torchrunx)", 1, True))
+    for label, workers, launched in runs:
         train_cfg = TrainConfig(env=spec.env_cfg(), agent=spec.agent_cfg(), task=task_id, gpu_ids=cfg.gpu_ids)
         train_cfg.agent = dataclasses.replace(train_cfg.agent, max_iterations=cfg.train_iterations)
         if cfg.train_num_envs:
             train_cfg.env.num_envs = cfg.train_num_envs
-        if workers == 1:
-            rows.append(measure_training(train_cfg, device))
+        if launched:
+            rows.append((label, _measure_launched(train_cfg, selection.kind, workers)))
         else:
-            rows.append(_measure_launched(train_cfg, selection.kind, workers))
+            rows.append((label, measure_training(train_cfg, device)))
     table = Table(title=f"PPO training ({cfg.train_iterations - 1} timed iterations, env-steps/s over all workers)")
-    for col in ("workers", "envs/worker", "env-steps/s", "speed-up", "iteration s", "collect share", "sync share"):
+    columns = ("workers", "envs/worker", "env-steps/s", "speed-up", "iteration s", "collect share", "sync share")
+    for col in (*columns, "wall s"):
         table.add_column(col, justify="right")
-    base = rows[0].env_steps_per_s if rows else 1.0
-    for r in rows:
+    base = rows[0][1].env_steps_per_s if rows else 1.0
+    for label, r in rows:
         table.add_row(
-            str(r.workers),
+            label,
             str(r.num_envs),
             f"{r.env_steps_per_s:,.0f}",
             f"{r.env_steps_per_s / base:.2f}x",
             f"{r.iteration_s:.3f}",
             f"{r.collect_share:.0%}",
             f"{r.sync_share:.1%}",
+            f"{r.wall_s:.1f}",
         )
     console.print(table)
+    console.print(
+        "wall s: from the start of the measurement to the results, including launch, environment setup, kernel"
+        " loading and all iterations"
+    )
 
 
 def _measure_launched(cfg: TrainConfig, kind: str, workers: int) -> TrainRow:
@@ -99,9 +112,12 @@ def _measure_launched(cfg: TrainConfig, kind: str, workers: int) -> TrainRow:
         cfg.gpu_ids, cfg.cpu_workers = ("None",), workers
     else:
         cfg.gpu_ids = tuple(str(i) for i in range(workers))
+    if workers == 1:
+        cfg.launcher = "torchrunx"
     cfg.log_root = cfg.log_root / "bench"
+    start = time.perf_counter()
     results = train_run(cfg)
-    return summarize_training(results, cfg.env.num_envs)
+    return summarize_training(results, cfg.env.num_envs, wall_s=time.perf_counter() - start)
 
 
 @exits_on_usage_error

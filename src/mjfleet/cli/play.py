@@ -27,6 +27,7 @@ from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint, resolve_che
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.evaluate import Policy, evaluate, random_policy, zero_policy
 from mjfleet.rl.runner import Runner
+from mjfleet.sim.warp_runtime import init_warp
 from mjfleet.tasks.registry import get_task
 from mjfleet.training import seed_everything
 
@@ -132,6 +133,7 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
         load_checkpoint(checkpoint)
     seed_everything(cfg.seed)
     spec = get_task(task_id)
+    init_warp(device)
     with wp.ScopedDevice(device):
         env = MjEnv(spec.task_class(cfg.env), device=device, seed=cfg.seed)
         policy: Policy

@@ -15,6 +15,7 @@ import torch
 import warp as wp
 
 from mjfleet.sim.graph import StepGraph
+from mjfleet.sim.warp_runtime import init_warp
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ class Simulation:
         self.mj_model = mj_model
         self.num_worlds = num_worlds
         self.device = torch.device(device)
+        init_warp(str(self.device))
         self.wp_device = wp.get_device(str(self.device))
         self._stream = wp.stream_from_torch(self.device) if self.device.type == "cuda" else None
         with self.scope():

@@ -1,0 +1,37 @@
+"""Starting Warp's runtime without a misleading warning on CPU-only runs."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+import warp as wp
+
+_NO_DRIVER = "Could not find or load the NVIDIA CUDA driver"
+
+
+def init_warp(device: str) -> None:
+    """Initialise Warp (idempotent). For a CPU device, drop its native "no CUDA driver" warning.
+
+    Warp prints that warning from C on every start on a machine without an NVIDIA driver, which is every CPU-only
+    machine; launched workers' stderr reaches the console as ERROR records, so a healthy CPU run looked broken.
+    Everything else Warp writes to stderr during initialisation is passed through.
+    """
+    if not device.startswith("cpu"):
+        wp.init()
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            wp.init()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        captured.seek(0)
+        text = captured.read().decode(errors="replace")
+    for line in text.splitlines(keepends=True):
+        if _NO_DRIVER not in line:
+            sys.stderr.write(line)
