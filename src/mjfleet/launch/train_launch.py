@@ -46,11 +46,13 @@ def make_plan(cfg: TrainConfig, run_dir: Path, selection: DeviceSelection) -> La
 
 def describe_plan(cfg: TrainConfig, plan: LaunchPlan, selection: DeviceSelection) -> str:
     """One line: workers, devices, envs per worker, env-steps per iteration in total."""
-    devices = selection.describe() if selection.kind == "cuda" else f"{plan.workers_per_host} CPU processes"
+    cpu = f"{plan.workers_per_host} CPU process{'es' if plan.workers_per_host > 1 else ''}"
+    devices = selection.describe() if selection.kind == "cuda" else cpu
     per_iteration = plan.world_size * cfg.env.num_envs * cfg.agent.num_steps_per_env
     hosts = f" on each of {len(plan.hostnames)} hosts ({', '.join(plan.hostnames)})" if len(plan.hostnames) > 1 else ""
     return (
-        f"launch plan: {plan.world_size} workers ({devices}{hosts}), {cfg.env.num_envs} envs per worker,"
+        f"launch plan: {plan.world_size} worker{'s' if plan.world_size > 1 else ''} ({devices}{hosts}),"
+        f" {cfg.env.num_envs} envs per worker,"
         f" {per_iteration:,} env-steps per iteration in total"
     )
 
