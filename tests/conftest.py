@@ -18,7 +18,7 @@ def make_env(task_id: str = "cartpole-balance", num_envs: int = 16, seed: int = 
     """A real CPU environment of ``task_id`` with ``num_envs`` worlds."""
     spec = get_task(task_id)
     cfg = dataclasses.replace(spec.env_cfg(), num_envs=num_envs, **overrides)
-    return MjEnv(spec.task_class(cfg), device="cpu", seed=seed)
+    return MjEnv(spec.load_task_class()(cfg), device="cpu", seed=seed)
 
 
 @pytest.fixture

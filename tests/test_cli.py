@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -39,10 +40,11 @@ def _usage_error(capsys: pytest.CaptureFixture[str], main: object, argv: list[st
         (["cartpole-balance", "--gpu-ids", "zero"], "not a GPU index"),
         (["cartpole-balance", "--gpu-ids", "0", "0"], "more than once"),
         (["cartpole-balance", "--env.num-envs", "0"], "--env.num-envs must be at least 1"),
-        (["cartpole-balance", "--env.num-envs", "many"], "--env.num-envs"),
+        (["cartpole-balance", "--env.num-envs", "many"], "'many' (expected --env.num-envs INT)"),
         (["cartpole-balance", "--agent.max-iterations", "-5"], "--agent.max-iterations"),
         (["cartpole-balance", "--env.episode-length-s", "nan"], "--env.episode-length-s must be positive"),
-        (["cartpole-balance", "--no-such-flag"], "Unrecognized options"),
+        (["cartpole-balance", "--no-such-flag"], "error: Unrecognized options: --no-such-flag (see"),
+        (["cartpole-balance", "--agent.algorithm.gama", "0.9"], "; did you mean --agent.algorithm.gamma"),
     ],
 )
 def test_train_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], expected: str) -> None:
@@ -109,3 +111,24 @@ def test_console_script_error_has_no_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     assert [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
     assert not (tmp_path / "logs").exists()
+
+
+def test_parsing_planning_and_listing_load_no_simulator_or_torch() -> None:
+    # A mistyped command must be answered at once, and a launcher process needs only torchrunx: the heavy
+    # imports (seconds each) belong to the workers.
+    code = (
+        "import sys\n"
+        "from mjfleet.cli import train\n"
+        "from mjfleet.tasks.registry import all_tasks\n"
+        "assert len(all_tasks()) >= 6\n"
+        "for task in ('cartpole-balance', 'go1-velocity-rough'):\n"
+        "    cfg = train.parse_args([task, '--gpu-ids', 'None', '--cpu-workers', '2', '--log-root', sys.argv[1]])\n"
+        "    assert train.prepare(cfg).plan is not None\n"
+        "heavy = sorted(m for m in ('torch', 'warp', 'mujoco', 'mujoco_warp', 'rsl_rl', 'tensordict', 'torchrunx')\n"
+        "               if m in sys.modules)\n"
+        "print(heavy)\n"
+    )
+    with tempfile.TemporaryDirectory() as logs:
+        result = subprocess.run([sys.executable, "-c", code, logs], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

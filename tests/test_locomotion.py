@@ -64,7 +64,7 @@ def test_all_locomotion_tasks_are_registered_with_complete_configs() -> None:
     tasks = all_tasks()
     for task_id in TASKS:
         spec = tasks[task_id]
-        assert spec.task_class is LocomotionTask
+        assert spec.load_task_class() is LocomotionTask
         assert spec.description and "\n" not in spec.description
         cfg, agent = spec.env_cfg(), spec.agent_cfg()
         assert isinstance(cfg, LocomotionConfig)

@@ -59,7 +59,7 @@ def _runner(cfg: TrainConfig) -> Runner:
     from mjfleet.envs.env import MjEnv
     from mjfleet.tasks.registry import get_task
 
-    env = MjEnv(get_task(cfg.task).task_class(cfg.env), "cpu", 0)
+    env = MjEnv(get_task(cfg.task).load_task_class()(cfg.env), "cpu", 0)
     return Runner(env, cfg.agent, CPU, None)
 
 

@@ -67,7 +67,7 @@ def test_resume_continues_iterations_and_restores_optimizer(tmp_path: Path) -> N
     from mjfleet.rl.runner import Runner
     from mjfleet.tasks.registry import get_task
 
-    env = MjEnv(get_task(cfg.task).task_class(cfg.env), "cpu", 0)
+    env = MjEnv(get_task(cfg.task).load_task_class()(cfg.env), "cpu", 0)
     runner = Runner(env, cfg.agent, CPU, None)
     runner.load(str(first_dir / "model_3.pt"))
     assert runner.current_learning_iteration == 3

@@ -16,9 +16,10 @@ import warp as wp
 from mjfleet.config import TrainConfig
 from mjfleet.envs.env import MjEnv
 from mjfleet.launch.context import DistributedContext
+from mjfleet.rl.records import WorkerResult
 from mjfleet.sim.warp_runtime import init_warp
 from mjfleet.tasks.registry import TaskSpec
-from mjfleet.training import WorkerResult, train_worker
+from mjfleet.training import train_worker
 
 
 @dataclass
@@ -103,7 +104,7 @@ def measure_steps(spec: TaskSpec, num_envs: int, device: str, steps: int) -> Ste
         cfg.sim = dataclasses.replace(cfg.sim, use_graph=use_graph)
         init_warp(device)
         with wp.ScopedDevice(device):
-            env = MjEnv(spec.task_class(cfg), device=device, seed=0)
+            env = MjEnv(spec.load_task_class()(cfg), device=device, seed=0)
             actions = torch.zeros(num_envs, env.num_actions, device=device)
 
             def env_step(env: MjEnv = env, actions: torch.Tensor = actions) -> None:

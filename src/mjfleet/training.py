@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,60 +17,17 @@ from mjfleet.config import TrainConfig
 from mjfleet.envs.env import MjEnv
 from mjfleet.launch.context import DistributedContext, init_process_group
 from mjfleet.launch.worker import local_report_dir, write_heartbeat
-from mjfleet.rl.checkpoint import load_checkpoint, resolve_checkpoint
 from mjfleet.rl.faults import fault_injection_hook
-from mjfleet.rl.runner import IterationRecord, Runner, StopCheck
+from mjfleet.rl.records import WorkerResult
+from mjfleet.rl.runner import Runner, StopCheck
+from mjfleet.rl.start import StartPoint, plan_start
 from mjfleet.rl.stop import file_stop_check
 from mjfleet.sim.warp_runtime import init_warp
 from mjfleet.tasks.registry import get_task
 
+__all__ = ["StartPoint", "WorkerResult", "plan_start", "seed_everything", "train_worker", "write_params"]
+
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class WorkerResult:
-    """What each worker hands back to the launcher."""
-
-    rank: int
-    device: str
-    final_iteration: int
-    replica_digest: str
-    first_rollout_digest: str
-    records: list[IterationRecord]
-    stop_signal: int | None = None
-    """Signal number that stopped training early (after a final checkpoint), or None if it ran to the end."""
-    last_checkpoint: str | None = None
-    """The newest checkpoint written (or resumed from) by this run."""
-
-
-@dataclass(frozen=True)
-class StartPoint:
-    """Where a (re)started run begins and where it ends; identical for every worker of a launch."""
-
-    checkpoint: Path | None
-    """Checkpoint file every rank loads first (already resolved, so all ranks load the same file); None: fresh."""
-    final_iteration: int
-    """Train until this iteration has completed (a restart runs only the iterations left)."""
-    start_iteration: int = 0
-    """Iteration stored in ``checkpoint`` (0 for a fresh start)."""
-    attempt: int = 0
-    """0 for the first launch of a run, k for its k-th automatic restart (fault injection only fires in 0)."""
-
-
-def plan_start(cfg: TrainConfig) -> StartPoint:
-    """The first attempt's start: ``--resume`` resolved to one validated checkpoint, then ``max_iterations`` more.
-
-    Raises :class:`~mjfleet.errors.UsageError` for a missing, truncated or foreign checkpoint.
-    """
-    if cfg.resume is None:
-        return StartPoint(checkpoint=None, final_iteration=cfg.agent.max_iterations)
-    checkpoint = resolve_checkpoint(cfg.resume)
-    start_iteration = int(load_checkpoint(checkpoint)["iter"])
-    return StartPoint(
-        checkpoint=checkpoint,
-        final_iteration=start_iteration + cfg.agent.max_iterations,
-        start_iteration=start_iteration,
-    )
 
 
 def seed_everything(seed: int) -> None:
@@ -135,7 +91,7 @@ def train_worker(
         stop_check = file_stop_check(report_dir)
     init_warp(ctx.device)
     with wp.ScopedDevice(ctx.device):
-        env = MjEnv(spec.task_class(cfg.env), device=ctx.device, seed=ctx.seed(cfg.seed))
+        env = MjEnv(spec.load_task_class()(cfg.env), device=ctx.device, seed=ctx.seed(cfg.seed))
         if ctx.is_main and run_dir is not None:
             write_params(run_dir, cfg)
         runner = Runner(

@@ -33,11 +33,36 @@ def parse(cls: type[T], args: list[str], prog: str, default: T | None = None) ->
 
 
 def summarize_error(text: str) -> str:
-    """The meaningful lines of tyro's boxed error report, joined into one line."""
-    lines = [_BOX.sub(" ", line).strip() for line in text.splitlines()]
-    # Without a terminal the box may be drawn in ASCII: drop rules made of dashes and the side bars.
-    lines = [_ASCII_RULE.sub(" ", line.strip("|+ ")).strip() for line in lines]
-    lines = [line for line in lines if line and not line.lower().startswith(("usage:", "for full helptext"))]
-    head = [line for line in lines if not line.lower().startswith("argument helptext")]
-    message = " ".join(head[:3]) if head else "invalid arguments"
+    """tyro's boxed error report as one line: the message, plus its suggestions or the expected form."""
+    raw = text.splitlines()
+    if raw and raw[0].lstrip().startswith(("╭", "┏", "+")):
+        raw = raw[1:]  # the box title repeats the message's first words
+    sections: list[list[str]] = []
+    current: list[str] = []
+    for line in raw:
+        # Without a terminal the box may be drawn in ASCII: drop rules made of dashes and the side bars.
+        clean = _ASCII_RULE.sub(" ", _BOX.sub(" ", line).strip().strip("|+ ")).strip()
+        if clean:
+            current.append(clean)
+        elif current:  # a rule or the bottom edge ends a section
+            sections.append(current)
+            current = []
+    if current:
+        sections.append(current)
+    sections = [s for s in sections if not s[0].lower().startswith(("for full helptext", "usage:"))]
+    if not sections:
+        return "invalid arguments"
+    message = " ".join(sections[0])
+    for section in sections[1:]:
+        head = section[0].lower()
+        flags = [line.split()[0] for line in section[1:] if line.startswith("--")]
+        if head.startswith("perhaps you meant") and flags:
+            message += f"; did you mean {_one_of(flags[:3])}?"
+        elif head.startswith("argument helptext") and flags:
+            expected = next(line for line in section[1:] if line.startswith("--"))
+            message += f" (expected {expected})"
     return re.sub(r"\s+", " ", message)
+
+
+def _one_of(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"

@@ -135,7 +135,7 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
     spec = get_task(task_id)
     init_warp(device)
     with wp.ScopedDevice(device):
-        env = MjEnv(spec.task_class(cfg.env), device=device, seed=cfg.seed)
+        env = MjEnv(spec.load_task_class()(cfg.env), device=device, seed=cfg.seed)
         policy: Policy
         if cfg.agent == "policy":
             assert checkpoint is not None
@@ -148,7 +148,7 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
         if cfg.video:
             from mjfleet.render.video import WorldVideo
 
-            recorder = WorldVideo(env.sim, 0, spec.task_class.video_camera, cfg.video_height, cfg.video_width)
+            recorder = WorldVideo(env.sim, 0, spec.load_task_class().video_camera, cfg.video_height, cfg.video_width)
         summary = evaluate(env, policy, cfg.num_episodes, on_step=recorder.capture if recorder else None)
     result: dict[str, object] = {"task": task_id, "agent": cfg.agent, "checkpoint": str(checkpoint)}
     result.update(summary.as_dict())

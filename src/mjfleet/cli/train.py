@@ -17,20 +17,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from mjfleet.cli.args import parse
 from mjfleet.config import TrainConfig
 from mjfleet.console import configure_logging
 from mjfleet.errors import FatalTrainingError, UsageError, exits_on_usage_error
-from mjfleet.launch.context import DistributedContext
 from mjfleet.launch.devices import DeviceSelection, parse_gpu_ids, select_devices
-from mjfleet.launch.launcher import LaunchPlan, WorkerFailure
+from mjfleet.launch.diagnosis import WorkerFailure
+from mjfleet.launch.launcher import LaunchPlan
 from mjfleet.launch.run_dir import check_log_root, discard_if_empty, make_run_dir, run_dir_name
 from mjfleet.rl.checkpoint import list_checkpoints
+from mjfleet.rl.records import WorkerResult
+from mjfleet.rl.start import StartPoint, plan_start
 from mjfleet.rl.stop import StopRequest, exit_code, signal_name
 from mjfleet.tasks.registry import get_task
-from mjfleet.training import StartPoint, WorkerResult, plan_start, train_worker
+
+# Nothing here imports torch, MuJoCo Warp or rsl_rl at module level: a mistyped command is answered in about a
+# second, and a launcher process loads only torchrunx (workers import the simulator themselves).
 
 logger = logging.getLogger("mjfleet.train")
 
@@ -176,7 +178,11 @@ def _check_name(flag: str, name: str, required: bool) -> None:
 def select(cfg: TrainConfig) -> DeviceSelection:
     """Devices for this run (a CPU fallback's notice is logged by :func:`execute`, once nothing can fail)."""
     request = parse_gpu_ids(cfg.gpu_ids)
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    count = 0
+    if request is not None:  # CPU training never needs torch's CUDA probe
+        import torch
+
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     selection = select_devices(request, device_count=count, env=os.environ)
     if selection.kind == "cuda" and cfg.cpu_workers != 1:
         raise UsageError("--cpu-workers applies to CPU training (--gpu-ids None); with GPUs there is one worker each")
@@ -242,6 +248,9 @@ def execute(prepared: Prepared, run_dir: Path, stop: StopRequest | None = None) 
         from mjfleet.launch.supervisor import supervise
 
         return supervise(cfg, run_dir, prepared.selection, prepared.start, stop)
+    from mjfleet.launch.context import DistributedContext
+    from mjfleet.training import train_worker
+
     ctx = DistributedContext(device=prepared.selection.devices[0])
     logger.info(
         "training %s on %s: %d envs x %d steps per iteration, %d iterations",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mjfleet.sim.simulation import SimConfig
+from mjfleet.sim.config import SimConfig
 
 
 @dataclass

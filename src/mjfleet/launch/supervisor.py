@@ -21,8 +21,9 @@ from mjfleet.launch.devices import DeviceSelection
 from mjfleet.launch.launcher import WorkerFailure
 from mjfleet.launch.train_launch import launch_training
 from mjfleet.rl.checkpoint import newest_loadable_checkpoint
+from mjfleet.rl.records import WorkerResult
+from mjfleet.rl.start import StartPoint
 from mjfleet.rl.stop import StopRequest
-from mjfleet.training import StartPoint, WorkerResult
 
 logger = logging.getLogger(__name__)
 

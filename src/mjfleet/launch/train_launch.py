@@ -11,8 +11,9 @@ from mjfleet.config import TrainConfig
 from mjfleet.errors import UsageError
 from mjfleet.launch.devices import DeviceSelection
 from mjfleet.launch.launcher import LaunchPlan, launch, resolve_worker_log_dir
+from mjfleet.rl.records import WorkerResult
+from mjfleet.rl.start import StartPoint, plan_start
 from mjfleet.rl.stop import StopRequest
-from mjfleet.training import StartPoint, WorkerResult, plan_start, train_worker
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ def launch_training(
 ) -> list[WorkerResult]:
     """Run :func:`train_worker` on every worker of the plan once; results are indexed by global rank.
 
-    ``start`` defaults to :func:`~mjfleet.training.plan_start`; ``stop`` (installed by the caller) lets the first
+    ``start`` defaults to :func:`~mjfleet.rl.start.plan_start`; ``stop`` (installed by the caller) lets the first
     SIGINT/SIGTERM stop the workers cleanly after their current iteration.
     """
     plan = make_plan(cfg, run_dir, selection)
@@ -76,4 +77,13 @@ def launch_training(
         logger.info(describe_plan(cfg, plan, selection))
     # Rank 0's records arrive on the launcher as "torchrunx.<host>.0"; show its progress lines like in-process.
     logging.getLogger("torchrunx").setLevel(logging.INFO)
-    return launch(train_worker, cfg, run_dir, None, start, plan=plan, stop=stop)
+    return launch(run_train_worker, cfg, run_dir, None, start, plan=plan, stop=stop)
+
+
+def run_train_worker(
+    cfg: TrainConfig, run_dir: Path | None, ctx: None, start: StartPoint | None, stop_check: None = None
+) -> WorkerResult:
+    """:func:`mjfleet.training.train_worker`, imported in the worker: the launcher never loads the simulator."""
+    from mjfleet.training import train_worker
+
+    return train_worker(cfg, run_dir, ctx, start, stop_check)

@@ -11,11 +11,12 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from mjfleet.errors import UsageError
+
+if TYPE_CHECKING:
+    import torch
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +38,8 @@ def save_atomic(payload: dict[str, Any], path: Path) -> None:
     A reader (or a resume after a crash) sees either the previous file set or the complete new file, never a
     partial one.
     """
+    import torch  # here, not at module import: the CLI parses and validates without loading torch
+
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"format": FORMAT, "format_version": FORMAT_VERSION, **payload}
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -53,6 +56,8 @@ def save_atomic(payload: dict[str, Any], path: Path) -> None:
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Read and validate a checkpoint; anything unreadable or foreign raises :class:`UsageError`."""
+    import torch
+
     if not _is_file(path):
         raise UsageError(f"checkpoint {path} does not exist")
     try:

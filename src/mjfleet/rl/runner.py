@@ -9,7 +9,6 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from mjfleet.rl.checkpoint import checkpoint_name, load_checkpoint, save_atomic
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.metrics import MetricsWriter
 from mjfleet.rl.rank_state import capture_rank_state, restore_rank_state
+from mjfleet.rl.records import IterationRecord, TrainingHistory
 from mjfleet.rl.replicas import check_replicas, digest, replica_digest
 from mjfleet.rl.stop import signal_name
 
@@ -41,32 +41,6 @@ class CheckpointWriteError(FatalTrainingError):
 
 StopCheck = Callable[[], int]
 """Polled on rank 0 after every iteration: the number of the signal that asked training to stop, or 0."""
-
-
-@dataclass
-class IterationRecord:
-    """What one iteration measured (kept for the caller; the same numbers are logged)."""
-
-    iteration: int
-    losses: dict[str, float]
-    episode: dict[str, float]
-    """Means over every rank's episodes that ended during this iteration."""
-    local_sums: list[float]
-    """This rank's own per-key sums (in ``env.stats.keys`` order), before the cross-rank reduction."""
-    local_counts: list[float]
-    """This rank's own per-key episode counts."""
-    env_steps_per_s: float
-    collect_s: float
-    learn_s: float
-    sync_s: float
-
-
-@dataclass
-class TrainingHistory:
-    """Per-iteration records plus the digest of this rank's first rollout."""
-
-    records: list[IterationRecord] = field(default_factory=list)
-    first_rollout_digest: str = ""
 
 
 IterationHook = Callable[["Runner", int], None]

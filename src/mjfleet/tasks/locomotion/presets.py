@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mjfleet.rl.config import AgentConfig, AlgorithmConfig, PolicyConfig
-from mjfleet.sim.simulation import SimConfig
+from mjfleet.sim.config import SimConfig
 from mjfleet.tasks.locomotion.config import (
     CommandConfig,
     LocomotionConfig,

@@ -1,0 +1,39 @@
+"""Where a run starts (fresh or from a checkpoint) and where it ends."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mjfleet.config import TrainConfig
+from mjfleet.rl.checkpoint import load_checkpoint, resolve_checkpoint
+
+
+@dataclass(frozen=True)
+class StartPoint:
+    """Where a (re)started run begins and where it ends; identical for every worker of a launch."""
+
+    checkpoint: Path | None
+    """Checkpoint file every rank loads first (already resolved, so all ranks load the same file); None: fresh."""
+    final_iteration: int
+    """Train until this iteration has completed (a restart runs only the iterations left)."""
+    start_iteration: int = 0
+    """Iteration stored in ``checkpoint`` (0 for a fresh start)."""
+    attempt: int = 0
+    """0 for the first launch of a run, k for its k-th automatic restart (fault injection only fires in 0)."""
+
+
+def plan_start(cfg: TrainConfig) -> StartPoint:
+    """The first attempt's start: ``--resume`` resolved to one validated checkpoint, then ``max_iterations`` more.
+
+    Raises :class:`~mjfleet.errors.UsageError` for a missing, truncated or foreign checkpoint.
+    """
+    if cfg.resume is None:
+        return StartPoint(checkpoint=None, final_iteration=cfg.agent.max_iterations)
+    checkpoint = resolve_checkpoint(cfg.resume)
+    start_iteration = int(load_checkpoint(checkpoint)["iter"])
+    return StartPoint(
+        checkpoint=checkpoint,
+        final_iteration=start_iteration + cfg.agent.max_iterations,
+        start_iteration=start_iteration,
+    )
