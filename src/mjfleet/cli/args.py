@@ -34,12 +34,9 @@ def parse(cls: type[T], args: list[str], prog: str, default: T | None = None) ->
 
 def summarize_error(text: str) -> str:
     """tyro's boxed error report as one line: the message, plus its suggestions or the expected form."""
-    raw = text.splitlines()
-    if raw and raw[0].lstrip().startswith(("╭", "┏", "+")):
-        raw = raw[1:]  # the box title repeats the message's first words
     sections: list[list[str]] = []
     current: list[str] = []
-    for line in raw:
+    for line in text.splitlines():
         # Without a terminal the box may be drawn in ASCII: drop rules made of dashes and the side bars.
         clean = _ASCII_RULE.sub(" ", _BOX.sub(" ", line).strip().strip("|+ ")).strip()
         if clean:
@@ -49,6 +46,10 @@ def summarize_error(text: str) -> str:
             current = []
     if current:
         sections.append(current)
+    # tyro titles its report ("Unrecognized options", "Value error") with the gist of the message that follows.
+    if sum(len(s) for s in sections) > 1:
+        sections[0] = sections[0][1:]
+    sections = [s for s in sections if s]
     sections = [s for s in sections if not s[0].lower().startswith(("for full helptext", "usage:"))]
     if not sections:
         return "invalid arguments"
