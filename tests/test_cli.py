@@ -118,7 +118,7 @@ def test_parsing_planning_and_listing_load_no_simulator_or_torch() -> None:
     # imports (seconds each) belong to the workers.
     code = (
         "import sys\n"
-        "from mjfleet.cli import train\n"
+        "from mjfleet.cli import bench, list_tasks, play, train\n"
         "from mjfleet.tasks.registry import all_tasks\n"
         "assert len(all_tasks()) >= 6\n"
         "for task in ('cartpole-balance', 'go1-velocity-rough'):\n"

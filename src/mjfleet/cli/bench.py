@@ -8,18 +8,20 @@ import os
 import sys
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
 from rich.console import Console
 from rich.table import Table
 
-from mjfleet.benchmark import TrainRow, machine_description, measure_steps, measure_training, summarize_training
 from mjfleet.cli.args import parse
 from mjfleet.config import TrainConfig
 from mjfleet.console import configure_logging
 from mjfleet.errors import UsageError, exits_on_usage_error
 from mjfleet.launch.devices import parse_gpu_ids, select_devices
 from mjfleet.tasks.registry import get_task
+
+if TYPE_CHECKING:
+    from mjfleet.benchmark import TrainRow
 
 logger = logging.getLogger("mjfleet.bench")
 
@@ -51,6 +53,10 @@ class BenchConfig:
 
 def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
     """Measure and print the tables."""
+    import torch  # with the simulator, only once the command is known to be valid
+
+    from mjfleet.benchmark import machine_description, measure_steps, measure_training
+
     spec = get_task(task_id)
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     selection = select_devices(parse_gpu_ids(cfg.gpu_ids), device_count=count, env=os.environ)
@@ -106,6 +112,7 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
 
 
 def _measure_launched(cfg: TrainConfig, kind: str, workers: int) -> TrainRow:
+    from mjfleet.benchmark import summarize_training
     from mjfleet.cli.train import run as train_run
 
     if kind == "cpu":

@@ -12,24 +12,17 @@ from typing import Literal
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # before anything creates a GL context
 
-import torch
-import warp as wp
-
 from mjfleet.cli.args import parse
 from mjfleet.config_io import load_yaml, update_dataclass
 from mjfleet.console import configure_logging
 from mjfleet.envs.config import EnvConfig
-from mjfleet.envs.env import MjEnv
 from mjfleet.errors import UsageError, exits_on_usage_error
-from mjfleet.launch.context import DistributedContext
 from mjfleet.launch.devices import parse_gpu_ids, select_devices
 from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint, resolve_checkpoint
 from mjfleet.rl.config import AgentConfig
-from mjfleet.rl.evaluate import Policy, evaluate, random_policy, zero_policy
-from mjfleet.rl.runner import Runner
-from mjfleet.sim.warp_runtime import init_warp
 from mjfleet.tasks.registry import get_task
-from mjfleet.training import seed_everything
+
+# torch, Warp and the simulator are imported by play() itself, so a mistyped command is answered at once.
 
 logger = logging.getLogger("mjfleet.play")
 
@@ -122,6 +115,16 @@ def _num_episodes_hint(argv: list[str]) -> int:
 
 def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, object]:
     """Evaluate and return the summary dict that ``play`` prints."""
+    import torch
+    import warp as wp
+
+    from mjfleet.envs.env import MjEnv
+    from mjfleet.launch.context import DistributedContext
+    from mjfleet.rl.evaluate import Policy, evaluate, random_policy, zero_policy
+    from mjfleet.rl.runner import Runner
+    from mjfleet.sim.warp_runtime import init_warp
+    from mjfleet.training import seed_everything
+
     request = parse_gpu_ids(cfg.gpu_ids)
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     selection = select_devices(request, device_count=count, env=os.environ)
