@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import runpy
 import sys
 from pathlib import Path
 
 import pytest
 
+from mjfleet.envs.task import Task
 from mjfleet.errors import UsageError
+from mjfleet.launch.context import DistributedContext
 from mjfleet.tasks import registry
+from mjfleet.training import train_worker
+
+from .helpers import small_train_config
+
+EXAMPLE = Path(__file__).parents[1] / "examples" / "custom_task.py"
 
 
 def test_builtin_tasks_have_kebab_case_ids_and_complete_configs() -> None:
@@ -19,6 +27,7 @@ def test_builtin_tasks_have_kebab_case_ids_and_complete_configs() -> None:
         assert spec.description and "\n" not in spec.description
         assert spec.env_cfg().num_envs > 1  # never the num_envs=1 trap
         assert spec.agent_cfg().max_iterations > 0
+        assert issubclass(spec.load_task_class(), Task)  # "module:Class" paths resolve
 
 
 def test_unknown_id_suggests_closest() -> None:
@@ -45,3 +54,10 @@ def test_entry_point_plugin_is_loaded(tmp_path: Path, monkeypatch: pytest.Monkey
         assert registry.get_task("demo-plugin-balance").description == "A plugin task."
     finally:
         sys.modules.pop("mjfleet_demo_plugin", None)
+
+
+def test_example_registers_a_task_that_trains() -> None:
+    runpy.run_path(str(EXAMPLE))  # registers; training runs only as __main__
+    cfg = small_train_config("cartpole-gentle-balance", num_envs=32, iterations=2, steps=8)
+    result = train_worker(cfg, None, DistributedContext(device="cpu"))
+    assert result.final_iteration == 2
