@@ -17,7 +17,7 @@ from mjfleet.config import TrainConfig
 from mjfleet.envs.env import MjEnv
 from mjfleet.launch.context import DistributedContext
 from mjfleet.rl.records import WorkerResult
-from mjfleet.sim.warp_runtime import init_warp
+from mjfleet.sim.warp_runtime import scoped_device
 from mjfleet.tasks.registry import TaskSpec
 from mjfleet.training import train_worker
 
@@ -102,8 +102,7 @@ def measure_steps(spec: TaskSpec, num_envs: int, device: str, steps: int) -> Ste
     for use_graph in (False, True):
         cfg = dataclasses.replace(spec.env_cfg(), num_envs=num_envs)
         cfg.sim = dataclasses.replace(cfg.sim, use_graph=use_graph)
-        init_warp(device)
-        with wp.ScopedDevice(device):
+        with scoped_device(device):
             env = MjEnv(spec.load_task_class()(cfg), device=device, seed=0)
             actions = torch.zeros(num_envs, env.num_actions, device=device)
 

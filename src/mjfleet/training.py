@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import warp as wp
 import yaml
 
 from mjfleet.config import TrainConfig
@@ -22,7 +21,7 @@ from mjfleet.rl.records import WorkerResult
 from mjfleet.rl.runner import Runner, StopCheck
 from mjfleet.rl.start import StartPoint, plan_start
 from mjfleet.rl.stop import file_stop_check
-from mjfleet.sim.warp_runtime import init_warp
+from mjfleet.sim.warp_runtime import scoped_device
 from mjfleet.tasks.registry import get_task
 
 __all__ = ["StartPoint", "WorkerResult", "plan_start", "seed_everything", "train_worker", "write_params"]
@@ -89,8 +88,7 @@ def train_worker(
     report_dir = local_report_dir() if launched else None
     if stop_check is None and report_dir is not None and ctx.is_main:
         stop_check = file_stop_check(report_dir)
-    init_warp(ctx.device)
-    with wp.ScopedDevice(ctx.device):
+    with scoped_device(ctx.device):
         env = MjEnv(spec.load_task_class()(cfg.env), device=ctx.device, seed=ctx.seed(cfg.seed))
         if ctx.is_main and run_dir is not None:
             write_params(run_dir, cfg)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from mjfleet.cli.args import parse
 from mjfleet.config import TrainConfig
 from mjfleet.console import configure_logging
 from mjfleet.errors import UsageError, exits_on_usage_error
-from mjfleet.launch.devices import parse_gpu_ids, select_devices
+from mjfleet.launch.devices import parse_gpu_ids, select_local_devices
 from mjfleet.tasks.registry import get_task
 
 if TYPE_CHECKING:
@@ -53,13 +52,10 @@ class BenchConfig:
 
 def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
     """Measure and print the tables."""
-    import torch  # with the simulator, only once the command is known to be valid
-
     from mjfleet.benchmark import machine_description, measure_steps, measure_training
 
     spec = get_task(task_id)
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    selection = select_devices(parse_gpu_ids(cfg.gpu_ids), device_count=count, env=os.environ)
+    selection = select_local_devices(parse_gpu_ids(cfg.gpu_ids))
     device = selection.devices[0]
     console.print(f"[bold]{task_id}[/] on {device}: {machine_description(device)}")
     if not cfg.skip_steps:

@@ -17,7 +17,7 @@ from mjfleet.config_io import load_yaml, update_dataclass
 from mjfleet.console import configure_logging
 from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import UsageError, exits_on_usage_error
-from mjfleet.launch.devices import parse_gpu_ids, select_devices
+from mjfleet.launch.devices import parse_gpu_ids, select_local_devices
 from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint, resolve_checkpoint
 from mjfleet.rl.config import AgentConfig
 from mjfleet.tasks.registry import get_task
@@ -115,19 +115,15 @@ def _num_episodes_hint(argv: list[str]) -> int:
 
 def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, object]:
     """Evaluate and return the summary dict that ``play`` prints."""
-    import torch
-    import warp as wp
 
     from mjfleet.envs.env import MjEnv
     from mjfleet.launch.context import DistributedContext
     from mjfleet.rl.evaluate import Policy, evaluate, random_policy, zero_policy
     from mjfleet.rl.runner import Runner
-    from mjfleet.sim.warp_runtime import init_warp
+    from mjfleet.sim.warp_runtime import scoped_device
     from mjfleet.training import seed_everything
 
-    request = parse_gpu_ids(cfg.gpu_ids)
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    selection = select_devices(request, device_count=count, env=os.environ)
+    selection = select_local_devices(parse_gpu_ids(cfg.gpu_ids))
     if selection.num_gpus > 1:
         raise UsageError("play runs on one device; pass a single GPU index or None")
     device = selection.devices[0]
@@ -136,8 +132,7 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
         load_checkpoint(checkpoint)
     seed_everything(cfg.seed)
     spec = get_task(task_id)
-    init_warp(device)
-    with wp.ScopedDevice(device):
+    with scoped_device(device):
         env = MjEnv(spec.load_task_class()(cfg.env), device=device, seed=cfg.seed)
         policy: Policy
         if cfg.agent == "policy":

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import os
 import re
 import sys
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from mjfleet.cli.args import parse
 from mjfleet.config import TrainConfig
 from mjfleet.console import configure_logging
 from mjfleet.errors import FatalTrainingError, UsageError, exits_on_usage_error
-from mjfleet.launch.devices import DeviceSelection, parse_gpu_ids, select_devices
+from mjfleet.launch.devices import DeviceSelection, parse_gpu_ids, select_local_devices
 from mjfleet.launch.diagnosis import WorkerFailure
 from mjfleet.launch.launcher import LaunchPlan
 from mjfleet.launch.run_dir import check_log_root, discard_if_empty, make_run_dir, run_dir_name
@@ -177,13 +176,7 @@ def _check_name(flag: str, name: str, required: bool) -> None:
 
 def select(cfg: TrainConfig) -> DeviceSelection:
     """Devices for this run (a CPU fallback's notice is logged by :func:`execute`, once nothing can fail)."""
-    request = parse_gpu_ids(cfg.gpu_ids)
-    count = 0
-    if request is not None:  # CPU training never needs torch's CUDA probe
-        import torch
-
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    selection = select_devices(request, device_count=count, env=os.environ)
+    selection = select_local_devices(parse_gpu_ids(cfg.gpu_ids))
     if selection.kind == "cuda" and cfg.cpu_workers != 1:
         raise UsageError("--cpu-workers applies to CPU training (--gpu-ids None); with GPUs there is one worker each")
     return selection

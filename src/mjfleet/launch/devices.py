@@ -174,3 +174,13 @@ def select_devices(request: GpuRequest, *, device_count: int, env: Mapping[str, 
         cuda_visible_devices=",".join(chosen),
         labels=chosen,
     )
+
+
+def select_local_devices(request: GpuRequest) -> DeviceSelection:
+    """:func:`select_devices` against this machine's GPUs; CPU requests never import torch to count them."""
+    count = 0
+    if request is not None:
+        import torch
+
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return select_devices(request, device_count=count, env=os.environ)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import warp as wp
 
@@ -35,3 +37,11 @@ def init_warp(device: str) -> None:
     for line in text.splitlines(keepends=True):
         if _NO_DRIVER not in line:
             sys.stderr.write(line)
+
+
+@contextmanager
+def scoped_device(device: str) -> Iterator[None]:
+    """``wp.ScopedDevice(device)`` after :func:`init_warp`: entering the scope is what first starts Warp."""
+    init_warp(device)
+    with wp.ScopedDevice(device):
+        yield

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from mjfleet.rl.config import AgentConfig, AlgorithmConfig, PolicyConfig
+from mjfleet.rl.config import AgentConfig, PolicyConfig
 from mjfleet.tasks.cartpole.config import balance_config, swingup_config
+from mjfleet.tasks.locomotion import presets as loco
 from mjfleet.tasks.registry import TaskSpec, register
 
 
@@ -14,68 +15,54 @@ def _cartpole_agent(name: str, iterations: int) -> AgentConfig:
         num_steps_per_env=32,
         save_interval=50,
         policy=PolicyConfig(actor_hidden_dims=(64, 64), critic_hidden_dims=(64, 64)),
-        algorithm=AlgorithmConfig(learning_rate=1e-3, entropy_coef=0.005),
     )
 
 
-register(
-    TaskSpec(
-        id="cartpole-balance",
-        description="Keep a pole upright on a cart for 5 s, starting near upright.",
-        task_class="mjfleet.tasks.cartpole.cartpole:CartpoleTask",
-        env_cfg=balance_config,
-        agent_cfg=lambda: _cartpole_agent("cartpole_balance", 80),
-    )
-)
-register(
-    TaskSpec(
-        id="cartpole-swingup",
-        description="Swing a hanging pole up by pushing its cart, then balance it (10 s episodes).",
-        task_class="mjfleet.tasks.cartpole.cartpole:CartpoleTask",
-        env_cfg=swingup_config,
-        agent_cfg=lambda: _cartpole_agent("cartpole_swingup", 150),
-    )
-)
+_CARTPOLE = "mjfleet.tasks.cartpole.cartpole:CartpoleTask"
+_LOCOMOTION = "mjfleet.tasks.locomotion.task:LocomotionTask"
 
-
-# --- locomotion ----------------------------------------------------------------------------------------------------
-from mjfleet.tasks.locomotion import presets as _loco  # noqa: E402
-
-LOCOMOTION_TASK = "mjfleet.tasks.locomotion.task:LocomotionTask"
-
-register(
+for spec in (
     TaskSpec(
-        id="go1-velocity-flat",
-        description="Go1 quadruped follows random forward/sideways/turn velocity commands on flat ground.",
-        task_class=LOCOMOTION_TASK,
-        env_cfg=_loco.go1_flat_config,
-        agent_cfg=_loco.go1_flat_agent,
-    )
-)
-register(
+        "cartpole-balance",
+        "Keep a pole upright on a cart for 5 s, starting near upright.",
+        _CARTPOLE,
+        balance_config,
+        lambda: _cartpole_agent("cartpole_balance", 80),
+    ),
     TaskSpec(
-        id="go1-velocity-rough",
-        description="Go1 follows velocity commands over bumps, slopes and stairs (curriculum, randomization).",
-        task_class=LOCOMOTION_TASK,
-        env_cfg=_loco.go1_rough_config,
-        agent_cfg=_loco.go1_rough_agent,
-    )
-)
-register(
+        "cartpole-swingup",
+        "Swing a hanging pole up by pushing its cart, then balance it (10 s episodes).",
+        _CARTPOLE,
+        swingup_config,
+        lambda: _cartpole_agent("cartpole_swingup", 150),
+    ),
     TaskSpec(
-        id="humanoid-velocity-flat",
-        description="G1-class humanoid walks to follow forward/sideways/turn velocity commands on flat ground.",
-        task_class=LOCOMOTION_TASK,
-        env_cfg=_loco.humanoid_flat_config,
-        agent_cfg=_loco.humanoid_flat_agent,
-    )
-)
-register(
+        "go1-velocity-flat",
+        "Go1 quadruped follows random forward/sideways/turn velocity commands on flat ground.",
+        _LOCOMOTION,
+        loco.go1_flat_config,
+        loco.go1_flat_agent,
+    ),
     TaskSpec(
-        id="humanoid-velocity-rough",
-        description="G1-class humanoid walks over bumps, slopes and stairs (curriculum, randomization).",
-        task_class=LOCOMOTION_TASK,
-        env_cfg=_loco.humanoid_rough_config,
-        agent_cfg=_loco.humanoid_rough_agent,
-    )
-)
+        "go1-velocity-rough",
+        "Go1 follows velocity commands over bumps, slopes and stairs (curriculum, randomization).",
+        _LOCOMOTION,
+        loco.go1_rough_config,
+        loco.go1_rough_agent,
+    ),
+    TaskSpec(
+        "humanoid-velocity-flat",
+        "G1-class humanoid walks to follow forward/sideways/turn velocity commands on flat ground.",
+        _LOCOMOTION,
+        loco.humanoid_flat_config,
+        loco.humanoid_flat_agent,
+    ),
+    TaskSpec(
+        "humanoid-velocity-rough",
+        "G1-class humanoid walks over bumps, slopes and stairs (curriculum, randomization).",
+        _LOCOMOTION,
+        loco.humanoid_rough_config,
+        loco.humanoid_rough_agent,
+    ),
+):
+    register(spec)

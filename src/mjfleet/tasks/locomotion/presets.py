@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from mjfleet.rl.config import AgentConfig, AlgorithmConfig, PolicyConfig
 from mjfleet.sim.config import SimConfig
 from mjfleet.tasks.locomotion.config import (
@@ -74,21 +76,24 @@ def go1_flat_config() -> LocomotionConfig:
     )
 
 
-def go1_rough_config() -> LocomotionConfig:
-    """Go1 on the tiled heightfield with the curriculum, full randomization, pushes and observation noise."""
-    return LocomotionConfig(
-        robot="go1",
-        episode_length_s=EPISODE_LENGTH_S,
-        sim=_sim(nconmax=32, njmax=128),
-        action_scale=0.25,
-        termination_height=0.15,
+def _rough(
+    flat: LocomotionConfig, sim: SimConfig, rewards: LocomotionRewards, terrain: TerrainConfig
+) -> LocomotionConfig:
+    """A flat task moved onto rough ground: more contacts, the critic's height scan, full randomization and noise."""
+    return dataclasses.replace(
+        flat,
+        sim=sim,
         height_scan=HEIGHT_SCAN,
-        commands=CommandConfig(lin_vel_x=(-1.0, 1.0), lin_vel_y=(-1.0, 1.0), yaw_rate=(-1.0, 1.0)),
-        rewards=_go1_rewards(flat=False),
-        terrain=TerrainConfig(kind="rough"),
+        rewards=rewards,
+        terrain=terrain,
         randomization=_rough_randomization(),
         noise=NoiseConfig(scale=1.0),
     )
+
+
+def go1_rough_config() -> LocomotionConfig:
+    """Go1 on the tiled heightfield with the curriculum, full randomization, pushes and observation noise."""
+    return _rough(go1_flat_config(), _sim(nconmax=32, njmax=128), _go1_rewards(flat=False), TerrainConfig(kind="rough"))
 
 
 def _humanoid_rewards(flat: bool) -> LocomotionRewards:
@@ -132,25 +137,12 @@ def humanoid_flat_config() -> LocomotionConfig:
 
 def humanoid_rough_config() -> LocomotionConfig:
     """G1-class humanoid on the tiled heightfield (gentler stairs and slopes), full randomization and noise."""
-    return LocomotionConfig(
-        robot="humanoid",
-        episode_length_s=EPISODE_LENGTH_S,
-        sim=_sim(nconmax=48, njmax=200),
-        action_scale=0.5,
-        air_time_threshold=0.4,
-        termination_height=0.4,
-        termination_tilt=1.0,
-        init_joint_noise=0.05,
-        init_base_velocity=0.1,
-        height_scan=HEIGHT_SCAN,
-        commands=CommandConfig(lin_vel_x=(0.0, 1.0), lin_vel_y=(0.0, 0.0), yaw_rate=(-1.0, 1.0)),
-        rewards=_humanoid_rewards(flat=False),
-        terrain=TerrainConfig(
-            kind="rough", tile_size=8.0, platform_size=2.0, slope=(0.0, 0.3), step_height=(0.02, 0.12), step_width=0.4
-        ),
-        randomization=_rough_randomization(),
-        noise=NoiseConfig(scale=1.0),
+    terrain = TerrainConfig(
+        kind="rough", tile_size=8.0, platform_size=2.0, slope=(0.0, 0.3), step_height=(0.02, 0.12), step_width=0.4
     )
+    rough = _rough(humanoid_flat_config(), _sim(nconmax=48, njmax=200), _humanoid_rewards(flat=False), terrain)
+    # No sideways walking on stairs and slopes.
+    return dataclasses.replace(rough, commands=dataclasses.replace(rough.commands, lin_vel_y=(0.0, 0.0)))
 
 
 def locomotion_agent(name: str, iterations: int, hidden: tuple[int, ...], entropy_coef: float = 0.01) -> AgentConfig:
@@ -161,16 +153,7 @@ def locomotion_agent(name: str, iterations: int, hidden: tuple[int, ...], entrop
         num_steps_per_env=24,
         save_interval=50,
         policy=PolicyConfig(actor_hidden_dims=hidden, critic_hidden_dims=hidden, init_std=1.0),
-        algorithm=AlgorithmConfig(
-            learning_rate=1e-3,
-            schedule="adaptive",
-            desired_kl=0.01,
-            num_learning_epochs=5,
-            num_mini_batches=4,
-            gamma=0.99,
-            lam=0.95,
-            entropy_coef=entropy_coef,
-        ),
+        algorithm=AlgorithmConfig(entropy_coef=entropy_coef),  # otherwise AlgorithmConfig's (rsl_rl's) defaults
     )
 
 
