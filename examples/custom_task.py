@@ -10,11 +10,11 @@ from __future__ import annotations
 import dataclasses
 
 from mjfleet.cli.train import run
-from mjfleet.config import TrainConfig
 from mjfleet.console import configure_logging
 from mjfleet.rl.config import AgentConfig
 from mjfleet.tasks.cartpole.cartpole import CartpoleRewards, CartpoleTask, balance_config
 from mjfleet.tasks.registry import TaskSpec, register
+from mjfleet.train.config import TrainConfig
 
 
 def gentle_balance_config():

@@ -7,8 +7,8 @@ import os
 import time
 from pathlib import Path
 
-from mjfleet.config import TrainConfig
 from mjfleet.tasks.registry import get_task
+from mjfleet.train.config import TrainConfig
 
 
 def small_train_config(

@@ -13,7 +13,7 @@ import pytest
 from mjfleet.cli.train import run
 from mjfleet.envs.episode_stats import EpisodeStats
 from mjfleet.rl.checkpoint import list_checkpoints
-from mjfleet.training import WorkerResult
+from mjfleet.train.worker import WorkerResult
 
 from .helpers import small_train_config
 

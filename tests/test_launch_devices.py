@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from mjfleet.errors import UsageError
-from mjfleet.launch.context import DistributedContext, egl_device_id
-from mjfleet.launch.devices import DeviceSelection, parse_gpu_ids, select_devices, visible_gpus
 from mjfleet.launch.launcher import LaunchPlan, resolve_worker_log_dir
 from mjfleet.launch.worker import _drop_console_handlers, failure_report, is_peer_failure
+from mjfleet.runtime.context import DistributedContext, egl_device_id
+from mjfleet.runtime.devices import DeviceSelection, parse_gpu_ids, select_devices, visible_gpus
 
 MIG_A = "MIG-4f1b2c3d-1111-2222-3333-444455556666"
 MIG_B = "MIG-9a8b7c6d-aaaa-bbbb-cccc-ddddeeeeffff"

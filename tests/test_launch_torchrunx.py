@@ -17,9 +17,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from mjfleet.launch.context import DistributedContext, process_group
-from mjfleet.launch.devices import select_devices
 from mjfleet.launch.launcher import LaunchPlan, WorkerFailure, launch, resolve_worker_log_dir
+from mjfleet.runtime.context import DistributedContext, process_group
+from mjfleet.runtime.devices import select_devices
 
 from .helpers import TOKEN_ENV, assert_no_processes_left, processes_with_token
 

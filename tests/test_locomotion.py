@@ -14,9 +14,8 @@ import pytest
 import torch
 import warp as wp
 
-from mjfleet.config import TrainConfig
 from mjfleet.envs.env import MjEnv
-from mjfleet.launch.context import DistributedContext
+from mjfleet.runtime.context import DistributedContext
 from mjfleet.tasks.locomotion.config import (
     CommandConfig,
     LocomotionConfig,
@@ -30,7 +29,8 @@ from mjfleet.tasks.locomotion.rotations import heading, projected_gravity, quat_
 from mjfleet.tasks.locomotion.task import LocomotionTask
 from mjfleet.tasks.locomotion.terrain import HeightLookup, generate
 from mjfleet.tasks.registry import all_tasks, get_task
-from mjfleet.training import train_worker
+from mjfleet.train.config import TrainConfig
+from mjfleet.train.worker import train_worker
 
 from .conftest import make_env
 

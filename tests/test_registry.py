@@ -10,9 +10,9 @@ import pytest
 
 from mjfleet.envs.task import Task
 from mjfleet.errors import UsageError
-from mjfleet.launch.context import DistributedContext
+from mjfleet.runtime.context import DistributedContext
 from mjfleet.tasks import registry
-from mjfleet.training import train_worker
+from mjfleet.train.worker import train_worker
 
 from .helpers import small_train_config
 

@@ -17,19 +17,19 @@ import pytest
 import torch
 
 from mjfleet.cli import train
-from mjfleet.config import TrainConfig
 from mjfleet.errors import UsageError
-from mjfleet.launch import supervisor
-from mjfleet.launch.context import DistributedContext
-from mjfleet.launch.devices import select_devices
 from mjfleet.launch.diagnosis import WorkerFailure, build_failure
 from mjfleet.launch.launcher import LaunchPlan
-from mjfleet.launch.run_dir import make_run_dir
 from mjfleet.launch.worker import write_report
 from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint, resolve_checkpoint, save_atomic
 from mjfleet.rl.runner import NonFiniteTrainingError, Runner
-from mjfleet.rl.stop import STOP_FILE, StopRequest
-from mjfleet.training import StartPoint, train_worker
+from mjfleet.runtime.context import DistributedContext
+from mjfleet.runtime.devices import select_devices
+from mjfleet.runtime.stop import STOP_FILE, StopRequest
+from mjfleet.train import supervisor
+from mjfleet.train.config import TrainConfig
+from mjfleet.train.run_dir import make_run_dir
+from mjfleet.train.worker import StartPoint, train_worker
 
 from .helpers import small_train_config
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from mjfleet.launch.context import DistributedContext
-from mjfleet.launch.run_dir import make_run_dir
 from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
-from mjfleet.training import train_worker
+from mjfleet.runtime.context import DistributedContext
+from mjfleet.train.run_dir import make_run_dir
+from mjfleet.train.worker import train_worker
 
 from .helpers import small_train_config
 

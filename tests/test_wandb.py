@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from mjfleet.launch.context import DistributedContext
-from mjfleet.launch.run_dir import make_run_dir
-from mjfleet.training import train_worker
+from mjfleet.runtime.context import DistributedContext
+from mjfleet.train.run_dir import make_run_dir
+from mjfleet.train.worker import train_worker
 
 from .helpers import small_train_config
 

@@ -13,13 +13,13 @@ import mujoco_warp as mjw
 import torch
 import warp as wp
 
-from mjfleet.config import TrainConfig
 from mjfleet.envs.env import MjEnv
-from mjfleet.launch.context import DistributedContext
 from mjfleet.rl.records import WorkerResult
+from mjfleet.runtime.context import DistributedContext
 from mjfleet.sim.warp_runtime import scoped_device
 from mjfleet.tasks.registry import TaskSpec
-from mjfleet.training import train_worker
+from mjfleet.train.config import TrainConfig
+from mjfleet.train.worker import train_worker
 
 
 @dataclass

@@ -13,11 +13,11 @@ from rich.console import Console
 from rich.table import Table
 
 from mjfleet.cli.args import parse
-from mjfleet.config import TrainConfig
 from mjfleet.console import configure_logging
 from mjfleet.errors import UsageError, exits_on_usage_error
-from mjfleet.launch.devices import parse_gpu_ids, select_local_devices
+from mjfleet.runtime.devices import parse_gpu_ids, select_local_devices
 from mjfleet.tasks.registry import get_task
+from mjfleet.train.config import TrainConfig
 
 if TYPE_CHECKING:
     from mjfleet.benchmark import TrainRow

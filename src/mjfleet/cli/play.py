@@ -17,9 +17,9 @@ from mjfleet.config_io import load_yaml, update_dataclass
 from mjfleet.console import configure_logging
 from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import UsageError, exits_on_usage_error
-from mjfleet.launch.devices import parse_gpu_ids, select_local_devices
 from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint, resolve_checkpoint
 from mjfleet.rl.config import AgentConfig
+from mjfleet.runtime.devices import parse_gpu_ids, select_local_devices
 from mjfleet.tasks.registry import get_task
 
 # torch, Warp and the simulator are imported by play() itself, so a mistyped command is answered at once.
@@ -117,11 +117,11 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
     """Evaluate and return the summary dict that ``play`` prints."""
 
     from mjfleet.envs.env import MjEnv
-    from mjfleet.launch.context import DistributedContext
     from mjfleet.rl.evaluate import Policy, evaluate, random_policy, zero_policy
     from mjfleet.rl.runner import Runner
+    from mjfleet.runtime.context import DistributedContext
     from mjfleet.sim.warp_runtime import scoped_device
-    from mjfleet.training import seed_everything
+    from mjfleet.train.worker import seed_everything
 
     selection = select_local_devices(parse_gpu_ids(cfg.gpu_ids))
     if selection.num_gpus > 1:

@@ -17,18 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from mjfleet.cli.args import parse
-from mjfleet.config import TrainConfig
 from mjfleet.console import configure_logging
 from mjfleet.errors import FatalTrainingError, UsageError, exits_on_usage_error
-from mjfleet.launch.devices import DeviceSelection, parse_gpu_ids, select_local_devices
 from mjfleet.launch.diagnosis import WorkerFailure
 from mjfleet.launch.launcher import LaunchPlan
-from mjfleet.launch.run_dir import check_log_root, discard_if_empty, make_run_dir, run_dir_name
 from mjfleet.rl.checkpoint import list_checkpoints
 from mjfleet.rl.records import WorkerResult
-from mjfleet.rl.start import StartPoint, plan_start
-from mjfleet.rl.stop import StopRequest, exit_code, signal_name
+from mjfleet.runtime.devices import DeviceSelection, parse_gpu_ids, select_local_devices
+from mjfleet.runtime.stop import StopRequest, exit_code, signal_name
 from mjfleet.tasks.registry import get_task
+from mjfleet.train.config import TrainConfig
+from mjfleet.train.run_dir import check_log_root, discard_if_empty, make_run_dir, run_dir_name
+from mjfleet.train.start import StartPoint, plan_start
 
 # Nothing here imports torch, MuJoCo Warp or rsl_rl at module level: a mistyped command is answered in about a
 # second, and a launcher process loads only torchrunx (workers import the simulator themselves).
@@ -203,7 +203,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
     multi = workers > 1 or cfg.launcher == "torchrunx" or bool(cfg.hostnames) or cfg.max_restarts > 0
     plan = None
     if multi:
-        from mjfleet.launch.train_launch import make_plan
+        from mjfleet.train.launched import make_plan
 
         plan = make_plan(cfg, _future_run_dir(cfg), selection)
     return Prepared(cfg, selection, start, plan)
@@ -220,7 +220,7 @@ def describe(prepared: Prepared) -> str:
     if prepared.selection.notice:
         lines.append(prepared.selection.notice)
     if prepared.plan is not None:
-        from mjfleet.launch.train_launch import describe_plan
+        from mjfleet.train.launched import describe_plan
 
         lines.append(describe_plan(cfg, prepared.plan, prepared.selection))
     else:
@@ -238,11 +238,11 @@ def execute(prepared: Prepared, run_dir: Path, stop: StopRequest | None = None) 
     if prepared.selection.notice:
         logger.info(prepared.selection.notice)
     if prepared.plan is not None:
-        from mjfleet.launch.supervisor import supervise
+        from mjfleet.train.supervisor import supervise
 
         return supervise(cfg, run_dir, prepared.selection, prepared.start, stop)
-    from mjfleet.launch.context import DistributedContext
-    from mjfleet.training import train_worker
+    from mjfleet.runtime.context import DistributedContext
+    from mjfleet.train.worker import train_worker
 
     ctx = DistributedContext(device=prepared.selection.devices[0])
     logger.info(

@@ -3,7 +3,7 @@
 torchrunx 0.4.0 quirks handled here:
 
 * ``backend=None``: workers initialise their own process group (see
-  :func:`mjfleet.launch.context.init_process_group`), exactly once.
+  :func:`mjfleet.runtime.context.init_process_group`), exactly once.
 * Explicit ``hostnames`` and ``workers_per_host`` counts: ``"auto"`` fans out to SLURM nodes and
   ``"gpu"`` counts GPUs ignoring the ``CUDA_VISIBLE_DEVICES`` we export.
 * It never sets ``CUDA_VISIBLE_DEVICES`` per worker; we export the selected GPUs to every worker
@@ -35,8 +35,6 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from mjfleet.errors import UsageError
-from mjfleet.launch.context import DEVICE_KIND_ENV
-from mjfleet.launch.devices import DeviceSelection
 from mjfleet.launch.diagnosis import WorkerFailure, build_failure
 from mjfleet.launch.processes import (
     SWEEP_GRACE_INTERRUPTED_S,
@@ -48,9 +46,11 @@ from mjfleet.launch.processes import (
     sigterm_as_interrupt,
     sweep,
 )
-from mjfleet.launch.worker import PG_TIMEOUT_ENV, REPORT_DIR_ENV, WorkerEntry, read_reports
+from mjfleet.launch.worker import REPORT_DIR_ENV, WorkerEntry, read_reports
 from mjfleet.launch.worker_logs import LOG_DIR_ENV, make_log_handlers, make_log_run_dir, resolve_worker_log_dir
-from mjfleet.rl.stop import StopRequest
+from mjfleet.runtime.context import DEVICE_KIND_ENV, PG_TIMEOUT_ENV
+from mjfleet.runtime.devices import DeviceSelection
+from mjfleet.runtime.stop import StopRequest
 
 __all__ = ["LOG_DIR_ENV", "LaunchPlan", "WorkerFailure", "launch", "resolve_worker_log_dir"]
 

@@ -37,8 +37,6 @@ REPORT_DIR_ENV = "MJFLEET_LAUNCH_REPORT_DIR"
 ``heartbeat-rankN.json``) and the launcher's ``stop-request``."""
 REPORT_ATTR = "mjfleet_report"
 """LogRecord attribute carrying a report to the launcher's log server (works across hosts)."""
-PG_TIMEOUT_ENV = "MJFLEET_PG_TIMEOUT_S"
-"""Process-group timeout (seconds) for :func:`mjfleet.launch.context.init_process_group`."""
 
 TRACEBACK_LINES = 20
 _PR_SET_PDEATHSIG = 1

@@ -11,7 +11,7 @@ that iteration (after its checkpoint, if one is due):
 - ``sigint`` / ``sigterm``: send that signal to its own process (in-process runs: like pressing Ctrl-C).
 
 Unset, the hook does nothing. Faults fire only in the first attempt of a run: automatic restarts (see
-:mod:`mjfleet.launch.supervisor`) do not install the hook, so a restarted run can get past the fault.
+:mod:`mjfleet.train.supervisor`) do not install the hook, so a restarted run can get past the fault.
 """
 
 from __future__ import annotations

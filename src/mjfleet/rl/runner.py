@@ -19,14 +19,14 @@ from rsl_rl.runners import OnPolicyRunner
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.episode_stats import EpisodeStats
 from mjfleet.errors import FatalTrainingError
-from mjfleet.launch.context import DistributedContext, init_process_group
 from mjfleet.rl.checkpoint import checkpoint_name, load_checkpoint, save_atomic
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.metrics import MetricsWriter
 from mjfleet.rl.rank_state import capture_rank_state, restore_rank_state
 from mjfleet.rl.records import IterationRecord, TrainingHistory
 from mjfleet.rl.replicas import check_replicas, digest, replica_digest
-from mjfleet.rl.stop import signal_name
+from mjfleet.runtime.context import DistributedContext, init_process_group
+from mjfleet.runtime.stop import signal_name
 
 logger = logging.getLogger(__name__)
 

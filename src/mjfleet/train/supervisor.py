@@ -16,14 +16,14 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
-from mjfleet.config import TrainConfig
-from mjfleet.launch.devices import DeviceSelection
 from mjfleet.launch.launcher import WorkerFailure
-from mjfleet.launch.train_launch import launch_training
 from mjfleet.rl.checkpoint import newest_loadable_checkpoint
 from mjfleet.rl.records import WorkerResult
-from mjfleet.rl.start import StartPoint
-from mjfleet.rl.stop import StopRequest
+from mjfleet.runtime.devices import DeviceSelection
+from mjfleet.runtime.stop import StopRequest
+from mjfleet.train.config import TrainConfig
+from mjfleet.train.launched import launch_training
+from mjfleet.train.start import StartPoint
 
 logger = logging.getLogger(__name__)
 

@@ -12,17 +12,17 @@ import numpy as np
 import torch
 import yaml
 
-from mjfleet.config import TrainConfig
 from mjfleet.envs.env import MjEnv
-from mjfleet.launch.context import DistributedContext, init_process_group
 from mjfleet.launch.worker import local_report_dir, write_heartbeat
 from mjfleet.rl.faults import fault_injection_hook
 from mjfleet.rl.records import WorkerResult
 from mjfleet.rl.runner import Runner, StopCheck
-from mjfleet.rl.start import StartPoint, plan_start
-from mjfleet.rl.stop import file_stop_check
+from mjfleet.runtime.context import DistributedContext, init_process_group
+from mjfleet.runtime.stop import file_stop_check
 from mjfleet.sim.warp_runtime import scoped_device
 from mjfleet.tasks.registry import get_task
+from mjfleet.train.config import TrainConfig
+from mjfleet.train.start import StartPoint, plan_start
 
 __all__ = ["StartPoint", "WorkerResult", "plan_start", "seed_everything", "train_worker", "write_params"]
 

@@ -7,13 +7,13 @@ import logging
 import os
 from pathlib import Path
 
-from mjfleet.config import TrainConfig
 from mjfleet.errors import UsageError
-from mjfleet.launch.devices import DeviceSelection
 from mjfleet.launch.launcher import LaunchPlan, launch, resolve_worker_log_dir
 from mjfleet.rl.records import WorkerResult
-from mjfleet.rl.start import StartPoint, plan_start
-from mjfleet.rl.stop import StopRequest
+from mjfleet.runtime.devices import DeviceSelection
+from mjfleet.runtime.stop import StopRequest
+from mjfleet.train.config import TrainConfig
+from mjfleet.train.start import StartPoint, plan_start
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def launch_training(
 ) -> list[WorkerResult]:
     """Run :func:`train_worker` on every worker of the plan once; results are indexed by global rank.
 
-    ``start`` defaults to :func:`~mjfleet.rl.start.plan_start`; ``stop`` (installed by the caller) lets the first
+    ``start`` defaults to :func:`~mjfleet.train.start.plan_start`; ``stop`` (installed by the caller) lets the first
     SIGINT/SIGTERM stop the workers cleanly after their current iteration.
     """
     plan = make_plan(cfg, run_dir, selection)
@@ -83,7 +83,7 @@ def launch_training(
 def run_train_worker(
     cfg: TrainConfig, run_dir: Path | None, ctx: None, start: StartPoint | None, stop_check: None = None
 ) -> WorkerResult:
-    """:func:`mjfleet.training.train_worker`, imported in the worker: the launcher never loads the simulator."""
-    from mjfleet.training import train_worker
+    """:func:`mjfleet.train.worker.train_worker`, imported in the worker: the launcher never loads the simulator."""
+    from mjfleet.train.worker import train_worker
 
     return train_worker(cfg, run_dir, ctx, start, stop_check)

@@ -15,11 +15,12 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Literal
 
-from mjfleet.launch.worker import PG_TIMEOUT_ENV
-
 logger = logging.getLogger(__name__)
 
 DEFAULT_PG_TIMEOUT_S = 600.0
+
+PG_TIMEOUT_ENV = "MJFLEET_PG_TIMEOUT_S"
+"""Process-group (collective) timeout in seconds, set for launched workers by the launcher."""
 
 DEVICE_KIND_ENV = "MJFLEET_DEVICE_KIND"
 """Set by :func:`mjfleet.launch.launcher.launch` so workers know whether they train on GPUs."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from mjfleet.config import TrainConfig
 from mjfleet.rl.checkpoint import load_checkpoint, resolve_checkpoint
+from mjfleet.train.config import TrainConfig
 
 
 @dataclass(frozen=True)

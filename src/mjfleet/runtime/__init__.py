@@ -1,0 +1,1 @@
+"""Where and how this process runs: devices, its rank and process group, stop signals."""
