@@ -13,7 +13,8 @@ from mjfleet.cli.train import run
 from mjfleet.console import configure_logging
 from mjfleet.rl.config import AgentConfig
 from mjfleet.tasks.cartpole.cartpole import CartpoleRewards, CartpoleTask, balance_config
-from mjfleet.tasks.registry import TaskSpec, register
+from mjfleet.tasks.registry import register
+from mjfleet.tasks.spec import TaskSpec
 from mjfleet.train.config import TrainConfig
 
 

@@ -1,12 +1,17 @@
-"""The batched environment against rsl-rl-lib's VecEnv contract, auto-reset and divergence recovery."""
+"""The batched environment against rsl-rl-lib's VecEnv contract, auto-reset, divergence recovery, and the Task
+contract it enforces."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
 import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
 from mjfleet.envs.env import MjEnv
+from mjfleet.tasks.cartpole.cartpole import CartpoleTask, balance_config
 
 from .conftest import make_env
 
@@ -40,9 +45,10 @@ def test_time_out_resets_and_reports_episode_statistics() -> None:
     assert ids.tolist() == list(range(8))
     assert torch.all(values["Episode/length"] == 5)
     assert torch.all(values["Episode/success"] == 1.0)
+    assert set(values) >= {"Episode/return", "Episode_Reward/upright"}
     means = env.stats.means(env.stats.keys, *env.stats.pop())
     assert means["Episode/length"] == 5 and means["Episode_Termination/time_out"] == 1.0
-    assert set(extras["log"]) >= {"Episode/return", "Episode_Reward/upright"}
+    assert set(means) >= {"Episode/return", "Episode_Reward/upright"}
 
 
 def test_termination_is_not_a_time_out() -> None:
@@ -50,6 +56,7 @@ def test_termination_is_not_a_time_out() -> None:
     env.sim.qpos[:, 1] = 1.2  # far past the fall threshold
     _, _, dones, extras = env.step(torch.zeros(4, 1))
     assert torch.all(dones) and not torch.any(extras["time_outs"])
+    assert torch.all(env.terminated)  # what reward terms read
     assert torch.all(extras["episodes"][1]["Episode_Termination/pole_fallen"] == 1.0)
 
 
@@ -78,4 +85,37 @@ def test_same_seed_same_resets_different_seed_different() -> None:
 def test_swingup_starts_hanging_down() -> None:
     env = make_env("cartpole-swingup", num_envs=32)
     assert torch.all(torch.cos(env.sim.qpos[:, 1]) < -0.9)
-    assert env.task.terminations(env) == {}
+    assert env.task.terminations(env) == {} and env.task.termination_names() == ()
+    assert env.termination_names == ("time_out", "nonfinite")
+
+
+# --- the Task contract ---------------------------------------------------------------------------------------------
+class _Undeclared(CartpoleTask):
+    """Returns a termination its termination_names() does not declare."""
+
+    def terminations(self, env: MjEnv) -> dict[str, torch.Tensor]:
+        return {**super().terminations(env), "extra": torch.zeros(env.num_envs, dtype=torch.bool)}
+
+
+def test_termination_names_are_declared_not_probed() -> None:
+    env = MjEnv(_Undeclared(dataclasses.replace(balance_config(), num_envs=2)))
+    assert env.termination_names == ("pole_fallen", "cart_out_of_range", "time_out", "nonfinite")
+    with pytest.raises(RuntimeError, match="termination_names"):
+        env.step(torch.zeros(2, 1))
+
+
+def test_a_weighted_reward_term_needs_its_method() -> None:
+    @dataclasses.dataclass
+    class Rewards:
+        alive: float = 1.0
+        missing: float = 0.5
+
+    cfg = dataclasses.replace(balance_config(), num_envs=2, rewards=Rewards())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="reward_missing"):
+        MjEnv(CartpoleTask(cfg))
+
+
+def test_task_state_defaults_to_empty() -> None:
+    task = CartpoleTask(balance_config())
+    assert task.state_dict() == {}
+    task.load_state_dict({})

@@ -202,6 +202,38 @@ def test_trunk_on_the_ground_is_a_base_contact_termination() -> None:
     assert values["Episode_Termination/base_contact"].tolist() == [1.0]
 
 
+def test_termination_reward_reads_the_step_terminations_and_terminations_have_no_side_effects() -> None:
+    env = make_loco_env("go1-velocity-flat", num_envs=2)
+    task = _task(env)
+    assert task.termination_names() == ("base_contact", "fall")
+    env.step(torch.zeros(2, env.num_actions))
+    env.sim.qpos[1, 2] += 1.0  # world 1 flipped: a fall on the next step
+    env.sim.qpos[1, 3:7] = torch.tensor([0.0, 1.0, 0.0, 0.0])
+    _, _, dones, extras = env.step(torch.zeros(2, env.num_actions))
+    assert dones.tolist() == [False, True] and env.terminated.tolist() == [False, True]
+    weight = env.reward_weights["termination"] * env.step_dt
+    assert extras["episodes"][1]["Episode_Reward/termination"].tolist() == pytest.approx([weight])
+    # World 1 stands again after its reset: asking for the terminations now leaves the reward term's input alone.
+    assert task.reward_termination(env).tolist() == [0.0, 1.0]
+    assert not any(task.terminations(env)["fall"].tolist())
+    assert task.reward_termination(env).tolist() == [0.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("task_id", "quadruped_clock"), [("go1-velocity-flat", True), ("humanoid-velocity-flat", False)]
+)
+def test_gait_clocks_run_only_for_weighted_gait_rewards(task_id: str, quadruped_clock: bool) -> None:
+    env = make_loco_env(task_id, num_envs=4)
+    task = _task(env)
+    assert ("feet_air_time" in env.reward_weights) == quadruped_clock
+    assert ("biped_air_time" in env.reward_weights) != quadruped_clock
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(10):
+        env.step(torch.randn(4, env.num_actions, generator=gen))
+    assert bool(task._air_time.any()) == quadruped_clock
+    assert bool((task._stance_time + task._swing_time).any()) != quadruped_clock
+
+
 # --- commands ----------------------------------------------------------------------------------------------------
 def test_commands_are_drawn_in_range_and_resampled_on_time() -> None:
     commands = CommandConfig(

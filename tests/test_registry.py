@@ -11,7 +11,7 @@ import pytest
 from mjfleet.envs.task import Task
 from mjfleet.errors import UsageError
 from mjfleet.runtime.context import DistributedContext
-from mjfleet.tasks import registry
+from mjfleet.tasks import builtin, registry
 from mjfleet.train.worker import train_worker
 
 from .helpers import small_train_config
@@ -28,6 +28,17 @@ def test_builtin_tasks_have_kebab_case_ids_and_complete_configs() -> None:
         assert spec.env_cfg().num_envs > 1  # never the num_envs=1 trap
         assert spec.agent_cfg().max_iterations > 0
         assert issubclass(spec.load_task_class(), Task)  # "module:Class" paths resolve
+
+
+def test_builtin_tasks_are_a_source_like_a_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert registry.BUILTIN_SOURCE.value == "mjfleet.tasks.builtin:tasks"
+    assert registry.BUILTIN_SOURCE.load() is builtin.tasks
+    monkeypatch.setattr(registry, "_REGISTRY", {})
+    builtin.tasks()  # only returns specs: registering is the registry's job
+    assert registry._REGISTRY == {}
+    registry._register_source(registry.BUILTIN_SOURCE)
+    assert set(registry._REGISTRY) == {spec.id for spec in builtin.tasks()}
+    registry._register_source(registry.BUILTIN_SOURCE)  # equal specs again: no duplicate-id error
 
 
 def test_unknown_id_suggests_closest() -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -23,9 +23,9 @@ class MjEnv(VecEnv):
     """rsl_rl ``VecEnv`` over ``num_envs`` MuJoCo Warp worlds with auto-reset inside :meth:`step`.
 
     ``step`` returns observation groups as a TensorDict, the weighted reward, ``dones`` (terminated or timed
-    out) and ``extras`` with ``time_outs``, ``log`` (means of this step's finished episodes) and ``episodes``
-    (``(env_ids, {key: per-episode values})`` of the episodes that just ended). Finished-episode
-    statistics also accumulate in :attr:`stats` (sums and counts) for exact cross-rank aggregation.
+    out) and ``extras`` with ``time_outs`` and, when episodes ended, ``episodes``: ``(env_ids, {key: per-episode
+    values})``. Finished-episode statistics also accumulate in :attr:`stats` (sums and counts) for exact
+    cross-rank aggregation. The order of the task's calls within a step is documented on :class:`Task`.
     """
 
     # Narrower than VecEnv's ``dict | object`` and ``torch.device | str``: always these types here.
@@ -51,14 +51,22 @@ class MjEnv(VecEnv):
         self.actions = torch.zeros(n, self.num_actions, device=dev)
         self.last_actions = torch.zeros_like(self.actions)
 
-        weights = dataclasses.asdict(task.cfg.rewards) if hasattr(task.cfg, "rewards") else {}
-        self.reward_weights = {k: float(w) for k, w in weights.items() if w != 0.0}
-        self._reward_fns = {k: getattr(task, f"reward_{k}") for k in self.reward_weights}
+        self.reward_weights = {k: w for k, w in task.reward_weights().items() if w != 0.0}
+        """Weights of the reward terms computed (the non-zero ones), by name."""
+        self._reward_fns = {k: self._reward_fn(k) for k in self.reward_weights}
         self._episode_sums = {k: torch.zeros(n, device=dev) for k in self.reward_weights}
         self._episode_return = torch.zeros(n, device=dev)
+        self.terminated = torch.zeros(n, dtype=torch.bool, device=dev)
+        """Worlds whose episode terminates this step (a task condition or diverged physics), set after
+        ``task.terminations`` and before the reward terms, which may read it; time-outs are not terminations."""
 
         self.task.setup(self)
-        self.termination_names = (*self._termination_names(), "time_out", TERMINATION_NONFINITE)
+        self._task_terminations = tuple(task.termination_names())
+        self.termination_names = (*self._task_terminations, "time_out", TERMINATION_NONFINITE)
+        if len(set(self.termination_names)) != len(self.termination_names):
+            raise ValueError(
+                f"termination names must be unique and not the environment's own: {self.termination_names}"
+            )
         self.stats = EpisodeStats(self._stat_keys(), dev)
         self.reset_all()
 
@@ -80,9 +88,15 @@ class MjEnv(VecEnv):
         nonfinite = self.sim.nonfinite_worlds()
         self.task.after_step(self)
         terms = self.task.terminations(self)
+        if tuple(terms) != self._task_terminations:  # a few hundred nanoseconds, no device sync
+            raise RuntimeError(
+                f"{type(self.task).__name__}.terminations() returned {tuple(terms)}, "
+                f"but termination_names() declares {self._task_terminations}"
+            )
         terminated = nonfinite.clone()
         for flag in terms.values():
             terminated |= flag
+        self.terminated = terminated
         time_outs = (self.episode_length_buf >= self.max_episode_length) & ~terminated
 
         reward = self._reward(nonfinite)
@@ -90,9 +104,7 @@ class MjEnv(VecEnv):
         extras: dict[str, Any] = {"time_outs": time_outs}
         reset_ids = dones.nonzero(as_tuple=False).squeeze(-1)
         if reset_ids.numel() > 0:
-            finished = self._finish_episodes(reset_ids, terms, nonfinite, time_outs)
-            extras["log"] = {k: v.mean() for k, v in finished.items()}
-            extras["episodes"] = (reset_ids, finished)
+            extras["episodes"] = (reset_ids, self._finish_episodes(reset_ids, terms, nonfinite, time_outs))
             self._reset_envs(reset_ids)
         self._obs = self._observations()
         return self._obs, reward, dones, extras
@@ -157,8 +169,11 @@ class MjEnv(VecEnv):
         return TensorDict(groups, batch_size=[self.num_envs], device=self.device)
 
     # --- static structure --------------------------------------------------------------------------------------
-    def _termination_names(self) -> tuple[str, ...]:
-        return tuple(self.task.terminations(self).keys())
+    def _reward_fn(self, name: str) -> Callable[[MjEnv], torch.Tensor]:
+        fn: Callable[[MjEnv], torch.Tensor] | None = getattr(self.task, f"reward_{name}", None)
+        if fn is None:
+            raise TypeError(f"{type(self.task).__name__} weights reward term {name!r} but has no reward_{name} method")
+        return fn
 
     def _stat_keys(self) -> list[str]:
         keys = ["Episode/return", "Episode/length", "Episode/success"]

@@ -4,8 +4,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import mujoco
 import torch
@@ -21,10 +22,16 @@ CfgT = TypeVar("CfgT", bound=EnvConfig)
 class Task(ABC, Generic[CfgT]):
     """One MDP: its model, resets, actions, observations, reward terms and terminations, side by side.
 
-    Reward terms are methods named ``reward_<name>`` returning one value per environment; the task config's
-    ``rewards`` dataclass holds one weight per term (``--env.rewards.<name>``). The environment computes only
-    terms with a non-zero weight and scales the weighted sum by the control step, so returns are per-second
-    integrals independent of the decimation.
+    :meth:`MjEnv.step <mjfleet.envs.env.MjEnv.step>` calls, in this order: :meth:`apply_actions`, the physics
+    step, :meth:`after_step`, :meth:`terminations`, the reward terms, :meth:`reset` of the finished environments,
+    then :meth:`observations`. :meth:`after_step` is the one place that updates per-step task state;
+    :meth:`terminations`, the reward terms and :meth:`observations` only read the simulation and that state, and
+    change neither (observation noise may draw from ``env.generator``).
+
+    Reward terms are methods named ``reward_<name>`` returning one value per environment; :meth:`reward_weights`
+    gives one weight per term (by default the task config's ``rewards`` dataclass, i.e. ``--env.rewards.<name>``).
+    The environment computes only terms with a non-zero weight and scales the weighted sum by the control step, so
+    returns are per-second integrals independent of the decimation.
     """
 
     forward_after_reset: ClassVar[bool] = False
@@ -47,28 +54,51 @@ class Task(ABC, Generic[CfgT]):
         """Return the host MuJoCo model."""
 
     def setup(self, env: MjEnv) -> None:
-        """Allocate task buffers and look up ids once the simulation exists."""
+        """Allocate task buffers and look up ids once the simulation exists (``env.reward_weights`` is known)."""
 
     @property
     @abstractmethod
     def num_actions(self) -> int:
         """Action dimension."""
 
+    def reward_weights(self) -> dict[str, float]:
+        """Weight of each reward term ``reward_<name>`` by name; terms weighted 0 are never computed.
+
+        The default reads every field of the config's ``rewards`` dataclass (none: no reward terms).
+        """
+        rewards = getattr(self.cfg, "rewards", None)
+        if rewards is None:
+            return {}
+        return {name: float(weight) for name, weight in dataclasses.asdict(rewards).items()}
+
+    @abstractmethod
+    def termination_names(self) -> tuple[str, ...]:
+        """Names of the conditions :meth:`terminations` returns, in its key order; fixed for the task's life so
+        every rank logs the same ``Episode_Termination/<name>`` keys."""
+
     @abstractmethod
     def reset(self, env: MjEnv, env_ids: torch.Tensor) -> None:
-        """Write the initial state of the listed environments into ``env.sim``."""
+        """Write the initial state of the listed environments into ``env.sim`` and reset their task state."""
 
     @abstractmethod
     def apply_actions(self, env: MjEnv, actions: torch.Tensor) -> None:
         """Turn (clipped) policy actions into ``env.sim.ctrl``."""
 
-    @abstractmethod
-    def observations(self, env: MjEnv) -> dict[str, torch.Tensor]:
-        """Observation groups; ``policy`` is required, ``critic`` may add privileged state."""
+    def after_step(self, env: MjEnv) -> None:
+        """Update task state from the new physics state, before terminations and rewards read it (e.g. counters,
+        contact state, command resampling)."""
 
     @abstractmethod
     def terminations(self, env: MjEnv) -> dict[str, torch.Tensor]:
-        """Boolean terminal conditions by name (time-outs are handled by the environment)."""
+        """Boolean terminal conditions, keyed by :meth:`termination_names` (time-outs are the environment's).
+
+        Pure: reward terms that depend on termination read ``env.terminated``, which the environment fills from
+        these conditions before computing rewards.
+        """
+
+    @abstractmethod
+    def observations(self, env: MjEnv) -> dict[str, torch.Tensor]:
+        """Observation groups; ``policy`` is required, ``critic`` may add privileged state."""
 
     def episode_metrics(self, env: MjEnv, env_ids: torch.Tensor) -> dict[str, torch.Tensor]:
         """Task statistics of the episodes ending in ``env_ids`` (logged as ``Metrics/<name>``)."""
@@ -78,9 +108,16 @@ class Task(ABC, Generic[CfgT]):
         """Names returned by :meth:`episode_metrics`, fixed so every rank logs the same keys."""
         return ()
 
-    def after_step(self, env: MjEnv) -> None:
-        """Update task state after physics and before rewards (e.g. command resampling, counters)."""
-
     @abstractmethod
     def success(self, env: MjEnv, env_ids: torch.Tensor, time_outs: torch.Tensor) -> torch.Tensor:
         """Whether each episode ending in ``env_ids`` counts as a success (``time_outs`` is for those ids)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Task state a resumed run continues from (e.g. curriculum levels), saved per rank in checkpoints.
+
+        Tensors and plain data only, so checkpoints load with ``weights_only=True``.
+        """
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned (possibly from a run with another number of environments)."""

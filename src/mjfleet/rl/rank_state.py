@@ -39,9 +39,7 @@ def capture_rank_state(env: MjEnv, rank: int) -> dict[str, Any]:
     }
     if env.device.type == "cuda":
         state["cuda_rng_state"] = torch.cuda.get_rng_state(env.device)
-    task_state = getattr(env.task, "state_dict", None)
-    if callable(task_state):
-        state["task_state"] = task_state()
+    state["task_state"] = env.task.state_dict()
     return state
 
 
@@ -56,9 +54,8 @@ def restore_rank_state(env: MjEnv, states: Any, rank: int, world_size: int) -> b
     same_layout = len(states) == world_size
     state = states[rank] if same_layout else states[0]
     env.common_step_counter = int(state.get("common_step_counter", env.common_step_counter))
-    load_task_state = getattr(env.task, "load_state_dict", None)
-    if "task_state" in state and callable(load_task_state):
-        load_task_state(state["task_state"])
+    if "task_state" in state:
+        env.task.load_state_dict(state["task_state"])
     if not same_layout:
         logger.info(
             "checkpoint was written by %d worker(s), this run has %d: per-worker RNG and episode state start fresh",

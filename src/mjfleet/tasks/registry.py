@@ -1,51 +1,28 @@
-"""Task ids mapped to their task class and default configs; third-party packages add tasks by entry point."""
+"""Task ids mapped to their :class:`TaskSpec`; built-in and third-party tasks load through one mechanism.
+
+A task source is a callable returning a ``TaskSpec`` or a list of them, named ``"module:function"``. The built-in
+source comes first; third-party packages add sources under the ``mjfleet.tasks`` entry-point group.
+"""
 
 from __future__ import annotations
 
 import difflib
-import importlib
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
-from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any
+from importlib.metadata import EntryPoint, entry_points
 
-from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import UsageError
-from mjfleet.rl.config import AgentConfig
+from mjfleet.tasks.spec import TaskSpec
 
-if TYPE_CHECKING:
-    from mjfleet.envs.task import Task
+__all__ = ["ENTRY_POINT_GROUP", "TaskSpec", "all_tasks", "get_task", "register"]
 
 logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "mjfleet.tasks"
 """Entry-point group: each entry point names a callable returning a ``TaskSpec`` or a list of them."""
 
-
-@dataclass(frozen=True)
-class TaskSpec:
-    """Everything needed to build one task."""
-
-    id: str
-    """Lowercase kebab-case id, e.g. ``cartpole-balance``."""
-    description: str
-    """One line for ``list-tasks``."""
-    task_class: type[Task[Any]] | str
-    """The task implementation, or its ``"module:Class"`` path: imported only when an environment is built, so
-    listing tasks and parsing a command do not load the simulator."""
-    env_cfg: Callable[[], EnvConfig]
-    """Returns a complete default environment config."""
-    agent_cfg: Callable[[], AgentConfig]
-    """Returns a complete default PPO config."""
-
-    def load_task_class(self) -> type[Task[Any]]:
-        """The task class (imported now if given as ``"module:Class"``)."""
-        if not isinstance(self.task_class, str):
-            return self.task_class
-        module, _, name = self.task_class.partition(":")
-        return getattr(importlib.import_module(module), name)
-
+BUILTIN_SOURCE = EntryPoint(name="builtin", value="mjfleet.tasks.builtin:tasks", group=ENTRY_POINT_GROUP)
+"""The tasks shipped with mjfleet, loaded like an entry point but not from installed metadata: the package also
+runs from a source tree on ``PYTHONPATH``."""
 
 _REGISTRY: dict[str, TaskSpec] = {}
 _loaded = False
@@ -58,21 +35,26 @@ def register(spec: TaskSpec) -> None:
     _REGISTRY[spec.id] = spec
 
 
+def _register_source(source: EntryPoint) -> None:
+    """Call the function ``source`` names and register the specs it returns."""
+    specs = source.load()()
+    for spec in specs if isinstance(specs, list | tuple) else [specs]:
+        if not isinstance(spec, TaskSpec):
+            raise TypeError(f"{source.value} returned {type(spec).__name__}, not a TaskSpec")
+        register(spec)
+
+
 def _load() -> None:
     global _loaded
     if _loaded:
         return
-    _loaded = True
-    import mjfleet.tasks.builtin  # noqa: F401  (registers the built-in tasks)
-
+    _register_source(BUILTIN_SOURCE)  # a failure here is a bug in mjfleet itself: let it raise
+    _loaded = True  # before the plugins, which may look up built-in tasks
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         try:
-            specs = ep.load()()
+            _register_source(ep)
         except Exception as e:
             logger.warning("could not load tasks from entry point %r: %s", ep.name, e)
-            continue
-        for spec in specs if isinstance(specs, list | tuple) else [specs]:
-            register(spec)
 
 
 def all_tasks() -> dict[str, TaskSpec]:

@@ -77,6 +77,9 @@ class CartpoleTask(Task[CartpoleConfig]):
         obs = torch.stack((qpos[:, 0], torch.cos(qpos[:, 1]), torch.sin(qpos[:, 1]), qvel[:, 0], qvel[:, 1]), dim=-1)
         return {"policy": obs, "critic": obs}
 
+    def termination_names(self) -> tuple[str, ...]:
+        return () if self.cfg.swingup else ("pole_fallen", "cart_out_of_range")
+
     def terminations(self, env: MjEnv) -> dict[str, torch.Tensor]:
         if self.cfg.swingup:
             return {}

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import mujoco
 import torch
@@ -91,7 +91,12 @@ class LocomotionTask(Task[LocomotionConfig]):
         self.randomizer.apply(torch.arange(n, device=dev))
         self._scan_points = self._make_scan_points(dev)
         self._noise_amplitude = self._make_noise_amplitude(dev)
+        # Each gait clock runs only when its reward term is computed.
+        self._air_time_clock = "feet_air_time" in env.reward_weights
+        self._stance_swing_clocks = "biped_air_time" in env.reward_weights
         self._allocate(n, dev)
+        self.ang_vel = env.sim.qvel[:, 3:6]
+        """Base-frame angular velocity: a view of the free joint's velocity, current at every moment."""
 
     def _lookup_model(self, m: mujoco.MjModel, dev: torch.device) -> None:
         """Joint, sensor, site and body indices, default pose and joint limits, from the compiled model."""
@@ -129,22 +134,19 @@ class LocomotionTask(Task[LocomotionConfig]):
         """Base height of the ``base_height`` reward and the height scan's zero (default: standing height)."""
 
     def _allocate(self, n: int, dev: torch.device) -> None:
-        """Per-environment state: refreshed in after_step, read by rewards, terminations and observations."""
+        """Per-environment state: refreshed in after_step (and for reset rows in reset), read by terminations,
+        rewards and observations."""
         nf = len(self.robot.feet)
 
         def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
             return torch.zeros(*shape, dtype=dtype, device=dev)
 
-        self.lin_vel, self.ang_vel = zeros(n, 3), zeros(n, 3)
-        self.gravity = zeros(n, 3)
-        self.gravity[:, 2] = -1.0
-        self.base_height = torch.full((n,), self.target_height, device=dev)
+        self.lin_vel, self.gravity, self.base_height = zeros(n, 3), zeros(n, 3), zeros(n)
         self.feet_contact = zeros(n, nf, dtype=torch.bool)
         self.undesired_count = zeros(n)
         self.terminal_contact = zeros(n, dtype=torch.bool)
         self._lin_err_sq, self._yaw_err_sq = zeros(n), zeros(n)
         self._moving = zeros(n, dtype=torch.bool)
-        self._terminated = zeros(n, dtype=torch.bool)
         # Gait clocks.
         self._air_time = zeros(n, nf)
         self._last_contact = zeros(n, nf, dtype=torch.bool)
@@ -194,13 +196,15 @@ class LocomotionTask(Task[LocomotionConfig]):
         """Joint velocities in actuator order, ``(num_envs, num_actions)``."""
         return env.sim.qvel[:, self._qvel_idx]
 
-    def _base_state(self, env: MjEnv) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Base-frame linear and angular velocity, projected gravity, and height above the ground.
+    def _base_state(
+        self, env: MjEnv, rows: Index = slice(None)
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Base-frame linear and angular velocity, projected gravity, and height above the ground, of ``rows``.
 
         Read from the free joint (exact after the step, also right after a reset, with no forward pass): its
         linear velocity is in the world frame, its angular velocity already in the body frame.
         """
-        qpos, qvel = env.sim.qpos, env.sim.qvel
+        qpos, qvel = env.sim.qpos[rows], env.sim.qvel[rows]
         quat = qpos[:, 3:7]
         lin_vel = rotate_inverse(quat, qvel[:, 0:3])
         height = qpos[:, 2] - self.ground_height(qpos[:, :2])
@@ -252,6 +256,9 @@ class LocomotionTask(Task[LocomotionConfig]):
         ):
             buf[env_ids] = 0
         self._spawn_xy[env_ids] = xy
+        # Observations follow the resets: refresh the base state of the reset rows only.
+        lin_vel, _, gravity, height = self._base_state(env, env_ids)
+        self.lin_vel[env_ids], self.gravity[env_ids], self.base_height[env_ids] = lin_vel, gravity, height
 
     def apply_actions(self, env: MjEnv, actions: torch.Tensor) -> None:
         # Position servos: ctrl is the joint target; MuJoCo clamps it to the joint range (ctrlrange).
@@ -259,7 +266,7 @@ class LocomotionTask(Task[LocomotionConfig]):
 
     def after_step(self, env: MjEnv) -> None:
         sim, dt = env.sim, self.dt
-        self.lin_vel, self.ang_vel, self.gravity, self.base_height = self._base_state(env)
+        self.lin_vel, _, self.gravity, self.base_height = self._base_state(env)
         touch = sim.sensordata
         threshold = self.cfg.contact_force
         contact = touch[:, self._feet_touch] > threshold
@@ -276,28 +283,32 @@ class LocomotionTask(Task[LocomotionConfig]):
         self._walked = torch.linalg.vector_norm(sim.qpos[:, :2] - self._spawn_xy, dim=-1)
         self._commanded += torch.linalg.vector_norm(command[:, :2], dim=-1) * dt
 
-        # Quadruped air time (legged_gym): a touchdown pays the swing time minus the threshold. Contacts are
-        # or-ed with the previous step's, because a touch sensor reads only the last substep.
-        filtered = contact | self._last_contact
-        touchdown = (self._air_time > 0.0) & filtered
-        self._air_time += dt
-        self._touchdown_reward = torch.sum((self._air_time - self.cfg.air_time_threshold) * touchdown, dim=-1)
-        self._air_time *= ~filtered
-        self._last_contact = contact
+        if self._air_time_clock:
+            # Quadruped air time (legged_gym): a touchdown pays the swing time minus the threshold. Contacts are
+            # or-ed with the previous step's, because a touch sensor reads only the last substep.
+            filtered = contact | self._last_contact
+            touchdown = (self._air_time > 0.0) & filtered
+            self._air_time += dt
+            self._touchdown_reward = torch.sum((self._air_time - self.cfg.air_time_threshold) * touchdown, dim=-1)
+            self._air_time *= ~filtered
+            self._last_contact = contact
+        if self._stance_swing_clocks:
+            self._stance_time = torch.where(contact, self._stance_time + dt, 0.0)
+            self._swing_time = torch.where(contact, 0.0, self._swing_time + dt)
         self.feet_contact = contact
-        # Biped stance and swing clocks.
-        self._stance_time = torch.where(contact, self._stance_time + dt, 0.0)
-        self._swing_time = torch.where(contact, 0.0, self._swing_time + dt)
 
-        # Commands and pushes change the next step, after this step's errors were taken.
+        # Commands and pushes change the next step, after this step's errors were taken (rewards read the base
+        # state from before the push; the critic's linear velocity is re-read after it in observations).
         self.commands.step()
         self.pushes.step(sim.qvel)
 
     def observations(self, env: MjEnv) -> dict[str, torch.Tensor]:
-        lin_vel, ang_vel, gravity, height = self._base_state(env)
+        lin_vel = self.lin_vel
+        if self.pushes.enabled:  # pushes changed the velocity after after_step read it
+            lin_vel = rotate_inverse(env.sim.qpos[:, 3:7], env.sim.qvel[:, 0:3])
         policy_parts = (
-            ang_vel,
-            gravity,
+            self.ang_vel,
+            self.gravity,
             self.commands.command,
             self.joint_pos(env) - self.default_joint_pos,
             self.joint_vel(env),
@@ -305,7 +316,7 @@ class LocomotionTask(Task[LocomotionConfig]):
         )
         privileged = [
             lin_vel,
-            height.unsqueeze(-1),
+            self.base_height.unsqueeze(-1),
             self.feet_contact,
             self.randomizer.friction.unsqueeze(-1),
             self.randomizer.added_mass.unsqueeze(-1),
@@ -329,11 +340,13 @@ class LocomotionTask(Task[LocomotionConfig]):
         xy = torch.stack((c * px - s * py, s * px + c * py), dim=-1) + qpos[:, None, :2]
         return torch.clamp(qpos[:, 2:3] - self.ground_height(xy) - self.target_height, -1.0, 1.0)
 
+    def termination_names(self) -> tuple[str, ...]:
+        return ("base_contact", "fall")
+
     def terminations(self, env: MjEnv) -> dict[str, torch.Tensor]:
         fallen = (self.base_height < self.cfg.termination_height) | (
             self.gravity[:, 2] > -math.cos(self.cfg.termination_tilt)
         )
-        self._terminated = self.terminal_contact | fallen
         return {"base_contact": self.terminal_contact, "fall": fallen}
 
     # --- reward terms ------------------------------------------------------------------------------------------
@@ -408,16 +421,16 @@ class LocomotionTask(Task[LocomotionConfig]):
 
     def reward_termination(self, env: MjEnv) -> torch.Tensor:
         """1 when the episode terminates (fall or base contact) this step."""
-        return self._terminated.float()
+        return env.terminated.float()
 
     # --- statistics --------------------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, torch.Tensor]:
+    def state_dict(self) -> dict[str, Any]:
         """Task state a restarted or resumed run needs: the terrain curriculum levels (saved in checkpoints)."""
         if self.curriculum is None:
             return {}
         return {"terrain_levels": self.curriculum.levels.detach().cpu().clone()}
 
-    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` (ignored when the number of environments changed)."""
         levels = state.get("terrain_levels")
         if self.curriculum is not None and levels is not None and levels.shape == self.curriculum.levels.shape:

@@ -1,0 +1,38 @@
+"""What a task source provides: the id, description, task class and default configs of one task."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mjfleet.envs.config import EnvConfig
+from mjfleet.rl.config import AgentConfig
+
+if TYPE_CHECKING:
+    from mjfleet.envs.task import Task
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Everything needed to build one task."""
+
+    id: str
+    """Lowercase kebab-case id, e.g. ``cartpole-balance``."""
+    description: str
+    """One line for ``list-tasks``."""
+    task_class: type[Task[Any]] | str
+    """The task implementation, or its ``"module:Class"`` path: imported only when an environment is built, so
+    listing tasks and parsing a command do not load the simulator."""
+    env_cfg: Callable[[], EnvConfig]
+    """Returns a complete default environment config."""
+    agent_cfg: Callable[[], AgentConfig]
+    """Returns a complete default PPO config."""
+
+    def load_task_class(self) -> type[Task[Any]]:
+        """The task class (imported now if given as ``"module:Class"``)."""
+        if not isinstance(self.task_class, str):
+            return self.task_class
+        module, _, name = self.task_class.partition(":")
+        return getattr(importlib.import_module(module), name)
