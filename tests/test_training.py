@@ -18,12 +18,13 @@ from .helpers import small_train_config
 CPU = DistributedContext(device="cpu")
 
 
-def test_same_seed_same_first_iteration_losses() -> None:
+def test_same_seed_same_first_iteration_losses(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MJFLEET_PROBES", "1")
     a = train_worker(small_train_config(iterations=1, seed=3), None, CPU)
     b = train_worker(small_train_config(iterations=1, seed=3), None, CPU)
     c = train_worker(small_train_config(iterations=1, seed=4), None, CPU)
     assert a.records[0].losses == b.records[0].losses
-    assert a.replica_digest == b.replica_digest
+    assert a.probes["replica_digest"] == b.probes["replica_digest"]
     assert a.records[0].losses != c.records[0].losses
 
 
