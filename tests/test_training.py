@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,16 @@ def test_same_seed_same_first_iteration_losses(monkeypatch: pytest.MonkeyPatch) 
     assert a.records[0].losses == b.records[0].losses
     assert a.probes["replica_digest"] == b.probes["replica_digest"]
     assert a.records[0].losses != c.records[0].losses
+
+
+def test_real_runs_carry_no_test_instruments_and_keep_recent_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MJFLEET_PROBES", raising=False)
+    monkeypatch.delenv("MJFLEET_FAULT", raising=False)
+    monkeypatch.delitem(sys.modules, "mjfleet.rl.probes", raising=False)
+    monkeypatch.setattr("mjfleet.train.worker.KEPT_RECORDS", 2)
+    result = train_worker(small_train_config(iterations=3), None, CPU)
+    assert result.probes == {} and "mjfleet.rl.probes" not in sys.modules
+    assert [r.iteration for r in result.records] == [2, 3]  # bounded: the most recent iterations only
 
 
 @pytest.mark.slow
