@@ -33,14 +33,17 @@ def two_worker_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list
     )
     cfg.agent.save_interval = 6
     os.environ.pop("TORCHRUNX_LOG_DIR", None)
-    return log_root, run(cfg)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MJFLEET_PROBES", "1")  # digests and per-rank sums in WorkerResult.probes
+        return log_root, run(cfg)
 
 
 def test_two_workers_learn_and_stay_replicated(two_worker_run: tuple[Path, list[WorkerResult]]) -> None:
     _, results = two_worker_run
     assert [r.rank for r in results] == [0, 1]
-    assert results[0].replica_digest == results[1].replica_digest  # parameters + optimizer, bit-identical
-    assert results[0].first_rollout_digest != results[1].first_rollout_digest  # seeds differ per rank
+    probes = [r.probes for r in results]
+    assert probes[0]["replica_digest"] == probes[1]["replica_digest"]  # parameters + optimizer, bit-identical
+    assert probes[0]["first_rollout_digest"] != probes[1]["first_rollout_digest"]  # seeds differ per rank
     returns = [r.episode["Episode/return"] for r in results[0].records if "Episode/return" in r.episode]
     assert sum(returns[-3:]) / 3 > sum(returns[:3]) / 3 + 0.5, returns
     assert results[0].final_iteration == results[1].final_iteration == 12
@@ -62,7 +65,10 @@ def test_logged_statistics_are_the_mean_over_all_ranks(two_worker_run: tuple[Pat
     _, results = two_worker_run
     keys = None
     checked = 0
-    for rec0, rec1 in zip(results[0].records, results[1].records, strict=True):
+    r0, r1 = results
+    local0 = zip(r0.probes["local_sums"], r0.probes["local_counts"], strict=True)  # this rank's, before reduction
+    local1 = zip(r1.probes["local_sums"], r1.probes["local_counts"], strict=True)
+    for rec0, rec1, (sums0, counts0), (sums1, counts1) in zip(r0.records, r1.records, local0, local1, strict=True):
         assert rec0.episode == rec1.episode  # every rank logs the same reduced numbers
         if keys is None:
             from mjfleet.tasks.registry import get_task
@@ -71,21 +77,22 @@ def test_logged_statistics_are_the_mean_over_all_ranks(two_worker_run: tuple[Pat
 
             keys = make_env(num_envs=2).stats.keys
             assert get_task("cartpole-balance")
-        sums = [a + b for a, b in zip(rec0.local_sums, rec1.local_sums, strict=True)]
-        counts = [a + b for a, b in zip(rec0.local_counts, rec1.local_counts, strict=True)]
+        sums = [a + b for a, b in zip(sums0, sums1, strict=True)]
+        counts = [a + b for a, b in zip(counts0, counts1, strict=True)]
         import torch
 
         expected = EpisodeStats.means(keys, torch.tensor(sums), torch.tensor(counts))
         assert rec0.episode == pytest.approx(expected)
-        rank0_only = EpisodeStats.means(keys, torch.tensor(rec0.local_sums), torch.tensor(rec0.local_counts))
-        if rec1.local_counts[0] > 0 and rank0_only.get("Episode/return") != expected.get("Episode/return"):
+        rank0_only = EpisodeStats.means(keys, torch.tensor(sums0), torch.tensor(counts0))
+        if counts1[0] > 0 and rank0_only.get("Episode/return") != expected.get("Episode/return"):
             checked += 1
     assert checked > 0, "rank 1's episodes never changed the logged means"
 
 
 def test_resume_two_workers_continues_and_stays_replicated(
-    two_worker_run: tuple[Path, list[WorkerResult]], tmp_path: Path
+    two_worker_run: tuple[Path, list[WorkerResult]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("MJFLEET_PROBES", "1")
     log_root, _ = two_worker_run
     run_dir = _runs(log_root)[0]
     cfg = small_train_config(
@@ -93,7 +100,7 @@ def test_resume_two_workers_continues_and_stays_replicated(
     )
     results = run(cfg)
     assert [r.iteration for r in results[0].records] == [13, 14]
-    assert results[0].replica_digest == results[1].replica_digest
+    assert results[0].probes["replica_digest"] == results[1].probes["replica_digest"]
     new_run = _runs(tmp_path)[0]
     assert [i for i, _ in list_checkpoints(new_run)] == [13, 14]
     assert not (new_run / "torchrunx").exists()  # --torchrunx-log-dir "" writes no worker log file

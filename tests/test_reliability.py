@@ -53,6 +53,7 @@ def test_killed_worker_is_restarted_from_the_newest_checkpoint_of_the_same_run(
 ) -> None:
     # Rank 1 is SIGKILLed (no report, like the OOM killer) after iteration 3; model_2.pt is the newest checkpoint.
     monkeypatch.setenv("MJFLEET_FAULT", "kill@1:3")
+    monkeypatch.setenv("MJFLEET_PROBES", "1")
     cfg = small_train_config(num_envs=32, steps=8, iterations=6, log_root=tmp_path, cpu_workers=2, max_restarts=1)
     cfg.agent = dataclasses.replace(cfg.agent, save_interval=2)
 
@@ -61,7 +62,7 @@ def test_killed_worker_is_restarted_from_the_newest_checkpoint_of_the_same_run(
     (run_dir,) = tmp_path.glob("*/*")
     assert [r.final_iteration for r in results] == [6, 6]  # the requested final iteration, not 2 + 6
     assert [r.iteration for r in results[0].records] == [3, 4, 5, 6]  # the restart ran only what was left
-    assert results[0].replica_digest == results[1].replica_digest
+    assert results[0].probes["replica_digest"] == results[1].probes["replica_digest"]
     assert [i for i, _ in list_checkpoints(run_dir)] == [2, 4, 6]
     assert load_checkpoint(run_dir / "model_6.pt")["iter"] == 6
     (entry,) = (run_dir / "restarts.log").read_text().splitlines()

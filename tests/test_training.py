@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,13 +19,24 @@ from .helpers import small_train_config
 CPU = DistributedContext(device="cpu")
 
 
-def test_same_seed_same_first_iteration_losses() -> None:
+def test_same_seed_same_first_iteration_losses(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MJFLEET_PROBES", "1")
     a = train_worker(small_train_config(iterations=1, seed=3), None, CPU)
     b = train_worker(small_train_config(iterations=1, seed=3), None, CPU)
     c = train_worker(small_train_config(iterations=1, seed=4), None, CPU)
     assert a.records[0].losses == b.records[0].losses
-    assert a.replica_digest == b.replica_digest
+    assert a.probes["replica_digest"] == b.probes["replica_digest"]
     assert a.records[0].losses != c.records[0].losses
+
+
+def test_real_runs_carry_no_test_instruments_and_keep_recent_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MJFLEET_PROBES", raising=False)
+    monkeypatch.delenv("MJFLEET_FAULT", raising=False)
+    monkeypatch.delitem(sys.modules, "mjfleet.rl.probes", raising=False)
+    monkeypatch.setattr("mjfleet.train.worker.KEPT_RECORDS", 2)
+    result = train_worker(small_train_config(iterations=3), None, CPU)
+    assert result.probes == {} and "mjfleet.rl.probes" not in sys.modules
+    assert [r.iteration for r in result.records] == [2, 3]  # bounded: the most recent iterations only
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Typed PPO settings, turned into the nested dict rsl-rl-lib expects."""
+"""Typed PPO settings, turned into the nested dict rsl-rl-lib's PPO is built from."""
 
 from __future__ import annotations
 
@@ -75,13 +75,15 @@ class AgentConfig:
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     """PPO."""
 
-    def to_rsl_rl(self) -> dict[str, Any]:
-        """The ``train_cfg`` dict of ``rsl_rl.runners.OnPolicyRunner``."""
+    def to_rsl_rl(self, multi_gpu: dict[str, int] | None = None) -> dict[str, Any]:
+        """The config dict that ``rsl_rl.algorithms.PPO.construct_algorithm`` reads (and nothing else).
+
+        ``multi_gpu``: ``{"global_rank", "local_rank", "world_size"}`` for distributed training, else None.
+        """
         p, a = self.policy, self.algorithm
         gaussian = {"class_name": "GaussianDistribution", "init_std": p.init_std}
         return {
             "num_steps_per_env": self.num_steps_per_env,
-            "save_interval": self.save_interval,
             "obs_groups": {"actor": ["policy"], "critic": ["critic"]},
             "actor": {
                 "class_name": "MLPModel",
@@ -111,6 +113,5 @@ class AgentConfig:
                 "max_grad_norm": a.max_grad_norm,
                 "use_clipped_value_loss": a.use_clipped_value_loss,
             },
-            "check_for_nan": True,
-            "logger": "tensorboard",
+            "multi_gpu": multi_gpu,
         }

@@ -10,8 +10,9 @@ that iteration (after its checkpoint, if one is due):
   finite (like a diverging update would leave them).
 - ``sigint`` / ``sigterm``: send that signal to its own process (in-process runs: like pressing Ctrl-C).
 
-Unset, the hook does nothing. Faults fire only in the first attempt of a run: automatic restarts (see
-:mod:`mjfleet.train.supervisor`) do not install the hook, so a restarted run can get past the fault.
+Only :mod:`mjfleet.rl.probes` installs the hook, when the variable is set and only in the first attempt of a run:
+automatic restarts (see :mod:`mjfleet.train.supervisor`) do not install it, so a restarted run can get past the
+fault.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
+    from mjfleet.rl.records import IterationRecord
     from mjfleet.rl.runner import Runner
 
 ENV_VAR = "MJFLEET_FAULT"
@@ -46,11 +48,12 @@ def parse_faults(spec: str) -> list[tuple[str, int, int]]:
     return faults
 
 
-def fault_injection_hook(runner: Runner, iteration: int) -> None:
+def fault_injection_hook(runner: Runner, record: IterationRecord) -> None:
     """Runner hook: trigger the faults named in ``MJFLEET_FAULT`` for this rank and iteration."""
     spec = os.environ.get(ENV_VAR)
     if not spec:
         return
+    iteration = record.iteration
     for kind, rank, at in parse_faults(spec):
         if rank != runner.ctx.rank or at != iteration:
             continue

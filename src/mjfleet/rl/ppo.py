@@ -11,6 +11,7 @@ are bit-identical (``tests/test_ppo_sync.py``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from itertools import chain
 from typing import Any
@@ -21,6 +22,8 @@ from rsl_rl.algorithms import PPO
 
 MIN_LEARNING_RATE = 1e-5
 MAX_LEARNING_RATE = 1e-2
+MINI_BATCH_GENERATORS = ("mini_batch_generator", "recurrent_mini_batch_generator")
+"""The ``RolloutStorage`` methods through which ``PPO.update`` draws its mini-batches."""
 
 
 def adapt_learning_rate(learning_rate: float, kl: torch.Tensor, desired_kl: float) -> float:
@@ -38,30 +41,29 @@ def adapt_learning_rate(learning_rate: float, kl: torch.Tensor, desired_kl: floa
 class SyncedPPO(PPO):
     """:class:`rsl_rl.algorithms.PPO` with one collective per mini-batch in distributed adaptive-KL training.
 
+    The choice is made once, at construction. When fusing, rsl_rl runs its ``"fixed"`` schedule (so its update never
+    touches the learning rate or issues the KL collectives) and :meth:`reduce_parameters`, which rsl_rl calls once
+    per mini-batch between the backward pass and the optimizer step, applies the adaptive rule to the averaged KL.
     Single-process training, the fixed schedule and symmetry augmentation (whose KL covers only the original
-    samples) run rsl_rl's update unchanged.
+    samples) run rsl_rl's update unchanged. What this relies on in rsl-rl-lib is pinned by
+    ``tests/test_rsl_rl_contract.py``.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.fuse_kl = bool(
+            self.is_multi_gpu and self.schedule == "adaptive" and self.desired_kl is not None and not self.symmetry
+        )
+        """Whether the adaptive schedule's KL travels in the gradient all-reduce (see the class docstring)."""
+        self.sync_s = 0.0
+        """Seconds spent in :meth:`reduce_parameters` since the caller last reset it (the gradient sync's share)."""
         self._batch: Any = None
-        """The mini-batch being learned from while the KL is fused into the gradient all-reduce, else None."""
-
-    def update(self) -> dict[str, float]:
-        """rsl_rl's update, with the KL-adaptive learning rate decided inside :meth:`reduce_parameters`."""
-        if not (self.is_multi_gpu and self.schedule == "adaptive" and self.desired_kl is not None) or self.symmetry:
-            return super().update()
-        storage = self.storage
-        plain, recurrent = storage.mini_batch_generator, storage.recurrent_mini_batch_generator
-        storage.mini_batch_generator = self._recording(plain)  # type: ignore[method-assign]
-        storage.recurrent_mini_batch_generator = self._recording(recurrent)  # type: ignore[method-assign]
-        # Any schedule but "adaptive" skips rsl_rl's own KL block and its two collectives.
-        self.schedule = "adaptive-fused"
-        try:
-            return super().update()
-        finally:
-            self.schedule, self._batch = "adaptive", None
-            del storage.mini_batch_generator, storage.recurrent_mini_batch_generator
+        """The mini-batch being learned from (recorded only when fusing)."""
+        if self.fuse_kl:
+            self.schedule = "fixed"
+            # The KL needs the mini-batch's old distribution; rsl_rl's update only hands the batch to its own code.
+            for name in MINI_BATCH_GENERATORS:
+                setattr(self.storage, name, self._recording(getattr(self.storage, name)))
 
     def _recording(self, generator: Callable[..., Iterator[Any]]) -> Callable[..., Iterator[Any]]:
         def record(*args: Any, **kwargs: Any) -> Iterator[Any]:
@@ -72,10 +74,16 @@ class SyncedPPO(PPO):
         return record
 
     def reduce_parameters(self) -> None:
-        """Average gradients over ranks; while fusing, the mini-batch's KL rides along and sets the learning rate."""
-        if self._batch is None:
+        """Average gradients over ranks; when fusing, the mini-batch's KL rides along and sets the learning rate."""
+        start = time.perf_counter()
+        if self.fuse_kl:
+            self._reduce_with_kl()
+        else:
             super().reduce_parameters()
-            return
+        self.sync_s += time.perf_counter() - start
+
+    def _reduce_with_kl(self) -> None:
+        assert self.desired_kl is not None and self._batch is not None
         with torch.no_grad():
             new_params = self.actor.output_distribution_params  # from this mini-batch's forward pass
             kl = torch.mean(self.actor.get_kl_divergence(self._batch.old_distribution_params, new_params))
@@ -96,7 +104,7 @@ class SyncedPPO(PPO):
             super().reduce_parameters()
             dist.all_reduce(kl, op=dist.ReduceOp.SUM)
             kl /= self.gpu_world_size
-        learning_rate = adapt_learning_rate(self.learning_rate, kl, self.desired_kl)  # type: ignore[arg-type]
+        learning_rate = adapt_learning_rate(self.learning_rate, kl, self.desired_kl)
         # rsl_rl broadcasts the rate as a float32 tensor; keep that rounding so both paths agree bit for bit.
         self.learning_rate = torch.tensor(learning_rate, dtype=torch.float32).item()
         for group in self.optimizer.param_groups:

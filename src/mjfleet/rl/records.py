@@ -6,32 +6,24 @@ No torch or simulator imports: the launcher unpickles these when workers finish.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+KEPT_RECORDS = 1000
+"""A worker result carries the records of at most this many most recent iterations."""
 
 
 @dataclass
 class IterationRecord:
-    """What one iteration measured (kept for the caller; the same numbers are logged)."""
+    """What one iteration measured (the same numbers are logged); handed to the runner's hooks."""
 
     iteration: int
     losses: dict[str, float]
     episode: dict[str, float]
     """Means over every rank's episodes that ended during this iteration."""
-    local_sums: list[float]
-    """This rank's own per-key sums (in ``env.stats.keys`` order), before the cross-rank reduction."""
-    local_counts: list[float]
-    """This rank's own per-key episode counts."""
     env_steps_per_s: float
     collect_s: float
     learn_s: float
     sync_s: float
-
-
-@dataclass
-class TrainingHistory:
-    """Per-iteration records plus the digest of this rank's first rollout."""
-
-    records: list[IterationRecord] = field(default_factory=list)
-    first_rollout_digest: str = ""
 
 
 @dataclass
@@ -41,10 +33,11 @@ class WorkerResult:
     rank: int
     device: str
     final_iteration: int
-    replica_digest: str
-    first_rollout_digest: str
     records: list[IterationRecord]
+    """This run's most recent iterations (at most :data:`KEPT_RECORDS`), oldest first."""
     stop_signal: int | None = None
     """Signal number that stopped training early (after a final checkpoint), or None if it ran to the end."""
     last_checkpoint: str | None = None
     """The newest checkpoint written (or resumed from) by this run."""
+    probes: dict[str, Any] = field(default_factory=dict)
+    """What the test probes recorded (only with ``MJFLEET_PROBES`` set; see :mod:`mjfleet.rl.probes`)."""

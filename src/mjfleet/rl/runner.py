@@ -1,4 +1,4 @@
-"""rsl_rl's on-policy runner, made to train with any number of CPU or GPU workers and to log all of them."""
+"""The training loop: rsl-rl-lib's PPO and rollout storage, driven on any number of CPU or GPU workers."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from rsl_rl.runners import OnPolicyRunner
+from rsl_rl.algorithms import PPO
+from rsl_rl.models import MLPModel
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.episode_stats import EpisodeStats
@@ -22,9 +23,10 @@ from mjfleet.errors import FatalTrainingError
 from mjfleet.rl.checkpoint import checkpoint_name, load_checkpoint, save_atomic
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.metrics import MetricsWriter
+from mjfleet.rl.ppo import SyncedPPO
 from mjfleet.rl.rank_state import capture_rank_state, restore_rank_state
-from mjfleet.rl.records import IterationRecord, TrainingHistory
-from mjfleet.rl.replicas import check_replicas, digest, replica_digest
+from mjfleet.rl.records import IterationRecord
+from mjfleet.rl.replicas import check_replicas
 from mjfleet.runtime.context import DistributedContext, init_process_group
 from mjfleet.runtime.stop import signal_name
 
@@ -43,26 +45,25 @@ StopCheck = Callable[[], int]
 """Polled on rank 0 after every iteration: the number of the signal that asked training to stop, or 0."""
 
 
-IterationHook = Callable[["Runner", int], None]
+IterationHook = Callable[["Runner", IterationRecord], None]
+"""Called on every rank after each iteration, once its checkpoint (if due) is written."""
 
 
-class Runner(OnPolicyRunner):
-    """``OnPolicyRunner`` with a distributed context instead of rsl_rl's NCCL-only setup.
+class Runner:
+    """Trains one worker's replica: rsl-rl-lib builds the models, storage and :class:`~mjfleet.rl.ppo.SyncedPPO`
+    (``PPO.construct_algorithm``); the loop, checkpoints and logging are mjfleet's.
 
     - One process group: initialised here (gloo on CPU, nccl on CUDA) unless one exists already.
     - Every rank loads a resumed checkpoint, so optimizer state and learning rate stay replicated.
-    - Episode statistics are reduced over all ranks (sums and counts) before rank 0 logs them.
+    - After every iteration all ranks meet in one all-reduce that carries rank 0's stop request
+      (:attr:`stop_check`), every rank's finiteness verdict and the episode sums and counts, so rank 0 logs the
+      mean over all ranks' episodes and nobody is left waiting in a collective.
     - Every ``replica_check_interval`` iterations and at the end, ranks compare a digest of parameters and
       optimizer state and stop with :class:`~mjfleet.rl.replicas.ReplicaDivergenceError` if they differ.
     - Only rank 0 writes checkpoints (atomically), TensorBoard/W&B and the console progress line. Checkpoints
       also carry every rank's RNG and episode state, so a restart with the same number of workers continues
       where the run left off.
-    - After every iteration all ranks agree, in one small all-reduce, on whether rank 0 was asked to stop
-      (:attr:`stop_check`) and whether any rank saw a non-finite loss or parameter; nobody is left waiting in a
-      collective.
     """
-
-    env: MjEnv
 
     def __init__(
         self,
@@ -73,27 +74,35 @@ class Runner(OnPolicyRunner):
         replica_check_interval: int = 50,
         logged_config: dict[str, Any] | None = None,
     ) -> None:
-        self.ctx = ctx
+        self.env = env
         self.agent_cfg = agent_cfg
+        self.ctx = ctx
+        self.device = ctx.device
         self.run_dir = run_dir
         self.replica_check_interval = replica_check_interval
         self.hooks: list[IterationHook] = []
-        self.history = TrainingHistory()
+        """Called after every iteration (heartbeats, the records a worker returns, test probes)."""
         self.stop_check: StopCheck | None = None
         """Rank 0 only: asked after each iteration whether to stop (checkpoint written, then :meth:`learn` returns)."""
         self.stop_signal: int | None = None
         """Signal number that stopped :meth:`learn` early, or None."""
+        self.current_learning_iteration = 0
+        """Iterations completed, counting those of a resumed checkpoint."""
         self.last_checkpoint: Path | None = None
         """The newest checkpoint this run wrote or resumed from (the last known good state)."""
         self.restored_env_state = False
         """Whether :meth:`load` restored this rank's episode counters (then they are not re-randomised)."""
-        self._sync_s = 0.0
+        multi_gpu = None
+        if ctx.is_distributed:
+            init_process_group(ctx)
+            multi_gpu = {"global_rank": ctx.rank, "local_rank": ctx.local_rank, "world_size": ctx.world_size}
         # rsl_rl prints model summaries with bare print; keep them in the debug log instead.
         captured = io.StringIO()
         with contextlib.redirect_stdout(captured):
-            super().__init__(env, agent_cfg.to_rsl_rl(), log_dir=None, device=ctx.device)
+            alg = PPO.construct_algorithm(env.get_observations(), env, agent_cfg.to_rsl_rl(multi_gpu), ctx.device)
         logger.debug(captured.getvalue())
-        self._time_gradient_sync()
+        assert isinstance(alg, SyncedPPO), type(alg)
+        self.alg: SyncedPPO = alg
         self.writer: MetricsWriter | None = None
         if ctx.is_main and run_dir is not None:
             self.writer = MetricsWriter(
@@ -101,61 +110,36 @@ class Runner(OnPolicyRunner):
             )
         self._last_episode: dict[str, float] = {}
 
-    # --- distributed setup -------------------------------------------------------------------------------------
-    def _configure_multi_gpu(self) -> None:
-        ctx = self.ctx
-        self.gpu_world_size = ctx.world_size
-        self.gpu_global_rank = ctx.rank
-        self.gpu_local_rank = ctx.local_rank
-        self.is_distributed = ctx.world_size > 1
-        if not self.is_distributed:
-            self.cfg["multi_gpu"] = None
-            return
-        self.cfg["multi_gpu"] = {"global_rank": ctx.rank, "local_rank": ctx.local_rank, "world_size": ctx.world_size}
-        init_process_group(ctx)
-
-    def _time_gradient_sync(self) -> None:
-        """Wrap PPO's per-mini-batch all-reduce (gradients, and the KL with SyncedPPO) to measure its share."""
-        reduce = self.alg.reduce_parameters
-
-        def timed_reduce() -> None:
-            start = time.perf_counter()
-            reduce()
-            self._sync_s += time.perf_counter() - start
-
-        self.alg.reduce_parameters = timed_reduce  # type: ignore[method-assign]
-
     # --- training ----------------------------------------------------------------------------------------------
     def learn(self, num_learning_iterations: int, init_at_random_ep_len: bool = False) -> None:
         """Run ``num_learning_iterations`` iterations after the last completed one."""
         env, alg = self.env, self.alg
+        steps = self.agent_cfg.num_steps_per_env
         if init_at_random_ep_len:
             env.episode_length_buf = torch.randint(
                 0, int(env.max_episode_length), (env.num_envs,), device=env.device, generator=env.generator
             )
         obs = env.get_observations().to(self.device)
         alg.train_mode()
-        if self.is_distributed:
+        if self.ctx.is_distributed:
             alg.broadcast_parameters()
         env.stats.pop()  # statistics of episodes cut by the random start do not belong to iteration 1
 
         start = self.current_learning_iteration
         total = start + num_learning_iterations
-        steps_per_iteration = self.cfg["num_steps_per_env"] * env.num_envs * self.gpu_world_size
+        steps_per_iteration = steps * env.num_envs * self.ctx.world_size
         for it in range(start + 1, total + 1):
             t0 = time.perf_counter()
             try:
                 with torch.inference_mode():
-                    for _ in range(self.cfg["num_steps_per_env"]):
+                    for _ in range(steps):
                         actions = alg.act(obs)
                         obs, rewards, dones, extras = env.step(actions.to(env.device))
                         obs, rewards, dones = obs.to(self.device), rewards.to(self.device), dones.to(self.device)
                         alg.process_env_step(obs, rewards, dones, extras)
-                    if not self.history.first_rollout_digest:
-                        self.history.first_rollout_digest = digest([alg.storage.observations["policy"]])
                     alg.compute_returns(obs)
                 t1 = time.perf_counter()
-                self._sync_s = 0.0
+                alg.sync_s = 0.0
                 losses = alg.update()
             except (RuntimeError, ValueError) as e:
                 # A diverging mini-batch leaves NaN weights that the next forward pass trips over (e.g. "normal
@@ -168,28 +152,23 @@ class Runner(OnPolicyRunner):
                 ) from e
             t2 = time.perf_counter()
             self.current_learning_iteration = it
-            stop = self._agree_after_iteration(it, losses)
-
-            sums, counts = self.env.stats.pop()
+            stop, episode = self._agree_after_iteration(it, losses)
             record = IterationRecord(
                 iteration=it,
                 losses=losses,
-                episode=self._reduce_episode_stats(sums, counts),
-                local_sums=sums.tolist(),
-                local_counts=counts.tolist(),
+                episode=episode,
                 env_steps_per_s=steps_per_iteration / (t2 - t0),
                 collect_s=t1 - t0,
                 learn_s=t2 - t1,
-                sync_s=self._sync_s,
+                sync_s=alg.sync_s,
             )
-            self.history.records.append(record)
             self._log(record, total, steps_per_iteration)
-            if it % self.cfg["save_interval"] == 0 or it == total or stop:
+            if it % self.agent_cfg.save_interval == 0 or it == total or stop:
                 self.save_checkpoint()
-            if self.is_distributed and (it % self.replica_check_interval == 0 or it == total or stop):
-                self.check_replicas()
+            if self.ctx.is_distributed and (it % self.replica_check_interval == 0 or it == total or stop):
+                check_replicas(self.alg, self.ctx.world_size, it)
             for hook in self.hooks:
-                hook(self, it)
+                hook(self, record)
             if stop:
                 self.stop_signal = stop
                 logger.info("stopping after iteration %d (%s)", it, signal_name(stop))
@@ -198,34 +177,41 @@ class Runner(OnPolicyRunner):
             self.writer.close()
             self.writer = None
 
-    def _agree_after_iteration(self, it: int, losses: dict[str, float]) -> int:
-        """Rank 0's stop request and every rank's finiteness verdict, agreed on by all ranks in one all-reduce.
+    def _agree_after_iteration(self, it: int, losses: dict[str, float]) -> tuple[int, dict[str, float]]:
+        """The iteration's one collective: rank 0's stop request, every rank's finiteness verdict and the episode
+        sums and counts, all-reduced together. Returns the stop signal (or 0) and the episode means over all ranks.
 
         Raises :class:`NonFiniteTrainingError` on every rank (with the same message) before anything of this
-        iteration is saved, so the last checkpoint stays the last good state. Returns the stop signal or 0.
+        iteration is saved, so the last checkpoint stays the last good state.
         """
         problem = self._nonfinite_quantity(losses)
         stop = self.stop_check() if self.ctx.is_main and self.stop_check is not None else 0
+        sums, counts = self.env.stats.pop()
         bad_ranks = [self.ctx.rank] if problem else []
         problems = {self.ctx.rank: problem}
-        if self.is_distributed:
-            flags = torch.zeros(1 + self.gpu_world_size, dtype=torch.int64, device=self.device)
+        if self.ctx.is_distributed:
+            world, keys = self.ctx.world_size, len(sums)
+            # float64 holds the signal number, the 0/1 flags and the sums and counts exactly.
+            flags = torch.zeros(1 + world, dtype=torch.float64, device=sums.device)
             flags[0] = stop
-            flags[1 + self.gpu_global_rank] = problem is not None
-            dist.all_reduce(flags, op=dist.ReduceOp.SUM)
-            values = flags.tolist()
+            flags[1 + self.ctx.rank] = problem is not None
+            packed = torch.cat((flags, sums, counts)).to(self.device)
+            dist.all_reduce(packed, op=dist.ReduceOp.SUM)
+            packed = packed.cpu()
+            values = packed.tolist()
             stop = int(values[0])
-            bad_ranks = [r for r in range(self.gpu_world_size) if values[1 + r]]
+            bad_ranks = [r for r in range(world) if values[1 + r]]
+            sums, counts = packed[1 + world : 1 + world + keys], packed[1 + world + keys :]
             if bad_ranks:  # Rare path: everyone is here, so one more collective is safe.
-                gathered: list[str | None] = [None] * self.gpu_world_size
+                gathered: list[str | None] = [None] * world
                 dist.all_gather_object(gathered, problem)
                 problems = dict(enumerate(gathered))
         if bad_ranks:
             first = bad_ranks[0]
-            where = f" on rank {first}" if self.is_distributed else ""
+            where = f" on rank {first}" if self.ctx.is_distributed else ""
             others = f" (and on ranks {', '.join(map(str, bad_ranks[1:]))})" if len(bad_ranks) > 1 else ""
             raise NonFiniteTrainingError(self._divergence_message(it, f"{problems[first]}{where}{others}"))
-        return stop
+        return stop, EpisodeStats.means(self.env.stats.keys, sums, counts)
 
     def _divergence_message(self, it: int, what: str) -> str:
         kept = (
@@ -249,13 +235,6 @@ class Runner(OnPolicyRunner):
                 if t.is_floating_point() and not bool(torch.isfinite(t).all()):
                     return f"{label} {name} is not finite"
         return None
-
-    def _reduce_episode_stats(self, sums: torch.Tensor, counts: torch.Tensor) -> dict[str, float]:
-        if self.is_distributed:
-            packed = torch.stack((sums, counts)).to(self.device)
-            dist.all_reduce(packed, op=dist.ReduceOp.SUM)
-            sums, counts = packed[0], packed[1]
-        return EpisodeStats.means(self.env.stats.keys, sums, counts)
 
     def _log(self, r: IterationRecord, total: int, steps_per_iteration: int) -> None:
         if not self.ctx.is_main:
@@ -297,19 +276,35 @@ class Runner(OnPolicyRunner):
     def save_checkpoint(self) -> Path | None:
         """Rank 0 writes ``model_<iteration>.pt`` into the run directory; other ranks write nothing.
 
-        Every rank must call this at the same iteration: the ranks' RNG and episode states are gathered first.
+        The checkpoint holds the models (including observation normalisers), optimizer, learning rate, iteration,
+        and per rank the torch/NumPy/Python RNG states, the environment's generator, episode-length buffer and step
+        counter, and the task's ``state_dict()`` if it has one. Every rank must call this at the same iteration:
+        the ranks' states are gathered first.
         """
         if self.run_dir is None:
             return None
         rank_states = [self.rank_state()]
-        if self.is_distributed:
-            gathered: list[dict[str, Any] | None] = [None] * self.gpu_world_size
+        if self.ctx.is_distributed:
+            gathered: list[dict[str, Any] | None] = [None] * self.ctx.world_size
             dist.all_gather_object(gathered, rank_states[0])
             rank_states = [s for s in gathered if s is not None]
         path = self.run_dir / checkpoint_name(self.current_learning_iteration)
         if self.ctx.is_main:
+            payload = self.alg.save()
+            payload.update(
+                {
+                    "iter": self.current_learning_iteration,
+                    "infos": None,
+                    "learning_rate": self.alg.learning_rate,
+                    "world_size": self.ctx.world_size,
+                    "rank_states": rank_states,
+                    # Kept for readers of format 1.
+                    "torch_rng_state": torch.get_rng_state(),
+                    "env_generator_state": self.env.generator.get_state(),
+                }
+            )
             try:
-                self.save(str(path), rank_states=rank_states)
+                save_atomic(payload, path)
             except OSError as e:
                 if e.errno not in (errno.ENOSPC, errno.EDQUOT):
                     raise
@@ -318,60 +313,27 @@ class Runner(OnPolicyRunner):
         self.last_checkpoint = path
         return path if self.ctx.is_main else None
 
-    def save(
-        self, path: str, infos: dict[str, Any] | None = None, rank_states: list[dict[str, Any]] | None = None
-    ) -> None:
-        """Write the full training state atomically.
-
-        Models (including observation normalisers), optimizer, learning rate, iteration, and per rank (in
-        ``rank_states``, default: this rank's only) the torch/NumPy/Python RNG states, the environment's generator,
-        episode-length buffer and step counter, and the task's ``state_dict()`` if it has one.
-        """
-        if rank_states is None:
-            rank_states = [self.rank_state()]
-        payload = self.alg.save()
-        payload.update(
-            {
-                "iter": self.current_learning_iteration,
-                "infos": infos,
-                "learning_rate": self.alg.learning_rate,
-                "world_size": self.gpu_world_size,
-                "rank_states": rank_states,
-                # Kept for readers of format 1.
-                "torch_rng_state": torch.get_rng_state(),
-                "env_generator_state": self.env.generator.get_state(),
-            }
-        )
-        save_atomic(payload, Path(path))
-
-    def load(
-        self, path: str, load_cfg: dict | None = None, strict: bool = True, map_location: str | None = None
-    ) -> dict:
+    def load(self, path: str | Path, map_location: str | None = None) -> None:
         """Load a checkpoint on this rank (every rank calls this on resume)."""
         data = load_checkpoint(Path(path), map_location=map_location or self.device)
-        self.alg.load(data, load_cfg, strict)
+        self.alg.load(data, None, strict=True)
         self.current_learning_iteration = int(data["iter"])
         if "learning_rate" in data:
             self.alg.learning_rate = float(data["learning_rate"])
             for group in self.alg.optimizer.param_groups:
                 group["lr"] = self.alg.learning_rate
-        restored = restore_rank_state(self.env, data.get("rank_states"), self.ctx.rank, self.gpu_world_size)
+        restored = restore_rank_state(self.env, data.get("rank_states"), self.ctx.rank, self.ctx.world_size)
         self.restored_env_state = restored
         self.last_checkpoint = Path(path)
-        return data.get("infos") or {}
 
-    # --- per-rank state and replication -------------------------------------------------------------------------
+    def get_inference_policy(self, device: str | None = None) -> MLPModel:
+        """The actor in evaluation mode on ``device``; called with observations it returns deterministic actions."""
+        self.alg.eval_mode()
+        return self.alg.get_policy().to(device)
+
     def rank_state(self) -> dict[str, Any]:
         """This rank's RNG and episode state (see :mod:`mjfleet.rl.rank_state`)."""
         return capture_rank_state(self.env, self.ctx.rank)
-
-    def replica_digest(self) -> str:
-        """Digest of parameters, normaliser statistics, optimizer state and learning rate."""
-        return replica_digest(self.alg)
-
-    def check_replicas(self) -> None:
-        """Stop with :class:`~mjfleet.rl.replicas.ReplicaDivergenceError` unless every rank holds the same digest."""
-        check_replicas(self.alg, self.gpu_world_size, self.current_learning_iteration)
 
 
 def _fmt(value: float | None, spec: str = ".3f") -> str:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import random
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +16,7 @@ import yaml
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.launch.worker import local_report_dir, write_heartbeat
-from mjfleet.rl.faults import fault_injection_hook
-from mjfleet.rl.records import WorkerResult
+from mjfleet.rl.records import KEPT_RECORDS, IterationRecord, WorkerResult
 from mjfleet.rl.runner import Runner, StopCheck
 from mjfleet.runtime.context import DistributedContext, init_process_group
 from mjfleet.runtime.stop import file_stop_check
@@ -104,11 +105,16 @@ def train_worker(
             runner.load(str(start.checkpoint))
             logger.info("resumed from %s at iteration %d", start.checkpoint, runner.current_learning_iteration)
         runner.stop_check = stop_check
+        records: deque[IterationRecord] = deque(maxlen=KEPT_RECORDS)
+        runner.hooks.append(lambda _, record: records.append(record))
         if launched:
             write_heartbeat(ctx.rank, runner.current_learning_iteration, phase="ready")
             runner.hooks.append(_heartbeat_hook)
-        if start.attempt == 0:
-            runner.hooks.append(fault_injection_hook)
+        probes = None
+        if os.environ.get("MJFLEET_PROBES") or os.environ.get("MJFLEET_FAULT"):
+            from mjfleet.rl import probes as testing  # test instruments: never imported by real runs
+
+            probes = testing.install(runner, start.attempt)
         remaining = start.final_iteration - runner.current_learning_iteration
         # A restart resumes with the saved episode counters; re-randomising them would desynchronise nothing but
         # makes the continuation differ from the interrupted run for no reason.
@@ -119,13 +125,12 @@ def train_worker(
             rank=ctx.rank,
             device=ctx.device,
             final_iteration=runner.current_learning_iteration,
-            replica_digest=runner.replica_digest(),
-            first_rollout_digest=runner.history.first_rollout_digest,
-            records=runner.history.records,
+            records=list(records),
             stop_signal=runner.stop_signal,
             last_checkpoint=None if runner.last_checkpoint is None else str(runner.last_checkpoint),
+            probes={} if probes is None else probes.results(runner),
         )
 
 
-def _heartbeat_hook(runner: Runner, iteration: int) -> None:
-    write_heartbeat(runner.ctx.rank, iteration)
+def _heartbeat_hook(runner: Runner, record: IterationRecord) -> None:
+    write_heartbeat(runner.ctx.rank, record.iteration)
