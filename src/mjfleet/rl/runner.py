@@ -278,7 +278,7 @@ class Runner:
 
         The checkpoint holds the models (including observation normalisers), optimizer, learning rate, iteration,
         and per rank the torch/NumPy/Python RNG states, the environment's generator, episode-length buffer and step
-        counter, and the task's ``state_dict()`` if it has one. Every rank must call this at the same iteration:
+        counter, and the task's ``state_dict()``. Every rank must call this at the same iteration:
         the ranks' states are gathered first.
         """
         if self.run_dir is None:
