@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from mjfleet.cli.train import run
 from mjfleet.console import configure_logging
 from mjfleet.rl.config import AgentConfig
 from mjfleet.tasks.cartpole.cartpole import CartpoleRewards, CartpoleTask, balance_config
 from mjfleet.tasks.registry import TaskSpec, register
-from mjfleet.train.config import TrainConfig
+from mjfleet.train import TrainConfig, run
 
 
 def gentle_balance_config():
