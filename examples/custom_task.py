@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from mjfleet.cli.train import run
 from mjfleet.console import configure_logging
 from mjfleet.rl.config import AgentConfig
 from mjfleet.tasks.cartpole.cartpole import CartpoleRewards, CartpoleTask, balance_config
 from mjfleet.tasks.registry import register
 from mjfleet.tasks.spec import TaskSpec
-from mjfleet.train.config import TrainConfig
+from mjfleet.train import TrainConfig, run
 
 
 def gentle_balance_config():

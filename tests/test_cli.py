@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -12,7 +13,12 @@ import pytest
 import torch
 
 from mjfleet.cli import bench, list_tasks, play, train
+from mjfleet.errors import UsageError
 from mjfleet.rl.checkpoint import save_atomic
+from mjfleet.train import api, prepare, run
+from mjfleet.train import supervisor as train_supervisor
+
+from .helpers import small_train_config
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="asserts the no-CUDA error paths")
 
@@ -119,11 +125,12 @@ def test_parsing_planning_and_listing_load_no_simulator_or_torch() -> None:
     code = (
         "import sys\n"
         "from mjfleet.cli import bench, list_tasks, play, train\n"
+        "from mjfleet.train import prepare\n"
         "from mjfleet.tasks.registry import all_tasks\n"
         "assert len(all_tasks()) >= 6\n"
         "for task in ('cartpole-balance', 'go1-velocity-rough'):\n"
         "    cfg = train.parse_args([task, '--gpu-ids', 'None', '--cpu-workers', '2', '--log-root', sys.argv[1]])\n"
-        "    assert train.prepare(cfg).plan is not None\n"
+        "    assert prepare(cfg).plan is not None\n"
         "heavy = sorted(m for m in ('torch', 'warp', 'mujoco', 'mujoco_warp', 'rsl_rl', 'tensordict', 'torchrunx')\n"
         "               if m in sys.modules)\n"
         "print(heavy)\n"
@@ -132,3 +139,98 @@ def test_parsing_planning_and_listing_load_no_simulator_or_torch() -> None:
         result = subprocess.run([sys.executable, "-c", code, logs], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+# --- help -----------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("main", "command", "options"),
+    [
+        (train.main, "train", ["--gpu-ids", "--cpu-workers", "--launcher", "--hostnames", "--resume", "--log-root"]),
+        (train.main, "train", ["--max-restarts", "--dry-run", "--env.num-envs", "--agent.max-iterations"]),
+        (play.main, "play", ["--checkpoint", "--gpu-ids", "--num-episodes", "--video", "--env.num-envs"]),
+        (bench.main, "bench", ["--gpu-ids", "--num-envs", "--workers", "--launcher-overhead"]),
+    ],
+)
+def test_help_without_a_task_lists_every_option_and_the_task_ids(
+    capsys: pytest.CaptureFixture[str], main: object, command: str, options: list[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])  # type: ignore[operator]
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: {command} <task>")
+    for option in options:
+        assert f"{option} " in out or f"{option}," in out, option
+    assert "\n  cartpole-balance  " in out and "\n  go1-velocity-rough  " in out
+    assert "--task" not in out
+
+
+def test_task_help_shows_the_task_defaults_without_a_task_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        train.main(["go1-velocity-rough", "-h"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: train go1-velocity-rough")
+    assert "--env.terrain.kind" in out and "--hostnames" in out
+    assert "--task" not in out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "go1-velocity-rough", "--help"],
+        ["train", "--help"],
+        ["play", "--help"],
+        ["bench", "--help"],
+        ["list_tasks"],
+    ],
+)
+def test_output_into_a_closed_pipe_ends_quietly(argv: list[str]) -> None:
+    # ``train <task> --help | head -3``: the reader is gone before the output is written.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", f"mjfleet.cli.{argv[0]}", *argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+# --- the Python API -------------------------------------------------------------------------------------------------
+
+
+def test_the_api_refuses_what_the_cli_refuses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = small_train_config(num_envs=0, log_root=tmp_path)
+    for entry in (prepare, run):
+        with pytest.raises(UsageError, match=r"^--env\.num-envs must be at least 1 \(got 0\)$"):
+            entry(cfg)
+    with pytest.raises(UsageError, match=r"--agent\.run-name 'a/b' must be"):
+        run(small_train_config(log_root=tmp_path, agent=dataclasses.replace(cfg.agent, run_name="a/b")))
+    line = _usage_error(capsys, train.main, ["cartpole-balance", "--env.num-envs", "0", "--log-root", str(tmp_path)])
+    assert line == "error: --env.num-envs must be at least 1 (got 0)"
+    assert not any(tmp_path.rglob("*"))
+
+
+def test_the_planned_run_is_the_one_that_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TORCHRUNX_LOG_DIR", raising=False)
+    prepared = prepare(small_train_config(log_root=tmp_path, cpu_workers=2, max_restarts=1))
+    assert prepared.plan is not None and prepared.plan.world_size == 2
+    assert prepared.plan.log_dir == prepared.run_dir / "torchrunx"
+    assert f"run directory: {prepared.run_dir} (not created" in api.describe(prepared)
+    assert not prepared.run_dir.exists()
+    launched: list[tuple[Path, object]] = []
+
+    def fake_launch(cfg: object, run_dir: Path, plan: object, start: object, stop: object) -> list[str]:
+        launched.append((run_dir, plan))
+        return ["done"]
+
+    monkeypatch.setattr(train_supervisor, "launch_training", fake_launch)
+    assert run(prepared) == ["done"]  # type: ignore[comparison-overlap]
+    assert launched == [(prepared.run_dir, prepared.plan)] and launched[0][1] is prepared.plan
+    assert prepared.run_dir.is_dir()
+    with pytest.raises(UsageError, match="already exists"):
+        run(prepared)  # its directory exists now: never two runs in one directory

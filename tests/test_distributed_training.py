@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from mjfleet.cli.train import run
 from mjfleet.envs.episode_stats import EpisodeStats
 from mjfleet.rl.checkpoint import list_checkpoints
+from mjfleet.train import run
 from mjfleet.train.worker import WorkerResult
 
 from .helpers import small_train_config

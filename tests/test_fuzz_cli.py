@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from mjfleet.cli import train
 from mjfleet.rl.checkpoint import save_atomic
+from mjfleet.train import api
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="GPU ids are only invalid without CUDA")
 
@@ -88,7 +89,7 @@ def arena(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         raise AssertionError("the fuzzed command got past validation and tried to create a run directory")
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(train, "create_run_dir", no_training)
+        mp.setattr(api, "create_run_dir", no_training)
         yield root
 
 

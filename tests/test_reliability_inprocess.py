@@ -24,9 +24,8 @@ from mjfleet.launch.worker import write_report
 from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint, resolve_checkpoint, save_atomic
 from mjfleet.rl.runner import NonFiniteTrainingError, Runner
 from mjfleet.runtime.context import DistributedContext
-from mjfleet.runtime.devices import select_devices
 from mjfleet.runtime.stop import STOP_FILE, StopRequest
-from mjfleet.train import supervisor
+from mjfleet.train import run, supervisor
 from mjfleet.train.config import TrainConfig
 from mjfleet.train.run_dir import make_run_dir
 from mjfleet.train.worker import StartPoint, train_worker
@@ -184,7 +183,7 @@ def test_sigint_in_process_finishes_the_iteration_checkpoints_and_exits_130(
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
 
     monkeypatch.delenv("MJFLEET_FAULT")
-    resumed = train.run(small_train_config(num_envs=32, steps=8, iterations=2, log_root=tmp_path, resume=run_dir))
+    resumed = run(small_train_config(num_envs=32, steps=8, iterations=2, log_root=tmp_path, resume=run_dir))
     assert [r.iteration for r in resumed[0].records] == [4, 5]
 
 
@@ -212,6 +211,9 @@ def test_stop_request_file_and_deferral(tmp_path: Path) -> None:
 # --- restarts -----------------------------------------------------------------------------------------------------
 
 
+PLAN = LaunchPlan(device_kind="cpu", workers_per_host=2)
+
+
 def _failure(retryable: bool = True, rank: int = 1) -> WorkerFailure:
     return WorkerFailure(f"worker rank {rank} failed", rank=rank, error="worker process died", retryable=retryable)
 
@@ -221,10 +223,12 @@ def test_supervisor_restarts_from_the_newest_loadable_checkpoint(
 ) -> None:
     cfg = small_train_config(iterations=10, max_restarts=3)
     starts: list[StartPoint] = []
+    plans: list[object] = []
     outcomes: list[object] = []
 
-    def fake_launch(cfg: TrainConfig, run_dir: Path, selection: object, start: StartPoint, stop: object) -> list[str]:
+    def fake_launch(cfg: TrainConfig, run_dir: Path, plan: object, start: StartPoint, stop: object) -> list[str]:
         starts.append(start)
+        plans.append(plan)
         outcome = outcomes.pop(0)
         if isinstance(outcome, Exception):
             raise outcome
@@ -232,7 +236,6 @@ def test_supervisor_restarts_from_the_newest_loadable_checkpoint(
 
     monkeypatch.setattr(supervisor, "launch_training", fake_launch)
     first = StartPoint(checkpoint=None, final_iteration=10)
-    selection = select_devices(None, device_count=0, env={})
 
     outcomes[:] = [_failure(), _failure(rank=0), "ok"]
     save_atomic({**MINIMAL, "iter": 4}, tmp_path / "model_4.pt")
@@ -246,9 +249,10 @@ def test_supervisor_restarts_from_the_newest_loadable_checkpoint(
         return original(run_dir)
 
     monkeypatch.setattr(supervisor, "newest_loadable_checkpoint", newest_after_first)
-    assert supervisor.supervise(cfg, tmp_path, selection, first) == ["done"]  # type: ignore[comparison-overlap]
+    assert supervisor.supervise(cfg, tmp_path, PLAN, first) == ["done"]  # type: ignore[comparison-overlap]
     assert [(s.attempt, s.start_iteration, s.final_iteration) for s in starts] == [(0, 0, 10), (1, 4, 10), (2, 6, 10)]
     assert starts[2].checkpoint == tmp_path / "model_6.pt"
+    assert all(plan is PLAN for plan in plans)  # restarts relaunch the plan that was prepared
     lines = (tmp_path / supervisor.RESTART_LOG).read_text().splitlines()
     assert len(lines) == 2
     assert "restart=1/3 rank=1 resume_iteration=4" in lines[0] and "cause=worker process died" in lines[0]
@@ -260,15 +264,14 @@ def test_supervisor_without_checkpoint_restarts_from_scratch_and_gives_up(
 ) -> None:
     starts: list[StartPoint] = []
 
-    def always_fails(cfg: TrainConfig, run_dir: Path, selection: object, start: StartPoint, stop: object) -> None:
+    def always_fails(cfg: TrainConfig, run_dir: Path, plan: object, start: StartPoint, stop: object) -> None:
         starts.append(start)
         raise _failure()
 
     monkeypatch.setattr(supervisor, "launch_training", always_fails)
-    selection = select_devices(None, device_count=0, env={})
     first = StartPoint(checkpoint=None, final_iteration=5)
     with pytest.raises(WorkerFailure):
-        supervisor.supervise(small_train_config(max_restarts=2), tmp_path, selection, first)
+        supervisor.supervise(small_train_config(max_restarts=2), tmp_path, PLAN, first)
     assert [(s.attempt, s.checkpoint) for s in starts] == [(0, None), (1, None), (2, None)]
     assert len((tmp_path / supervisor.RESTART_LOG).read_text().splitlines()) == 2
 
@@ -279,7 +282,7 @@ def test_supervisor_never_retries_fatal_errors_or_requested_stops(
 ) -> None:
     calls = 0
 
-    def fails(cfg: TrainConfig, run_dir: Path, selection: object, start: StartPoint, stop: object) -> None:
+    def fails(cfg: TrainConfig, run_dir: Path, plan: object, start: StartPoint, stop: object) -> None:
         nonlocal calls
         calls += 1
         raise _failure(retryable=stopped)
@@ -288,9 +291,8 @@ def test_supervisor_never_retries_fatal_errors_or_requested_stops(
     stop = StopRequest()
     if stopped:
         stop.signals.append(signal.SIGINT)
-    selection = select_devices(None, device_count=0, env={})
     with pytest.raises(WorkerFailure):
-        supervisor.supervise(small_train_config(max_restarts=5), tmp_path, selection, StartPoint(None, 5), stop=stop)
+        supervisor.supervise(small_train_config(max_restarts=5), tmp_path, PLAN, StartPoint(None, 5), stop=stop)
     assert calls == 1 and not (tmp_path / supervisor.RESTART_LOG).exists()
 
 

@@ -18,6 +18,7 @@ from mjfleet.rl.records import WorkerResult
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.sim.warp_runtime import scoped_device
 from mjfleet.tasks.registry import TaskSpec
+from mjfleet.train.api import prepare
 from mjfleet.train.config import TrainConfig
 from mjfleet.train.worker import train_worker
 
@@ -133,8 +134,11 @@ def summarize_training(
     )
 
 
-def measure_training(cfg: TrainConfig, device: str) -> TrainRow:
-    """PPO iterations in this process, nothing written to disk."""
+def measure_training(cfg: TrainConfig) -> TrainRow:
+    """PPO iterations of one worker in this process, nothing written to disk; ``cfg`` is checked like any run's."""
+    prepared = prepare(cfg)
+    if prepared.plan is not None:
+        raise ValueError("measure_training trains one worker in this process; launched runs go through train.run")
     start = time.perf_counter()
-    results = [train_worker(cfg, None, DistributedContext(device=device))]
+    results = [train_worker(cfg, None, DistributedContext(device=prepared.selection.devices[0]), prepared.start)]
     return summarize_training(results, cfg.env.num_envs, wall_s=time.perf_counter() - start)

@@ -1,35 +1,84 @@
-"""tyro parsing with one-line errors: a bad flag exits 2 with a single line, not a boxed report."""
+"""What the entry points share: tyro parsing with one-line errors (a bad flag exits 2 with a single line, not a
+boxed report), help without a task, and output to a reader that may stop early (``| head``)."""
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import sys
-from typing import TypeVar
+from collections.abc import Iterator
+from typing import NoReturn, TypeVar
 
 import tyro
 
 from mjfleet.errors import UsageError
+from mjfleet.tasks.registry import all_tasks
 
 T = TypeVar("T")
 _BOX = re.compile(r"[│╭╮╰╯─━┃┏┓┗┛┡┩╇┳┻╋]+")
 _ASCII_RULE = re.compile(r"-{3,}")
 
 
-def parse(cls: type[T], args: list[str], prog: str, default: T | None = None) -> T:
+def parse(cls: type[T], args: list[str], prog: str, default: T | None = None, description: str | None = None) -> T:
     """``tyro.cli`` whose parse errors raise :class:`UsageError` with tyro's first message line."""
     captured = io.StringIO()
     try:
-        with contextlib.redirect_stderr(captured):
+        with reader_may_leave(), contextlib.redirect_stderr(captured):  # --help prints to stdout
             if default is None:
-                return tyro.cli(cls, args=args, prog=prog)
-            return tyro.cli(cls, default=default, args=args, prog=prog)
+                return tyro.cli(cls, args=args, prog=prog, description=description)
+            return tyro.cli(cls, default=default, args=args, prog=prog, description=description)
     except SystemExit as e:
         if e.code in (0, None):
-            sys.stdout.write(captured.getvalue())
+            write_out(captured.getvalue())
             raise
         raise UsageError(summarize_error(captured.getvalue()) + f" (see {prog} --help)") from None
+
+
+def wants_help(argv: list[str]) -> bool:
+    """Whether a command line without a task asks for help (``-h`` or ``--help`` anywhere in it)."""
+    return any(arg in ("-h", "--help") for arg in argv)
+
+
+def print_help(cls: type[T], default: T, command: str, description: str) -> NoReturn:
+    """``<command> --help`` without a task: every option with ``default``'s values, then the task ids; exit 0."""
+    with contextlib.suppress(SystemExit):
+        parse(cls, ["--help"], f"{command} <task>", default, description)
+    rows = "".join(f"  {line}\n" for line in task_table().splitlines())
+    write_out(f"tasks ({command} <task> --help shows the options and defaults of one task):\n{rows}")
+    raise SystemExit(0)
+
+
+def task_table() -> str:
+    """Every task id with its one-line description, one per line."""
+    tasks = all_tasks()
+    width = max((len(t) for t in tasks), default=0)
+    return "".join(f"{task_id:<{width}}  {spec.description}\n" for task_id, spec in tasks.items())
+
+
+@contextlib.contextmanager
+def reader_may_leave() -> Iterator[None]:
+    """Output to stdout inside this block ends the command quietly, exit 0, if the reader stopped early (``| head``).
+
+    What the reader wanted has been delivered; a BrokenPipeError traceback would only alarm. Python's advice:
+    point stdout at /dev/null, or the interpreter reports the failed flush again at exit.
+    """
+    try:
+        try:
+            yield
+        finally:
+            sys.stdout.flush()  # the error surfaces here, not at exit
+    except BrokenPipeError:
+        with contextlib.suppress(OSError, ValueError):  # captured output has no file descriptor
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(0) from None
+
+
+def write_out(text: str) -> None:
+    """Write ``text`` to stdout (see :func:`reader_may_leave`)."""
+    with reader_may_leave():
+        sys.stdout.write(text)
 
 
 def summarize_error(text: str) -> str:

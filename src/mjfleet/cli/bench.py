@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from mjfleet.cli.args import parse
+from mjfleet.cli.args import parse, print_help, reader_may_leave, wants_help
 from mjfleet.console import configure_logging
 from mjfleet.errors import UsageError, exits_on_usage_error
 from mjfleet.runtime.devices import parse_gpu_ids, select_local_devices
 from mjfleet.tasks.registry import get_task
-from mjfleet.train.config import TrainConfig
+from mjfleet.train.config import TrainConfig, validate
 
 if TYPE_CHECKING:
     from mjfleet.benchmark import TrainRow
@@ -57,7 +57,15 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
     spec = get_task(task_id)
     selection = select_local_devices(parse_gpu_ids(cfg.gpu_ids))
     device = selection.devices[0]
-    console.print(f"[bold]{task_id}[/] on {device}: {machine_description(device)}")
+    runs = [(str(w), w, w > 1) for w in cfg.workers]
+    if cfg.launcher_overhead:
+        runs.insert(1 if runs and runs[0][1] == 1 else 0, ("1 (torchrunx)", 1, True))
+    trainings = [
+        (label, launched, _train_config(task_id, cfg, selection.kind, w, launched)) for label, w, launched in runs
+    ]
+    for _, _, train_cfg in trainings:
+        validate(train_cfg)  # the same checks as ``train``, before minutes of step measurements
+    _show(console, f"[bold]{task_id}[/] on {device}: {machine_description(device)}")
     if not cfg.skip_steps:
         table = Table(title=f"env-steps/s, decimation {spec.env_cfg().sim.decimation} ({cfg.steps} timed steps)")
         for col in ("num_envs", "raw eager", "raw graph", "env eager", "env graph", "env/raw eager", "env/raw graph"):
@@ -70,20 +78,10 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
                 f"{r.ratio_eager:.0%}",
                 f"{r.ratio_graph:.0%}",
             )
-        console.print(table)
+        _show(console, table)
     rows: list[tuple[str, TrainRow]] = []
-    runs = [(str(w), w, w > 1) for w in cfg.workers]
-    if cfg.launcher_overhead:
-        runs.insert(1 if runs and runs[0][1] == 1 else 0, ("1 (torchrunx)", 1, True))
-    for label, workers, launched in runs:
-        train_cfg = TrainConfig(env=spec.env_cfg(), agent=spec.agent_cfg(), task=task_id, gpu_ids=cfg.gpu_ids)
-        train_cfg.agent = dataclasses.replace(train_cfg.agent, max_iterations=cfg.train_iterations)
-        if cfg.train_num_envs:
-            train_cfg.env.num_envs = cfg.train_num_envs
-        if launched:
-            rows.append((label, _measure_launched(train_cfg, selection.kind, workers)))
-        else:
-            rows.append((label, measure_training(train_cfg, device)))
+    for label, launched, train_cfg in trainings:
+        rows.append((label, _measure_launched(train_cfg) if launched else measure_training(train_cfg)))
     table = Table(title=f"PPO training ({cfg.train_iterations - 1} timed iterations, env-steps/s over all workers)")
     columns = ("workers", "envs/worker", "env-steps/s", "speed-up", "iteration s", "collect share", "sync share")
     for col in (*columns, "wall s"):
@@ -100,26 +98,44 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
             f"{r.sync_share:.1%}",
             f"{r.wall_s:.1f}",
         )
-    console.print(table)
-    console.print(
+    _show(console, table)
+    _show(
+        console,
         "wall s: from the start of the measurement to the results, including launch, environment setup, kernel"
-        " loading and all iterations"
+        " loading and all iterations",
     )
 
 
-def _measure_launched(cfg: TrainConfig, kind: str, workers: int) -> TrainRow:
-    from mjfleet.benchmark import summarize_training
-    from mjfleet.cli.train import run as train_run
+def _show(console: Console, renderable: object) -> None:
+    with reader_may_leave():
+        console.print(renderable)
 
+
+def _train_config(task_id: str, cfg: BenchConfig, kind: str, workers: int, launched: bool) -> TrainConfig:
+    """The training run one row of the scaling table measures."""
+    spec = get_task(task_id)
+    train_cfg = TrainConfig(env=spec.env_cfg(), agent=spec.agent_cfg(), task=task_id, gpu_ids=cfg.gpu_ids)
+    train_cfg.agent = dataclasses.replace(train_cfg.agent, max_iterations=cfg.train_iterations)
+    if cfg.train_num_envs:
+        train_cfg.env.num_envs = cfg.train_num_envs
+    if not launched:
+        return train_cfg
     if kind == "cpu":
-        cfg.gpu_ids, cfg.cpu_workers = ("None",), workers
+        train_cfg.gpu_ids, train_cfg.cpu_workers = ("None",), workers
     else:
-        cfg.gpu_ids = tuple(str(i) for i in range(workers))
+        train_cfg.gpu_ids = tuple(str(i) for i in range(workers))
     if workers == 1:
-        cfg.launcher = "torchrunx"
-    cfg.log_root = cfg.log_root / "bench"
+        train_cfg.launcher = "torchrunx"
+    train_cfg.log_root = train_cfg.log_root / "bench"
+    return train_cfg
+
+
+def _measure_launched(cfg: TrainConfig) -> TrainRow:
+    from mjfleet.benchmark import summarize_training
+    from mjfleet.train import run as train
+
     start = time.perf_counter()
-    results = train_run(cfg)
+    results = train(cfg)
     return summarize_training(results, cfg.env.num_envs, wall_s=time.perf_counter() - start)
 
 
@@ -129,6 +145,8 @@ def main(argv: list[str] | None = None) -> None:
     configure_logging(logging.WARNING)
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0].startswith("-"):
+        if wants_help(args):
+            print_help(BenchConfig, BenchConfig(), "bench", "Measure env-steps/s: physics, env step, PPO training.")
         raise UsageError("usage: bench <task> [OPTIONS]; run list-tasks to see the task ids")
     task_id = get_task(args[0]).id
     cfg = parse(BenchConfig, args[1:], f"bench {task_id}")

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-
-from mjfleet.tasks.registry import all_tasks
+from mjfleet.cli.args import task_table, write_out
 
 
 def main() -> None:
     """Console entry point of ``list-tasks``."""
-    tasks = all_tasks()
-    width = max((len(t) for t in tasks), default=0)
-    for task_id, spec in tasks.items():
-        sys.stdout.write(f"{task_id:<{width}}  {spec.description}\n")
+    write_out(task_table())
 
 
 if __name__ == "__main__":

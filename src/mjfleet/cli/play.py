@@ -12,7 +12,7 @@ from typing import Literal
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # before anything creates a GL context
 
-from mjfleet.cli.args import parse
+from mjfleet.cli.args import parse, print_help, wants_help, write_out
 from mjfleet.config_io import load_yaml, update_dataclass
 from mjfleet.console import configure_logging
 from mjfleet.envs.config import EnvConfig
@@ -59,6 +59,11 @@ class PlayConfig:
 def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
     """Task id, play settings, and the agent config the checkpoint's run trained with."""
     if not argv or argv[0].startswith("-"):
+        if wants_help(argv):
+            generic = PlayConfig(env=EnvConfig())
+            print_help(
+                PlayConfig, generic, "play", "Evaluate a policy. Defaults below are generic; tasks set their own."
+            )
         raise UsageError("usage: play <task> --checkpoint <path> [OPTIONS]; run list-tasks to see the task ids")
     spec = get_task(argv[0])
     env_cfg, agent_cfg = spec.env_cfg(), spec.agent_cfg()
@@ -163,7 +168,7 @@ def main(argv: list[str] | None = None) -> None:
     configure_logging()
     task_id, cfg, agent_cfg = parse_args(sys.argv[1:] if argv is None else argv)
     result = play(task_id, cfg, agent_cfg)
-    sys.stdout.write(json.dumps(result) + "\n")
+    write_out(json.dumps(result) + "\n")
 
 
 if __name__ == "__main__":

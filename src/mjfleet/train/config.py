@@ -1,13 +1,32 @@
-"""The ``train`` command's full configuration: task configs plus how and where to run."""
+"""The ``train`` command's full configuration (task configs plus how and where to run) and its checks.
+
+:func:`validate` is the one set of checks every entry point applies: the ``train`` and ``bench`` commands and the
+Python API (:func:`mjfleet.train.prepare` calls it).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+
+import tyro
 
 from mjfleet.envs.config import EnvConfig
+from mjfleet.errors import UsageError
 from mjfleet.rl.config import AgentConfig
+
+MAX_CPU_WORKERS = 1024
+MAX_RESTARTS = 1000
+MAX_COLLECTIVE_TIMEOUT_S = 7 * 24 * 3600.0
+MAX_INT = 2**31 - 1
+"""Integer settings end up in int32 buffers, Warp launches and array shapes; larger values are typos."""
+MAX_ROLLOUT = 2**31 - 1
+"""Transitions one worker stores per iteration (num_envs * num_steps_per_env) must be indexable."""
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
 
 @dataclass
@@ -18,8 +37,8 @@ class TrainConfig:
     """Environment settings of the task."""
     agent: AgentConfig
     """PPO and training-loop settings of the task."""
-    task: str = ""
-    """Task id (set from the first argument)."""
+    task: tyro.conf.Suppress[str] = ""
+    """Task id (the command's first argument, so no ``--task`` flag)."""
     seed: int = 42
     """Random seed; worker k uses seed + k (its global rank)."""
     gpu_ids: tuple[str, ...] = ("auto",)
@@ -53,3 +72,117 @@ class TrainConfig:
     dry_run: bool = False
     """Validate everything (arguments, devices, checkpoint to resume, log root), print the launch plan and exit
     without creating a run directory or starting workers."""
+
+
+def validate(cfg: TrainConfig) -> None:
+    """Reject values that would fail later with a :class:`UsageError` of one line, naming the flag."""
+    positive = {
+        "--env.num-envs": cfg.env.num_envs,
+        "--env.sim.decimation": cfg.env.sim.decimation,
+        "--agent.max-iterations": cfg.agent.max_iterations,
+        "--agent.num-steps-per-env": cfg.agent.num_steps_per_env,
+        "--agent.save-interval": cfg.agent.save_interval,
+        "--agent.algorithm.num-learning-epochs": cfg.agent.algorithm.num_learning_epochs,
+        "--agent.algorithm.num-mini-batches": cfg.agent.algorithm.num_mini_batches,
+        "--cpu-workers": cfg.cpu_workers,
+        "--replica-check-interval": cfg.replica_check_interval,
+    }
+    for flag, value in positive.items():
+        if value < 1:
+            raise UsageError(f"{flag} must be at least 1 (got {value})")
+    for flag, dims in (
+        ("--agent.policy.actor-hidden-dims", cfg.agent.policy.actor_hidden_dims),
+        ("--agent.policy.critic-hidden-dims", cfg.agent.policy.critic_hidden_dims),
+    ):
+        if any(d < 1 for d in dims):
+            raise UsageError(f"{flag}: every layer needs at least 1 unit (got {' '.join(map(str, dims))})")
+    if not 0 < cfg.env.episode_length_s < 1e6:
+        raise UsageError(f"--env.episode-length-s must be positive and finite (got {cfg.env.episode_length_s})")
+    if not cfg.env.clip_actions > 0:
+        raise UsageError(f"--env.clip-actions must be positive (got {cfg.env.clip_actions})")
+    a = cfg.agent.algorithm
+    if not a.learning_rate > 0:
+        raise UsageError(f"--agent.algorithm.learning-rate must be positive (got {a.learning_rate})")
+    for flag, value in (("--agent.algorithm.gamma", a.gamma), ("--agent.algorithm.lam", a.lam)):
+        if not 0 <= value <= 1:
+            raise UsageError(f"{flag} must be between 0 and 1 (got {value})")
+    for flag, value in (
+        ("--agent.algorithm.clip-param", a.clip_param),
+        ("--agent.algorithm.desired-kl", a.desired_kl),
+        ("--agent.algorithm.max-grad-norm", a.max_grad_norm),
+        ("--agent.policy.init-std", cfg.agent.policy.init_std),
+    ):
+        if not value > 0:
+            raise UsageError(f"{flag} must be positive (got {value})")
+    for flag, value in (
+        ("--agent.algorithm.value-loss-coef", a.value_loss_coef),
+        ("--agent.algorithm.entropy-coef", a.entropy_coef),
+    ):
+        if not value >= 0:
+            raise UsageError(f"{flag} must not be negative (got {value})")
+    if not 0 < cfg.collective_timeout_s <= MAX_COLLECTIVE_TIMEOUT_S:
+        raise UsageError(
+            f"--collective-timeout-s must be positive and at most {MAX_COLLECTIVE_TIMEOUT_S:.0f} s"
+            f" (got {cfg.collective_timeout_s})"
+        )
+    if cfg.cpu_workers > MAX_CPU_WORKERS:
+        raise UsageError(f"--cpu-workers must be at most {MAX_CPU_WORKERS} (got {cfg.cpu_workers})")
+    if not 0 <= cfg.max_restarts <= MAX_RESTARTS:
+        raise UsageError(f"--max-restarts must be between 0 and {MAX_RESTARTS} (got {cfg.max_restarts})")
+    batch = cfg.env.num_envs * cfg.agent.num_steps_per_env
+    if batch < cfg.agent.algorithm.num_mini_batches:
+        raise UsageError(f"num_envs * num_steps_per_env ({batch}) is smaller than num_mini_batches")
+    if batch > MAX_ROLLOUT:
+        raise UsageError(f"num_envs * num_steps_per_env ({batch}) is too large for one worker's rollout")
+    if cfg.workers_per_host is not None and cfg.workers_per_host < 1:
+        raise UsageError(f"--workers-per-host must be at least 1 (got {cfg.workers_per_host})")
+    # NumPy seeds must fit in 32 bits, and worker k uses seed + k.
+    if not 0 <= cfg.seed <= 2**32 - 1 - MAX_CPU_WORKERS:
+        raise UsageError(f"--seed must be between 0 and {2**32 - 1 - MAX_CPU_WORKERS} (got {cfg.seed})")
+    _check_name("--agent.experiment-name", cfg.agent.experiment_name, required=True)
+    _check_name("--agent.run-name", cfg.agent.run_name, required=False)
+    for flag, path in (("--log-root", cfg.log_root), ("--resume", cfg.resume)):
+        if path is not None and ("\x00" in str(path) or not str(path).strip()):
+            raise UsageError(f"{flag} {str(path)!r} is not a usable path")
+    if cfg.torchrunx_log_dir is not None and "\x00" in cfg.torchrunx_log_dir:
+        raise UsageError("--torchrunx-log-dir contains a NUL character")
+    if any(not h.strip() or "\x00" in h for h in cfg.hostnames):
+        raise UsageError("--hostnames: host names must not be empty")
+    _check_numbers(cfg)  # last: the specific checks above word their messages better
+
+
+def _check_numbers(cfg: TrainConfig) -> None:
+    """Every float setting must be finite and every integer fit in 32 bits (NaN compares false everywhere)."""
+    for flag, value in _leaves(cfg, ""):
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UsageError(f"{flag} must be a finite number (got {value})")
+        if isinstance(value, int) and flag != "--seed" and not -MAX_INT <= value <= MAX_INT:
+            raise UsageError(f"{flag} is out of range (got {value})")
+
+
+def _leaves(obj: Any, prefix: str) -> list[tuple[str, Any]]:
+    found: list[tuple[str, Any]] = []
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        flag = f"{prefix}.{f.name}" if prefix else f"--{f.name}"
+        flag = flag.replace("_", "-")
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            found += _leaves(value, flag)
+        elif isinstance(value, tuple):
+            found += [(flag, v) for v in value]
+        else:
+            found.append((flag, value))
+    return found
+
+
+def _check_name(flag: str, name: str, required: bool) -> None:
+    """Experiment and run names become directory names: no separators, no ``..``, nothing hidden."""
+    if not name and not required:
+        return
+    if not _NAME_RE.fullmatch(name) or len(name) > 100:
+        raise UsageError(
+            f"{flag} {name!r} must be 1-100 characters of letters, digits, '.', '_', '+' or '-',"
+            " starting with a letter or digit"
+        )

@@ -13,9 +13,7 @@ from mjfleet.rl.records import WorkerResult
 from mjfleet.runtime.devices import DeviceSelection
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.train.config import TrainConfig
-from mjfleet.train.start import StartPoint, plan_start
-
-logger = logging.getLogger(__name__)
+from mjfleet.train.start import StartPoint
 
 
 def resolve_hostnames(hostnames: tuple[str, ...]) -> tuple[str, ...]:
@@ -59,22 +57,14 @@ def describe_plan(cfg: TrainConfig, plan: LaunchPlan, selection: DeviceSelection
 
 
 def launch_training(
-    cfg: TrainConfig,
-    run_dir: Path,
-    selection: DeviceSelection,
-    start: StartPoint | None = None,
-    stop: StopRequest | None = None,
+    cfg: TrainConfig, run_dir: Path, plan: LaunchPlan, start: StartPoint, stop: StopRequest | None = None
 ) -> list[WorkerResult]:
-    """Run :func:`train_worker` on every worker of the plan once; results are indexed by global rank.
+    """Run :func:`train_worker` on every worker of ``plan`` once; results are indexed by global rank.
 
-    ``start`` defaults to :func:`~mjfleet.train.start.plan_start`; ``stop`` (installed by the caller) lets the first
-    SIGINT/SIGTERM stop the workers cleanly after their current iteration.
+    ``plan`` is the one :func:`mjfleet.train.prepare` made (and ``--dry-run`` printed); restarts reuse it.
+    ``stop`` (installed by the caller) lets the first SIGINT/SIGTERM stop the workers cleanly after their current
+    iteration.
     """
-    plan = make_plan(cfg, run_dir, selection)
-    if start is None:
-        start = plan_start(cfg)
-    if start.attempt == 0:
-        logger.info(describe_plan(cfg, plan, selection))
     # Rank 0's records arrive on the launcher as "torchrunx.<host>.0"; show its progress lines like in-process.
     logging.getLogger("torchrunx").setLevel(logging.INFO)
     return launch(run_train_worker, cfg, run_dir, None, start, plan=plan, stop=stop)

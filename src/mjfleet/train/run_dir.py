@@ -1,4 +1,4 @@
-"""The run directory: computed and created once, by the launcher, before any worker starts."""
+"""The run directory: named when a run is planned, created once by the launcher before any worker starts."""
 
 from __future__ import annotations
 
@@ -57,13 +57,7 @@ def make_run_dir(log_root: Path, experiment: str, run_name: str = "", now: datet
     """
     name = run_dir_name(run_name, now)
     parent = log_root / experiment
-    check_log_root(parent)
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"cannot create log directory {parent}: {e.strerror}") from None
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"log directory {parent} is not writable")
+    _make_parent(parent)
     for suffix in range(1000):
         candidate = parent / (name if suffix == 0 else f"{name}-{suffix}")
         try:
@@ -74,6 +68,47 @@ def make_run_dir(log_root: Path, experiment: str, run_name: str = "", now: datet
             raise UsageError(f"cannot create run directory {candidate}: {e.strerror}") from None
         return candidate
     raise UsageError(f"too many runs named {name} in {parent}")
+
+
+def next_run_dir(log_root: Path, experiment: str, run_name: str = "", now: datetime | None = None) -> Path:
+    """The directory :func:`make_run_dir` would create now, without creating anything.
+
+    A run names its directory when it is planned (the launch plan puts worker logs inside it) and
+    :func:`create_run_dir` creates exactly that path when it starts.
+    """
+    name = run_dir_name(run_name, now)
+    parent = log_root / experiment
+    for suffix in range(1000):
+        candidate = parent / (name if suffix == 0 else f"{name}-{suffix}")
+        try:
+            if not candidate.exists():
+                return candidate
+        except OSError as e:
+            raise UsageError(f"cannot use log directory {parent}: {e.strerror or e}") from None
+    raise UsageError(f"too many runs named {name} in {parent}")
+
+
+def create_run_dir(run_dir: Path) -> Path:
+    """Create ``run_dir`` (named by :func:`next_run_dir`) and its parents; it must not exist yet."""
+    _make_parent(run_dir.parent)
+    try:
+        run_dir.mkdir()
+    except FileExistsError:
+        # Another run named in the same second took it after this one was planned (or this plan already ran).
+        raise UsageError(f"run directory {run_dir} already exists (taken since it was planned); start again") from None
+    except OSError as e:
+        raise UsageError(f"cannot create run directory {run_dir}: {e.strerror}") from None
+    return run_dir
+
+
+def _make_parent(parent: Path) -> None:
+    check_log_root(parent)
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot create log directory {parent}: {e.strerror}") from None
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"log directory {parent} is not writable")
 
 
 def discard_if_empty(run_dir: Path) -> None:

@@ -16,10 +16,9 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
-from mjfleet.launch.launcher import WorkerFailure
+from mjfleet.launch.launcher import LaunchPlan, WorkerFailure
 from mjfleet.rl.checkpoint import newest_loadable_checkpoint
 from mjfleet.rl.records import WorkerResult
-from mjfleet.runtime.devices import DeviceSelection
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.train.config import TrainConfig
 from mjfleet.train.launched import launch_training
@@ -59,11 +58,11 @@ def append_restart_log(
 def supervise(
     cfg: TrainConfig,
     run_dir: Path,
-    selection: DeviceSelection,
+    plan: LaunchPlan,
     first: StartPoint,
     stop: StopRequest | None = None,
 ) -> list[WorkerResult]:
-    """Launch the workers, and relaunch them after a retryable failure up to ``cfg.max_restarts`` times.
+    """Launch the workers of ``plan``, and relaunch them after a retryable failure up to ``cfg.max_restarts`` times.
 
     Raises the last :class:`WorkerFailure` when a failure is not retryable, the restarts are used up, or a stop
     was requested.
@@ -72,7 +71,7 @@ def supervise(
     attempt = 0
     while True:
         try:
-            return launch_training(cfg, run_dir, selection, start, stop)
+            return launch_training(cfg, run_dir, plan, start, stop)
         except WorkerFailure as failure:
             if not failure.retryable or attempt >= cfg.max_restarts or (stop is not None and stop.signum):
                 if not failure.retryable and cfg.max_restarts > 0:

@@ -1,0 +1,131 @@
+"""Train from Python: :func:`prepare` checks and plans a run, :func:`run` trains it.
+
+Every entry point goes through here (the ``train`` and ``bench`` commands, ``examples/``, a user's script), so all
+get the same checks. Everything that can be wrong with the input (values, devices, the checkpoint to resume, the log
+root) is found by :func:`prepare` before anything is created; ``--dry-run`` prints :func:`describe` of the same
+:class:`Prepared` run that :func:`run` would train.
+
+Nothing here imports torch, MuJoCo Warp or rsl_rl at module level: a mistyped command is answered in about a
+second, and a launcher process loads only torchrunx (workers import the simulator themselves).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from mjfleet.errors import UsageError
+from mjfleet.launch.launcher import LaunchPlan
+from mjfleet.rl.records import WorkerResult
+from mjfleet.runtime.devices import DeviceSelection, parse_gpu_ids, select_local_devices
+from mjfleet.runtime.stop import StopRequest
+from mjfleet.train.config import TrainConfig, validate
+from mjfleet.train.run_dir import check_log_root, create_run_dir, discard_if_empty, next_run_dir
+from mjfleet.train.start import StartPoint, plan_start
+
+logger = logging.getLogger("mjfleet.train")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A checked and planned run that has not created anything yet."""
+
+    cfg: TrainConfig
+    selection: DeviceSelection
+    start: StartPoint
+    run_dir: Path
+    """The run directory, named now and created by :func:`run` (worker logs go inside it)."""
+    plan: LaunchPlan | None
+    """How the workers are launched (restarts reuse it); None trains in this process."""
+
+
+def prepare(cfg: TrainConfig) -> Prepared:
+    """Check everything that can be checked without creating the run directory or starting workers, and plan.
+
+    Raises :class:`~mjfleet.errors.UsageError` (one line, naming the flag) for anything wrong with ``cfg``.
+    """
+    validate(cfg)
+    selection = select_local_devices(parse_gpu_ids(cfg.gpu_ids))
+    if selection.kind == "cuda" and cfg.cpu_workers != 1:
+        raise UsageError("--cpu-workers applies to CPU training (--gpu-ids None); with GPUs there is one worker each")
+    start = plan_start(cfg)  # a missing, truncated or foreign checkpoint fails here
+    check_log_root(cfg.log_root / cfg.agent.experiment_name)
+    run_dir = next_run_dir(cfg.log_root, cfg.agent.experiment_name, cfg.agent.run_name)
+    workers = selection.num_gpus or cfg.cpu_workers
+    # A restart must survive the death of the worker, so it cannot be this process.
+    launched = workers > 1 or cfg.launcher == "torchrunx" or bool(cfg.hostnames) or cfg.max_restarts > 0
+    plan = None
+    if launched:
+        from mjfleet.train.launched import make_plan
+
+        plan = make_plan(cfg, run_dir, selection)
+    return Prepared(cfg, selection, start, run_dir, plan)
+
+
+def describe(prepared: Prepared) -> str:
+    """The ``--dry-run`` report: what would run where, from which checkpoint, for how long."""
+    cfg, start = prepared.cfg, prepared.start
+    lines = [f"task: {cfg.task}"]
+    if prepared.selection.notice:
+        lines.append(prepared.selection.notice)
+    lines.append(_describe_workers(prepared))
+    begin = f"from {start.checkpoint} (iteration {start.start_iteration})" if start.checkpoint else "from scratch"
+    lines.append(f"iterations {start.start_iteration + 1}..{start.final_iteration}, {begin}")
+    lines.append(f"run directory: {prepared.run_dir} (not created by --dry-run)")
+    lines.append(f"collective timeout: {cfg.collective_timeout_s:g} s; automatic restarts: {cfg.max_restarts}")
+    return "\n".join(lines) + "\n"
+
+
+def _describe_workers(prepared: Prepared) -> str:
+    if prepared.plan is None:
+        return f"in-process training on {prepared.selection.devices[0]}, {prepared.cfg.env.num_envs} envs"
+    from mjfleet.train.launched import describe_plan
+
+    return describe_plan(prepared.cfg, prepared.plan, prepared.selection)
+
+
+def run(cfg_or_prepared: TrainConfig | Prepared, stop: StopRequest | None = None) -> list[WorkerResult]:
+    """Create the run directory and train; returns one result per worker, indexed by global rank.
+
+    A :class:`TrainConfig` is prepared first. ``stop`` (installed by the caller) lets the first SIGINT/SIGTERM stop
+    training cleanly after the current iteration. Raises :class:`~mjfleet.errors.UsageError` for invalid input
+    (removing the run directory if nothing was written to it),
+    :class:`~mjfleet.launch.diagnosis.WorkerFailure` when a launched worker failed and
+    :class:`~mjfleet.errors.FatalTrainingError` when training in this process cannot go on.
+    """
+    prepared = cfg_or_prepared if isinstance(cfg_or_prepared, Prepared) else prepare(cfg_or_prepared)
+    cfg = prepared.cfg
+    if cfg.dry_run:
+        raise UsageError("dry_run is set: describe(prepare(cfg)) shows the plan; run() would train")
+    run_dir = create_run_dir(prepared.run_dir)
+    logger.info("run directory: %s", run_dir)
+    try:
+        if prepared.selection.notice:
+            logger.info(prepared.selection.notice)
+        if prepared.plan is not None:
+            from mjfleet.train.supervisor import supervise
+
+            logger.info(_describe_workers(prepared))
+            return supervise(cfg, run_dir, prepared.plan, prepared.start, stop)
+        return [_train_in_process(prepared, stop)]
+    except UsageError:
+        discard_if_empty(run_dir)
+        raise
+
+
+def _train_in_process(prepared: Prepared, stop: StopRequest | None) -> WorkerResult:
+    from mjfleet.runtime.context import DistributedContext
+    from mjfleet.train.worker import train_worker
+
+    cfg, start = prepared.cfg, prepared.start
+    logger.info(
+        "training %s on %s: %d envs x %d steps per iteration, %d iterations",
+        cfg.task,
+        prepared.selection.devices[0],
+        cfg.env.num_envs,
+        cfg.agent.num_steps_per_env,
+        start.final_iteration - start.start_iteration,
+    )
+    ctx = DistributedContext(device=prepared.selection.devices[0])
+    return train_worker(cfg, prepared.run_dir, ctx, start, stop.poll if stop is not None else None)
