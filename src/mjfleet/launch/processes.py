@@ -43,7 +43,7 @@ def _signal(procs: list[psutil.Process], sig: signal.Signals) -> None:
             proc.send_signal(sig)
 
 
-def sweep(children_before: set[psutil.Process], grace_s: float = SWEEP_GRACE_S) -> None:
+def sweep(children_before: set[psutil.Process], grace_s: float) -> None:
     """Wait for, then SIGTERM, then SIGKILL every process the launch started (agents, workers, log collector).
 
     Stopped processes (SIGSTOP, a debugger) are SIGKILLed at once: they can neither exit nor handle SIGTERM.

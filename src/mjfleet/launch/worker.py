@@ -50,13 +50,13 @@ _reports = logging.getLogger("mjfleet.launch.reports")
 _reports.setLevel(logging.DEBUG)
 
 
-def set_parent_death_signal(sig: int = signal.SIGKILL) -> None:
-    """Ask Linux to send ``sig`` to this process when its parent dies, so nothing is orphaned."""
+def set_parent_death_signal() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies, so nothing is orphaned."""
     if not sys.platform.startswith("linux"):
         return
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+        if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
             logger.debug("prctl(PR_SET_PDEATHSIG) failed: errno %d", ctypes.get_errno())
     except (OSError, AttributeError):
         logger.debug("prctl unavailable; parent-death signal not set", exc_info=True)
