@@ -7,6 +7,8 @@ import os
 import time
 from pathlib import Path
 
+import psutil
+
 from mjfleet.tasks.registry import get_task
 from mjfleet.train.config import TrainConfig
 
@@ -37,18 +39,11 @@ TOKEN_ENV = "MJFLEET_TEST_TOKEN"
 
 def processes_with_token(token: str) -> list[int]:
     """Live processes (not zombies) other than this one whose environment carries ``token``."""
-    needle = f"{TOKEN_ENV}={token}".encode()
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if needle in environ.split(b"\0") and state not in ("Z", "X"):
-            found.append(int(entry))
+    for proc in psutil.process_iter(["environ", "status"]):
+        environ = proc.info["environ"] or {}  # None where it may not be read
+        if proc.pid != os.getpid() and environ.get(TOKEN_ENV) == token and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(proc.pid)
     return found
 
 

@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import cloudpickle
+import psutil
 import pytest
 import torch
 import torch.distributed as dist
 
 from mjfleet.launch.launcher import LaunchPlan, WorkerFailure, launch, resolve_worker_log_dir
+from mjfleet.launch.worker import write_heartbeat
 from mjfleet.runtime.context import DistributedContext, process_group
 from mjfleet.runtime.devices import select_devices
 
@@ -28,7 +30,7 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc"),
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux process handling (prctl, sessions)"),
 ]
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,6 +46,7 @@ def ranks_and_sum(scale: float) -> dict[str, Any]:
         value = torch.tensor([(ctx.rank + 1) * scale])
         dist.all_reduce(value)
         print(f"hello from rank {ctx.rank}")
+        write_heartbeat(ctx.rank, 7)
         return {
             "rank": ctx.rank,
             "local_rank": ctx.local_rank,
@@ -119,6 +122,8 @@ def test_two_workers_all_reduce_env_and_logs(tmp_path: Path, token: str, monkeyp
     assert sorted(p.name for p in run_logs.iterdir()) == ["localhost.log", "localhost[0].log", "localhost[1].log"]
     assert "hello from rank 1" in (run_logs / "localhost[1].log").read_text()
     assert "hello from rank 0" in (run_logs / "localhost[0].log").read_text()
+    # Started and heartbeat reports are bookkeeping for the launcher, not log lines.
+    assert not any("mjfleet.launch.reports" in log.read_text() for log in run_logs.iterdir())
     assert processes_with_token(token) == []
 
 
@@ -224,7 +229,7 @@ def test_sigterm_stops_every_worker(tmp_path: Path, token: str) -> None:
         assert time.monotonic() < deadline, "workers did not start"
         time.sleep(0.2)
     worker_pids = [int(p.read_text()) for p in markers.glob("*.pid")]
-    assert all(Path(f"/proc/{pid}").exists() for pid in worker_pids)
+    assert all(psutil.pid_exists(pid) for pid in worker_pids)
 
     proc.send_signal(signal.SIGTERM)
     output, _ = proc.communicate(timeout=45)

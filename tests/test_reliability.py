@@ -28,7 +28,7 @@ from .helpers import TOKEN_ENV, assert_no_processes_left, small_train_config
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc and process groups"),
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses process groups"),
 ]
 
 TINY = ["--env.num-envs", "32", "--agent.num-steps-per-env", "8"]

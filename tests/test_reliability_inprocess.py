@@ -20,7 +20,7 @@ from mjfleet.cli import train
 from mjfleet.errors import UsageError
 from mjfleet.launch.diagnosis import WorkerFailure, build_failure
 from mjfleet.launch.launcher import LaunchPlan
-from mjfleet.launch.worker import write_report
+from mjfleet.launch.worker_logs import write_report
 from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint, resolve_checkpoint, save_atomic
 from mjfleet.rl.runner import NonFiniteTrainingError, Runner
 from mjfleet.runtime.context import DistributedContext

@@ -1,19 +1,18 @@
 """Turn a failed launch into one readable error: which rank failed, why, and where its log is.
 
-Workers send reports (started, heartbeat, failure) to the launcher; a native crash leaves a faulthandler file.
+Workers send reports (started, heartbeat, failure) that the log collector stores; a native crash leaves a
+faulthandler file.
 """
 
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mjfleet.launch.worker import read_reports
-from mjfleet.launch.worker_logs import agent_errors_path, worker_log_path
+from mjfleet.launch.worker_logs import agent_errors_path, read_reports, worker_log_path
 
 if TYPE_CHECKING:
     from mjfleet.launch.launcher import LaunchPlan
@@ -30,7 +29,6 @@ class WorkerFailure(RuntimeError):
         error: str,
         details: Sequence[str] = (),
         log_path: Path | None = None,
-        other_ranks: Sequence[int] = (),
         retryable: bool = True,
         unresponsive_ranks: Sequence[int] = (),
     ) -> None:
@@ -39,25 +37,16 @@ class WorkerFailure(RuntimeError):
         self.error = error
         self.details = tuple(details)
         self.log_path = log_path
-        self.other_ranks = tuple(other_ranks)
         self.retryable = retryable
         """False when a restart would fail the same way (bad input, NaN training, unimportable code)."""
         self.unresponsive_ranks = tuple(unresponsive_ranks)
         """Ranks that stopped participating while others timed out waiting for them in a collective."""
 
 
-def _tail(path: Path | None, lines: int) -> list[str]:
-    if path is None:
-        return []
+def _lines(path: Path) -> list[str]:
+    """The non-blank lines of a file; none if it is missing or unreadable."""
     try:
-        return path.read_text(errors="replace").rstrip().splitlines()[-lines:]
-    except OSError:
-        return []
-
-
-def _head(path: Path, lines: int) -> list[str]:
-    try:
-        return [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()][:lines]
+        return [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
     except OSError:
         return []
 
@@ -72,12 +61,14 @@ class _Diagnosis:
     unresponsive: list[int] = field(default_factory=list)
     user_facing: bool = False
     """The error line says it all: no traceback or log tail is added."""
+    others_named: bool = False
+    """The error already names the other ranks that failed."""
 
 
 _TIMEOUT_RE = re.compile(r"timed?\s*out|timeout", re.IGNORECASE)
 
 
-def _diagnose(exc: BaseException, plan: LaunchPlan, report_dir: Path) -> tuple[_Diagnosis, list[int]]:
+def _diagnose(exc: BaseException, plan: LaunchPlan, report_dir: Path, failures: list[dict[str, Any]]) -> _Diagnosis:
     """Find the root-cause rank and error from the workers' reports and what torchrunx raised.
 
     In order: the earliest report that is not fallout from a lost peer (gloo/NCCL errors in healthy
@@ -85,34 +76,27 @@ def _diagnose(exc: BaseException, plan: LaunchPlan, report_dir: Path) -> tuple[_
     recorded; ranks that went silent while the others timed out in a collective (a hang); a signal
     death whose PID torch names; the earliest peer-loss report; nothing known.
     """
-    failures = sorted(read_reports(report_dir, "failure"), key=lambda r: float(r.get("time", 0.0)))
     failed_ranks = sorted({int(r["rank"]) for r in failures})
     primary = [r for r in failures if not r.get("peer_failure")]
     if primary:
         first = primary[0]
         rank = int(first["rank"])
         # Errors whose message says it all (bad input, NaN training) are shown without their traceback.
-        details = [] if first.get("user_facing") else [str(x) for x in first.get("traceback", [])]
-        diagnosis = _Diagnosis(
-            rank,
-            str(first.get("error")),
-            details,
-            retryable=bool(first.get("retryable", True)),
-            user_facing=bool(first.get("user_facing")),
-        )
-        return diagnosis, [r for r in failed_ranks if r != rank]
+        user_facing = bool(first.get("user_facing"))
+        details = [] if user_facing else [str(x) for x in first.get("traceback", [])]
+        retryable = bool(first.get("retryable", True))
+        return _Diagnosis(rank, str(first.get("error")), details, retryable=retryable, user_facing=user_facing)
 
     started = sorted(read_reports(report_dir, "started"), key=lambda r: int(r["rank"]))
     for report in started:
         rank = int(report["rank"])
-        fault = _head(report_dir / f"fault-rank{rank}.txt", 20)
+        fault = _lines(report_dir / f"fault-rank{rank}.txt")[:20]
         if fault:
-            diagnosis = _Diagnosis(rank, f"worker process crashed: {fault[0]}", fault)
-            return diagnosis, [r for r in failed_ranks if r != rank]
+            return _Diagnosis(rank, f"worker process crashed: {fault[0]}", fault)
 
     hang = _diagnose_hang(failures, plan, report_dir)
     if hang is not None:
-        return hang, []  # The message already says which ranks timed out waiting.
+        return hang
 
     raw = str(exc).strip()
     # torch describes signal deaths as "Signal N (SIGX) received by PID p".
@@ -120,9 +104,7 @@ def _diagnose(exc: BaseException, plan: LaunchPlan, report_dir: Path) -> tuple[_
     if match and raw.startswith("Signal"):
         for report in started:
             if int(report.get("pid", -1)) == int(match.group(1)):
-                rank = int(report["rank"])
-                diagnosis = _Diagnosis(rank, f"worker process died: {raw}", [])
-                return diagnosis, [r for r in failed_ranks if r != rank]
+                return _Diagnosis(int(report["rank"]), f"worker process died: {raw}", [])
 
     # Every report is a lost-peer error: the rank that reported nothing is the one that vanished.
     silent = [int(r["rank"]) for r in started if int(r["rank"]) not in failed_ranks]
@@ -132,14 +114,13 @@ def _diagnose(exc: BaseException, plan: LaunchPlan, report_dir: Path) -> tuple[_
             "worker process died without a Python error (killed by a signal such as SIGKILL or the OOM killer,"
             f" or a native crash); rank {lost} lost the connection to it"
         )
-        return _Diagnosis(silent[0], error, []), []
+        return _Diagnosis(silent[0], error, [], others_named=True)
 
     if failures:
         first = failures[0]
-        rank = int(first["rank"])
         note = "\n  this looks like fallout from another worker failing; check every rank's log"
-        diagnosis = _Diagnosis(rank, str(first.get("error")), [str(x) for x in first.get("traceback", [])], note)
-        return diagnosis, [r for r in failed_ranks if r != rank]
+        traceback = [str(x) for x in first.get("traceback", [])]
+        return _Diagnosis(int(first["rank"]), str(first.get("error")), traceback, note)
 
     from torchrunx import AgentFailedError
 
@@ -152,7 +133,7 @@ def _diagnose(exc: BaseException, plan: LaunchPlan, report_dir: Path) -> tuple[_
     details: list[str] = []
     for i in range(len(plan.hostnames)):
         # Agent errors explain deaths before run_worker ran (e.g. a function that cannot unpickle).
-        details = _tail(agent_errors_path(report_dir, i), 15)
+        details = _lines(agent_errors_path(report_dir, i))[-15:]
         if details:
             break
     note = ""
@@ -160,7 +141,7 @@ def _diagnose(exc: BaseException, plan: LaunchPlan, report_dir: Path) -> tuple[_
     if any("ModuleNotFoundError" in line for line in details):
         note = "\n  the launched function and its arguments must be importable on every worker"
         retryable = False
-    return _Diagnosis(None, error, details, note, retryable=retryable), []
+    return _Diagnosis(None, error, details, note, retryable=retryable)
 
 
 def _diagnose_hang(failures: list[dict[str, Any]], plan: LaunchPlan, report_dir: Path) -> _Diagnosis | None:
@@ -191,12 +172,12 @@ def _diagnose_hang(failures: list[dict[str, Any]], plan: LaunchPlan, report_dir:
     )
     if len(silent) > 1:
         error += f"; ranks {', '.join(map(str, silent[1:]))} stopped responding too"
-    return _Diagnosis(rank, error, [], retryable=True, unresponsive=silent)
+    return _Diagnosis(rank, error, [], unresponsive=silent, others_named=True)
 
 
 def _progress(beat: dict[str, Any] | None, gave_up: float) -> str:
     if beat is None:
-        return "no heartbeat recorded: it never finished setting up, or runs on another machine"
+        return "no heartbeat recorded: it never finished setting up"
     age = max(0.0, gave_up - float(beat.get("time", gave_up)))
     if beat.get("phase") == "ready":
         it = beat.get("iteration")
@@ -206,11 +187,10 @@ def _progress(beat: dict[str, Any] | None, gave_up: float) -> str:
 
 def build_failure(exc: BaseException, plan: LaunchPlan, report_dir: Path, log_run_dir: Path | None) -> WorkerFailure:
     """Turn what torchrunx raised plus the workers' reports into one readable error."""
-    if not read_reports(report_dir, "failure"):
-        # The collector may still be writing a report that a dying worker sent moments ago.
-        time.sleep(0.5)
-    diagnosis, other_ranks = _diagnose(exc, plan, report_dir)
+    failures = sorted(read_reports(report_dir, "failure"), key=lambda r: float(r.get("time", 0.0)))
+    diagnosis = _diagnose(exc, plan, report_dir, failures)
     rank = diagnosis.rank
+    other_ranks = [] if diagnosis.others_named else sorted({int(r["rank"]) for r in failures} - {rank})
     details = diagnosis.details
     log_path = None
     if rank is None:
@@ -221,7 +201,7 @@ def build_failure(exc: BaseException, plan: LaunchPlan, report_dir: Path, log_ru
         if log_run_dir is not None:
             log_path = worker_log_path(log_run_dir, host, local_rank)
             if not diagnosis.user_facing:
-                details = details or _tail(log_path, 10)
+                details = details or _lines(log_path)[-10:]
     message = f"{where} failed: {diagnosis.error}"
     if log_path is not None:
         message += f" (log: {log_path})"
@@ -238,7 +218,6 @@ def build_failure(exc: BaseException, plan: LaunchPlan, report_dir: Path, log_ru
         error=diagnosis.error,
         details=details,
         log_path=log_path,
-        other_ranks=other_ranks,
         retryable=diagnosis.retryable,
         unresponsive_ranks=diagnosis.unresponsive,
     )

@@ -12,8 +12,9 @@ torchrunx 0.4.0 quirks handled here:
   torchrunx's spurious post-success ``SignalException`` off it).
 * Fast failure: :func:`mjfleet.launch.worker.run_worker` hard-exits failing workers, and the
   failure surfaces here as :class:`WorkerFailure` naming the rank and its log file.
-* SIGTERM becomes KeyboardInterrupt during a launch and leftover processes are swept, so neither
-  Ctrl-C nor ``kill`` leaves workers or torchrunx's log collector behind.
+* Local agents run in their own session, SIGINT/SIGTERM are the launcher's to handle (stop cleanly or at
+  once), and leftover processes are swept, so neither Ctrl-C nor ``kill`` leaves workers or torchrunx's
+  log collector behind.
 
 Log routing lives in :mod:`~mjfleet.launch.worker_logs`, failure diagnosis in :mod:`~mjfleet.launch.diagnosis` and
 process hygiene in :mod:`~mjfleet.launch.processes`.
@@ -22,6 +23,7 @@ process hygiene in :mod:`~mjfleet.launch.processes`.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import functools
 import logging
 import os
@@ -30,72 +32,52 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from mjfleet.errors import UsageError
-from mjfleet.launch.diagnosis import WorkerFailure, build_failure
+from mjfleet.launch.diagnosis import WorkerFailure as WorkerFailure  # What launch() raises; callers catch it here.
+from mjfleet.launch.diagnosis import build_failure
 from mjfleet.launch.processes import (
     SWEEP_GRACE_INTERRUPTED_S,
     SWEEP_GRACE_S,
     agents_in_own_session,
-    children,
     is_local_host,
-    process_table,
-    sigterm_as_interrupt,
+    launch_children,
     sweep,
 )
-from mjfleet.launch.worker import REPORT_DIR_ENV, WorkerEntry, read_reports
-from mjfleet.launch.worker_logs import LOG_DIR_ENV, make_log_handlers, make_log_run_dir, resolve_worker_log_dir
+from mjfleet.launch.worker import REPORT_DIR_ENV, WorkerEntry
+from mjfleet.launch.worker_logs import make_log_handlers, read_reports
 from mjfleet.runtime.context import DEVICE_KIND_ENV, PG_TIMEOUT_ENV
 from mjfleet.runtime.devices import DeviceSelection
-from mjfleet.runtime.stop import StopRequest
-
-__all__ = ["LOG_DIR_ENV", "LaunchPlan", "WorkerFailure", "launch", "resolve_worker_log_dir"]
+from mjfleet.runtime.stop import StopRequest, signal_name
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# torchrunx's own defaults (PATH, LD_LIBRARY*, PYTHON*, CUDA*, TORCH*, PYTORCH*, NCCL*) plus ours.
-# These only matter on remote hosts: local agents inherit the launcher's whole environment.
-DEFAULT_ENV_PATTERNS: tuple[str, ...] = (
-    "PATH",
-    "LD_LIBRARY*",
-    "LIBRARY_PATH",
-    "PYTHON*",
-    "CUDA*",
-    "PYTORCH*",
-    "TORCH*",
-    "NCCL*",
-    "GLOO*",
-    "OMP_NUM_THREADS",
-    "MUJOCO*",
-    "WANDB*",
-    "MJFLEET*",
-)
+LOG_DIR_ENV = "TORCHRUNX_LOG_DIR"
+# Copied to remote hosts on top of torchrunx's defaults (local agents inherit the launcher's whole environment).
+_COPY_ENV_PATTERNS = ("GLOO*", "OMP_NUM_THREADS", "MUJOCO*", "WANDB*", "MJFLEET*")
 
 
 @dataclass(frozen=True)
 class LaunchPlan:
-    """How to launch workers: where, how many, on which devices, with which logs and env."""
+    """How to launch workers: where, how many, on which devices, with which logs."""
 
     device_kind: Literal["cpu", "cuda"]
+    """What the workers train on; worker ``LOCAL_RANK`` k uses ``cuda:k``."""
     workers_per_host: int
+    """Workers started on every host."""
     hostnames: tuple[str, ...] = ("localhost",)
+    """Hosts to launch on; rank 0 runs on the first."""
     cuda_visible_devices: str | None = None
     """Exported to every worker (overrides the inherited value); None leaves it alone."""
     log_dir: Path | None = None
     """Worker log files go to ``<log_dir>/<timestamp>/<host>[<local_rank>].log``; None = no files."""
-    env_patterns: tuple[str, ...] = DEFAULT_ENV_PATTERNS
-    extra_env: Mapping[str, str] = field(default_factory=dict)
     worker_timeout_s: int = 600
     """Process-group (collective) timeout handed to workers."""
-    agent_timeout_s: int = 60
-    echo_rank0: bool = True
-    """Forward rank 0's log records (INFO and up) to the launcher's ``torchrunx.<host>.0`` logger."""
-    file_log_level: int = logging.INFO
 
     def __post_init__(self) -> None:
         if self.workers_per_host < 1:
@@ -121,7 +103,6 @@ class LaunchPlan:
         hostnames: Sequence[str] | None = None,
         log_dir: Path | None = None,
         worker_timeout_s: int = 600,
-        extra_env: Mapping[str, str] | None = None,
     ) -> LaunchPlan:
         """One worker per selected GPU, or ``cpu_workers`` CPU workers, on each host."""
         if cpu_workers < 1:
@@ -141,7 +122,6 @@ class LaunchPlan:
             cuda_visible_devices=selection.cuda_visible_devices,
             log_dir=log_dir,
             worker_timeout_s=worker_timeout_s,
-            extra_env=dict(extra_env or {}),
         )
 
     @property
@@ -154,7 +134,32 @@ class LaunchPlan:
         return self.hostnames[rank // self.workers_per_host], rank % self.workers_per_host
 
 
-# --- launch ----------------------------------------------------------------------------------------
+def resolve_worker_log_dir(run_dir: Path, flag: str | None, env: Mapping[str, str]) -> Path | None:
+    """Where worker logs go: ``$TORCHRUNX_LOG_DIR`` beats ``flag``; None flag = ``<run_dir>/torchrunx``.
+
+    An empty string from either source disables worker log files.
+    """
+    value = env.get(LOG_DIR_ENV, flag)
+    if value is None:
+        return run_dir / "torchrunx"
+    if not value.strip():
+        return None
+    return Path(value).expanduser()
+
+
+def _make_log_run_dir(log_dir: Path) -> Path:
+    """Create a fresh ``<log_dir>/<timestamp>`` (suffixed if two launches share a second)."""
+    stamp = datetime.datetime.now().strftime("%Y-%m-%dT%H-%M-%S")
+    for n in range(1000):
+        candidate = log_dir / (stamp if n == 0 else f"{stamp}-{n}")
+        try:
+            candidate.mkdir(parents=True)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise UsageError(f"cannot create worker log directory {candidate}: {exc}") from exc
+        return candidate.absolute()
+    raise UsageError(f"cannot create a fresh worker log directory under {log_dir}")
 
 
 def _check_hosts(hostnames: Sequence[str]) -> None:
@@ -177,7 +182,6 @@ def _worker_env(plan: LaunchPlan, report_dir: Path) -> dict[str, str]:
         # N CPU workers each spawning one thread per core would oversubscribe the machine.
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         env["OMP_NUM_THREADS"] = str(max(1, (cores or 1) // plan.workers_per_host))
-    env.update(plan.extra_env)
     return env
 
 
@@ -187,7 +191,7 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
     ``fn`` and ``args`` must be picklable (cloudpickle; importable top-level functions are safest).
     Raises :class:`WorkerFailure` when any worker raises or dies, after every worker is stopped.
 
-    Without ``stop``, SIGTERM becomes KeyboardInterrupt (every worker is stopped). With ``stop`` (installed by
+    Without ``stop``, SIGINT and SIGTERM become KeyboardInterrupt (every worker is stopped). With ``stop`` (installed by
     the caller), the first SIGINT/SIGTERM writes a stop request that rank 0 reads between iterations, so the
     workers finish their iteration, checkpoint and return normally; a second signal stops everything at once.
     A clean stop needs rank 0 on this machine (``hostnames[0]`` local); otherwise the first signal stops at once.
@@ -196,29 +200,17 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
     from torchrunx import AgentFailedError, WorkerFailedError
 
     _check_hosts(plan.hostnames)
-    log_run_dir = make_log_run_dir(plan.log_dir) if plan.log_dir is not None else None
+    log_run_dir = _make_log_run_dir(plan.log_dir) if plan.log_dir is not None else None
     report_dir = Path(tempfile.mkdtemp(prefix="mjfleet-launch-"))
     launcher = torchrunx.Launcher(
         hostnames=list(plan.hostnames),
         workers_per_host=[plan.workers_per_host] * len(plan.hostnames),
         backend=None,
         worker_timeout=plan.worker_timeout_s,
-        agent_timeout=plan.agent_timeout_s,
-        copy_env_vars=plan.env_patterns,
+        copy_env_vars=(*torchrunx.DEFAULT_ENV_VARS_FOR_COPY, *_COPY_ENV_PATTERNS),
         extra_env_vars=_worker_env(plan, report_dir),
     )
-    launcher.set_logging_handlers(
-        functools.partial(
-            make_log_handlers,
-            plan.hostnames,
-            plan.workers_per_host,
-            log_run_dir,
-            plan.file_log_level,
-            report_dir,
-            plan.echo_rank0,
-            os.getpid(),
-        )
-    )
+    launcher.set_logging_handlers(functools.partial(make_log_handlers, plan, log_run_dir, report_dir, os.getpid()))
     name = getattr(fn, "__name__", type(fn).__name__)
     logger.info(
         "launching %s on %d %s worker(s) across %s%s",
@@ -228,20 +220,21 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
         ", ".join(plan.hostnames),
         f"; worker logs in {log_run_dir}" if log_run_dir else "",
     )
-    graceful = True
-    if stop is not None and not is_local_host(plan.hostnames[0]):
+    own_stop = None
+    if stop is None:  # Our own handler: SIGINT/SIGTERM stop every worker at once (KeyboardInterrupt).
+        stop = own_stop = StopRequest()
         graceful = False
+    elif not (graceful := is_local_host(plan.hostnames[0])):
         logger.warning(
             "rank 0 runs on %s, not on this machine: Ctrl-C/SIGTERM will stop the workers at once instead of"
             " after a final checkpoint",
             plan.hostnames[0],
         )
-    children_before = children(os.getpid(), process_table())
+    children_before = launch_children()
     started = time.monotonic()
     grace_s = SWEEP_GRACE_S
-    term_guard = sigterm_as_interrupt() if stop is None else contextlib.nullcontext(None)
-    stop_channel = stop.attach(report_dir, graceful) if stop is not None else contextlib.nullcontext()
-    with term_guard as guard, stop_channel, agents_in_own_session():
+    handling = own_stop.install() if own_stop is not None else contextlib.nullcontext()
+    with handling, stop.attach(report_dir, graceful), agents_in_own_session():
         try:
             result = launcher.run(WorkerEntry(fn, args))
         except (WorkerFailedError, AgentFailedError) as exc:
@@ -255,12 +248,10 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
                 raise build_failure(exc, plan, report_dir, log_run_dir) from exc
             raise
         finally:
-            if guard is not None:
-                guard.cleaning = True
-            with stop.deferring() if stop is not None else contextlib.nullcontext():
+            with stop.deferring():  # Every process must be stopped before a signal may interrupt us.
                 sweep(children_before, grace_s)
                 shutil.rmtree(report_dir, ignore_errors=True)
-        if guard is not None and guard.received:
-            raise KeyboardInterrupt("received SIGTERM")
+    if own_stop is not None and own_stop.signum is not None:
+        raise KeyboardInterrupt(f"received {signal_name(own_stop.signum)}")
     logger.debug("%s finished on all workers in %.1fs", name, time.monotonic() - started)
     return [result.rank(i) for i in range(plan.world_size)]

@@ -5,6 +5,11 @@ fails while its peers wait in a collective would surface only after the collecti
 waiting rank's error. :func:`run_worker` instead logs the traceback (it lands in that rank's log
 file), publishes a short report for the launcher, and hard-exits so the agent sees the death in
 seconds and stops the other workers.
+
+Everything a worker tells the launcher travels as a report attached to a log record (started, heartbeat, failure):
+torchrunx forwards worker records to the launcher's log collector from any host, and the collector stores the
+reports (:mod:`~mjfleet.launch.worker_logs`). Only what cannot be a log record uses the launch report directory, and
+only where it is on this machine: faulthandler's crash file and the launcher's stop request.
 """
 
 from __future__ import annotations
@@ -12,12 +17,10 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import faulthandler
-import json
 import logging
 import os
 import re
 import signal
-import socket
 import sys
 import threading
 import time
@@ -33,104 +36,51 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 REPORT_DIR_ENV = "MJFLEET_LAUNCH_REPORT_DIR"
-"""Launcher-local directory collecting worker reports (``started-rankN.json``, ``failure-rankN.json``,
-``heartbeat-rankN.json``) and the launcher's ``stop-request``."""
+"""The launcher's report directory: the collector stores reports there, rank 0 reads the stop request from it."""
 REPORT_ATTR = "mjfleet_report"
-"""LogRecord attribute carrying a report to the launcher's log server (works across hosts)."""
+"""LogRecord attribute carrying a report to the launcher's log collector."""
 
 TRACEBACK_LINES = 20
 _PR_SET_PDEATHSIG = 1
 _fault_file: IO[str] | None = None  # Kept open for the life of the worker for faulthandler.
 
+# Started and heartbeat reports are DEBUG records, which keeps them out of log files and the console. Their logger's
+# level is pinned: the launched code may raise "mjfleet" to INFO, and a record below its logger's level is never made.
+_reports = logging.getLogger("mjfleet.launch.reports")
+_reports.setLevel(logging.DEBUG)
 
-def set_parent_death_signal(sig: int = signal.SIGKILL) -> None:
-    """Ask Linux to send ``sig`` to this process when its parent dies, so nothing is orphaned."""
+
+def set_parent_death_signal() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies, so nothing is orphaned."""
     if not sys.platform.startswith("linux"):
         return
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+        if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
             logger.debug("prctl(PR_SET_PDEATHSIG) failed: errno %d", ctypes.get_errno())
     except (OSError, AttributeError):
         logger.debug("prctl unavailable; parent-death signal not set", exc_info=True)
 
 
-def report_path(report_dir: Path, kind: str, rank: int) -> Path:
-    """Where a report of ``kind`` (``"started"``/``"failure"``) for ``rank`` is stored."""
-    return report_dir / f"{kind}-rank{rank}.json"
-
-
-def write_report(report_dir: Path, report: dict[str, Any]) -> None:
-    """Atomically write ``report`` into ``report_dir`` (rename, so readers never see half a file)."""
-    path = report_path(report_dir, str(report["kind"]), int(report["rank"]))
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(report))
-    tmp.replace(path)
-
-
-def read_reports(report_dir: Path, kind: str) -> list[dict[str, Any]]:
-    """All reports of ``kind`` in ``report_dir``; unreadable ones are skipped."""
-    reports = []
-    for path in sorted(report_dir.glob(f"{kind}-rank*.json")):
-        try:
-            reports.append(json.loads(path.read_text()))
-        except (OSError, ValueError):
-            logger.debug("skipping unreadable report %s", path, exc_info=True)
-    return reports
-
-
 def write_heartbeat(rank: int, iteration: int, phase: str = "iteration") -> None:
-    """Record that ``rank`` completed ``iteration`` (``phase="ready"``: finished setting up at that iteration).
+    """Tell the launcher that ``rank`` completed ``iteration`` (``phase="ready"``: finished setting up at that one).
 
-    The launcher reads these to name the rank that stopped responding when a collective times out. A
-    rename-based write costs well under a millisecond; nothing is written when the report directory is not on
-    this machine.
+    The launcher names the rank whose heartbeat is behind when a collective times out. Outside a launch: nothing.
     """
-    report_dir = _local_report_dir()
-    if report_dir is None:
-        return
-    report = {"kind": "heartbeat", "rank": rank, "iteration": iteration, "phase": phase, "time": time.time()}
-    try:
-        write_report(report_dir, report)
-    except OSError:
-        logger.debug("could not write heartbeat to %s", report_dir, exc_info=True)
+    if os.environ.get(REPORT_DIR_ENV):
+        report = {"kind": "heartbeat", "rank": rank, "iteration": iteration, "phase": phase, "time": time.time()}
+        _reports.debug("rank %d: %s %d", rank, phase, iteration, extra={REPORT_ATTR: report})
 
 
 def local_report_dir() -> Path | None:
     """The launch report directory if this worker runs on the launcher's machine, else None."""
-    return _local_report_dir()
-
-
-def _local_report_dir() -> Path | None:
     value = os.environ.get(REPORT_DIR_ENV)
-    if not value:
-        return None
-    path = Path(value)
-    # On a remote host the launcher's temp dir does not exist; the log record still gets there.
-    return path if path.is_dir() else None
-
-
-def _publish(report: dict[str, Any], level: int, message: str, exc: BaseException | None) -> None:
-    """Send ``report`` through logging (reaches the launcher from any host) and to the local dir."""
-    logger.log(level, message, exc_info=exc, extra={REPORT_ATTR: report})
-    report_dir = _local_report_dir()
-    if report_dir is not None:
-        try:
-            write_report(report_dir, report)
-        except OSError:
-            logger.debug("could not write report to %s", report_dir, exc_info=True)
+    # On a remote host the launcher's temp dir does not exist.
+    return Path(value) if value and Path(value).is_dir() else None
 
 
 def _identity() -> dict[str, Any]:
-    env = os.environ
-    return {
-        "rank": int(env.get("RANK", "0")),
-        "local_rank": int(env.get("LOCAL_RANK", "0")),
-        "node_rank": int(env.get("GROUP_RANK", "0")),
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
-        "time": time.time(),
-    }
+    return {"rank": int(os.environ.get("RANK", "0")), "pid": os.getpid(), "time": time.time()}
 
 
 _PEER_LOSS_TYPES = frozenset({"DistNetworkError", "DistBackendError", "DistStoreError"})
@@ -190,9 +140,13 @@ def _drop_console_handlers() -> None:
 
 
 def _hard_exit(code: int) -> None:
-    """Flush logs, give torchrunx's stdio-forwarding threads a moment, then exit immediately."""
+    """Flush logs, give torchrunx's stdio-forwarding threads a moment, then exit immediately.
+
+    The moment also lets the log collector store a failure report before the launcher hears of the death: torchrunx
+    kills the collector as soon as it does.
+    """
     # A broken handler or stream must not keep a dead worker alive.
-    for handler in [*logging.getLogger().handlers, *logger.handlers]:
+    for handler in logging.getLogger().handlers:
         with contextlib.suppress(Exception):
             handler.flush()
     for stream in (sys.stdout, sys.stderr):
@@ -205,7 +159,7 @@ def _hard_exit(code: int) -> None:
 def _enable_faulthandler(rank: int) -> None:
     """Dump native crashes (segfaults) to a file the launcher can read; stderr would be lost."""
     global _fault_file
-    report_dir = _local_report_dir()
+    report_dir = local_report_dir()
     if report_dir is None or _fault_file is not None:
         return
     try:
@@ -229,12 +183,8 @@ def run_worker(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     identity = _identity()
     rank = identity["rank"]
     _enable_faulthandler(rank)
-    _publish(
-        {**identity, "kind": "started"},
-        logging.DEBUG,
-        f"worker rank {rank} started (pid {identity['pid']})",
-        None,
-    )
+    report = {**identity, "kind": "started"}
+    _reports.debug("worker rank %d started (pid %d)", rank, identity["pid"], extra={REPORT_ATTR: report})
     try:
         return fn(*args, **kwargs)
     except KeyboardInterrupt:
@@ -242,8 +192,9 @@ def run_worker(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         _hard_exit(130)
         raise  # Unreachable; keeps type checkers happy.
     except BaseException as exc:  # SystemExit too: a worker must never hang its peers.
+        # ERROR, with the traceback: this record is also the failure's entry in the rank's log file.
         report = failure_report(exc)
-        _publish(report, logging.ERROR, f"worker rank {rank} failed: {report['error']}", exc)
+        _reports.error("worker rank %d failed: %s", rank, report["error"], exc_info=exc, extra={REPORT_ATTR: report})
         _hard_exit(1)
         raise
 
