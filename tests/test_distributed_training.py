@@ -15,7 +15,7 @@ from mjfleet.rl.checkpoint import list_checkpoints
 from mjfleet.train import run
 from mjfleet.train.worker import WorkerResult
 
-from .helpers import small_train_config
+from .helpers import TOKEN_ENV, assert_no_processes_left, small_train_config
 
 pytestmark = pytest.mark.slow
 
@@ -118,23 +118,9 @@ def test_torchrunx_log_dir_env_beats_flag(tmp_path: Path, monkeypatch: pytest.Mo
     assert not (_runs(tmp_path / "logs")[0] / "torchrunx").exists()
 
 
-def _pids_with(marker: str) -> list[int]:
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            environ = (proc / "environ").read_bytes()
-        except OSError:
-            continue
-        if marker.encode() in environ:
-            pids.append(int(proc.name))
-    return pids
-
-
 def test_failing_worker_stops_the_run_quickly_and_names_the_rank(tmp_path: Path) -> None:
-    marker = f"MJFLEET_TEST_MARKER=fault-{os.getpid()}"
-    env = {**os.environ, "MJFLEET_FAULT": "raise@1:2", "MJFLEET_TEST_MARKER": marker.split("=", 1)[1]}
+    token = f"fault-{os.getpid()}-{time.time_ns()}"
+    env = {**os.environ, "MJFLEET_FAULT": "raise@1:2", TOKEN_ENV: token}
     env.pop("TORCHRUNX_LOG_DIR", None)
     cmd = [sys.executable, "-m", "mjfleet.cli.train", "cartpole-balance", "--gpu-ids", "None", "--cpu-workers", "2"]
     cmd += ["--env.num-envs", "32", "--agent.num-steps-per-env", "8", "--agent.max-iterations", "50"]
@@ -149,5 +135,4 @@ def test_failing_worker_stops_the_run_quickly_and_names_the_rank(tmp_path: Path)
         proc.stderr
     )
     assert elapsed < 60 + 30, f"took {elapsed:.0f}s"  # 30 s of start-up and compilation on a slow machine
-    time.sleep(1)
-    assert _pids_with(marker) == [], "worker processes were left behind"
+    assert_no_processes_left(token, wait_s=1.0, context="worker processes were left behind")
