@@ -11,6 +11,7 @@ import torch
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.task import Task
+from mjfleet.tasks.locomotion.columns import Index, columns, concat_columns
 from mjfleet.tasks.locomotion.commands import VelocityCommands
 from mjfleet.tasks.locomotion.config import LocomotionConfig
 from mjfleet.tasks.locomotion.curriculum import TerrainCurriculum
@@ -28,33 +29,6 @@ MOVING_SPEED = 0.1
 
 SPAWN_CLEARANCE = 0.02
 """Robots spawn this far above their standing height, so no foot starts inside the ground (metres)."""
-
-Index = slice | torch.Tensor
-"""Column selection: a slice (a view, no copy) where the columns are contiguous, else an index tensor."""
-
-
-def _columns(indices: list[int], device: torch.device) -> Index:
-    """``indices`` as a slice when they are consecutive (the usual case: actuators in joint order, sensors in the
-    order they were added), because gathering with an index tensor copies and costs far more per step."""
-    if indices and indices == list(range(indices[0], indices[0] + len(indices))):
-        return slice(indices[0], indices[0] + len(indices))
-    return torch.as_tensor(indices, device=device)
-
-
-def _concat(parts: tuple[torch.Tensor, ...], rows: int, device: torch.device) -> torch.Tensor:
-    """Column-concatenate 2-D ``parts`` (any dtype) into one float tensor.
-
-    Copying each part into its columns keeps every operation as small as one part: on a CPU, ``torch.cat`` of a
-    1024 x 50 result crosses PyTorch's parallelisation threshold, and a parallel region stalls for milliseconds
-    when another process holds the second core.
-    """
-    out = torch.empty(rows, sum(p.shape[-1] for p in parts), device=device)
-    col = 0
-    for part in parts:
-        width = part.shape[-1]
-        out[:, col : col + width] = part
-        col += width
-    return out
 
 
 class LocomotionTask(Task[LocomotionConfig]):
@@ -106,11 +80,11 @@ class LocomotionTask(Task[LocomotionConfig]):
             return torch.as_tensor(values, dtype=torch.float32, device=dev)
 
         def touch(geoms: tuple[str, ...]) -> Index:
-            return _columns([int(m.sensor(touch_sensor_name(x)).adr[0]) for x in geoms], dev)
+            return columns([int(m.sensor(touch_sensor_name(x)).adr[0]) for x in geoms], dev)
 
         joints = m.actuator_trnid[:, 0]
-        self._qpos_idx = _columns([int(i) for i in m.jnt_qposadr[joints]], dev)
-        self._qvel_idx = _columns([int(i) for i in m.jnt_dofadr[joints]], dev)
+        self._qpos_idx = columns([int(i) for i in m.jnt_qposadr[joints]], dev)
+        self._qvel_idx = columns([int(i) for i in m.jnt_dofadr[joints]], dev)
         self.default_joint_pos = tensor(key.ctrl)
         """Servo targets of the ``home`` pose; actions and joint observations are relative to them."""
         self._home_joint_pos = tensor(key.qpos[m.jnt_qposadr[joints]])
@@ -324,7 +298,7 @@ class LocomotionTask(Task[LocomotionConfig]):
         if self._scan_points.shape[0]:
             privileged.append(self._height_scan(env))
         # The critic sees the clean policy terms first, then privileged state; the policy is a view of its start.
-        critic = _concat((*policy_parts, *privileged), env.num_envs, env.device)
+        critic = concat_columns((*policy_parts, *privileged), env.num_envs, env.device)
         policy = critic[:, : self._noise_amplitude.shape[0]]
         if self.cfg.noise.scale > 0.0:
             unit = torch.rand(policy.shape, device=env.device, generator=env.generator) * 2 - 1

@@ -1,0 +1,32 @@
+"""Column selection and concatenation that stay cheap per step on the CPU."""
+
+from __future__ import annotations
+
+import torch
+
+Index = slice | torch.Tensor
+"""Column selection: a slice (a view, no copy) where the columns are contiguous, else an index tensor."""
+
+
+def columns(indices: list[int], device: torch.device) -> Index:
+    """``indices`` as a slice when they are consecutive (the usual case: actuators in joint order, sensors in the
+    order they were added), because gathering with an index tensor copies and costs far more per step."""
+    if indices and indices == list(range(indices[0], indices[0] + len(indices))):
+        return slice(indices[0], indices[0] + len(indices))
+    return torch.as_tensor(indices, device=device)
+
+
+def concat_columns(parts: tuple[torch.Tensor, ...], rows: int, device: torch.device) -> torch.Tensor:
+    """Column-concatenate 2-D ``parts`` (any dtype) into one float tensor.
+
+    Copying each part into its columns keeps every operation as small as one part: on a CPU, ``torch.cat`` of a
+    1024 x 50 result crosses PyTorch's parallelisation threshold, and a parallel region stalls for milliseconds
+    when another process holds the second core.
+    """
+    out = torch.empty(rows, sum(p.shape[-1] for p in parts), device=device)
+    col = 0
+    for part in parts:
+        width = part.shape[-1]
+        out[:, col : col + width] = part
+        col += width
+    return out
