@@ -8,12 +8,15 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shlex
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from mjfleet.cli import train
+from mjfleet.cli.train import parse_args
 from mjfleet.runtime.devices import GpuRequest, select_devices
 from mjfleet.train import api, prepare
 
@@ -201,3 +204,21 @@ def test_gpu_all_in_a_job_without_gpus(in_job: Path, tmp_path: Path, monkeypatch
     code, _, err = _main(argv)
     assert code == 2 and err.count("\n") == 1
     assert "the SLURM job has no GPUs on this node (SLURM_GPUS_ON_NODE=0)" in " ".join(err.split())
+
+
+# --- the example batch script ---------------------------------------------------------------------------------------
+
+SBATCH = Path(__file__).parents[1] / "examples" / "slurm" / "train.sbatch"
+
+
+def test_example_sbatch_runs_one_launcher_with_a_valid_command(in_job: Path, tmp_path: Path) -> None:
+    text = SBATCH.read_text()
+    assert subprocess.run(["bash", "-n", str(SBATCH)], check=False).returncode == 0
+    assert "#SBATCH --ntasks-per-node=1" in text and "srun" not in text.split("set -euo pipefail")[1]
+    joined = text.replace("\\\n", " ")
+    (command,) = [line for line in joined.splitlines() if line.startswith("exec uv run")]
+    words = shlex.split(command.replace('"${TASK}"', "cartpole-balance"))
+    argv = words[words.index("train") + 1 :]
+    assert argv[:5] == ["cartpole-balance", "--gpu-ids", "all", "--hostnames", "slurm"]
+    cfg = parse_args([*argv, "--log-root", str(tmp_path / "logs")])
+    assert cfg.hostnames == ("slurm",) and cfg.max_restarts == 2
