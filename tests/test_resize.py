@@ -14,11 +14,13 @@ from mjfleet.envs.env import MjEnv
 from mjfleet.launch.launcher import LaunchPlan, WorkerFailure
 from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
 from mjfleet.rl.rank_state import capture_rank_state, restore_rank_state
+from mjfleet.tasks.locomotion.task import LocomotionTask
 from mjfleet.train import run, supervisor
 from mjfleet.train.config import TrainConfig
 from mjfleet.train.start import StartPoint
 
 from .helpers import small_train_config
+from .test_locomotion import make_loco_env
 
 # --- the rule, on a stand-in environment ----------------------------------------------------------------------------
 
@@ -126,6 +128,31 @@ def test_a_generator_state_of_another_device_is_not_applied() -> None:
     before = env.generator.get_state()
     assert _restore(env, saved, rank=0, world_size=1)
     assert torch.equal(env.generator.get_state(), before)
+
+
+def test_real_curriculum_levels_follow_the_rule() -> None:
+    """The rough-terrain task's own ``state_dict`` under the rule: a new rank takes the saved levels, another
+    ``num_envs`` keeps its own."""
+    saved_env = make_loco_env("go1-velocity-rough", num_envs=4, seed=0)
+    saved_task = cast(LocomotionTask, saved_env.task)
+    assert saved_task.curriculum is not None
+    saved_task.curriculum.levels[:] = torch.tensor([2, 1, 0, 2])
+    saved = [capture_rank_state(saved_env, 0)]
+
+    grown = make_loco_env("go1-velocity-rough", num_envs=4, seed=1)
+    fresh_generator = grown.generator.get_state()
+    assert not restore_rank_state(grown, saved, rank=1, world_size=2)
+    grown_task = cast(LocomotionTask, grown.task)
+    assert grown_task.curriculum is not None and grown_task.curriculum.levels.tolist() == [2, 1, 0, 2]
+    assert torch.equal(grown.generator.get_state(), fresh_generator)
+
+    wider = make_loco_env("go1-velocity-rough", num_envs=6, seed=0)
+    wider_task = cast(LocomotionTask, wider.task)
+    assert wider_task.curriculum is not None
+    before = wider_task.curriculum.levels.clone()
+    assert not restore_rank_state(wider, saved, rank=0, world_size=1)
+    assert torch.equal(wider_task.curriculum.levels, before)
+    assert torch.equal(wider.generator.get_state(), saved[0]["env_generator_state"])
 
 
 # --- real resumes with another number of workers --------------------------------------------------------------------
