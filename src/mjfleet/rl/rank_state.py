@@ -47,7 +47,8 @@ def capture_rank_state(env: MjEnv, rank: int) -> dict[str, Any]:
 def restore_rank_state(env: MjEnv, states: Any, rank: int, world_size: int) -> bool:
     """Restore this rank's part of a checkpoint's ``rank_states``; True if its episode counters were restored.
 
-    The rule when the checkpoint was written by N workers and this run has M (see docs/reliability.md):
+    The rule when the checkpoint was written by N workers and this run has M (docs/distributed.md, "Changing the
+    number of workers on resume"):
 
     - every rank continues the shared step counter;
     - rank r < N restores saved rank r's RNG streams, episode-length buffer and task state (e.g. curriculum
