@@ -2,7 +2,8 @@
 
 Each rank's torch/NumPy/Python RNGs, its environment's generator, episode-length buffer and step counter, and the
 task's ``state_dict()`` (e.g. terrain curriculum levels). Tensors and plain data only, so checkpoints load with
-``weights_only=True``.
+``weights_only=True``. A checkpoint resumes on any number of workers; :func:`restore_rank_state` says which saved
+rank's state each rank takes.
 """
 
 from __future__ import annotations
@@ -44,25 +45,40 @@ def capture_rank_state(env: MjEnv, rank: int) -> dict[str, Any]:
 
 
 def restore_rank_state(env: MjEnv, states: Any, rank: int, world_size: int) -> bool:
-    """Restore this rank's entry of a checkpoint's ``rank_states``; True if its episode state was restored.
+    """Restore this rank's part of a checkpoint's ``rank_states``; True if its episode counters were restored.
 
-    With a different number of workers (or a format-1 checkpoint without the list) only the shared step counter
-    and rank 0's task state are restored; RNGs keep this run's per-rank seeds, so ranks still explore differently.
+    The rule when the checkpoint was written by N workers and this run has M (docs/distributed.md, "Changing the
+    number of workers on resume"):
+
+    - every rank continues the shared step counter;
+    - rank r < N restores saved rank r's RNG streams, episode-length buffer and task state (e.g. curriculum
+      levels); the buffer and the task state only where their shapes match this run's (``--env.num-envs`` may have
+      changed), otherwise they start fresh;
+    - rank r >= N keeps the fresh RNG streams of ``seed + r`` (as a fresh run would) and fresh episode counters,
+      but takes the task state of saved rank ``r mod N``: the policy already masters those curriculum levels.
+
+    A format-1 checkpoint without the list restores nothing per rank.
     """
     if not isinstance(states, list) or not states:
         return False
-    same_layout = len(states) == world_size
-    state = states[rank] if same_layout else states[0]
-    env.common_step_counter = int(state.get("common_step_counter", env.common_step_counter))
-    if "task_state" in state:
-        env.task.load_state_dict(state["task_state"])
-    if not same_layout:
+    saved = len(states)
+    env.common_step_counter = int(states[min(rank, saved - 1)].get("common_step_counter", env.common_step_counter))
+    if saved != world_size and rank == 0:
         logger.info(
-            "checkpoint was written by %d worker(s), this run has %d: per-worker RNG and episode state start fresh",
-            len(states),
+            "checkpoint was written by %d worker(s), this run has %d: ranks below %d continue the saved ranks' RNG"
+            " and episode state, %s",
+            saved,
             world_size,
+            min(saved, world_size),
+            f"saved ranks {world_size}..{saved - 1} are dropped"
+            if saved > world_size
+            else f"ranks {saved}..{world_size - 1} start fresh from seed + rank",
         )
+    if rank >= saved:
+        _load_task_state(env, states[rank % saved], f"saved rank {rank % saved}")
         return False
+    state = states[rank]
+    _load_task_state(env, state, f"saved rank {rank}")
     torch.set_rng_state(state["torch_rng_state"].cpu())
     if "cuda_rng_state" in state and env.device.type == "cuda":
         torch.cuda.set_rng_state(state["cuda_rng_state"].cpu(), env.device)
@@ -72,12 +88,37 @@ def restore_rank_state(env: MjEnv, states: Any, rank: int, world_size: int) -> b
         np.random.set_state((nps["kind"], keys, nps["pos"], nps["has_gauss"], nps["cached_gaussian"]))
     if "python_rng_state" in state:
         random.setstate(_as_tuple(state["python_rng_state"]))
-    env.generator.set_state(state["env_generator_state"].cpu())
+    generator = state["env_generator_state"].cpu()
+    # CPU and CUDA generators have different state formats: a checkpoint from GPU workers resumed on CPU workers.
+    if generator.shape == env.generator.get_state().shape:
+        env.generator.set_state(generator)
+    else:
+        logger.info("rank %d: the saved environment generator is for another device; it starts fresh", rank)
     buf = state.get("episode_length_buf")
     if isinstance(buf, torch.Tensor) and buf.shape == env.episode_length_buf.shape:
         env.episode_length_buf.copy_(buf.to(env.episode_length_buf.device))
         return True
+    logger.info("rank %d: the checkpoint has another number of environments; episode counters start fresh", rank)
     return False
+
+
+def _load_task_state(env: MjEnv, state: dict[str, Any], source: str) -> None:
+    """Load ``state["task_state"]`` unless a tensor's shape differs from this task's (another ``num_envs``)."""
+    saved = state.get("task_state")
+    if not saved:
+        return
+    current = env.task.state_dict()
+    mismatched = [
+        key
+        for key, value in saved.items()
+        if isinstance(value, torch.Tensor)
+        and isinstance(current.get(key), torch.Tensor)
+        and value.shape != current[key].shape
+    ]
+    if mismatched:
+        logger.info("task state of %s does not fit this run (%s): it starts fresh", source, ", ".join(mismatched))
+        return
+    env.task.load_state_dict(saved)
 
 
 def _as_tuple(value: Any) -> Any:

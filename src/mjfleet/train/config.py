@@ -49,7 +49,8 @@ class TrainConfig:
     launcher: Literal["auto", "torchrunx"] = "auto"
     """``auto``: in-process for one worker, torchrunx for more. ``torchrunx``: always launch workers."""
     hostnames: tuple[str, ...] = ()
-    """Hosts for multi-node training through torchrunx (SSH), or ``slurm`` for the nodes of the SLURM job."""
+    """Hosts for multi-node training through torchrunx (SSH); none = this machine only. ``slurm``: the nodes of the
+    SLURM job this runs in (an error outside one); ``auto``: those nodes inside a SLURM job, else this machine."""
     workers_per_host: int | None = None
     """Workers per host in multi-node mode (default: the number of selected GPUs, or ``cpu_workers``)."""
     torchrunx_log_dir: str | None = None
@@ -148,6 +149,9 @@ def validate(cfg: TrainConfig) -> None:
         raise UsageError("--torchrunx-log-dir contains a NUL character")
     if any(not h.strip() or "\x00" in h for h in cfg.hostnames):
         raise UsageError("--hostnames: host names must not be empty")
+    keywords = [h for h in cfg.hostnames if h.lower() in ("slurm", "auto")]
+    if keywords and len(cfg.hostnames) > 1:
+        raise UsageError(f"--hostnames {keywords[0]} stands for a whole list of hosts: give it alone")
     _check_numbers(cfg)  # last: the specific checks above word their messages better
 
 

@@ -1,0 +1,212 @@
+"""Resuming a checkpoint on another number of workers: the per-rank restore rule, real 2 -> 1 and 1 -> 2 resumes,
+and restarts that relaunch every host."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import torch
+
+from mjfleet.envs.env import MjEnv
+from mjfleet.launch.launcher import LaunchPlan, WorkerFailure
+from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
+from mjfleet.rl.rank_state import capture_rank_state, restore_rank_state
+from mjfleet.tasks.locomotion.task import LocomotionTask
+from mjfleet.train import run, supervisor
+from mjfleet.train.config import TrainConfig
+from mjfleet.train.start import StartPoint
+
+from .helpers import small_train_config
+from .test_locomotion import make_loco_env
+
+# --- the rule, on a stand-in environment ----------------------------------------------------------------------------
+
+
+class _CurriculumTask:
+    """A task with per-environment curriculum levels, like the rough-terrain locomotion tasks."""
+
+    def __init__(self, num_envs: int) -> None:
+        self.levels = torch.zeros(num_envs, dtype=torch.long)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"terrain_levels": self.levels.clone()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.levels.copy_(state["terrain_levels"])
+
+
+class _Env:
+    """What :mod:`mjfleet.rl.rank_state` reads and writes of an :class:`MjEnv`."""
+
+    def __init__(self, seed: int, num_envs: int = 4) -> None:
+        self.device = torch.device("cpu")
+        self.generator = torch.Generator().manual_seed(seed)
+        self.episode_length_buf = torch.zeros(num_envs, dtype=torch.long)
+        self.common_step_counter = 0
+        self.task = _CurriculumTask(num_envs)
+
+
+def _saved_rank(rank: int, num_envs: int = 4) -> dict[str, Any]:
+    """Rank ``rank`` of a run that trained for a while: advanced RNGs, counters and curriculum levels."""
+    torch.manual_seed(1000 + rank)
+    env = _Env(seed=rank, num_envs=num_envs)
+    torch.rand(7, generator=env.generator)
+    env.episode_length_buf.copy_(torch.arange(num_envs) + 10 * rank)
+    env.common_step_counter = 480
+    env.task.levels.copy_(torch.full((num_envs,), rank + 1))
+    return capture_rank_state(cast(MjEnv, env), rank)
+
+
+def _fresh(rank: int, num_envs: int = 4) -> _Env:
+    torch.manual_seed(rank)  # as seed_everything(seed + rank) would
+    return _Env(seed=rank, num_envs=num_envs)
+
+
+def _restore(env: _Env, states: list[dict[str, Any]], rank: int, world_size: int) -> bool:
+    return restore_rank_state(cast(MjEnv, env), states, rank, world_size)
+
+
+def test_two_to_one_rank_0_continues_saved_rank_0() -> None:
+    saved = [_saved_rank(0), _saved_rank(1)]
+    env = _fresh(0)
+    assert _restore(env, saved, rank=0, world_size=1)
+    assert torch.equal(env.generator.get_state(), saved[0]["env_generator_state"])
+    assert torch.equal(torch.get_rng_state(), saved[0]["torch_rng_state"])
+    assert torch.equal(env.episode_length_buf, saved[0]["episode_length_buf"])
+    assert env.task.levels.tolist() == [1, 1, 1, 1]
+    assert env.common_step_counter == 480
+
+
+def test_one_to_two_the_new_rank_starts_fresh_but_continues_counter_and_curriculum(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    saved = [_saved_rank(0)]
+    rank0 = _fresh(0)
+    with caplog.at_level(logging.INFO, logger="mjfleet.rl.rank_state"):
+        assert _restore(rank0, saved, rank=0, world_size=2)
+    assert "written by 1 worker(s), this run has 2" in caplog.text and "ranks 1..1 start fresh" in caplog.text
+    assert torch.equal(rank0.generator.get_state(), saved[0]["env_generator_state"])
+
+    rank1 = _fresh(1)
+    fresh_generator, fresh_rng = rank1.generator.get_state(), torch.get_rng_state()
+    assert not _restore(rank1, saved, rank=1, world_size=2)
+    assert torch.equal(rank1.generator.get_state(), fresh_generator), "seed + 1's stream, not a copy of rank 0's"
+    assert torch.equal(torch.get_rng_state(), fresh_rng)
+    assert rank1.episode_length_buf.tolist() == [0, 0, 0, 0]
+    assert rank1.common_step_counter == 480
+    assert rank1.task.levels.tolist() == [1, 1, 1, 1], "curriculum levels of saved rank 1 mod 1 = 0"
+
+
+def test_growing_maps_new_ranks_to_saved_rank_r_mod_n() -> None:
+    saved = [_saved_rank(0), _saved_rank(1)]
+    for rank in (2, 3):
+        env = _fresh(rank)
+        assert not _restore(env, saved, rank=rank, world_size=4)
+        assert env.task.levels.tolist() == [rank % 2 + 1] * 4
+
+
+def test_another_num_envs_keeps_rngs_and_starts_episode_state_fresh(caplog: pytest.LogCaptureFixture) -> None:
+    saved = [_saved_rank(0, num_envs=4), _saved_rank(1, num_envs=4)]
+    env = _fresh(1, num_envs=6)
+    with caplog.at_level(logging.INFO, logger="mjfleet.rl.rank_state"):
+        assert not _restore(env, saved, rank=1, world_size=2)
+    assert torch.equal(env.generator.get_state(), saved[1]["env_generator_state"])
+    assert env.episode_length_buf.tolist() == [0] * 6
+    assert env.task.levels.tolist() == [0] * 6
+    assert env.common_step_counter == 480
+    assert "task state of saved rank 1 does not fit this run (terrain_levels)" in caplog.text
+    assert "episode counters start fresh" in caplog.text
+
+
+def test_a_generator_state_of_another_device_is_not_applied() -> None:
+    saved = [_saved_rank(0)]
+    saved[0]["env_generator_state"] = torch.zeros(16, dtype=torch.uint8)  # a CUDA generator's state
+    env = _fresh(0)
+    before = env.generator.get_state()
+    assert _restore(env, saved, rank=0, world_size=1)
+    assert torch.equal(env.generator.get_state(), before)
+
+
+def test_real_curriculum_levels_follow_the_rule() -> None:
+    """The rough-terrain task's own ``state_dict`` under the rule: a new rank takes the saved levels, another
+    ``num_envs`` keeps its own."""
+    saved_env = make_loco_env("go1-velocity-rough", num_envs=4, seed=0)
+    saved_task = cast(LocomotionTask, saved_env.task)
+    assert saved_task.curriculum is not None
+    saved_task.curriculum.levels[:] = torch.tensor([2, 1, 0, 2])
+    saved = [capture_rank_state(saved_env, 0)]
+
+    grown = make_loco_env("go1-velocity-rough", num_envs=4, seed=1)
+    fresh_generator = grown.generator.get_state()
+    assert not restore_rank_state(grown, saved, rank=1, world_size=2)
+    grown_task = cast(LocomotionTask, grown.task)
+    assert grown_task.curriculum is not None and grown_task.curriculum.levels.tolist() == [2, 1, 0, 2]
+    assert torch.equal(grown.generator.get_state(), fresh_generator)
+
+    wider = make_loco_env("go1-velocity-rough", num_envs=6, seed=0)
+    wider_task = cast(LocomotionTask, wider.task)
+    assert wider_task.curriculum is not None
+    before = wider_task.curriculum.levels.clone()
+    assert not restore_rank_state(wider, saved, rank=0, world_size=1)
+    assert torch.equal(wider_task.curriculum.levels, before)
+    assert torch.equal(wider.generator.get_state(), saved[0]["env_generator_state"])
+
+
+# --- real resumes with another number of workers --------------------------------------------------------------------
+
+
+def _newest_run(log_root: Path) -> Path:
+    (run_dir,) = [p for p in log_root.glob("*/*") if p.is_dir()]
+    return run_dir
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("before", "after"), [(2, 1), (1, 2)])
+def test_resume_on_another_number_of_workers(
+    before: int, after: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MJFLEET_PROBES", "1")
+    monkeypatch.delenv("TORCHRUNX_LOG_DIR", raising=False)
+    common: dict[str, Any] = {"num_envs": 16, "steps": 8, "torchrunx_log_dir": ""}
+    first = run(small_train_config(iterations=2, log_root=tmp_path / "first", cpu_workers=before, **common))
+    assert len(first) == before
+    first_dir = _newest_run(tmp_path / "first")
+    assert len(load_checkpoint(first_dir / "model_2.pt")["rank_states"]) == before
+
+    resumed = run(
+        small_train_config(iterations=2, log_root=tmp_path / "second", cpu_workers=after, resume=first_dir, **common)
+    )
+    assert len(resumed) == after
+    assert all(r.final_iteration == 4 for r in resumed)
+    assert [r.iteration for r in resumed[0].records] == [3, 4]
+    assert len({r.probes["replica_digest"] for r in resumed}) == 1, "replicas differ after the resume"
+    second_dir = _newest_run(tmp_path / "second")
+    assert [i for i, _ in list_checkpoints(second_dir)] == [3, 4]
+    states = load_checkpoint(second_dir / "model_4.pt")["rank_states"]
+    assert [s["rank"] for s in states] == list(range(after))
+    # Every rank continued the shared step counter: 2 iterations x 8 steps before, 2 x 8 after.
+    assert [s["common_step_counter"] for s in states] == [32] * after
+
+
+# --- restarts across hosts ------------------------------------------------------------------------------------------
+
+
+def test_a_restart_relaunches_every_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = LaunchPlan(device_kind="cpu", workers_per_host=2, hostnames=("node1", "node2", "node3"))
+    attempts: list[tuple[str, ...]] = []
+
+    def fake_launch(cfg: TrainConfig, run_dir: Path, plan: LaunchPlan, start: StartPoint, stop: object) -> list[str]:
+        attempts.append(plan.hostnames)
+        if len(attempts) < 3:
+            rank = 5 if len(attempts) == 1 else 2  # a worker on node3, then one on node2
+            raise WorkerFailure(f"worker rank {rank} failed", rank=rank, error="worker process died")
+        return ["done"]
+
+    monkeypatch.setattr(supervisor, "launch_training", fake_launch)
+    cfg = small_train_config(iterations=4, max_restarts=2)
+    result = supervisor.supervise(cfg, tmp_path, plan, StartPoint(checkpoint=None, final_iteration=4))
+    assert result == ["done"]  # type: ignore[comparison-overlap]
+    assert attempts == [("node1", "node2", "node3")] * 3
