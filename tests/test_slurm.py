@@ -222,3 +222,9 @@ def test_example_sbatch_runs_one_launcher_with_a_valid_command(in_job: Path, tmp
     assert argv[:5] == ["cartpole-balance", "--gpu-ids", "all", "--hostnames", "slurm"]
     cfg = parse_args([*argv, "--log-root", str(tmp_path / "logs")])
     assert cfg.hostnames == ("slurm",) and cfg.max_restarts == 2
+
+
+def test_hostnames_auto_outside_slurm_trains_in_process(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for var in ("SLURM_JOB_ID", "SLURM_JOBID"):
+        monkeypatch.delenv(var, raising=False)
+    assert prepare(small_train_config(log_root=tmp_path, hostnames=("auto",))).plan is None

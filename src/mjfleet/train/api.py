@@ -21,6 +21,7 @@ from mjfleet.rl.records import WorkerResult
 from mjfleet.runtime.devices import DeviceSelection, parse_gpu_ids, select_local_devices
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.train.config import TrainConfig, validate
+from mjfleet.train.launched import describe_plan, make_plan, resolve_hostnames
 from mjfleet.train.run_dir import check_log_root, create_run_dir, discard_if_empty, next_run_dir
 from mjfleet.train.start import StartPoint, plan_start
 
@@ -54,11 +55,12 @@ def prepare(cfg: TrainConfig) -> Prepared:
     run_dir = next_run_dir(cfg.log_root, cfg.agent.experiment_name, cfg.agent.run_name)
     workers = selection.num_gpus or cfg.cpu_workers
     # A restart must survive the death of the worker, so it cannot be this process.
-    launched = workers > 1 or cfg.launcher == "torchrunx" or bool(cfg.hostnames) or cfg.max_restarts > 0
+    # ``--hostnames auto`` outside a SLURM job means this machine only, like no --hostnames.
+    hosts = cfg.hostnames if tuple(h.lower() for h in cfg.hostnames) != ("auto",) else resolve_hostnames(cfg.hostnames)
+    many_hosts = bool(hosts) and hosts != ("localhost",)
+    launched = workers > 1 or cfg.launcher == "torchrunx" or many_hosts or cfg.max_restarts > 0
     plan = None
     if launched:
-        from mjfleet.train.launched import make_plan
-
         plan = make_plan(cfg, run_dir, selection)
     return Prepared(cfg, selection, start, run_dir, plan)
 
@@ -80,8 +82,6 @@ def describe(prepared: Prepared) -> str:
 def _describe_workers(prepared: Prepared) -> str:
     if prepared.plan is None:
         return f"in-process training on {prepared.selection.devices[0]}, {prepared.cfg.env.num_envs} envs"
-    from mjfleet.train.launched import describe_plan
-
     return describe_plan(prepared.cfg, prepared.plan, prepared.selection)
 
 
