@@ -37,6 +37,9 @@ def make_plan(cfg: TrainConfig, run_dir: Path, selection: DeviceSelection) -> La
         hostnames=resolve_hostnames(cfg.hostnames),
         log_dir=resolve_worker_log_dir(run_dir, cfg.torchrunx_log_dir, os.environ),
         worker_timeout_s=max(1, round(cfg.collective_timeout_s)),
+        ssh_config=cfg.ssh_config.expanduser() if cfg.ssh_config is not None else None,
+        launcher_address=cfg.launcher_address,
+        agent_timeout_s=cfg.agent_timeout_s,
     )
     if cfg.workers_per_host is not None:
         plan = dataclasses.replace(plan, workers_per_host=cfg.workers_per_host)
