@@ -17,6 +17,7 @@ cluster setup must be fixed, nothing has trained yet.
 from __future__ import annotations
 
 import contextlib
+import errno
 import ipaddress
 import logging
 import os
@@ -215,7 +216,9 @@ def _ssh_error(exc: BaseException) -> str:
     if isinstance(exc, paramiko.AuthenticationException):
         return f"SSH authentication failed ({exc}); set up key-based login (ssh-copy-id) or check --ssh-config"
     if isinstance(exc, NoValidConnectionsError):
-        return "SSH connection refused; check that sshd runs there and the port (--ssh-config)"
+        if all(getattr(e, "errno", None) == errno.ECONNREFUSED for e in exc.errors.values()):
+            return "SSH connection refused; check that sshd runs there and the port (--ssh-config)"
+        return "host unreachable (no route or no answer to ARP); check the address and the network"
     if isinstance(exc, TimeoutError | socket.timeout):
         return f"no answer within {SSH_CONNECT_TIMEOUT_S:.0f} s; check the address, the network and firewalls"
     if isinstance(exc, OSError):
