@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from mjfleet.launch.hosts import check_host
 from tests.helpers import TOKEN_ENV, assert_no_processes_left
 from tests.twohost import NamespaceHost, namespace_host, unavailable
 
@@ -74,12 +75,16 @@ def assert_one_line_failure(result: subprocess.CompletedProcess[str], took_s: fl
     return errors[0]
 
 
-def assert_nothing_left(host: NamespaceHost, token: str) -> None:
-    assert_no_processes_left(token, context="processes left on one of the hosts")
-    deadline = time.monotonic() + 10
+def assert_namespace_empty(host: NamespaceHost) -> None:
+    deadline = time.monotonic() + 10  # sshd's per-connection processes take a moment to exit
     while host.processes() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert host.processes() == [], "processes left in the namespace host"
+
+
+def assert_nothing_left(host: NamespaceHost, token: str) -> None:
+    assert_no_processes_left(token, context="processes left on one of the hosts")
+    assert_namespace_empty(host)
 
 
 def test_trains_on_two_hosts_over_ssh(host: NamespaceHost, tmp_path: Path) -> None:
@@ -160,3 +165,24 @@ def test_launcher_address_the_host_cannot_reach_fails_fast(host: NamespaceHost, 
     result, took, token = train(host, tmp_path, hosts, "--launcher-address", others[0])
     assert_one_line_failure(result, took, f"host {host.address}", f"cannot connect back to the launcher at {others[0]}")
     assert_nothing_left(host, token)
+
+
+def test_preflight_names_missing_project_directory_and_interpreter(host: NamespaceHost, tmp_path: Path) -> None:
+    # What a host without the shared file system would answer (this one shares ours, so point at missing paths).
+    with socket.create_server((host.local_address, 0)) as server:
+        port = server.getsockname()[1]
+        args = (host.address, host.ssh_config, host.local_address, port)
+        assert check_host(*args, Path.cwd(), sys.executable) is None
+        missing_dir = check_host(*args, tmp_path / "not-there", sys.executable)
+        assert (
+            missing_dir is not None and f"project directory {tmp_path / 'not-there'} does not exist" in missing_dir[0]
+        )
+        missing_python = check_host(*args, Path.cwd(), "/nonexistent/bin/python")
+        assert missing_python is not None
+        assert "Python interpreter /nonexistent/bin/python does not exist there" in missing_python[0]
+        bare = tmp_path / "bare-python"  # this interpreter without site-packages: no mjfleet
+        bare.write_text(f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n')
+        bare.chmod(0o755)
+        no_mjfleet = check_host(*args, Path.cwd(), str(bare))
+        assert no_mjfleet is not None and "cannot import mjfleet there" in no_mjfleet[0]
+    assert_namespace_empty(host)

@@ -174,12 +174,12 @@ if not os.environ.get("GLOO_SOCKET_IFNAME"):
 _NO_DIR, _NO_PYTHON = 6, 7
 
 
-def _remote_command(address: str, port: int) -> str:
-    python = shlex.quote(sys.executable)
+def _remote_command(address: str, port: int, workdir: Path, python: str) -> str:
+    python = shlex.quote(python)
     exports = [shlex.quote(f"{k}={v}") for k, v in os.environ.items() if k.startswith("GLOO_")]
     return " ; ".join(
         [
-            f"cd {shlex.quote(str(Path.cwd()))} 2>/dev/null || exit {_NO_DIR}",
+            f"cd {shlex.quote(str(workdir))} 2>/dev/null || exit {_NO_DIR}",
             f"test -x {python} || exit {_NO_PYTHON}",
             *(["export " + " ".join(exports)] if exports else []),
             f"exec {python} -c {shlex.quote(_REMOTE_CHECK)} {shlex.quote(address)} {port}",
@@ -187,14 +187,14 @@ def _remote_command(address: str, port: int) -> str:
     )
 
 
-def _explain(host: str, code: int, stderr: str, address: str, port: int) -> str:
+def _explain(code: int, stderr: str, address: str, port: int, workdir: Path, python: str) -> str:
     detail = stderr.strip().splitlines()[-1] if stderr.strip() else ""
     if code == _NO_DIR:
-        return f"the project directory {Path.cwd()} does not exist there; use a shared file system or the same path"
+        return f"the project directory {workdir} does not exist there; use a shared file system or the same path"
     if code == _NO_PYTHON:
-        return f"the Python interpreter {sys.executable} does not exist there; install the same environment there"
+        return f"the Python interpreter {python} does not exist there; install the same environment there"
     if code == 3:
-        return f"{sys.executable} cannot import mjfleet there ({detail}); install the same environment there"
+        return f"{python} cannot import mjfleet there ({detail}); install the same environment there"
     if code == 4:
         return (
             f"it cannot connect back to the launcher at {address}:{port} ({detail}); check the firewall and"
@@ -226,12 +226,15 @@ def _ssh_error(exc: BaseException) -> str:
     return f"SSH failed ({type(exc).__name__}: {exc}); check --ssh-config and that `ssh <host> true` works"
 
 
-def _check_host(host: str, ssh_config: Path | None, address: str, port: int) -> tuple[str, str] | None:
-    """None if ``host`` passes; else ``(one-line reason, details for its log file)``."""
+def check_host(
+    host: str, ssh_config: Path | None, address: str, port: int, workdir: Path, python: str
+) -> tuple[str, str] | None:
+    """None if ``host`` passes (``python`` imports mjfleet in ``workdir`` and connects to ``address:port``); else
+    ``(one-line reason, details for its log file)``."""
     import fabric
     import invoke
 
-    command = _remote_command(address, port)
+    command = _remote_command(address, port, workdir, python)
     config = fabric.Config(runtime_ssh_path=str(ssh_config) if ssh_config else None)
     connect_kwargs = {"banner_timeout": SSH_CONNECT_TIMEOUT_S, "auth_timeout": SSH_CONNECT_TIMEOUT_S}
     try:
@@ -246,7 +249,7 @@ def _check_host(host: str, ssh_config: Path | None, address: str, port: int) -> 
         return _ssh_error(exc), f"{type(exc).__name__}: {exc}"
     if result.exited == 0:
         return None
-    reason = _explain(host, result.exited, result.stderr, address, port)
+    reason = _explain(result.exited, result.stderr, address, port, workdir, python)
     return reason, f"command: {command}\nexit code: {result.exited}\nstderr:\n{result.stderr}"
 
 
@@ -270,7 +273,8 @@ def preflight(hosts: Sequence[str], ssh_config: Path | None, address: str, log_d
     started = time.monotonic()
     with server, ThreadPoolExecutor(max_workers=min(16, len(hosts))) as pool:
         port = server.getsockname()[1]
-        outcomes = list(pool.map(lambda h: _check_host(h, ssh_config, address, port), hosts))
+        workdir = Path.cwd()  # torchrunx starts agents there, with this interpreter
+        outcomes = list(pool.map(lambda h: check_host(h, ssh_config, address, port, workdir, sys.executable), hosts))
     logger.debug("pre-flight of %s took %.1f s", ", ".join(hosts), time.monotonic() - started)
     for host, outcome in zip(hosts, outcomes, strict=True):
         if outcome is None:
