@@ -34,11 +34,11 @@ def host(tmp_path: Path) -> Iterator[NamespaceHost]:
 
 
 def train(
-    host: NamespaceHost, tmp_path: Path, hostnames: list[str], *extra: str, timeout: float = 300.0
+    host: NamespaceHost, tmp_path: Path, hostnames: list[str], *extra: str, ifname: str | None = None
 ) -> tuple[subprocess.CompletedProcess[str], float, str]:
     """Run the ``train`` CLI across ``hostnames``; returns the result, seconds taken and the processes' token."""
     token = uuid.uuid4().hex
-    env = {**os.environ, "GLOO_SOCKET_IFNAME": host.ifname, TOKEN_ENV: token}
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": ifname or host.ifname, TOKEN_ENV: token}
     env.pop("MJFLEET_LAUNCHER_ADDRESS", None)
     command = [
         sys.executable,
@@ -59,7 +59,7 @@ def train(
         *extra,
     ]
     started = time.monotonic()
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     return result, time.monotonic() - started, token
 
 
@@ -164,6 +164,14 @@ def test_launcher_address_the_host_cannot_reach_fails_fast(host: NamespaceHost, 
     hosts = [socket.gethostname(), host.address]
     result, took, token = train(host, tmp_path, hosts, "--launcher-address", others[0])
     assert_one_line_failure(result, took, f"host {host.address}", f"cannot connect back to the launcher at {others[0]}")
+    assert_nothing_left(host, token)
+
+
+def test_agents_that_cannot_join_fail_within_the_agent_timeout(host: NamespaceHost, tmp_path: Path) -> None:
+    # gloo on loopback: the pre-flight passes, but the remote agent cannot reach the launcher's gloo pair.
+    hosts = [socket.gethostname(), host.address]
+    result, took, token = train(host, tmp_path, hosts, "--agent-timeout-s", "5", ifname="lo")
+    assert_one_line_failure(result, took, "did not all start and join within --agent-timeout-s 5", "agent logs: ")
     assert_nothing_left(host, token)
 
 
