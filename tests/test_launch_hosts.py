@@ -66,8 +66,11 @@ def test_gloo_interface_needed_where_the_name_is_loopback(monkeypatch: pytest.Mo
     monkeypatch.setattr(socket, "gethostbyname", lambda name: "127.0.1.1")
     with pytest.raises(HostError, match="GLOO_SOCKET_IFNAME="):
         check_gloo_interface("192.0.2.10")
-    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "eth0")
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
     check_gloo_interface("192.0.2.10")
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "nosuchif0")
+    with pytest.raises(HostError, match="GLOO_SOCKET_IFNAME=nosuchif0: no interface nosuchif0 on this machine"):
+        check_gloo_interface("192.0.2.10")
 
 
 def test_preflight_refuses_an_address_of_another_machine() -> None:

@@ -124,7 +124,15 @@ def check_gloo_interface(address: str) -> None:
     torchrunx's launcher-agent group and CPU workers use gloo, which binds to the address this machine's name
     resolves to unless ``GLOO_SOCKET_IFNAME`` names an interface; many images map the name to 127.0.0.1.
     """
-    if os.environ.get("GLOO_SOCKET_IFNAME"):
+    if configured := os.environ.get("GLOO_SOCKET_IFNAME", "").strip():
+        import psutil
+
+        known = psutil.net_if_addrs()
+        if missing := [i for i in configured.split(",") if i.strip() not in known]:
+            raise HostError(
+                f"GLOO_SOCKET_IFNAME={configured}: no interface {', '.join(missing)} on this machine"
+                f" (interfaces: {', '.join(sorted(known))})"
+            )
         return
     name = socket.gethostname()
     try:
