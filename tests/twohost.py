@@ -50,6 +50,8 @@ class NamespaceHost:
     """Network namespace name."""
     address: str
     """The namespace's address on the link (what ``--hostnames`` names)."""
+    unused_address: str
+    """An address on the link's subnet that nothing answers at."""
     local_address: str
     """This machine's address on the link (what the namespace reaches it at)."""
     ifname: str
@@ -98,9 +100,9 @@ def namespace_host(workdir: Path, index: int = 0) -> Iterator[NamespaceHost]:
         _run("ip", "link", "add", ifname, "type", "veth", "peer", "name", peer)
         _run("ip", "link", "set", peer, "netns", ns)
         _run("ip", "netns", "exec", ns, "ip", "link", "set", peer, "name", ifname)
-        _run("ip", "addr", "add", f"{local}/30", "dev", ifname)
+        _run("ip", "addr", "add", f"{local}/24", "dev", ifname)
         _run("ip", "link", "set", ifname, "up")
-        _run("ip", "netns", "exec", ns, "ip", "addr", "add", f"{remote}/30", "dev", ifname)
+        _run("ip", "netns", "exec", ns, "ip", "addr", "add", f"{remote}/24", "dev", ifname)
         _run("ip", "netns", "exec", ns, "ip", "link", "set", ifname, "up")
         _run("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
         netns_etc.mkdir(parents=True, exist_ok=True)
@@ -127,7 +129,7 @@ def namespace_host(workdir: Path, index: int = 0) -> Iterator[NamespaceHost]:
             "  IdentitiesOnly yes\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  BatchMode yes\n"
             "  ConnectTimeout 5\n  LogLevel ERROR\n"
         )
-        host = NamespaceHost(ns, remote, local, ifname, ssh_config, sshd)
+        host = NamespaceHost(ns, remote, f"10.231.{subnet}.77", local, ifname, ssh_config, sshd)
         deadline = time.monotonic() + 15
         while host.ssh("true", timeout=10).returncode != 0:
             if time.monotonic() > deadline or sshd.poll() is not None:

@@ -15,9 +15,14 @@ torchrunx 0.4.0 quirks handled here:
 * Local agents run in their own session, SIGINT/SIGTERM are the launcher's to handle (stop cleanly or at
   once), and leftover processes are swept, so neither Ctrl-C nor ``kill`` leaves workers or torchrunx's
   log collector behind.
+* Remote hosts: torchrunx announces ``socket.getfqdn()`` (often ``localhost``) and workers meet at the agent's
+  ``getfqdn()``; we announce a routable launcher address and give workers a routable ``MASTER_ADDR``, after a
+  pre-flight check of every remote host (:mod:`~mjfleet.launch.hosts`). Agents that do not join within
+  ``agent_timeout_s`` fail the launch with one line, and agents left on remote hosts are stopped over SSH.
 
 Log routing lives in :mod:`~mjfleet.launch.worker_logs`, failure diagnosis in :mod:`~mjfleet.launch.diagnosis` and
-process hygiene in :mod:`~mjfleet.launch.processes`.
+process hygiene in :mod:`~mjfleet.launch.processes`, every patch of torchrunx internals in
+:mod:`~mjfleet.launch.torchrunx_patches`.
 """
 
 from __future__ import annotations
@@ -28,7 +33,6 @@ import functools
 import logging
 import os
 import shutil
-import socket
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -39,14 +43,23 @@ from typing import Any, Literal, TypeVar
 from mjfleet.errors import UsageError
 from mjfleet.launch.diagnosis import WorkerFailure as WorkerFailure  # What launch() raises; callers catch it here.
 from mjfleet.launch.diagnosis import build_failure
+from mjfleet.launch.hosts import (
+    MASTER_ADDR_ENV,
+    HostError,
+    check_gloo_interface,
+    launcher_address,
+    master_address,
+    preflight,
+    remote_hosts,
+)
 from mjfleet.launch.processes import (
     SWEEP_GRACE_INTERRUPTED_S,
     SWEEP_GRACE_S,
-    agents_in_own_session,
     is_local_host,
     launch_children,
     sweep,
 )
+from mjfleet.launch.torchrunx_patches import patched_torchrunx, stop_remote_agents
 from mjfleet.launch.worker import REPORT_DIR_ENV, WorkerEntry
 from mjfleet.launch.worker_logs import make_log_handlers, read_reports
 from mjfleet.runtime.context import DEVICE_KIND_ENV, PG_TIMEOUT_ENV
@@ -78,6 +91,13 @@ class LaunchPlan:
     """Worker log files go to ``<log_dir>/<timestamp>/<host>[<local_rank>].log``; None = no files."""
     worker_timeout_s: int = 600
     """Process-group (collective) timeout handed to workers."""
+    ssh_config: Path | None = None
+    """OpenSSH client config for reaching remote hosts (torchrunx's default: ``~/.ssh/config``)."""
+    launcher_address: str | None = None
+    """Address remote hosts call back to; None: ``$MJFLEET_LAUNCHER_ADDRESS``, else the interface that routes to the
+    first remote host."""
+    agent_timeout_s: int = 60
+    """Every host's agent must join the launch within this many seconds."""
 
     def __post_init__(self) -> None:
         if self.workers_per_host < 1:
@@ -103,6 +123,9 @@ class LaunchPlan:
         hostnames: Sequence[str] | None = None,
         log_dir: Path | None = None,
         worker_timeout_s: int = 600,
+        ssh_config: Path | None = None,
+        launcher_address: str | None = None,
+        agent_timeout_s: int = 60,
     ) -> LaunchPlan:
         """One worker per selected GPU, or ``cpu_workers`` CPU workers, on each host."""
         if cpu_workers < 1:
@@ -122,6 +145,9 @@ class LaunchPlan:
             cuda_visible_devices=selection.cuda_visible_devices,
             log_dir=log_dir,
             worker_timeout_s=worker_timeout_s,
+            ssh_config=ssh_config,
+            launcher_address=launcher_address,
+            agent_timeout_s=agent_timeout_s,
         )
 
     @property
@@ -162,20 +188,14 @@ def _make_log_run_dir(log_dir: Path) -> Path:
     raise UsageError(f"cannot create a fresh worker log directory under {log_dir}")
 
 
-def _check_hosts(hostnames: Sequence[str]) -> None:
-    for host in hostnames:
-        try:
-            socket.gethostbyname(host)
-        except OSError as exc:
-            raise UsageError(f"cannot resolve host {host!r}: {exc}") from exc
-
-
-def _worker_env(plan: LaunchPlan, report_dir: Path) -> dict[str, str]:
+def _worker_env(plan: LaunchPlan, report_dir: Path, master_addr: str | None) -> dict[str, str]:
     env = {
         REPORT_DIR_ENV: str(report_dir),
         DEVICE_KIND_ENV: plan.device_kind,
         PG_TIMEOUT_ENV: str(plan.worker_timeout_s),
     }
+    if master_addr is not None:
+        env[MASTER_ADDR_ENV] = master_addr
     if plan.cuda_visible_devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = plan.cuda_visible_devices
     if plan.device_kind == "cpu" and "OMP_NUM_THREADS" not in os.environ:
@@ -183,6 +203,17 @@ def _worker_env(plan: LaunchPlan, report_dir: Path) -> dict[str, str]:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         env["OMP_NUM_THREADS"] = str(max(1, (cores or 1) // plan.workers_per_host))
     return env
+
+
+def _agents_failed(exc: BaseException, plan: LaunchPlan, log_run_dir: Path | None) -> HostError:
+    """One line for agents that did not start or join although every host passed its pre-flight check."""
+    error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    logs = f" (agent logs: {log_run_dir}/<host>.log)" if log_run_dir is not None else ""
+    return HostError(
+        f"the torchrunx agents on {', '.join(plan.hostnames)} did not all start and join within"
+        f" --agent-timeout-s {plan.agent_timeout_s} ({type(exc).__name__}: {error}); check that every host can"
+        f" reach the launcher address and the others (firewalls, GLOO_SOCKET_IFNAME){logs}"
+    )
 
 
 def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest | None = None) -> list[T]:
@@ -199,16 +230,25 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
     import torchrunx
     from torchrunx import AgentFailedError, WorkerFailedError
 
-    _check_hosts(plan.hostnames)
+    remote = remote_hosts(plan.hostnames)  # every name must resolve
+    address = launcher_address(plan.hostnames, plan.launcher_address) if remote else None
+    if address is not None:
+        check_gloo_interface(address)
     log_run_dir = _make_log_run_dir(plan.log_dir) if plan.log_dir is not None else None
+    if address is not None:
+        preflight(remote, plan.ssh_config, address, log_run_dir)
+    master_addr = master_address(plan.hostnames, address) if address is not None else None
     report_dir = Path(tempfile.mkdtemp(prefix="mjfleet-launch-"))
+    ssh_config = str(plan.ssh_config) if plan.ssh_config is not None else None
     launcher = torchrunx.Launcher(
         hostnames=list(plan.hostnames),
         workers_per_host=[plan.workers_per_host] * len(plan.hostnames),
+        ssh_config_file=ssh_config,
         backend=None,
         worker_timeout=plan.worker_timeout_s,
+        agent_timeout=plan.agent_timeout_s,
         copy_env_vars=(*torchrunx.DEFAULT_ENV_VARS_FOR_COPY, *_COPY_ENV_PATTERNS),
-        extra_env_vars=_worker_env(plan, report_dir),
+        extra_env_vars=_worker_env(plan, report_dir, master_addr),
     )
     launcher.set_logging_handlers(functools.partial(make_log_handlers, plan, log_run_dir, report_dir, os.getpid()))
     name = getattr(fn, "__name__", type(fn).__name__)
@@ -220,6 +260,8 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
         ", ".join(plan.hostnames),
         f"; worker logs in {log_run_dir}" if log_run_dir else "",
     )
+    if address is not None:
+        logger.info("launcher address for remote hosts: %s; workers meet at %s", address, master_addr)
     own_stop = None
     if stop is None:  # Our own handler: SIGINT/SIGTERM stop every worker at once (KeyboardInterrupt).
         stop = own_stop = StopRequest()
@@ -234,9 +276,11 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
     started = time.monotonic()
     grace_s = SWEEP_GRACE_S
     handling = own_stop.install() if own_stop is not None else contextlib.nullcontext()
-    with handling, stop.attach(report_dir, graceful), agents_in_own_session():
+    succeeded = False
+    with handling, stop.attach(report_dir, graceful), patched_torchrunx(address) as record:
         try:
             result = launcher.run(WorkerEntry(fn, args))
+            succeeded = True
         except (WorkerFailedError, AgentFailedError) as exc:
             raise build_failure(exc, plan, report_dir, log_run_dir) from exc
         except KeyboardInterrupt:
@@ -246,9 +290,13 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
         except Exception as exc:
             if read_reports(report_dir, "failure"):
                 raise build_failure(exc, plan, report_dir, log_run_dir) from exc
+            if remote and not read_reports(report_dir, "started"):
+                raise _agents_failed(exc, plan, log_run_dir) from exc
             raise
         finally:
             with stop.deferring():  # Every process must be stopped before a signal may interrupt us.
+                if not succeeded and record.remote_agents:
+                    stop_remote_agents(record, ssh_config)
                 sweep(children_before, grace_s)
                 shutil.rmtree(report_dir, ignore_errors=True)
     if own_stop is not None and own_stop.signum is not None:

@@ -1,4 +1,4 @@
-"""Process hygiene for launches: stop everything a launch started, and keep local agents out of the terminal's reach."""
+"""Process hygiene for launches: stop everything a launch started; which hosts are this machine."""
 
 from __future__ import annotations
 
@@ -7,10 +7,7 @@ import ipaddress
 import logging
 import signal
 import socket
-import subprocess
 import time
-from collections.abc import Iterator
-from typing import Any
 
 import psutil
 
@@ -81,29 +78,3 @@ def is_local_host(host: str) -> bool:
     except (OSError, ValueError):
         return False
     return bool(host_addrs & local_addrs)
-
-
-@contextlib.contextmanager
-def agents_in_own_session() -> Iterator[None]:
-    """Start local torchrunx agents (and so their workers) in a new session while the block runs.
-
-    torchrunx 0.4.0 starts local agents with ``Popen(shell=True)`` in the launcher's process group, so a
-    terminal Ctrl-C would reach every agent and worker at once and kill them mid-iteration. In their own session
-    only the launcher sees it and decides: stop cleanly after the iteration, or stop everything. Remote agents
-    (SSH) are not affected by a local terminal and are started by torchrunx as usual.
-    """
-    import torchrunx.launcher as torchrunx_launcher
-
-    original = torchrunx_launcher.execute_command  # pyright: ignore[reportPrivateImportUsage]
-
-    def execute_command(command: str, hostname: str, **kwargs: Any) -> tuple[str, str]:
-        if kwargs.get("return_stdout_stderr") or not is_local_host(hostname):
-            return original(command, hostname, **kwargs)
-        subprocess.Popen(command, shell=True, text=True, start_new_session=True)
-        return ("", "")
-
-    torchrunx_launcher.execute_command = execute_command  # pyright: ignore[reportPrivateImportUsage]
-    try:
-        yield
-    finally:
-        torchrunx_launcher.execute_command = original  # pyright: ignore[reportPrivateImportUsage]

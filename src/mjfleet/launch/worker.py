@@ -36,6 +36,9 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 REPORT_DIR_ENV = "MJFLEET_LAUNCH_REPORT_DIR"
+MASTER_ADDR_ENV = "MJFLEET_MASTER_ADDR"
+"""Routable address of the first host, set by the launcher when hosts are remote; it replaces torchrunx's
+``MASTER_ADDR`` (the first agent's ``getfqdn()``, often ``localhost``, which other hosts resolve to themselves)."""
 """The launcher's report directory: the collector stores reports there, rank 0 reads the stop request from it."""
 REPORT_ATTR = "mjfleet_report"
 """LogRecord attribute carrying a report to the launcher's log collector."""
@@ -177,6 +180,8 @@ def run_worker(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     KeyboardInterrupt raised otherwise exits with 130 without a report.
     """
     set_parent_death_signal()
+    if master_addr := os.environ.get(MASTER_ADDR_ENV):
+        os.environ["MASTER_ADDR"] = master_addr
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     _drop_console_handlers()

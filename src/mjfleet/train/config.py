@@ -6,7 +6,9 @@ Python API (:func:`mjfleet.train.prepare` calls it).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import ipaddress
 import math
 import re
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ from mjfleet.rl.config import AgentConfig
 MAX_CPU_WORKERS = 1024
 MAX_RESTARTS = 1000
 MAX_COLLECTIVE_TIMEOUT_S = 7 * 24 * 3600.0
+MAX_AGENT_TIMEOUT_S = 3600
 MAX_INT = 2**31 - 1
 """Integer settings end up in int32 buffers, Warp launches and array shapes; larger values are typos."""
 MAX_ROLLOUT = 2**31 - 1
@@ -53,6 +56,15 @@ class TrainConfig:
     SLURM job this runs in (an error outside one); ``auto``: those nodes inside a SLURM job, else this machine."""
     workers_per_host: int | None = None
     """Workers per host in multi-node mode (default: the number of selected GPUs, or ``cpu_workers``)."""
+    ssh_config: Path | None = None
+    """OpenSSH client config used to reach remote hosts (user, port, key, ``HostName``); default ``~/.ssh/config``.
+    Key-based login only: nothing ever prompts for a password."""
+    launcher_address: str | None = None
+    """Address of this machine that remote hosts call back to (default: ``$MJFLEET_LAUNCHER_ADDRESS``, else the
+    address of the interface that routes to the first remote host). Loopback addresses are refused."""
+    agent_timeout_s: int = 60
+    """Multi-node: every host's torchrunx agent must start and join within this many seconds, or the run fails
+    naming the hosts."""
     torchrunx_log_dir: str | None = None
     """Per-worker log files (default ``<run_dir>/torchrunx``; ``""`` disables them; TORCHRUNX_LOG_DIR wins)."""
     log_root: Path = Path("logs/rsl_rl")
@@ -152,7 +164,25 @@ def validate(cfg: TrainConfig) -> None:
     keywords = [h for h in cfg.hostnames if h.lower() in ("slurm", "auto")]
     if keywords and len(cfg.hostnames) > 1:
         raise UsageError(f"--hostnames {keywords[0]} stands for a whole list of hosts: give it alone")
+    _check_remote_options(cfg)
     _check_numbers(cfg)  # last: the specific checks above word their messages better
+
+
+def _check_remote_options(cfg: TrainConfig) -> None:
+    if not 1 <= cfg.agent_timeout_s <= MAX_AGENT_TIMEOUT_S:
+        raise UsageError(f"--agent-timeout-s must be between 1 and {MAX_AGENT_TIMEOUT_S} (got {cfg.agent_timeout_s})")
+    if cfg.ssh_config is not None and not cfg.ssh_config.expanduser().is_file():
+        raise UsageError(f"--ssh-config {cfg.ssh_config} is not a file")
+    address = cfg.launcher_address
+    if address is not None:
+        if not address.strip() or "\x00" in address or any(c.isspace() for c in address):
+            raise UsageError(f"--launcher-address {address!r} is not a host name or address")
+        with contextlib.suppress(ValueError):  # a name is resolved (and checked) when the launch starts
+            if ipaddress.ip_address(address).is_loopback:
+                raise UsageError(
+                    f"--launcher-address {address} is a loopback address that other hosts cannot reach; give an"
+                    " address of this machine on the network the hosts share"
+                )
 
 
 def _check_numbers(cfg: TrainConfig) -> None:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from mjfleet.errors import UsageError
+from mjfleet.launch.hosts import launcher_address
 from mjfleet.launch.launcher import LaunchPlan, launch, resolve_worker_log_dir
 from mjfleet.rl.records import WorkerResult
 from mjfleet.runtime.devices import DeviceSelection, parse_gpu_ids
@@ -104,6 +105,9 @@ def make_plan(cfg: TrainConfig, run_dir: Path, selection: DeviceSelection) -> La
         hostnames=resolve_hostnames(cfg.hostnames),
         log_dir=resolve_worker_log_dir(run_dir, cfg.torchrunx_log_dir, os.environ),
         worker_timeout_s=max(1, round(cfg.collective_timeout_s)),
+        ssh_config=cfg.ssh_config.expanduser() if cfg.ssh_config is not None else None,
+        launcher_address=cfg.launcher_address,
+        agent_timeout_s=cfg.agent_timeout_s,
     )
     gpus = slurm_gpus_per_node(cfg, selection, os.environ)
     if gpus is not None:
@@ -113,6 +117,10 @@ def make_plan(cfg: TrainConfig, run_dir: Path, selection: DeviceSelection) -> La
         plan = dataclasses.replace(plan, workers_per_host=gpus, cuda_visible_devices=visible)
     if cfg.workers_per_host is not None:
         plan = dataclasses.replace(plan, workers_per_host=cfg.workers_per_host)
+    # Unresolvable names and an unreachable launcher address are found before the run directory exists.
+    address = launcher_address(plan.hostnames, cfg.launcher_address)
+    if address is not None:
+        plan = dataclasses.replace(plan, launcher_address=address)
     return plan
 
 
@@ -122,6 +130,8 @@ def describe_plan(cfg: TrainConfig, plan: LaunchPlan, selection: DeviceSelection
     devices = selection.describe() if selection.kind == "cuda" else cpu
     per_iteration = plan.world_size * cfg.env.num_envs * cfg.agent.num_steps_per_env
     hosts = f" on each of {len(plan.hostnames)} hosts ({', '.join(plan.hostnames)})" if len(plan.hostnames) > 1 else ""
+    if plan.launcher_address is not None:
+        hosts += f", launcher address {plan.launcher_address}"
     return (
         f"launch plan: {plan.world_size} worker{'s' if plan.world_size > 1 else ''} ({devices}{hosts}),"
         f" {cfg.env.num_envs} envs per worker,"

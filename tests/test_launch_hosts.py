@@ -1,0 +1,107 @@
+"""Host checks before a launch (mjfleet.launch.hosts) and the options that steer them; no SSH needed here."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from mjfleet.envs.config import EnvConfig
+from mjfleet.errors import UsageError
+from mjfleet.launch import hosts
+from mjfleet.launch.hosts import HostError, check_gloo_interface, launcher_address, master_address, remote_hosts
+from mjfleet.rl.config import AgentConfig
+from mjfleet.train.config import TrainConfig, validate
+
+REMOTE = "192.0.2.77"  # TEST-NET-1: never this machine
+"""A host that is not this machine; route lookups are stubbed, nothing is sent to it."""
+
+
+@pytest.fixture(autouse=True)
+def _no_env_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(hosts.LAUNCHER_ADDRESS_ENV, raising=False)
+    monkeypatch.setattr(hosts, "route_address", lambda ip: "192.0.2.10")
+
+
+def test_only_local_hosts_need_no_launcher_address() -> None:
+    assert remote_hosts(["localhost", "127.0.0.1"]) == []
+    assert launcher_address(["localhost", "127.0.0.1"], None) is None
+
+
+def test_launcher_address_routes_to_the_first_remote_host() -> None:
+    assert remote_hosts(["localhost", REMOTE]) == [REMOTE]
+    assert launcher_address(["localhost", REMOTE], None) == "192.0.2.10"
+
+
+def test_flag_beats_environment_and_loopback_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(hosts.LAUNCHER_ADDRESS_ENV, "192.0.2.20")
+    assert launcher_address(["localhost", REMOTE], None) == "192.0.2.20"
+    assert launcher_address(["localhost", REMOTE], "192.0.2.30") == "192.0.2.30"
+    with pytest.raises(HostError, match=r"--launcher-address localhost is a loopback address"):
+        launcher_address(["localhost", REMOTE], "localhost")
+    monkeypatch.setenv(hosts.LAUNCHER_ADDRESS_ENV, "127.0.1.1")
+    with pytest.raises(HostError, match=r"MJFLEET_LAUNCHER_ADDRESS 127.0.1.1 is a loopback address"):
+        launcher_address(["localhost", REMOTE], None)
+
+
+def test_loopback_route_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hosts, "route_address", lambda ip: "127.0.0.1")
+    with pytest.raises(HostError, match=r"only through loopback.*--launcher-address"):
+        launcher_address(["localhost", REMOTE], None)
+
+
+def test_unresolvable_host_names_the_host() -> None:
+    with pytest.raises(HostError, match=r"host 'no-such-host.invalid' does not resolve"):
+        remote_hosts(["localhost", "no-such-host.invalid"])
+
+
+def test_master_address_is_routable() -> None:
+    assert master_address(["localhost", REMOTE], "192.0.2.10") == "192.0.2.10"  # rank 0 here: the launcher's
+    assert master_address([REMOTE, "localhost"], "192.0.2.10") == REMOTE
+
+
+def test_gloo_interface_needed_where_the_name_is_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    monkeypatch.setattr(socket, "gethostbyname", lambda name: "127.0.1.1")
+    with pytest.raises(HostError, match="GLOO_SOCKET_IFNAME="):
+        check_gloo_interface("192.0.2.10")
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
+    check_gloo_interface("192.0.2.10")
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "nosuchif0")
+    with pytest.raises(HostError, match="GLOO_SOCKET_IFNAME=nosuchif0: no interface nosuchif0 on this machine"):
+        check_gloo_interface("192.0.2.10")
+
+
+def test_preflight_refuses_an_address_of_another_machine() -> None:
+    with pytest.raises(HostError, match="not an address of this machine"):
+        hosts.preflight([REMOTE], None, "192.0.2.99", None)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"agent_timeout_s": 0}, "--agent-timeout-s must be between 1 and"),
+        ({"ssh_config": Path("/nonexistent/ssh_config")}, "--ssh-config /nonexistent/ssh_config is not a file"),
+        ({"launcher_address": "127.0.0.1"}, "--launcher-address 127.0.0.1 is a loopback address"),
+        ({"launcher_address": "::1"}, "--launcher-address ::1 is a loopback address"),
+        ({"launcher_address": " "}, "is not a host name or address"),
+    ],
+)
+def test_config_checks(changes: dict[str, object], message: str) -> None:
+    cfg = TrainConfig(env=EnvConfig(), agent=AgentConfig(), **changes)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=message.replace(".", r"\.")):
+        validate(cfg)
+
+
+def test_config_accepts_remote_options(tmp_path: Path) -> None:
+    (tmp_path / "ssh_config").write_text("Host *\n  BatchMode yes\n")
+    validate(
+        TrainConfig(
+            env=EnvConfig(),
+            agent=AgentConfig(),
+            ssh_config=tmp_path / "ssh_config",
+            launcher_address="node0.example",
+            agent_timeout_s=30,
+        )
+    )
