@@ -1,4 +1,4 @@
-"""Host checks before a launch (mjfleet.launch.hosts) and the options that steer them; no SSH needed here."""
+"""Host checks before a launch (mjfleet.cluster.hosts) and the options that steer them; no SSH needed here."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from mjfleet.cluster import hosts
+from mjfleet.cluster.hosts import HostError, check_gloo_interface, launcher_address, master_address, remote_hosts
 from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import UsageError
-from mjfleet.launch import hosts
-from mjfleet.launch.hosts import HostError, check_gloo_interface, launcher_address, master_address, remote_hosts
 from mjfleet.rl.config import AgentConfig
 from mjfleet.train.config import TrainConfig, validate
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from mjfleet.launch.hosts import check_host
+from mjfleet.cluster.hosts import check_host
 from tests.helpers import TOKEN_ENV, assert_no_processes_left
 from tests.twohost import NamespaceHost, namespace_host, unavailable
 

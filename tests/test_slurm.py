@@ -9,6 +9,7 @@ import contextlib
 import io
 import os
 import shlex
+import socket
 import stat
 import subprocess
 from pathlib import Path
@@ -54,6 +55,9 @@ def in_job(outside_slurm: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     outside_slurm.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     outside_slurm.setenv("SLURM_JOB_ID", "4242")
     outside_slurm.setenv("SLURM_JOB_NODELIST", "node-[a-b]")
+    # The plan resolves every host name before anything starts; the fake nodes are names of this machine here.
+    real = socket.gethostbyname
+    outside_slurm.setattr(socket, "gethostbyname", lambda name: "127.0.0.1" if name.startswith("node-") else real(name))
     return bin_dir
 
 

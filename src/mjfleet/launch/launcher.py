@@ -17,7 +17,7 @@ torchrunx 0.4.0 quirks handled here:
   log collector behind.
 * Remote hosts: torchrunx announces ``socket.getfqdn()`` (often ``localhost``) and workers meet at the agent's
   ``getfqdn()``; we announce a routable launcher address and give workers a routable ``MASTER_ADDR``, after a
-  pre-flight check of every remote host (:mod:`~mjfleet.launch.hosts`). Agents that do not join within
+  pre-flight check of every remote host (:mod:`~mjfleet.cluster.hosts`). Agents that do not join within
   ``agent_timeout_s`` fail the launch with one line, and agents left on remote hosts are stopped over SSH.
 
 Log routing lives in :mod:`~mjfleet.launch.worker_logs`, failure diagnosis in :mod:`~mjfleet.launch.diagnosis` and
@@ -40,29 +40,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from mjfleet.errors import UsageError
-from mjfleet.launch.diagnosis import WorkerFailure as WorkerFailure  # What launch() raises; callers catch it here.
-from mjfleet.launch.diagnosis import build_failure
-from mjfleet.launch.hosts import (
-    MASTER_ADDR_ENV,
+from mjfleet.cluster.hosts import (
     HostError,
     check_gloo_interface,
+    is_local_host,
     launcher_address,
     master_address,
     preflight,
     remote_hosts,
 )
+from mjfleet.errors import UsageError
+from mjfleet.launch.diagnosis import WorkerFailure as WorkerFailure  # What launch() raises; callers catch it here.
+from mjfleet.launch.diagnosis import build_failure
 from mjfleet.launch.processes import (
     SWEEP_GRACE_INTERRUPTED_S,
     SWEEP_GRACE_S,
-    is_local_host,
     launch_children,
     sweep,
 )
 from mjfleet.launch.torchrunx_patches import patched_torchrunx, stop_remote_agents
 from mjfleet.launch.worker import REPORT_DIR_ENV, WorkerEntry
-from mjfleet.launch.worker_logs import make_log_handlers, read_reports
-from mjfleet.runtime.context import DEVICE_KIND_ENV, PG_TIMEOUT_ENV
+from mjfleet.launch.worker_logs import make_log_handlers, read_reports, worker_log_path
+from mjfleet.runtime.context import DEVICE_KIND_ENV, MASTER_ADDR_ENV, PG_TIMEOUT_ENV
 from mjfleet.runtime.devices import DeviceSelection
 from mjfleet.runtime.stop import StopRequest, signal_name
 
@@ -236,7 +235,8 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
         check_gloo_interface(address)
     log_run_dir = _make_log_run_dir(plan.log_dir) if plan.log_dir is not None else None
     if address is not None:
-        preflight(remote, plan.ssh_config, address, log_run_dir)
+        agent_log = None if log_run_dir is None else functools.partial(worker_log_path, log_run_dir, local_rank=None)
+        preflight(remote, plan.ssh_config, address, agent_log)
     master_addr = master_address(plan.hostnames, address) if address is not None else None
     report_dir = Path(tempfile.mkdtemp(prefix="mjfleet-launch-"))
     ssh_config = str(plan.ssh_config) if plan.ssh_config is not None else None

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import logging
 import signal
-import socket
 import time
 
 import psutil
@@ -65,16 +63,3 @@ def sweep(children_before: set[psutil.Process], grace_s: float) -> None:
         deadline = time.monotonic() + 3.0
         while _alive(left) and time.monotonic() < deadline:
             time.sleep(0.1)
-
-
-def is_local_host(host: str) -> bool:
-    """Whether ``host`` names this machine (torchrunx's own test: loopback, or an address shared with it)."""
-    try:
-        ip = ipaddress.ip_address(socket.gethostbyname(host))
-        if ip.is_loopback:
-            return True
-        host_addrs = {a[4][0] for a in socket.getaddrinfo(str(ip), None)}
-        local_addrs = {a[4][0] for a in socket.getaddrinfo(socket.gethostname(), None)}
-    except (OSError, ValueError):
-        return False
-    return bool(host_addrs & local_addrs)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from mjfleet.launch.processes import is_local_host
+from mjfleet.cluster.hosts import is_local_host
 
 logger = logging.getLogger(__name__)
 

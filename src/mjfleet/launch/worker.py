@@ -30,15 +30,13 @@ from pathlib import Path
 from typing import IO, Any, Generic, TypeVar
 
 from mjfleet.errors import is_retryable, is_user_facing
+from mjfleet.runtime.context import MASTER_ADDR_ENV
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 REPORT_DIR_ENV = "MJFLEET_LAUNCH_REPORT_DIR"
-MASTER_ADDR_ENV = "MJFLEET_MASTER_ADDR"
-"""Routable address of the first host, set by the launcher when hosts are remote; it replaces torchrunx's
-``MASTER_ADDR`` (the first agent's ``getfqdn()``, often ``localhost``, which other hosts resolve to themselves)."""
 """The launcher's report directory: the collector stores reports there, rank 0 reads the stop request from it."""
 REPORT_ATTR = "mjfleet_report"
 """LogRecord attribute carrying a report to the launcher's log collector."""

@@ -22,6 +22,10 @@ DEFAULT_PG_TIMEOUT_S = 600.0
 PG_TIMEOUT_ENV = "MJFLEET_PG_TIMEOUT_S"
 """Process-group (collective) timeout in seconds, set for launched workers by the launcher."""
 
+MASTER_ADDR_ENV = "MJFLEET_MASTER_ADDR"
+"""Routable address of the first host, set by the launcher when hosts are remote; it replaces torchrunx's
+``MASTER_ADDR`` (the first agent's ``getfqdn()``, often ``localhost``, which other hosts resolve to themselves)."""
+
 DEVICE_KIND_ENV = "MJFLEET_DEVICE_KIND"
 """Set by :func:`mjfleet.launch.launcher.launch` so workers know whether they train on GPUs."""
 

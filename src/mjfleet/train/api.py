@@ -15,13 +15,14 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from mjfleet.cluster.slurm import resolve_hostnames
 from mjfleet.errors import UsageError
 from mjfleet.launch.launcher import LaunchPlan
 from mjfleet.rl.records import WorkerResult
 from mjfleet.runtime.devices import DeviceSelection, parse_gpu_ids, select_local_devices
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.train.config import TrainConfig, validate
-from mjfleet.train.launched import describe_plan, make_plan, resolve_hostnames
+from mjfleet.train.launched import describe_plan, make_plan
 from mjfleet.train.run_dir import check_log_root, create_run_dir, discard_if_empty, next_run_dir
 from mjfleet.train.start import StartPoint, plan_start
 

@@ -25,13 +25,11 @@ import shlex
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from mjfleet.errors import UsageError
-from mjfleet.launch.processes import is_local_host
-from mjfleet.launch.worker import MASTER_ADDR_ENV as MASTER_ADDR_ENV  # the launcher sets it from master_address()
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +38,19 @@ LAUNCHER_ADDRESS_ENV = "MJFLEET_LAUNCHER_ADDRESS"
 SSH_CONNECT_TIMEOUT_S = 10.0
 PREFLIGHT_TIMEOUT_S = 60.0
 """The remote check imports mjfleet (not torch): seconds even on a cold shared file system."""
+
+
+def is_local_host(host: str) -> bool:
+    """Whether ``host`` names this machine (torchrunx's own test: loopback, or an address shared with it)."""
+    try:
+        ip = ipaddress.ip_address(socket.gethostbyname(host))
+        if ip.is_loopback:
+            return True
+        host_addrs = {a[4][0] for a in socket.getaddrinfo(str(ip), None)}
+        local_addrs = {a[4][0] for a in socket.getaddrinfo(socket.gethostname(), None)}
+    except (OSError, ValueError):
+        return False
+    return bool(host_addrs & local_addrs)
 
 
 class HostError(UsageError):
@@ -261,11 +272,14 @@ def check_host(
     return reason, f"command: {command}\nexit code: {result.exited}\nstderr:\n{result.stderr}"
 
 
-def preflight(hosts: Sequence[str], ssh_config: Path | None, address: str, log_dir: Path | None) -> None:
+def preflight(
+    hosts: Sequence[str], ssh_config: Path | None, address: str, log_file: Callable[[str], Path] | None
+) -> None:
     """Check every remote host in parallel the way torchrunx will use it: SSH with the same client config, the
     project directory and interpreter, ``import mjfleet``, and a TCP connection back to ``address``.
 
-    Raises :class:`HostError` for the first failing host (in ``hosts`` order), naming its log file in ``log_dir``.
+    Raises :class:`HostError` for the first failing host (in ``hosts`` order), naming ``log_file(host)`` where the
+    details were written.
     """
     if not hosts:
         return
@@ -289,10 +303,8 @@ def preflight(hosts: Sequence[str], ssh_config: Path | None, address: str, log_d
             continue
         reason, details = outcome
         where = ""
-        if log_dir is not None:
-            from mjfleet.launch.worker_logs import worker_log_path
-
-            log = worker_log_path(log_dir, host, None)
+        if log_file is not None:
+            log = log_file(host)
             with contextlib.suppress(OSError):
                 log.write_text(f"pre-flight check of {host} failed: {reason}\n{details}\n")
                 where = f" (log: {log})"
