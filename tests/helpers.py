@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -53,3 +56,15 @@ def assert_no_processes_left(token: str, wait_s: float = 10.0, context: str = ""
     while processes_with_token(token) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert processes_with_token(token) == [], context or "launch processes were left behind"
+
+
+def run_main(main: Callable[[list[str]], None], argv: list[str]) -> tuple[int, str, str]:
+    """A console entry point run in this process: its exit code, stdout and stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    code: object = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(argv)
+        except SystemExit as e:
+            code = e.code
+    return int(code or 0), out.getvalue(), err.getvalue()  # type: ignore[call-overload]

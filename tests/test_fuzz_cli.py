@@ -22,6 +22,8 @@ from mjfleet.cli import train
 from mjfleet.rl.checkpoint import save_atomic
 from mjfleet.train import api
 
+from .helpers import run_main
+
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="GPU ids are only invalid without CUDA")
 
 TASK = "cartpole-balance"
@@ -100,14 +102,7 @@ def _snapshot(root: Path) -> set[Path]:
 def _check(argv: list[str], root: Path) -> int:
     """Run ``train`` and check the exit contract; returns the exit code."""
     before = _snapshot(root)
-    out, err = io.StringIO(), io.StringIO()
-    code: object = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            train.main(argv)
-        except SystemExit as e:
-            code = e.code
-    stdout, stderr = out.getvalue(), err.getvalue()
+    code, stdout, stderr = run_main(train.main, argv)
     assert "Traceback" not in stderr + stdout, (argv, stderr)
     assert code in (0, 2), (argv, code, stderr)
     if code == 2:
@@ -117,7 +112,7 @@ def _check(argv: list[str], root: Path) -> int:
         assert "iterations " in stdout and "not created by --dry-run" in stdout, (argv, stdout)
     assert _snapshot(root) == before, f"{argv} created files"
     event(f"exit {code}")
-    return int(code)  # type: ignore[call-overload]
+    return code
 
 
 def _base(root: Path) -> list[str]:

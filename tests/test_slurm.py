@@ -5,8 +5,6 @@ Nothing is launched: the plan (hosts, workers per host, world size) and the ``--
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import shlex
 import socket
@@ -21,7 +19,7 @@ from mjfleet.cli.train import parse_args
 from mjfleet.runtime.devices import GpuRequest, select_devices
 from mjfleet.train import api, prepare
 
-from .helpers import small_train_config
+from .helpers import run_main, small_train_config
 
 SLURM_VARS = ("SLURM_JOB_ID", "SLURM_JOBID", "SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURM_GPUS_ON_NODE")
 
@@ -72,14 +70,7 @@ def _gpus_on_launcher(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
 
 def _main(argv: list[str]) -> tuple[int, str, str]:
     """``train.main`` in-process: exit code, stdout and stderr."""
-    out, err = io.StringIO(), io.StringIO()
-    code: object = 0
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
-        try:
-            train.main(argv)
-        except SystemExit as e:
-            code = e.code
-    return int(code), out.getvalue(), err.getvalue()  # type: ignore[call-overload]
+    return run_main(train.main, argv)
 
 
 TINY = ["--gpu-ids", "None", "--env.num-envs", "8", "--agent.num-steps-per-env", "4"]
