@@ -17,10 +17,11 @@ from mjfleet.config_io import load_yaml, update_dataclass
 from mjfleet.console import configure_logging
 from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import UsageError, exits_on_usage_error
-from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint, resolve_checkpoint
+from mjfleet.rl.checkpoint import list_checkpoints
 from mjfleet.rl.config import AgentConfig
 from mjfleet.runtime.devices import parse_gpu_ids, select_local_devices
 from mjfleet.tasks.registry import get_task
+from mjfleet.train.checkpoint_source import load_policy, resolve_play_checkpoint
 
 # torch, Warp and the simulator are imported by play() itself, so a mistyped command is answered at once.
 
@@ -34,7 +35,8 @@ class PlayConfig:
     env: EnvConfig
     """Environment settings (default: those the checkpoint's run trained with, else the task's)."""
     checkpoint: Path | None = None
-    """Checkpoint file, or a run directory (its newest checkpoint). Default: the newest run of the task under
+    """Checkpoint file, a run directory (its newest checkpoint), an exported ``.onnx`` policy (run with
+    onnxruntime) or ``wandb:<entity>/<project>/<run>[:<file>]``. Default: the newest run of the task under
     ``--log-root``."""
     log_root: Path = Path("logs/rsl_rl")
     """Where to look for the newest run when ``--checkpoint`` is not given."""
@@ -123,8 +125,6 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
 
     from mjfleet.envs.env import MjEnv
     from mjfleet.rl.evaluate import Policy, evaluate, random_policy, zero_policy
-    from mjfleet.rl.runner import Runner
-    from mjfleet.runtime.context import DistributedContext
     from mjfleet.sim.warp_runtime import scoped_device
     from mjfleet.train.worker import seed_everything
 
@@ -132,9 +132,7 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
     if selection.num_gpus > 1:
         raise UsageError("play runs on one device; pass a single GPU index or None")
     device = selection.devices[0]
-    checkpoint = resolve_checkpoint(cfg.checkpoint) if cfg.checkpoint is not None else None
-    if checkpoint is not None:
-        load_checkpoint(checkpoint)
+    checkpoint = resolve_play_checkpoint(cfg.checkpoint) if cfg.checkpoint is not None else None
     seed_everything(cfg.seed)
     spec = get_task(task_id)
     with scoped_device(device):
@@ -142,9 +140,7 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
         policy: Policy
         if cfg.agent == "policy":
             assert checkpoint is not None
-            runner = Runner(env, agent_cfg, DistributedContext(device=device), run_dir=None)
-            runner.load(str(checkpoint))
-            policy = runner.get_inference_policy(device)  # type: ignore[assignment]
+            policy = load_policy(checkpoint, env, agent_cfg, device)
         else:
             policy = random_policy(env) if cfg.agent == "random" else zero_policy(env)
         recorder = None

@@ -66,6 +66,9 @@ class AgentConfig:
     """Environment steps per environment per rollout."""
     save_interval: int = 50
     """Write a checkpoint every this many iterations (and always after the last one)."""
+    export_onnx: bool = True
+    """With every checkpoint ``model_<it>.pt`` also write ``model_<it>.onnx`` + ``model_<it>.onnx.json`` (the
+    deterministic actor with its observation normaliser, and its inputs and outputs) and refresh ``policy.onnx``."""
     logger: Literal["tensorboard", "wandb"] = "tensorboard"
     """Where metrics go besides the console; ``wandb`` also writes TensorBoard events (honours WANDB_MODE)."""
     wandb_project: str = "mjfleet"

@@ -310,8 +310,26 @@ class Runner:
                     raise
                 kept = f"; {self.last_checkpoint} is intact" if self.last_checkpoint is not None else ""
                 raise CheckpointWriteError(f"cannot write checkpoint {path}: {e.strerror}{kept}") from None
+            if self.agent_cfg.export_onnx:
+                self.export_onnx(path.with_suffix(".onnx"))
         self.last_checkpoint = path
         return path if self.ctx.is_main else None
+
+    def export_onnx(self, path: Path) -> Path | None:
+        """Write the current policy as ONNX with its JSON description to ``path`` and refresh ``policy.onnx``.
+
+        The ``.pt`` checkpoint is the state training depends on: a failed export is logged, not fatal.
+        """
+        from mjfleet.rl.onnx_policy import export_policy, policy_metadata, publish_latest
+
+        policy = self.alg.get_policy()
+        try:
+            export_policy(policy, path, policy_metadata(self.env, policy, self.current_learning_iteration))
+            publish_latest(path)
+        except Exception as e:
+            logger.warning("could not export %s: %s: %s", path, type(e).__name__, e)
+            return None
+        return path
 
     def load(self, path: str | Path, map_location: str | None = None) -> None:
         """Load a checkpoint on this rank (every rank calls this on resume)."""

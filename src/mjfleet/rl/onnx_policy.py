@@ -1,0 +1,187 @@
+# pyright: reportAttributeAccessIssue=false
+# (mujoco ships compiled bindings without type stubs.)
+"""ONNX copies of the policy for deployment: written beside every checkpoint, run with onnxruntime by ``play``.
+
+Each ``model_<iteration>.pt`` gets ``model_<iteration>.onnx`` (the actor with its observation normaliser, batch
+dimension dynamic) and ``model_<iteration>.onnx.json`` (what a robot needs to feed it: the observation groups and
+sizes, action scale, control step, joint order). ``policy.onnx`` and ``policy.onnx.json`` are the newest pair.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from tensordict import TensorDict
+
+from mjfleet.errors import UsageError
+
+if TYPE_CHECKING:
+    from rsl_rl.models import MLPModel
+
+    from mjfleet.envs.env import MjEnv
+
+logger = logging.getLogger(__name__)
+
+OPSET = 18
+"""ONNX opset of the exported graphs (recorded in the JSON as ``opset``)."""
+FORMAT = "mjfleet-onnx-policy"
+"""Marker of the JSON sidecar, so ``play`` refuses an ONNX file that mjfleet did not write."""
+FORMAT_VERSION = 1
+INPUT_NAME = "obs"
+OUTPUT_NAME = "actions"
+LATEST_NAME = "policy.onnx"
+"""The newest export of a run directory (overwritten at every checkpoint)."""
+
+
+def metadata_path(onnx_path: Path) -> Path:
+    """The JSON sidecar of an ONNX file: ``<name>.onnx.json``."""
+    return onnx_path.with_name(onnx_path.name + ".json")
+
+
+def policy_metadata(env: MjEnv, policy: MLPModel, iteration: int) -> dict[str, Any]:
+    """Inputs and outputs of the exported actor as the environment defines them (nothing here is configured twice).
+
+    Observation groups are those the actor reads, concatenated in this order; joints are the actuated joints in
+    actuator (= action) order.
+    """
+    import mujoco
+
+    obs = env.get_observations()
+    groups = [{"name": g, "size": int(obs[g].shape[-1])} for g in policy.obs_groups]
+    model = env.sim.mj_model
+    actuators, joints = [], []
+    for i in range(model.nu):
+        actuators.append(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_ACTUATOR, i) or f"actuator_{i}")
+        if model.actuator_trntype[i] == mujoco.mjtTrn.mjTRN_JOINT:
+            joints.append(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, int(model.actuator_trnid[i, 0])))
+    scale = getattr(env.cfg, "action_scale", None)
+    default = getattr(env.task, "default_joint_pos", None)
+    meta: dict[str, Any] = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "opset": OPSET,
+        "iteration": iteration,
+        "task": type(env.task).__name__,
+        "inputs": [{"name": INPUT_NAME, "shape": ["batch", int(policy.obs_dim)], "observation_groups": groups}],
+        "outputs": [{"name": OUTPUT_NAME, "shape": ["batch", int(env.num_actions)]}],
+        "observation_normalization": bool(policy.obs_normalization),
+        "clip_actions": float(env.cfg.clip_actions),
+        "action_scale": None if scale is None else float(scale),
+        "control_dt": float(env.step_dt),
+        "physics_dt": float(model.opt.timestep),
+        "actuator_names": actuators,
+        "joint_names": joints,
+    }
+    if isinstance(default, torch.Tensor) and default.shape == (env.num_actions,):
+        meta["default_joint_pos"] = [float(v) for v in default.tolist()]
+    return meta
+
+
+def export_policy(policy: MLPModel, path: Path, metadata: dict[str, Any]) -> Path:
+    """Write the deterministic actor (normaliser included) to ``path`` and its JSON beside it, each atomically."""
+    module = policy.as_onnx(verbose=False)
+    module.to("cpu")
+    module.eval()
+    dummy = torch.zeros(1, int(policy.obs_dim))
+    axes = {INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}}
+    with warnings.catch_warnings():
+        # dynamo=False is the TorchScript exporter: it needs only ``onnx`` (not onnxscript) and is deprecated upstream.
+        warnings.simplefilter("ignore")
+        _write_atomic(
+            path,
+            lambda f: torch.onnx.export(
+                module,
+                (dummy,),
+                f,
+                opset_version=OPSET,
+                input_names=[INPUT_NAME],
+                output_names=[OUTPUT_NAME],
+                dynamic_axes=axes,
+                dynamo=False,
+            ),
+        )
+    text = json.dumps(metadata, indent=2) + "\n"
+    _write_atomic(metadata_path(path), lambda f: f.write(text.encode()))
+    return path
+
+
+def publish_latest(onnx_path: Path) -> Path:
+    """Copy ``onnx_path`` and its JSON to ``policy.onnx`` and ``policy.onnx.json`` in the same directory."""
+    latest = onnx_path.with_name(LATEST_NAME)
+    for src, dst in ((onnx_path, latest), (metadata_path(onnx_path), metadata_path(latest))):
+        data = src.read_bytes()
+        _write_atomic(dst, lambda f, data=data: f.write(data))
+    return latest
+
+
+def _write_atomic(path: Path, write: Any) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_metadata(onnx_path: Path) -> dict[str, Any]:
+    """The JSON sidecar of ``onnx_path``; a missing or foreign one raises :class:`UsageError`."""
+    meta_file = metadata_path(onnx_path)
+    try:
+        meta = json.loads(meta_file.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{onnx_path} has no {meta_file.name} beside it (export it with mjfleet)") from None
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{meta_file} is unreadable ({type(e).__name__})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise UsageError(f"{meta_file} is not an mjfleet ONNX policy description")
+    return meta
+
+
+class OnnxPolicy:
+    """An exported policy run by onnxruntime on the CPU; called like the torch policy (observation groups in,
+    actions out, on the observations' device)."""
+
+    def __init__(self, path: Path) -> None:
+        import onnxruntime as ort
+
+        if not path.is_file():
+            raise UsageError(f"ONNX policy {path} does not exist")
+        self.path = path
+        self.metadata = load_metadata(path)
+        self.groups: list[str] = [g["name"] for g in self.metadata["inputs"][0]["observation_groups"]]
+        self.sizes: list[int] = [int(g["size"]) for g in self.metadata["inputs"][0]["observation_groups"]]
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1  # batches of a few environments: threads cost more than they save
+        options.log_severity_level = 3
+        try:
+            self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception as e:
+            raise UsageError(f"ONNX policy {path} cannot be loaded ({type(e).__name__})") from None
+
+    def check_compatible(self, obs: TensorDict, num_actions: int) -> None:
+        """Raise :class:`UsageError` unless the environment's observations and actions match the export."""
+        for name, size in zip(self.groups, self.sizes, strict=True):
+            if name not in obs:
+                raise UsageError(f"{self.path} reads observation group {name!r}, which this task does not provide")
+            if int(obs[name].shape[-1]) != size:
+                raise UsageError(
+                    f"{self.path} expects {size} values of observation group {name!r}, the task gives"
+                    f" {int(obs[name].shape[-1])} (exported from another task or configuration?)"
+                )
+        exported = int(self.metadata["outputs"][0]["shape"][-1])
+        if exported != num_actions:
+            raise UsageError(f"{self.path} outputs {exported} actions, the task takes {num_actions}")
+
+    def __call__(self, obs: TensorDict) -> torch.Tensor:
+        x = torch.cat([obs[g] for g in self.groups], dim=-1)
+        (actions,) = self.session.run([OUTPUT_NAME], {INPUT_NAME: x.detach().float().cpu().numpy()})
+        return torch.from_numpy(actions).to(x.device)
