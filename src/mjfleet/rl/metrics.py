@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +38,22 @@ class MetricsWriter:
         """Log each value under its key at ``step``."""
         for key, value in values.items():
             self._tb.add_scalar(key, value, step)
+
+    def add_video(self, tag: str, mp4: Path, frames: Sequence[np.ndarray], fps: float, step: int) -> None:
+        """Log a clip: an animated GIF in TensorBoard (its image tab; no moviepy needed), the mp4 file in W&B."""
+        import imageio.v2 as imageio
+        from tensorboard.compat.proto.summary_pb2 import Summary  # pyright: ignore[reportAttributeAccessIssue]
+
+        gif = io.BytesIO()
+        imageio.mimwrite(gif, list(frames), format="GIF", duration=1000.0 / fps, loop=0)  # type: ignore[arg-type]
+        height, width = frames[0].shape[:2]
+        image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=gif.getvalue())
+        # SummaryWriter.add_video would need moviepy; its file writer takes the finished summary.
+        self._tb._get_file_writer().add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), step)
+        if self._wandb_run is not None:
+            import wandb
+
+            self._wandb_run.log({tag: wandb.Video(str(mp4), format="mp4"), "iteration": step})
 
     def close(self) -> None:
         """Flush and close every sink."""

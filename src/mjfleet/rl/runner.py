@@ -48,6 +48,9 @@ StopCheck = Callable[[], int]
 IterationHook = Callable[["Runner", IterationRecord], None]
 """Called on every rank after each iteration, once its checkpoint (if due) is written."""
 
+StepHook = Callable[["Runner"], None]
+"""Called after every environment step of a rollout (e.g. to render a video frame)."""
+
 
 class Runner:
     """Trains one worker's replica: rsl-rl-lib builds the models, storage and :class:`~mjfleet.rl.ppo.SyncedPPO`
@@ -82,6 +85,8 @@ class Runner:
         self.replica_check_interval = replica_check_interval
         self.hooks: list[IterationHook] = []
         """Called after every iteration (heartbeats, the records a worker returns, test probes)."""
+        self.step_hooks: list[StepHook] = []
+        """Called after every rollout step, with :attr:`current_learning_iteration` the last completed iteration."""
         self.stop_check: StopCheck | None = None
         """Rank 0 only: asked after each iteration whether to stop (checkpoint written, then :meth:`learn` returns)."""
         self.stop_signal: int | None = None
@@ -137,6 +142,8 @@ class Runner:
                         obs, rewards, dones, extras = env.step(actions.to(env.device))
                         obs, rewards, dones = obs.to(self.device), rewards.to(self.device), dones.to(self.device)
                         alg.process_env_step(obs, rewards, dones, extras)
+                        for step_hook in self.step_hooks:
+                            step_hook(self)
                     alg.compute_returns(obs)
                 t1 = time.perf_counter()
                 alg.sync_s = 0.0

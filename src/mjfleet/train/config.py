@@ -82,6 +82,15 @@ class TrainConfig:
     """After a worker dies (crash, signal, OOM kill, hang), relaunch every worker from the newest checkpoint of
     the same run directory up to this many times, finishing at the originally requested iteration. Bad input
     and NaN training are never retried. With a value above 0 even a single worker runs as a launched process."""
+    video_interval: int = 0
+    """Every this many iterations rank 0 records a clip of environment 0 during the rollout into
+    ``<run_dir>/videos/iter_<it>.mp4`` and the logger (TensorBoard, W&B). 0: no videos."""
+    video_length: int = 200
+    """Control steps per training clip (a clip may run on into the next iterations' rollouts)."""
+    video_width: int = 320
+    """Width of training clips in pixels."""
+    video_height: int = 240
+    """Height of training clips in pixels."""
     dry_run: bool = False
     """Validate everything (arguments, devices, checkpoint to resume, log root), print the launch plan and exit
     without creating a run directory or starting workers."""
@@ -99,6 +108,9 @@ def validate(cfg: TrainConfig) -> None:
         "--agent.algorithm.num-mini-batches": cfg.agent.algorithm.num_mini_batches,
         "--cpu-workers": cfg.cpu_workers,
         "--replica-check-interval": cfg.replica_check_interval,
+        "--video-length": cfg.video_length,
+        "--video-width": cfg.video_width,
+        "--video-height": cfg.video_height,
     }
     for flag, value in positive.items():
         if value < 1:
@@ -137,6 +149,12 @@ def validate(cfg: TrainConfig) -> None:
         raise UsageError(
             f"--collective-timeout-s must be positive and at most {MAX_COLLECTIVE_TIMEOUT_S:.0f} s"
             f" (got {cfg.collective_timeout_s})"
+        )
+    if cfg.video_interval < 0:
+        raise UsageError(f"--video-interval must be 0 (no videos) or positive (got {cfg.video_interval})")
+    if cfg.video_width > 4096 or cfg.video_height > 4096:
+        raise UsageError(
+            f"--video-width and --video-height must be at most 4096 (got {cfg.video_width}x{cfg.video_height})"
         )
     if cfg.cpu_workers > MAX_CPU_WORKERS:
         raise UsageError(f"--cpu-workers must be at most {MAX_CPU_WORKERS} (got {cfg.cpu_workers})")

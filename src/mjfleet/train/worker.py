@@ -105,6 +105,19 @@ def train_worker(
             runner.load(str(start.checkpoint))
             logger.info("resumed from %s at iteration %d", start.checkpoint, runner.current_learning_iteration)
         runner.stop_check = stop_check
+        if cfg.video_interval > 0 and ctx.is_main and run_dir is not None:
+            from mjfleet.train.video import TrainingVideo
+
+            TrainingVideo(
+                runner,
+                run_dir,
+                cfg.video_interval,
+                cfg.video_length,
+                start.final_iteration,
+                spec.load_task_class().video_camera,
+                cfg.video_width,
+                cfg.video_height,
+            )
         records: deque[IterationRecord] = deque(maxlen=KEPT_RECORDS)
         runner.hooks.append(lambda _, record: records.append(record))
         if launched:

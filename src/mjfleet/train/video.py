@@ -1,0 +1,93 @@
+"""Clips of the policy while it trains (``--video-interval N``): rank 0 renders environment 0 of its own rollout.
+
+Rendering the training rollout rather than a separate evaluation environment costs nothing when no clip is due,
+changes no simulation or random state (training continues bit for bit as without videos), and shows the policy as
+it acts during training (sampled actions).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mjfleet.render.video import WorldVideo
+    from mjfleet.rl.records import IterationRecord
+    from mjfleet.rl.runner import Runner
+
+logger = logging.getLogger(__name__)
+
+TAG = "Video/train"
+"""Tag of the clips in TensorBoard and W&B."""
+
+
+def clip_path(run_dir: Path, iteration: int) -> Path:
+    """Where the clip started in iteration ``iteration`` is written."""
+    return run_dir / "videos" / f"iter_{iteration}.mp4"
+
+
+class TrainingVideo:
+    """Starts a clip at the first rollout step of every iteration divisible by ``interval`` and writes it once it
+    holds ``length`` frames (or when the run's last iteration ends, whichever comes first)."""
+
+    def __init__(
+        self,
+        runner: Runner,
+        run_dir: Path,
+        interval: int,
+        length: int,
+        final_iteration: int,
+        camera: str | None = None,
+        width: int = 320,
+        height: int = 240,
+    ) -> None:
+        self.run_dir = run_dir
+        self.interval = interval
+        self.length = length
+        self.final_iteration = final_iteration
+        self.camera = camera
+        self.width, self.height = width, height
+        self.written: list[Path] = []
+        """Clips written so far."""
+        self._recorder: WorldVideo | None = None
+        self._started_at = 0
+        runner.step_hooks.append(self.on_step)
+        runner.hooks.append(self.on_iteration)
+
+    def on_step(self, runner: Runner) -> None:
+        """Capture a frame while a clip is open; open one at the first step of a due iteration."""
+        if self._recorder is None:
+            iteration = runner.current_learning_iteration + 1  # the one being collected
+            if iteration % self.interval != 0 or iteration == self._started_at:
+                return
+            try:
+                from mjfleet.render.video import WorldVideo
+
+                self._recorder = WorldVideo(runner.env.sim, 0, self.camera, self.height, self.width)
+            except Exception as e:  # no OpenGL here (e.g. MUJOCO_GL unusable): train on without videos
+                logger.warning("training videos disabled: cannot render (%s: %s)", type(e).__name__, e)
+                self.interval = 0
+                runner.step_hooks.remove(self.on_step)
+                return
+            self._started_at = iteration
+        self._recorder.capture()
+        if len(self._recorder.frames) >= self.length:
+            self._finish(runner)
+
+    def on_iteration(self, runner: Runner, record: IterationRecord) -> None:
+        """Write an open clip at the end of the run, so it is not lost."""
+        if self._recorder is not None and record.iteration >= self.final_iteration:
+            self._finish(runner)
+
+    def _finish(self, runner: Runner) -> None:
+        recorder, self._recorder = self._recorder, None
+        assert recorder is not None
+        fps = 1.0 / runner.env.step_dt
+        try:
+            path = recorder.write(clip_path(self.run_dir, self._started_at), fps=fps)
+            if runner.writer is not None:
+                runner.writer.add_video(TAG, path, recorder.frames, fps, self._started_at)
+            self.written.append(path)
+        finally:
+            recorder.close()

@@ -1,0 +1,52 @@
+"""`--video-interval N`: rank 0 records clips of its rollout into the run directory and TensorBoard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import imageio.v2 as imageio
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from mjfleet.errors import UsageError
+from mjfleet.runtime.context import DistributedContext
+from mjfleet.train.config import validate
+from mjfleet.train.run_dir import make_run_dir
+from mjfleet.train.video import TAG
+from mjfleet.train.worker import train_worker
+
+from .helpers import small_train_config
+
+
+@pytest.mark.slow
+def test_clips_every_n_iterations(tmp_path: Path) -> None:
+    cfg = small_train_config(
+        num_envs=8,
+        iterations=3,
+        steps=8,
+        log_root=tmp_path,
+        video_interval=2,
+        video_length=12,
+        video_width=64,
+        video_height=48,
+    )
+    run_dir = make_run_dir(tmp_path, "video")
+    result = train_worker(cfg, run_dir, DistributedContext(device="cpu"))
+    assert result.final_iteration == 3
+    # Iteration 2 opens a clip; its 12 frames span the rollouts of iterations 2 and 3 (8 steps each).
+    assert sorted(p.name for p in (run_dir / "videos").iterdir()) == ["iter_2.mp4"]
+    frames = imageio.mimread(run_dir / "videos" / "iter_2.mp4")
+    assert len(frames) == 12
+    assert frames[0].shape == (48, 64, 3)
+    events = EventAccumulator(str(run_dir), size_guidance={"images": 0})
+    events.Reload()
+    (image,) = events.Images(TAG)
+    assert image.step == 2
+    assert image.encoded_image_string.startswith(b"GIF8")
+
+
+def test_video_settings_are_checked() -> None:
+    with pytest.raises(UsageError, match="--video-interval"):
+        validate(small_train_config(video_interval=-1))
+    with pytest.raises(UsageError, match="--video-length"):
+        validate(small_train_config(video_interval=5, video_length=0))
