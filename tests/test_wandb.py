@@ -1,24 +1,29 @@
-"""`--agent.logger wandb` writes a W&B run beside TensorBoard and honours WANDB_MODE=offline (no network)."""
+"""`--agent.logger wandb` writes a W&B run beside TensorBoard, honours WANDB_MODE=offline (no network), stores the
+checkpoints in the run, and `wandb:<entity>/<project>/<run>` brings them back for `--resume` and `play`."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 
+from mjfleet.cli import play, train
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.train.run_dir import make_run_dir
+from mjfleet.train.wandb_source import LOCAL_DIR_ENV
 from mjfleet.train.worker import train_worker
 
-from .helpers import small_train_config
+from .helpers import run_main, small_train_config
 
 
 @pytest.mark.slow
 def test_wandb_offline_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
-    cfg = small_train_config(iterations=2, log_root=tmp_path)
+    cfg = small_train_config(iterations=2, log_root=tmp_path, video_interval=2, video_length=4)
+    cfg.video_width, cfg.video_height = 64, 48
     cfg.agent = dataclasses.replace(cfg.agent, logger="wandb", wandb_project="mjfleet-tests")
     run_dir = make_run_dir(tmp_path, "wandb")
     train_worker(cfg, run_dir, DistributedContext(device="cpu"))
@@ -26,3 +31,39 @@ def test_wandb_offline_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert len(offline_runs) == 1
     assert list(offline_runs[0].glob("*.wandb"))
     assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1
+    files = offline_runs[0] / "files"
+    for name in ("model_1.pt", "model_2.pt", "model_2.onnx", "model_2.onnx.json", "params/env.yaml"):
+        assert (files / name).is_file(), name
+    assert list((files / "media" / "videos").rglob("*.mp4")), "the training clip reaches W&B"
+
+    # Round trip through the run's files, read from the offline run directory instead of the server.
+    monkeypatch.setenv(LOCAL_DIR_ENV, str(tmp_path))
+    run_id = offline_runs[0].name.rsplit("-", 1)[1]
+    code, _, err = run_main(
+        train.main,
+        [
+            "cartpole-balance",
+            "--resume",
+            f"wandb:someone/mjfleet-tests/{run_id}:1",
+            *("--agent.max-iterations", "1", "--agent.num-steps-per-env", "8", "--env.num-envs", "16"),
+            *("--gpu-ids", "None", "--log-root", str(tmp_path / "resumed"), "--agent.experiment-name", "resumed"),
+        ],
+    )
+    assert code == 0, err
+    downloaded = tmp_path / "resumed" / ".wandb_downloads" / "someone" / "mjfleet-tests" / run_id
+    assert (downloaded / "model_1.pt").read_bytes() == (run_dir / "model_1.pt").read_bytes()
+    (resumed,) = (tmp_path / "resumed" / "resumed").iterdir()
+    assert [p.name for p in resumed.glob("model_*.pt")] == ["model_2.pt"]  # iteration 1 + 1 more
+
+    code, out, err = run_main(
+        play.main,
+        [
+            "cartpole-balance",
+            *("--checkpoint", f"wandb:someone/mjfleet-tests/{run_id}:model_2.onnx"),
+            *("--num-episodes", "2", "--gpu-ids", "None", "--log-root", str(tmp_path / "played")),
+        ],
+    )
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["checkpoint"].endswith(f"{run_id}/model_2.onnx")
+    assert result["episodes"] == 2

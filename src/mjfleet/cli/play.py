@@ -21,7 +21,7 @@ from mjfleet.rl.checkpoint import list_checkpoints
 from mjfleet.rl.config import AgentConfig
 from mjfleet.runtime.devices import parse_gpu_ids, select_local_devices
 from mjfleet.tasks.registry import get_task
-from mjfleet.train.checkpoint_source import load_policy, resolve_play_checkpoint
+from mjfleet.train.checkpoint_source import fetch_remote_checkpoint, load_policy, resolve_play_checkpoint
 
 # torch, Warp and the simulator are imported by play() itself, so a mistyped command is answered at once.
 
@@ -68,6 +68,7 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
             )
         raise UsageError("usage: play <task> --checkpoint <path> [OPTIONS]; run list-tasks to see the task ids")
     spec = get_task(argv[0])
+    argv = [argv[0], *fetch_remote_checkpoint(argv[1:], PlayConfig.log_root)]  # wandb:... -> local file
     env_cfg, agent_cfg = spec.env_cfg(), spec.agent_cfg()
     run_dir = _run_dir_hint(argv[1:])
     latest = None

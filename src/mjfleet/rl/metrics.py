@@ -23,6 +23,7 @@ class MetricsWriter:
     def __init__(
         self, run_dir: Path, use_wandb: bool = False, project: str = "mjfleet", config: dict[str, Any] | None = None
     ) -> None:
+        self.run_dir = run_dir
         self._wandb_run: Any = None
         if use_wandb:
             import wandb
@@ -30,6 +31,15 @@ class MetricsWriter:
             self._wandb_run = wandb.init(
                 project=project, name=run_dir.name, dir=str(run_dir), config=config or {}, sync_tensorboard=True
             )
+            run = self._wandb_run
+            logger.info(
+                "W&B run %s; resume or play it with wandb:%s/%s/%s",
+                run.url or run.id,
+                run.entity or "<entity>",
+                run.project,
+                run.id,
+            )
+            self.save_files(sorted((run_dir / "params").glob("*.yaml")))
         from torch.utils.tensorboard import SummaryWriter
 
         self._tb = SummaryWriter(log_dir=str(run_dir), flush_secs=10)
@@ -38,6 +48,15 @@ class MetricsWriter:
         """Log each value under its key at ``step``."""
         for key, value in values.items():
             self._tb.add_scalar(key, value, step)
+
+    def save_files(self, paths: list[Path]) -> None:
+        """Store files of the run directory in the W&B run (same relative names), so ``wandb:`` references find
+        them; without W&B nothing happens. Offline runs keep them until ``wandb sync``."""
+        if self._wandb_run is None:
+            return
+        for path in paths:
+            if path.is_file():
+                self._wandb_run.save(str(path), base_path=str(self.run_dir), policy="now")
 
     def add_video(self, tag: str, mp4: Path, frames: Sequence[np.ndarray], fps: float, step: int) -> None:
         """Log a clip: an animated GIF in TensorBoard (its image tab; no moviepy needed), the mp4 file in W&B."""

@@ -317,8 +317,11 @@ class Runner:
                     raise
                 kept = f"; {self.last_checkpoint} is intact" if self.last_checkpoint is not None else ""
                 raise CheckpointWriteError(f"cannot write checkpoint {path}: {e.strerror}{kept}") from None
-            if self.agent_cfg.export_onnx:
-                self.export_onnx(path.with_suffix(".onnx"))
+            uploads = [path]
+            if self.agent_cfg.export_onnx and self.export_onnx(path.with_suffix(".onnx")) is not None:
+                uploads += [path.with_suffix(".onnx"), path.with_suffix(".onnx.json")]
+            if self.writer is not None:
+                self.writer.save_files(uploads)
         self.last_checkpoint = path
         return path if self.ctx.is_main else None
 

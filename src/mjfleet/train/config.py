@@ -70,7 +70,8 @@ class TrainConfig:
     log_root: Path = Path("logs/rsl_rl")
     """Runs are written under ``<log_root>/<experiment_name>/<timestamp>[_<run_name>]``."""
     resume: Path | None = None
-    """Continue from this checkpoint file, or from the newest checkpoint of this run directory."""
+    """Continue from this checkpoint file, from the newest checkpoint of this run directory, or from a checkpoint
+    of a W&B run: ``wandb:<entity>/<project>/<run>[:<model_<it>.pt or iteration>]`` (newest when omitted)."""
     init_at_random_ep_len: bool = True
     """Start episodes at random times so time-outs are spread over iterations."""
     replica_check_interval: int = 50

@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from mjfleet.errors import UsageError
 from mjfleet.rl.checkpoint import load_checkpoint, resolve_checkpoint
+from mjfleet.train.checkpoint_source import is_onnx
 from mjfleet.train.config import TrainConfig
+from mjfleet.train.wandb_source import DOWNLOAD_DIR, fetch, is_wandb_ref
 
 
 @dataclass(frozen=True)
@@ -26,11 +29,19 @@ class StartPoint:
 def plan_start(cfg: TrainConfig) -> StartPoint:
     """The first attempt's start: ``--resume`` resolved to one validated checkpoint, then ``max_iterations`` more.
 
+    A ``wandb:`` reference is downloaded here, once, under ``<log_root>/.wandb_downloads``; every worker then loads
+    that file.
+
     Raises :class:`~mjfleet.errors.UsageError` for a missing, truncated or foreign checkpoint.
     """
     if cfg.resume is None:
         return StartPoint(checkpoint=None, final_iteration=cfg.agent.max_iterations)
-    checkpoint = resolve_checkpoint(cfg.resume)
+    resume = cfg.resume
+    if is_wandb_ref(resume):
+        resume = fetch(str(resume), cfg.log_root / DOWNLOAD_DIR)
+        if is_onnx(resume):
+            raise UsageError(f"--resume {cfg.resume}: an ONNX export holds no training state; name a model_<it>.pt")
+    checkpoint = resolve_checkpoint(resume)
     start_iteration = int(load_checkpoint(checkpoint)["iter"])
     return StartPoint(
         checkpoint=checkpoint,

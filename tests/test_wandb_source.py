@@ -1,0 +1,83 @@
+"""`wandb:<entity>/<project>/<run>[:<checkpoint>]` references: parsing, choosing and downloading files, one-line
+errors. The W&B server is replaced by a stand-in of the public API's run object (no network)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mjfleet.cli import play
+from mjfleet.errors import UsageError
+from mjfleet.train.wandb_source import LOCAL_DIR_ENV, ApiRunFiles, WandbRef, fetch, parse_ref
+
+from .helpers import run_main
+
+
+class _File:
+    def __init__(self, store: dict[str, bytes], name: str) -> None:
+        self.store, self.name = store, name
+
+    def download(self, root: str, replace: bool = False) -> None:
+        target = Path(root) / self.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(self.store[self.name])
+
+
+class _ApiRun:
+    """What mjfleet uses of ``wandb.apis.public.Run``: ``files()`` and ``file(name).download(root, replace)``."""
+
+    def __init__(self, store: dict[str, bytes]) -> None:
+        self.store = store
+
+    def files(self) -> list[_File]:
+        return [_File(self.store, n) for n in self.store]
+
+    def file(self, name: str) -> _File:
+        return _File(self.store, name)
+
+
+STORE = {
+    "model_50.pt": b"50",
+    "model_100.pt": b"100",
+    "model_100.onnx": b"onnx",
+    "model_100.onnx.json": b"{}",
+    "params/env.yaml": b"num_envs: 4\n",
+    "output.log": b"",
+}
+
+
+def test_parse_ref() -> None:
+    assert parse_ref("wandb:me/proj/abc123") == WandbRef("me", "proj", "abc123", None)
+    assert parse_ref("wandb:me/proj/abc123:model_7.pt").file == "model_7.pt"
+    assert parse_ref("wandb:me/proj/abc123:7").file == "model_7.pt"
+    for bad in ("wandb:proj/abc", "wandb:me/proj/abc/x", "wandb:me//abc", "wandb:me/proj/abc:../x.pt"):
+        with pytest.raises(UsageError):
+            parse_ref(bad)
+
+
+def test_fetch_newest_named_and_missing(tmp_path: Path) -> None:
+    files = ApiRunFiles(_ApiRun(STORE))
+    newest = fetch("wandb:me/proj/r1", tmp_path, files)
+    assert newest == tmp_path / "me" / "proj" / "r1" / "model_100.pt"
+    assert newest.read_bytes() == b"100"
+    assert (newest.parent / "params" / "env.yaml").read_bytes() == b"num_envs: 4\n"
+    assert fetch("wandb:me/proj/r1:50", tmp_path, files).read_bytes() == b"50"
+    onnx = fetch("wandb:me/proj/r1:model_100.onnx", tmp_path, files)
+    assert onnx.with_name("model_100.onnx.json").is_file()
+    with pytest.raises(UsageError, match=r"has no file model_7\.pt \(checkpoints: model_50\.pt, model_100\.pt"):
+        fetch("wandb:me/proj/r1:7", tmp_path, files)
+    with pytest.raises(UsageError, match=r"holds no model_<iteration>\.pt"):
+        fetch("wandb:me/proj/r1", tmp_path, ApiRunFiles(_ApiRun({"output.log": b""})))
+
+
+def test_bad_references_exit_2_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(LOCAL_DIR_ENV, str(tmp_path))
+    for ref, message in (
+        ("wandb:nope", "is not wandb:<entity>/<project>/<run>"),
+        ("wandb:me/proj/missing", f"no W&B run missing below {LOCAL_DIR_ENV}"),
+    ):
+        code, _, err = run_main(play.main, ["cartpole-balance", "--checkpoint", ref, "--log-root", str(tmp_path)])
+        assert code == 2
+        assert message in err
+        assert len(err.strip().splitlines()) == 1, err
