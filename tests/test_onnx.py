@@ -71,7 +71,8 @@ def test_checkpoints_write_onnx_and_play_runs_it(tmp_path: Path) -> None:
     run_dir = make_run_dir(tmp_path, "onnx")
     train_worker(cfg, run_dir, DistributedContext(device="cpu"))
     for it in (1, 2):
-        assert json.loads((run_dir / f"model_{it}.onnx.json").read_text())["iteration"] == it
+        meta = json.loads((run_dir / f"model_{it}.onnx.json").read_text())
+        assert (meta["iteration"], meta["task"]) == (it, "cartpole-balance")
     assert (run_dir / "policy.onnx").read_bytes() == (run_dir / "model_2.onnx").read_bytes()
     assert json.loads((run_dir / "policy.onnx.json").read_text())["iteration"] == 2
 

@@ -92,7 +92,7 @@ def test_ppo_attributes_synced_ppo_and_the_runner_read() -> None:
         assert hasattr(alg, name), f"PPO.{name} is gone"
     for name in ("rnd", "learning_rate", "optimizer", "actor", "critic", "storage"):
         assert hasattr(alg, name), f"PPO.{name} is gone"
-    for name in ("output_distribution_params", "get_kl_divergence", "output_std"):
+    for name in ("output_distribution_params", "get_kl_divergence", "output_std", "as_onnx"):
         assert hasattr(MLPModel, name), f"MLPModel.{name} is gone"
     assert "old_distribution_params" in inspect.signature(RolloutStorage.Batch.__init__).parameters
     for name in MINI_BATCH_GENERATORS:

@@ -68,7 +68,7 @@ def policy_metadata(env: MjEnv, policy: MLPModel, iteration: int) -> dict[str, A
         "format_version": FORMAT_VERSION,
         "opset": OPSET,
         "iteration": iteration,
-        "task": type(env.task).__name__,
+        "task_class": f"{type(env.task).__module__}:{type(env.task).__name__}",
         "inputs": [{"name": INPUT_NAME, "shape": ["batch", int(policy.obs_dim)], "observation_groups": groups}],
         "outputs": [{"name": OUTPUT_NAME, "shape": ["batch", int(env.num_actions)]}],
         "observation_normalization": bool(policy.obs_normalization),

@@ -85,6 +85,8 @@ class Runner:
         self.replica_check_interval = replica_check_interval
         self.hooks: list[IterationHook] = []
         """Called after every iteration (heartbeats, the records a worker returns, test probes)."""
+        self.export_info: dict[str, Any] = {}
+        """Extra fields of every ONNX export's JSON (the worker adds the task id)."""
         self.step_hooks: list[StepHook] = []
         """Called after every rollout step, with :attr:`current_learning_iteration` the last completed iteration."""
         self.stop_check: StopCheck | None = None
@@ -334,7 +336,8 @@ class Runner:
 
         policy = self.alg.get_policy()
         try:
-            export_policy(policy, path, policy_metadata(self.env, policy, self.current_learning_iteration))
+            meta = {**self.export_info, **policy_metadata(self.env, policy, self.current_learning_iteration)}
+            export_policy(policy, path, meta)
             publish_latest(path)
         except Exception as e:
             logger.warning("could not export %s: %s: %s", path, type(e).__name__, e)

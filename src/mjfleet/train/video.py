@@ -1,8 +1,8 @@
 """Clips of the policy while it trains (``--video-interval N``): rank 0 renders environment 0 of its own rollout.
 
 Rendering the training rollout rather than a separate evaluation environment costs nothing when no clip is due,
-changes no simulation or random state (training continues bit for bit as without videos), and shows the policy as
-it acts during training (sampled actions).
+writes no simulation state and draws no random numbers, and shows the policy as it acts during training (sampled
+actions).
 """
 
 from __future__ import annotations

@@ -105,6 +105,7 @@ def train_worker(
             runner.load(str(start.checkpoint))
             logger.info("resumed from %s at iteration %d", start.checkpoint, runner.current_learning_iteration)
         runner.stop_check = stop_check
+        runner.export_info["task"] = cfg.task
         if cfg.video_interval > 0 and ctx.is_main and run_dir is not None:
             from mjfleet.train.video import TrainingVideo
 
