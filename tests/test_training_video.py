@@ -50,3 +50,5 @@ def test_video_settings_are_checked() -> None:
         validate(small_train_config(video_interval=-1))
     with pytest.raises(UsageError, match="--video-length"):
         validate(small_train_config(video_interval=5, video_length=0))
+    with pytest.raises(UsageError, match="must be even"):
+        validate(small_train_config(video_interval=5, video_width=321))

@@ -153,10 +153,11 @@ def validate(cfg: TrainConfig) -> None:
         )
     if cfg.video_interval < 0:
         raise UsageError(f"--video-interval must be 0 (no videos) or positive (got {cfg.video_interval})")
+    size = f"{cfg.video_width}x{cfg.video_height}"
     if cfg.video_width > 4096 or cfg.video_height > 4096:
-        raise UsageError(
-            f"--video-width and --video-height must be at most 4096 (got {cfg.video_width}x{cfg.video_height})"
-        )
+        raise UsageError(f"--video-width and --video-height must be at most 4096 (got {size})")
+    if cfg.video_width % 2 or cfg.video_height % 2:
+        raise UsageError(f"--video-width and --video-height must be even for H.264 (got {size})")
     if cfg.cpu_workers > MAX_CPU_WORKERS:
         raise UsageError(f"--cpu-workers must be at most {MAX_CPU_WORKERS} (got {cfg.cpu_workers})")
     if not 0 <= cfg.max_restarts <= MAX_RESTARTS:

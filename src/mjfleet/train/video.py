@@ -89,5 +89,7 @@ class TrainingVideo:
             if runner.writer is not None:
                 runner.writer.add_video(TAG, path, recorder.frames, fps, self._started_at)
             self.written.append(path)
+        except Exception as e:  # a clip is not worth a training run (e.g. a full disk): say so and go on
+            logger.warning("could not write the clip of iteration %d: %s: %s", self._started_at, type(e).__name__, e)
         finally:
             recorder.close()
