@@ -108,17 +108,21 @@ def test_fixed_action_rollout_agrees_on_cpu_and_cuda(task_id: str, steps: int, a
     torch.testing.assert_close(gpu.sim.qpos.cpu(), cpu.sim.qpos, rtol=0, atol=1e-6)
     t = torch.arange(steps, dtype=torch.float32)[:, None, None]
     phase = torch.arange(cpu.num_envs * cpu.num_actions, dtype=torch.float32).reshape(1, cpu.num_envs, -1)
-    actions = 0.5 * torch.sin(0.3 * t + 0.7 * phase)  # fixed, different per world and actuator
+    actions = 0.3 * torch.sin(0.3 * t + 0.7 * phase)  # fixed, different per world and actuator
     alive = torch.ones(cpu.num_envs, dtype=torch.bool)
+    errors = {"qpos": 0.0, "qvel": 0.0}
+    compared = 0
     for a in actions:
         _, _, cpu_dones, _ = cpu.step(a)
         _, _, gpu_dones, _ = gpu.step(a.to(CUDA))
-        alive &= ~(cpu_dones | gpu_dones.cpu())  # a reset draws a new random state: compare only unbroken episodes
-    assert alive.sum() >= cpu.num_envs // 2, f"too many worlds reset within {steps} steps: {alive.tolist()}"
-    for name in ("qpos", "qvel"):
-        a, b = cpu.sim.view(name)[alive], gpu.sim.view(name).cpu()[alive]
-        error = (a - b).abs().max().item()
-        assert error <= atol, f"{task_id}: {name} differs by up to {error:.3g} after {steps} steps (atol {atol})"
+        alive &= ~(cpu_dones | gpu_dones.cpu())  # a reset draws a new random state: compare unbroken episodes only
+        compared += int(alive.sum())
+        for name in errors:
+            diff = (cpu.sim.view(name)[alive] - gpu.sim.view(name).cpu()[alive]).abs()
+            errors[name] = max(errors[name], diff.max().item() if diff.numel() else 0.0)
+    assert compared >= steps * cpu.num_envs // 2, f"too many worlds reset within {steps} steps: {alive.tolist()}"
+    for name, error in errors.items():
+        assert error <= atol, f"{task_id}: {name} differs by up to {error:.3g} within {steps} steps (atol {atol})"
 
 
 def test_warp_runs_on_torchs_current_stream() -> None:
