@@ -56,6 +56,7 @@ _NUMERIC_FLAGS = (
     "--max-restarts",
     "--replica-check-interval",
     "--workers-per-host",
+    "--workers-per-gpu",
 )
 _NUMBERS = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70).map(str),

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -48,6 +50,11 @@ class BenchConfig:
     the launcher's start-up cost, and its env-steps/s shows any per-iteration cost."""
     skip_steps: bool = False
     """Skip the physics / env-step table."""
+    workers_per_gpu: int = 1
+    """GPU: training rows with several workers put up to this many on each GPU (``--workers 1 2 --workers-per-gpu 2``:
+    one worker, then two sharing GPU 0)."""
+    json: Path | None = None
+    """Also write the measurements to this JSON file (task, device, machine, both tables)."""
 
 
 def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
@@ -57,7 +64,10 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
     spec = get_task(task_id)
     selection = select_local_devices(parse_gpu_ids(cfg.gpu_ids))
     device = selection.devices[0]
-    runs = [(str(w), w, w > 1) for w in cfg.workers]
+    if selection.kind == "cpu" and cfg.workers_per_gpu != 1:
+        raise UsageError(f"--workers-per-gpu {cfg.workers_per_gpu} needs a GPU (this bench runs on the CPU)")
+    shared = selection.kind == "cuda" and cfg.workers_per_gpu > 1
+    runs = [(f"{w} ({min(w, cfg.workers_per_gpu)}/GPU)" if shared and w > 1 else str(w), w, w > 1) for w in cfg.workers]
     if cfg.launcher_overhead:
         runs.insert(1 if runs and runs[0][1] == 1 else 0, ("1 (torchrunx)", 1, True))
     trainings = [
@@ -65,13 +75,16 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
     ]
     for _, _, train_cfg in trainings:
         validate(train_cfg)  # the same checks as ``train``, before minutes of step measurements
-    _show(console, f"[bold]{task_id}[/] on {device}: {machine_description(device)}")
+    machine = machine_description(device)
+    _show(console, f"[bold]{task_id}[/] on {device}: {machine}")
+    step_rows = []
     if not cfg.skip_steps:
         table = Table(title=f"env-steps/s, decimation {spec.env_cfg().sim.decimation} ({cfg.steps} timed steps)")
         for col in ("num_envs", "raw eager", "raw graph", "env eager", "env graph", "env/raw eager", "env/raw graph"):
             table.add_column(col, justify="right")
         for n in cfg.num_envs:
             r = measure_steps(spec, n, device, cfg.steps)
+            step_rows.append(dataclasses.asdict(r))
             table.add_row(
                 str(n),
                 *(f"{v:,.0f}" for v in (r.raw_eager, r.raw_graph, r.env_eager, r.env_graph)),
@@ -104,6 +117,11 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
         "wall s: from the start of the measurement to the results, including launch, environment setup, kernel"
         " loading and all iterations",
     )
+    if cfg.json is not None:
+        training = [{"label": label, **dataclasses.asdict(r)} for label, r in rows]
+        report = {"task": task_id, "device": device, "machine": machine, "steps": step_rows, "training": training}
+        cfg.json.parent.mkdir(parents=True, exist_ok=True)
+        cfg.json.write_text(json.dumps(report, indent=1) + "\n")
 
 
 def _show(console: Console, renderable: object) -> None:
@@ -123,7 +141,10 @@ def _train_config(task_id: str, cfg: BenchConfig, kind: str, workers: int, launc
     if kind == "cpu":
         train_cfg.gpu_ids, train_cfg.cpu_workers = ("None",), workers
     else:
-        train_cfg.gpu_ids = tuple(str(i) for i in range(workers))
+        per_gpu = min(workers, cfg.workers_per_gpu)
+        if workers % per_gpu:
+            raise UsageError(f"--workers {workers} is not a multiple of --workers-per-gpu {per_gpu}")
+        train_cfg.gpu_ids, train_cfg.workers_per_gpu = tuple(str(i) for i in range(workers // per_gpu)), per_gpu
     if workers == 1:
         train_cfg.launcher = "torchrunx"
     train_cfg.log_root = train_cfg.log_root / "bench"
@@ -152,6 +173,8 @@ def main(argv: list[str] | None = None) -> None:
     cfg = parse(BenchConfig, args[1:], f"bench {task_id}")
     if any(n < 1 for n in cfg.num_envs) or cfg.steps < 1 or cfg.train_iterations < 2 or any(w < 1 for w in cfg.workers):
         raise UsageError("--num-envs, --steps and --workers must be positive and --train-iterations at least 2")
+    if cfg.workers_per_gpu < 1:
+        raise UsageError(f"--workers-per-gpu must be at least 1 (got {cfg.workers_per_gpu})")
     run(task_id, cfg, Console(width=max(Console().width, 120)))
 
 

@@ -7,7 +7,7 @@ torchrunx 0.4.0 quirks handled here:
 * Explicit ``hostnames`` and ``workers_per_host`` counts: ``"auto"`` fans out to SLURM nodes and
   ``"gpu"`` counts GPUs ignoring the ``CUDA_VISIBLE_DEVICES`` we export.
 * It never sets ``CUDA_VISIBLE_DEVICES`` per worker; we export the selected GPUs to every worker
-  and worker ``LOCAL_RANK`` k uses ``cuda:k``.
+  and worker ``LOCAL_RANK`` k uses ``cuda:k`` (``cuda:<k // N>`` with N workers per GPU).
 * Our own log handlers (known log paths; agent records never reach the console, which keeps
   torchrunx's spurious post-success ``SignalException`` off it).
 * Fast failure: :func:`mjfleet.launch.worker.run_worker` hard-exits failing workers, and the
@@ -61,7 +61,7 @@ from mjfleet.launch.processes import (
 from mjfleet.launch.torchrunx_patches import patched_torchrunx, stop_remote_agents
 from mjfleet.launch.worker import REPORT_DIR_ENV, WorkerEntry
 from mjfleet.launch.worker_logs import make_log_handlers, read_reports, worker_log_path
-from mjfleet.runtime.context import DEVICE_KIND_ENV, MASTER_ADDR_ENV, PG_TIMEOUT_ENV
+from mjfleet.runtime.context import DEVICE_KIND_ENV, MASTER_ADDR_ENV, PG_TIMEOUT_ENV, WORKERS_PER_DEVICE_ENV
 from mjfleet.runtime.devices import DeviceSelection
 from mjfleet.runtime.stop import StopRequest, signal_name
 
@@ -79,7 +79,7 @@ class LaunchPlan:
     """How to launch workers: where, how many, on which devices, with which logs."""
 
     device_kind: Literal["cpu", "cuda"]
-    """What the workers train on; worker ``LOCAL_RANK`` k uses ``cuda:k``."""
+    """What the workers train on; worker ``LOCAL_RANK`` k uses ``cuda:<k // workers_per_device>``."""
     workers_per_host: int
     """Workers started on every host."""
     hostnames: tuple[str, ...] = ("localhost",)
@@ -97,6 +97,8 @@ class LaunchPlan:
     first remote host."""
     agent_timeout_s: int = 60
     """Every host's agent must join the launch within this many seconds."""
+    workers_per_device: int = 1
+    """GPU workers sharing each GPU (consecutive local ranks); above 1 their collectives use gloo."""
 
     def __post_init__(self) -> None:
         if self.workers_per_host < 1:
@@ -105,11 +107,14 @@ class LaunchPlan:
             raise UsageError("no hosts to launch on")
         if len(set(self.hostnames)) != len(self.hostnames):
             raise UsageError(f"hosts listed more than once: {', '.join(self.hostnames)}")
+        if self.workers_per_device < 1 or (self.device_kind == "cpu" and self.workers_per_device != 1):
+            raise UsageError(f"{self.workers_per_device} workers per device: only GPUs can be shared, by 1 or more")
         if self.device_kind == "cuda" and self.cuda_visible_devices is not None:
             listed = [e for e in self.cuda_visible_devices.split(",") if e.strip()]
-            if len(listed) < self.workers_per_host:
+            if len(listed) * self.workers_per_device < self.workers_per_host:
+                shared = f" x {self.workers_per_device} workers each" if self.workers_per_device > 1 else ""
                 raise UsageError(
-                    f"{self.workers_per_host} GPU workers per host but only {len(listed)} GPUs"
+                    f"{self.workers_per_host} GPU workers per host but only {len(listed)} GPUs{shared}"
                     f" selected ({self.cuda_visible_devices!r})"
                 )
 
@@ -125,16 +130,23 @@ class LaunchPlan:
         ssh_config: Path | None = None,
         launcher_address: str | None = None,
         agent_timeout_s: int = 60,
+        workers_per_gpu: int = 1,
     ) -> LaunchPlan:
-        """One worker per selected GPU, or ``cpu_workers`` CPU workers, on each host."""
+        """``workers_per_gpu`` workers per selected GPU, or ``cpu_workers`` CPU workers, on each host."""
         if cpu_workers < 1:
             raise UsageError(f"--cpu-workers must be at least 1, got {cpu_workers}")
+        if workers_per_gpu < 1:
+            raise UsageError(f"--workers-per-gpu must be at least 1, got {workers_per_gpu}")
+        if selection.kind == "cpu" and workers_per_gpu != 1:
+            raise UsageError(
+                f"--workers-per-gpu {workers_per_gpu} needs GPUs (training on the CPU); use --cpu-workers instead"
+            )
         if selection.kind == "cuda":
             if cpu_workers != 1:
                 raise UsageError(
                     f"--cpu-workers {cpu_workers} needs --gpu-ids None (GPUs selected: {selection.describe()})"
                 )
-            workers = selection.num_gpus
+            workers = selection.num_gpus * workers_per_gpu
         else:
             workers = cpu_workers
         return cls(
@@ -147,6 +159,7 @@ class LaunchPlan:
             ssh_config=ssh_config,
             launcher_address=launcher_address,
             agent_timeout_s=agent_timeout_s,
+            workers_per_device=workers_per_gpu,
         )
 
     @property
@@ -197,6 +210,8 @@ def _worker_env(plan: LaunchPlan, report_dir: Path, master_addr: str | None) -> 
         env[MASTER_ADDR_ENV] = master_addr
     if plan.cuda_visible_devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = plan.cuda_visible_devices
+    if plan.device_kind == "cuda":  # always set: local agents inherit the launcher's environment
+        env[WORKERS_PER_DEVICE_ENV] = str(plan.workers_per_device)
     if plan.device_kind == "cpu" and "OMP_NUM_THREADS" not in os.environ:
         # N CPU workers each spawning one thread per core would oversubscribe the machine.
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

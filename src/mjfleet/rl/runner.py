@@ -56,7 +56,8 @@ class Runner:
     """Trains one worker's replica: rsl-rl-lib builds the models, storage and :class:`~mjfleet.rl.ppo.SyncedPPO`
     (``PPO.construct_algorithm``); the loop, checkpoints and logging are mjfleet's.
 
-    - One process group: initialised here (gloo on CPU, nccl on CUDA) unless one exists already.
+    - One process group: initialised here (``ctx.backend``: nccl, or gloo on the CPU and for workers sharing a GPU)
+      unless one exists already.
     - Every rank loads a resumed checkpoint, so optimizer state and learning rate stay replicated.
     - After every iteration all ranks meet in one all-reduce that carries rank 0's stop request
       (:attr:`stop_check`), every rank's finiteness verdict and the episode sums and counts, so rank 0 logs the

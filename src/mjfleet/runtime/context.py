@@ -29,6 +29,10 @@ MASTER_ADDR_ENV = "MJFLEET_MASTER_ADDR"
 DEVICE_KIND_ENV = "MJFLEET_DEVICE_KIND"
 """Set by :func:`mjfleet.launch.launcher.launch` so workers know whether they train on GPUs."""
 
+WORKERS_PER_DEVICE_ENV = "MJFLEET_WORKERS_PER_DEVICE"
+"""Set by the launcher when several workers share each GPU (``--workers-per-gpu``): ``LOCAL_RANK`` k uses
+``cuda:<k // N>``."""
+
 
 def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
     value = env.get(name)
@@ -51,6 +55,9 @@ class DistributedContext:
     node_rank: int = 0
     device: str = "cpu"
     is_main: bool = True
+    workers_per_device: int = 1
+    """Workers sharing this worker's GPU (``--workers-per-gpu``); above 1 the collectives use gloo (NCCL refuses
+    two ranks on one device)."""
 
     @classmethod
     def from_env(
@@ -70,6 +77,9 @@ class DistributedContext:
         local_rank = _env_int(env, "LOCAL_RANK", 0)
         world_size = _env_int(env, "WORLD_SIZE", 1)
         local_world_size = _env_int(env, "LOCAL_WORLD_SIZE", 1)
+        per_device = _env_int(env, WORKERS_PER_DEVICE_ENV, 1) if device_kind == "cuda" else 1
+        if per_device < 1:
+            raise RuntimeError(f"{WORKERS_PER_DEVICE_ENV}={per_device} must be at least 1")
         if not (0 <= rank < world_size and 0 <= local_rank < local_world_size):
             raise RuntimeError(
                 f"inconsistent rank environment: RANK={rank} WORLD_SIZE={world_size}"
@@ -81,8 +91,9 @@ class DistributedContext:
             world_size=world_size,
             local_world_size=local_world_size,
             node_rank=_env_int(env, "GROUP_RANK", 0),
-            device=f"cuda:{local_rank}" if device_kind == "cuda" else "cpu",
+            device=f"cuda:{local_rank // per_device}" if device_kind == "cuda" else "cpu",
             is_main=rank == 0,
+            workers_per_device=per_device,
         )
 
     @property
@@ -94,6 +105,16 @@ class DistributedContext:
     def device_kind(self) -> Literal["cpu", "cuda"]:
         """``"cuda"`` or ``"cpu"``."""
         return "cuda" if self.device.startswith("cuda") else "cpu"
+
+    @property
+    def backend(self) -> Literal["nccl", "gloo"]:
+        """The process group's backend: NCCL where every rank has its own GPU, else gloo.
+
+        NCCL refuses two ranks of one communicator on the same device, so workers that share a GPU use gloo, which
+        all-reduces and broadcasts CUDA tensors by staging them through host memory (the only collectives on CUDA
+        tensors that training uses; ``all_gather_object`` travels on the CPU with gloo).
+        """
+        return "nccl" if self.device_kind == "cuda" and self.workers_per_device == 1 else "gloo"
 
     def seed(self, base_seed: int) -> int:
         """Per-worker seed: the base seed offset by the global rank."""
@@ -131,7 +152,7 @@ def configure_worker_device(ctx: DistributedContext, env: MutableMapping[str, st
 
 
 def init_process_group(ctx: DistributedContext, timeout_s: float | None = None) -> bool:
-    """Initialise ``torch.distributed`` once (NCCL for CUDA, gloo for CPU); True if this call did.
+    """Initialise ``torch.distributed`` once (:attr:`DistributedContext.backend`); True if this call did.
 
     Does nothing for single-process runs or when a group already exists. Uses ``MASTER_ADDR`` and
     ``MASTER_PORT`` from the environment (set by torchrunx). ``timeout_s`` defaults to the launch
@@ -154,7 +175,7 @@ def init_process_group(ctx: DistributedContext, timeout_s: float | None = None) 
     missing = [k for k in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(k)]
     if missing:
         raise RuntimeError(f"cannot join the process group: {', '.join(missing)} not set")
-    backend = "nccl" if ctx.device_kind == "cuda" else "gloo"
+    backend = ctx.backend
     logger.debug(
         "init %s process group: rank %d/%d via %s:%s",
         backend,

@@ -59,7 +59,8 @@ class Simulation:
         self.device = torch.device(device)
         init_warp(str(self.device))
         self.wp_device = wp.get_device(str(self.device))
-        self._stream = wp.stream_from_torch(self.device) if self.device.type == "cuda" else None
+        self._streams: dict[int, wp.Stream] = {}
+        """Warp handles of the torch streams work was issued on, by CUDA stream handle."""
         with self.scope():
             self.model = mjw.put_model(mj_model, batch_sizes={f: num_worlds for f in batched_model_fields})
             if not self.cfg.solver_notices:
@@ -72,13 +73,27 @@ class Simulation:
 
     @contextmanager
     def scope(self) -> Iterator[None]:
-        """Pin Warp work to this simulation's device (and, on CUDA, to torch's current stream)."""
+        """Pin Warp work to this simulation's device and, on CUDA, to torch's *current* stream.
+
+        The stream is looked up on every call, not once: work issued under ``torch.cuda.stream(s)`` (a torch write to
+        ``ctrl``, then a graph launch) must run in that order on ``s``, or the physics could read stale controls.
+        """
         with wp.ScopedDevice(self.wp_device):
-            if self._stream is None:
+            stream = self._current_stream()
+            if stream is None:
                 yield
             else:
-                with wp.ScopedStream(self._stream):
+                with wp.ScopedStream(stream):
                     yield
+
+    def _current_stream(self) -> wp.Stream | None:
+        if self.device.type != "cuda":
+            return None
+        torch_stream = torch.cuda.current_stream(self.device)
+        stream = self._streams.get(torch_stream.cuda_stream)
+        if stream is None:
+            stream = self._streams[torch_stream.cuda_stream] = wp.stream_from_torch(torch_stream)
+        return stream
 
     # --- views -------------------------------------------------------------------------------------------------
     def view(self, name: str) -> torch.Tensor:

@@ -50,11 +50,20 @@ def prepare(cfg: TrainConfig) -> Prepared:
     validate(cfg)
     selection = select_local_devices(parse_gpu_ids(cfg.gpu_ids))
     if selection.kind == "cuda" and cfg.cpu_workers != 1:
-        raise UsageError("--cpu-workers applies to CPU training (--gpu-ids None); with GPUs there is one worker each")
+        raise UsageError(
+            "--cpu-workers applies to CPU training (--gpu-ids None); with GPUs there is one worker each"
+            " (or --workers-per-gpu)"
+        )
+    if selection.kind == "cpu" and cfg.workers_per_gpu != 1:
+        reason = f" ({selection.notice})" if selection.notice else ""
+        raise UsageError(
+            f"--workers-per-gpu {cfg.workers_per_gpu} needs GPUs, but this run trains on the CPU{reason};"
+            " use --cpu-workers for several CPU workers"
+        )
     start = plan_start(cfg)  # a missing, truncated or foreign checkpoint fails here
     check_log_root(cfg.log_root / cfg.agent.experiment_name)
     run_dir = next_run_dir(cfg.log_root, cfg.agent.experiment_name, cfg.agent.run_name)
-    workers = selection.num_gpus or cfg.cpu_workers
+    workers = selection.num_gpus * cfg.workers_per_gpu or cfg.cpu_workers
     # A restart must survive the death of the worker, so it cannot be this process.
     # ``--hostnames auto`` outside a SLURM job means this machine only, like no --hostnames.
     hosts = cfg.hostnames if tuple(h.lower() for h in cfg.hostnames) != ("auto",) else resolve_hostnames(cfg.hostnames)

@@ -20,8 +20,10 @@ import tyro
 from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import UsageError
 from mjfleet.rl.config import AgentConfig
+from mjfleet.runtime.devices import parse_gpu_ids
 
 MAX_CPU_WORKERS = 1024
+MAX_WORKERS_PER_GPU = 64
 MAX_RESTARTS = 1000
 MAX_COLLECTIVE_TIMEOUT_S = 7 * 24 * 3600.0
 MAX_AGENT_TIMEOUT_S = 3600
@@ -49,6 +51,9 @@ class TrainConfig:
     ``None`` for the CPU. ``auto``: GPU 0 if CUDA is available, else the CPU. Several GPUs = one worker each."""
     cpu_workers: int = 1
     """With ``--gpu-ids None``: number of CPU worker processes (gloo); each simulates ``env.num_envs`` worlds."""
+    workers_per_gpu: int = 1
+    """Workers sharing each selected GPU, each simulating ``env.num_envs`` worlds: small tasks do not fill a large
+    GPU. Above 1 the workers' collectives use gloo (NCCL refuses two ranks on one GPU)."""
     launcher: Literal["auto", "torchrunx"] = "auto"
     """``auto``: in-process for one worker, torchrunx for more. ``torchrunx``: always launch workers."""
     hostnames: tuple[str, ...] = ()
@@ -108,6 +113,7 @@ def validate(cfg: TrainConfig) -> None:
         "--agent.algorithm.num-learning-epochs": cfg.agent.algorithm.num_learning_epochs,
         "--agent.algorithm.num-mini-batches": cfg.agent.algorithm.num_mini_batches,
         "--cpu-workers": cfg.cpu_workers,
+        "--workers-per-gpu": cfg.workers_per_gpu,
         "--replica-check-interval": cfg.replica_check_interval,
         "--video-length": cfg.video_length,
         "--video-width": cfg.video_width,
@@ -160,6 +166,13 @@ def validate(cfg: TrainConfig) -> None:
         raise UsageError(f"--video-width and --video-height must be even for H.264 (got {size})")
     if cfg.cpu_workers > MAX_CPU_WORKERS:
         raise UsageError(f"--cpu-workers must be at most {MAX_CPU_WORKERS} (got {cfg.cpu_workers})")
+    if cfg.workers_per_gpu > MAX_WORKERS_PER_GPU:
+        raise UsageError(f"--workers-per-gpu must be at most {MAX_WORKERS_PER_GPU} (got {cfg.workers_per_gpu})")
+    if cfg.workers_per_gpu > 1 and _requests_cpu(cfg.gpu_ids):
+        raise UsageError(
+            f"--workers-per-gpu {cfg.workers_per_gpu} needs GPUs, but --gpu-ids None trains on the CPU;"
+            " use --cpu-workers for several CPU workers"
+        )
     if not 0 <= cfg.max_restarts <= MAX_RESTARTS:
         raise UsageError(f"--max-restarts must be between 0 and {MAX_RESTARTS} (got {cfg.max_restarts})")
     batch = cfg.env.num_envs * cfg.agent.num_steps_per_env
@@ -186,6 +199,14 @@ def validate(cfg: TrainConfig) -> None:
         raise UsageError(f"--hostnames {keywords[0]} stands for a whole list of hosts: give it alone")
     _check_remote_options(cfg)
     _check_numbers(cfg)  # last: the specific checks above word their messages better
+
+
+def _requests_cpu(gpu_ids: tuple[str, ...]) -> bool:
+    """Whether ``--gpu-ids`` asks for the CPU; unparsable values are left to the device selection's message."""
+    try:
+        return parse_gpu_ids(gpu_ids) is None
+    except UsageError:
+        return False
 
 
 def _check_remote_options(cfg: TrainConfig) -> None:

@@ -50,13 +50,14 @@ def make_plan(cfg: TrainConfig, run_dir: Path, selection: DeviceSelection) -> La
         ssh_config=cfg.ssh_config.expanduser() if cfg.ssh_config is not None else None,
         launcher_address=cfg.launcher_address,
         agent_timeout_s=cfg.agent_timeout_s,
+        workers_per_gpu=cfg.workers_per_gpu,
     )
     gpus = slurm_gpus_per_node(cfg, selection, os.environ)
     if gpus is not None:
         # The launcher's visible GPUs are exported to every node; with fewer than SLURM allocated per node,
         # each node's own numbering is left alone.
         visible = ",".join(selection.labels[:gpus]) if len(selection.labels) >= gpus else None
-        plan = dataclasses.replace(plan, workers_per_host=gpus, cuda_visible_devices=visible)
+        plan = dataclasses.replace(plan, workers_per_host=gpus * plan.workers_per_device, cuda_visible_devices=visible)
     if cfg.workers_per_host is not None:
         plan = dataclasses.replace(plan, workers_per_host=cfg.workers_per_host)
     # Unresolvable names and an unreachable launcher address are found before the run directory exists.
@@ -70,6 +71,8 @@ def describe_plan(cfg: TrainConfig, plan: LaunchPlan, selection: DeviceSelection
     """One line: workers, devices, envs per worker, env-steps per iteration in total."""
     cpu = f"{plan.workers_per_host} CPU process{'es' if plan.workers_per_host > 1 else ''}"
     devices = selection.describe() if selection.kind == "cuda" else cpu
+    if plan.workers_per_device > 1:
+        devices += f"; {plan.workers_per_device} workers per GPU, gloo collectives"
     per_iteration = plan.world_size * cfg.env.num_envs * cfg.agent.num_steps_per_env
     hosts = f" on each of {len(plan.hostnames)} hosts ({', '.join(plan.hostnames)})" if len(plan.hostnames) > 1 else ""
     if plan.launcher_address is not None:

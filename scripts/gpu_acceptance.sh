@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# GPU acceptance in one command, on one CUDA GPU (cuda:0): `pytest -m gpu`, then `bench` of cartpole-balance,
+# go1-velocity-flat and humanoid-velocity-flat at 1024/4096/8192 envs (env step vs raw physics, graphs off/on, PPO
+# training in-process, through torchrunx, and two workers sharing the GPU), then one summary table with the GPU,
+# driver and versions. Exit code 0 only when every GPU test passed (none skipped) and every bench ran.
+#
+#   scripts/gpu_acceptance.sh [--dry-run]     (see docs/gpu.md)
+#
+# Runs through `uv run --locked` where uv is installed; otherwise (dependencies installed offline into PYTHONPATH,
+# a preinstalled CUDA PyTorch) through `python3 -m ...`, with this checkout's src/ put on PYTHONPATH.
+# MJFLEET_PYTHON=/path/to/python forces an interpreter (no uv). --dry-run prints the commands and runs nothing.
+# Knobs (environment): MJFLEET_ACCEPTANCE_OUT (results folder), MJFLEET_ACCEPTANCE_TASKS, MJFLEET_ACCEPTANCE_NUM_ENVS,
+# MJFLEET_ACCEPTANCE_STEPS (timed env steps per measurement), MJFLEET_ACCEPTANCE_TRAIN_ENVS,
+# MJFLEET_ACCEPTANCE_ITERATIONS (PPO iterations per training row, the first untimed).
+set -uo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo" || exit 2
+dry_run=0
+for arg in "$@"; do
+  case $arg in
+    --dry-run) dry_run=1 ;;
+    -h | --help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "error: unknown argument $arg (usage: scripts/gpu_acceptance.sh [--dry-run])" >&2; exit 2 ;;
+  esac
+done
+
+if [[ -n ${MJFLEET_PYTHON:-} ]]; then
+  py=("$MJFLEET_PYTHON"); runner="$MJFLEET_PYTHON (MJFLEET_PYTHON)"
+elif command -v uv >/dev/null 2>&1 && [[ -f uv.lock ]]; then
+  py=(uv run --locked python); runner="uv run --locked python"
+else
+  interpreter=$(command -v python3 || command -v python) || { echo "error: neither uv nor python3 found" >&2; exit 2; }
+  py=("$interpreter"); runner="$interpreter (no uv: dependencies from PYTHONPATH)"
+fi
+if [[ ${py[0]} != uv ]]; then
+  export PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export MUJOCO_GL=${MUJOCO_GL:-egl}
+
+out=${MJFLEET_ACCEPTANCE_OUT:-$repo/acceptance/$(date +%Y-%m-%dT%H-%M-%S)}
+read -r -a tasks <<<"${MJFLEET_ACCEPTANCE_TASKS:-cartpole-balance go1-velocity-flat humanoid-velocity-flat}"
+read -r -a num_envs <<<"${MJFLEET_ACCEPTANCE_NUM_ENVS:-1024 4096 8192}"
+steps=${MJFLEET_ACCEPTANCE_STEPS:-50}
+train_envs=${MJFLEET_ACCEPTANCE_TRAIN_ENVS:-4096}
+iterations=${MJFLEET_ACCEPTANCE_ITERATIONS:-4}
+
+echo "runner: $runner"
+echo "results: $out"
+
+# One phase: its command, log file and a time limit (a hung phase must not stall the whole acceptance run).
+phase() {
+  local name=$1 limit=$2; shift 2
+  echo "+ $*"
+  if ((dry_run)); then return 0; fi
+  local start=$SECONDS code
+  timeout --kill-after=30 "$limit" "$@" >"$out/$name.log" 2>&1
+  code=$?
+  echo "$name $code $((SECONDS - start))" >>"$out/phases.txt"
+  if ((code == 0)); then echo "  ok in $((SECONDS - start)) s ($out/$name.log)"
+  else echo "  FAILED (exit $code) in $((SECONDS - start)) s; last lines of $out/$name.log:"; tail -n 15 "$out/$name.log"; fi
+}
+
+if ((!dry_run)); then
+  mkdir -p "$out" || exit 2
+  : >"$out/phases.txt"
+  if ! "${py[@]}" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+    echo "error: CUDA is not available to $runner (torch.cuda.is_available() is False); this script needs a GPU" >&2
+    exit 2
+  fi
+fi
+
+phase pytest-gpu 420 "${py[@]}" -m pytest -m gpu tests/gpu -p no:cacheprovider -q -rs --durations=0 \
+  --junitxml "$out/pytest-gpu.xml"
+for task in "${tasks[@]}"; do
+  phase "bench-$task" 300 "${py[@]}" -m mjfleet.cli.bench "$task" --gpu-ids 0 --num-envs "${num_envs[@]}" \
+    --steps "$steps" --train-num-envs "$train_envs" --train-iterations "$iterations" \
+    --workers 1 2 --workers-per-gpu 2 --launcher-overhead --json "$out/bench-$task.json"
+done
+echo "+ ${py[*]} scripts/gpu_summary.py $out"
+if ((dry_run)); then exit 0; fi
+"${py[@]}" scripts/gpu_summary.py "$out" | tee "$out/summary.txt"
+exit "${PIPESTATUS[0]}"

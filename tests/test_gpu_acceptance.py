@@ -1,0 +1,144 @@
+"""What of the GPU acceptance can be checked without a GPU: the ``gpu`` tests are deselected by default and skipped
+with the reason under ``-m gpu``; ``scripts/gpu_acceptance.sh`` parses and picks ``uv`` or plain Python; its summary
+reads a real (CPU) ``bench --json`` report. No GPU figure is produced or faked here."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+from mjfleet.cli import bench
+
+from .helpers import run_main
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "gpu_acceptance.sh"
+
+
+def _pytest(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """``pytest tests/gpu`` in this process (a fresh interpreter would spend most of a minute importing torch and
+    the simulator on a loaded CI machine); its exit code and output."""
+    capsys.readouterr()
+    code = pytest.main(
+        [str(REPO / "tests" / "gpu"), "--rootdir", str(REPO), "-q", "-rs", "-p", "no:cacheprovider", *args]
+    )
+    return int(code), capsys.readouterr().out
+
+
+def test_the_default_run_deselects_gpu_tests() -> None:
+    options = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert shlex.split(options["addopts"])[-2:] == ["-m", "not gpu"]  # the last -m wins: `pytest -m gpu` runs them
+    assert any(m.startswith("gpu:") for m in options["markers"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available: the GPU tests would really run")
+def test_gpu_tests_are_skipped_with_the_reason_under_m_gpu(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(REPO)  # the inner run reads pyproject.toml's addopts like the real one
+    code, out = _pytest(capsys, "-m", "gpu")
+    assert code == pytest.ExitCode.OK, out
+    assert "passed" not in out and " skipped" in out
+    assert "SKIPPED" in out and "needs a CUDA GPU" in out, out
+    # Every test in tests/gpu is marked ``gpu``: -m gpu selected them all.
+    assert "deselected" not in out
+
+
+def test_acceptance_script_parses() -> None:
+    assert os.access(SCRIPT, os.X_OK)
+    subprocess.run(["bash", "-n", str(SCRIPT)], check=True, timeout=30)
+
+
+def _dry_run(tmp_path: Path, with_uv: bool) -> str:
+    """The script's ``--dry-run`` with a PATH holding only what it needs (and a ``uv`` stand-in if asked)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(sys.executable)
+    for tool in ("dirname",):
+        (bin_dir / tool).symlink_to(shutil.which(tool) or f"/usr/bin/{tool}")
+    if with_uv:
+        (bin_dir / "uv").write_text("#!/bin/sh\nexit 99\n")  # never run by --dry-run
+        (bin_dir / "uv").chmod(0o755)
+    env = {"PATH": str(bin_dir), "MJFLEET_ACCEPTANCE_OUT": str(tmp_path / "out"), "HOME": str(tmp_path)}
+    bash = shutil.which("bash") or "/bin/bash"
+    done = subprocess.run([bash, str(SCRIPT), "--dry-run"], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "out").exists(), "--dry-run runs and creates nothing"
+    return done.stdout
+
+
+def test_script_falls_back_to_python_without_uv(tmp_path: Path) -> None:
+    out = _dry_run(tmp_path, with_uv=False)
+    python = tmp_path / "bin" / "python3"
+    assert f"runner: {python} (no uv: dependencies from PYTHONPATH)" in out
+    assert f"+ {python} -m pytest -m gpu tests/gpu" in out
+    for task in ("cartpole-balance", "go1-velocity-flat", "humanoid-velocity-flat"):
+        assert f"+ {python} -m mjfleet.cli.bench {task} --gpu-ids 0 --num-envs 1024 4096 8192" in out
+    assert "--workers 1 2 --workers-per-gpu 2 --launcher-overhead" in out
+    assert f"+ {python} scripts/gpu_summary.py" in out
+
+
+def test_script_uses_uv_where_installed(tmp_path: Path) -> None:
+    out = _dry_run(tmp_path, with_uv=True)
+    assert "runner: uv run --locked python" in out
+    assert "+ uv run --locked python -m pytest -m gpu" in out
+
+
+def _summary_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gpu_summary", REPO / "scripts" / "gpu_summary.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _junit(path: Path, tests: int, skipped: int) -> None:
+    suite = f'<testsuite name="pytest" tests="{tests}" failures="0" errors="0" skipped="{skipped}"/>'
+    path.write_text(f"<testsuites>{suite}</testsuites>")
+
+
+def test_summary_of_a_real_cpu_bench_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    report = tmp_path / "results" / "bench-cartpole-balance.json"
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--num-envs", "8", "--steps", "1"]
+    argv += ["--train-num-envs", "8", "--train-iterations", "2", "--json", str(report)]
+    code, _, err = run_main(bench.main, argv)
+    assert code == 0, err
+    data = json.loads(report.read_text())
+    assert data["task"] == "cartpole-balance" and data["device"] == "cpu"
+    assert [r["num_envs"] for r in data["steps"]] == [8] and data["training"][0]["label"] == "1"
+    assert data["training"][0]["env_steps_per_s"] > 0
+
+    results = report.parent
+    (results / "phases.txt").write_text("pytest-gpu 0 60\nbench-cartpole-balance 0 30\n")
+    _junit(results / "pytest-gpu.xml", tests=12, skipped=0)
+    summary = _summary_module()
+    text, ok = summary.summarize(results)
+    assert ok, text
+    assert "pytest -m gpu: 12 passed, 0 failed, 0 errors, 0 skipped" in text and text.rstrip().endswith("PASS")
+    assert "versions: torch " in text and "GPU: " in text
+    rows = [line for line in text.splitlines() if line.startswith("cartpole-balance")]
+    assert len(rows) == 5, text  # four step measurements at 8 envs, one training row
+    assert "env step, graph" in rows[3] and "env/raw" in rows[3]
+
+    _junit(results / "pytest-gpu.xml", tests=12, skipped=12)  # what a machine without CUDA would produce
+    text, ok = summary.summarize(results)
+    assert not ok and "a skipped one counts against acceptance" in text
+    assert summary.main([str(tmp_path / "nothing")]) == 1
+
+
+def test_bench_workers_per_gpu_needs_a_gpu() -> None:
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--workers", "1", "2", "--workers-per-gpu", "2"]
+    code, _, err = run_main(bench.main, argv)
+    assert code == 2 and err.count("\n") == 1 and "--workers-per-gpu 2 needs a GPU" in err, err
