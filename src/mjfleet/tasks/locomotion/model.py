@@ -102,7 +102,7 @@ def _set_home(spec: mujoco.MjSpec, robot: RobotSpec) -> None:
     d = mujoco.MjData(m)
     qpos = m.qpos0.copy()
     for j in range(m.njnt):
-        if m.jnt_type[j] in (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE):
+        if int(m.jnt_type[j]) in (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE):
             name = m.joint(j).name
             angle = next((a for pattern, a in robot.home if re.fullmatch(pattern, name)), 0.0)
             low, high = m.jnt_range[j] if m.jnt_limited[j] else (-np.inf, np.inf)
