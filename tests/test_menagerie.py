@@ -1,3 +1,4 @@
+# pyright: reportAttributeAccessIssue=false
 """Robots from MuJoCo Menagerie: records, the file lookup (fixture laid out like a Menagerie checkout, never the
 network), the offline error, and, where the real files are on disk, every Menagerie task end to end."""
 
@@ -163,10 +164,9 @@ def _step_and_reset(task_id: str, num_envs: int) -> None:
 
     env = make_env(task_id, num_envs=num_envs, seed=0)
     try:
-        obs = env.get_observations()
         for _ in range(3):
             obs, reward, _, _ = env.step(torch.zeros(num_envs, env.num_actions))
-        assert torch.isfinite(obs["policy"]).all() and torch.isfinite(reward).all()
+            assert torch.isfinite(obs["policy"]).all() and torch.isfinite(reward).all()
         env.reset_all()
         assert torch.isfinite(env.get_observations()["critic"]).all()
     finally:

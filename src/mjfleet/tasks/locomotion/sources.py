@@ -1,3 +1,4 @@
+# pyright: reportAttributeAccessIssue=false
 """Where a robot's MJCF comes from: this package's assets, MuJoCo Menagerie (through ``mujoco-menagerie``), or a path.
 
 Menagerie files are resolved by the ``mujoco-menagerie`` package: ``MENAGERIE_ROOT`` (a checkout: ``<root>/<robot>/``)
