@@ -30,6 +30,17 @@ def _swingup_agent() -> AgentConfig:
     return _cartpole_agent("cartpole_swingup", 150)
 
 
+def _menagerie(robot: str, what: str) -> str:
+    """A Menagerie task's description, saying how to get its files when they are not on disk (no download here)."""
+    from mjfleet.tasks.locomotion.sources import menagerie_available
+
+    try:
+        available = menagerie_available(robot)
+    except Exception:  # a broken cache or registry must not break list-tasks; train reports the cause
+        available = False
+    return what if available else f"{what} [not on disk: uv run mujoco-menagerie prefetch {robot}]"
+
+
 _CARTPOLE = "mjfleet.tasks.cartpole.cartpole:CartpoleTask"
 _LOCOMOTION = "mjfleet.tasks.locomotion.task:LocomotionTask"
 
@@ -78,5 +89,42 @@ def tasks() -> list[TaskSpec]:
             _LOCOMOTION,
             loco.humanoid_rough_config,
             loco.humanoid_rough_agent,
+        ),
+        *_menagerie_tasks(),
+    ]
+
+
+def _menagerie_tasks() -> list[TaskSpec]:
+    """The locomotion MDPs on MuJoCo Menagerie's Unitree Go1 and G1 (files from the mujoco-menagerie cache)."""
+    go1 = "Menagerie Unitree Go1 follows velocity commands"
+    g1 = "Menagerie Unitree G1 walks to follow velocity commands"
+    return [
+        TaskSpec(
+            "unitree-go1-velocity-flat",
+            _menagerie("unitree_go1", f"{go1} on flat ground."),
+            _LOCOMOTION,
+            loco.unitree_go1_flat_config,
+            loco.unitree_go1_flat_agent,
+        ),
+        TaskSpec(
+            "unitree-go1-velocity-rough",
+            _menagerie("unitree_go1", f"{go1} over bumps, slopes and stairs (curriculum, randomization)."),
+            _LOCOMOTION,
+            loco.unitree_go1_rough_config,
+            loco.unitree_go1_rough_agent,
+        ),
+        TaskSpec(
+            "unitree-g1-velocity-flat",
+            _menagerie("unitree_g1", f"{g1} on flat ground."),
+            _LOCOMOTION,
+            loco.unitree_g1_flat_config,
+            loco.unitree_g1_flat_agent,
+        ),
+        TaskSpec(
+            "unitree-g1-velocity-rough",
+            _menagerie("unitree_g1", f"{g1} over bumps, slopes and stairs (curriculum, randomization)."),
+            _LOCOMOTION,
+            loco.unitree_g1_rough_config,
+            loco.unitree_g1_rough_agent,
         ),
     ]

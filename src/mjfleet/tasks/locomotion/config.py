@@ -152,8 +152,10 @@ class NoiseConfig:
 class LocomotionConfig(EnvConfig):
     """Velocity tracking with a legged robot on flat or rough ground."""
 
-    robot: Literal["go1", "humanoid"] = "go1"
-    """Which robot model to drive."""
+    robot: str = "go1"
+    """Which robot to drive: a record name (``go1``, ``humanoid``: primitive models shipped here; ``unitree_go1``,
+    ``unitree_g1``), ``menagerie:unitree_go1`` / ``menagerie:unitree_g1`` (MuJoCo Menagerie files), or a path to an
+    MJCF that has the names of one of those records."""
     action_scale: float = 0.25
     """Joint position target = default angle + action_scale * action (radians)."""
     tracking_std: float = 0.5

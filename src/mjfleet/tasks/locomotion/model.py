@@ -1,12 +1,17 @@
 # pyright: reportAttributeAccessIssue=false
-"""Build a robot's MuJoCo model for the locomotion tasks: ground (plane or heightfield) and contact sensors."""
+"""Build a robot's MuJoCo model for the locomotion tasks from its record: servos, default pose, ground (plane or
+heightfield) and contact sensors."""
 
 from __future__ import annotations
+
+import re
 
 import mujoco
 import numpy as np
 
+from mjfleet.errors import UsageError
 from mjfleet.tasks.locomotion.robots import RobotSpec
+from mjfleet.tasks.locomotion.sources import robot_file
 from mjfleet.tasks.locomotion.terrain import TerrainMap
 
 TOUCH_MARGIN = 0.005
@@ -22,52 +27,176 @@ def touch_sensor_name(geom: str) -> str:
 
 
 def build_model(robot: RobotSpec, terrain: TerrainMap | None) -> mujoco.MjModel:
-    """The robot's model with a touch sensor per watched geom, and the floor plane replaced by ``terrain``.
+    """The robot's model as the task expects it: position servos, a ``home`` keyframe, a touch sensor per zone,
+    and a ``floor`` plane, replaced by ``terrain`` when given.
 
     Touch sensors are computed inside the physics step (after the constraint solver), so contact flags cost one
     small kernel per substep and need no contact bookkeeping outside the captured graph. A touch sensor sums the
-    normal forces of the contacts of its site's body that fall into the site's volume; one site per geom, shaped
-    like it, separates e.g. a calf's own contacts from those of the foot on the same body.
+    normal forces of the contacts of its site's body that fall into the site's volume; one site per zone, shaped
+    like its geom (or a box around its geoms), separates e.g. a calf's own contacts from those of the foot on the
+    same body.
     """
-    spec = mujoco.MjSpec.from_file(str(robot.asset))
+    spec = mujoco.MjSpec.from_file(str(robot_file(robot)))
     # The task reads the base state from qpos/qvel (exact after the step); the MJCF's IMU sensors are unused, and
     # its accelerometer would force an extra force pass (rne_postconstraint) in every substep.
     for sensor in list(spec.sensors):
         spec.delete(sensor)
+    if robot.timestep > 0:
+        spec.option.timestep = robot.timestep
+        spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    if not any(g.name == "floor" for g in spec.geoms):  # Menagerie's robot files leave the ground to their scenes
+        spec.worldbody.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0.0, 0.0, 0.05], condim=3)
+        spec.worldbody.add_light(pos=[0.0, 0.0, 4.0], dir=[0.0, 0.0, -1.0])
+    if robot.primitive_collisions:
+        fit_primitive_collisions(spec)
+    if robot.servos:
+        _add_servos(spec, robot)
+    if robot.home:
+        _set_home(spec, robot)
     _add_touch_sensors(spec, robot)
     if terrain is not None:
         _add_heightfield(spec, terrain)
     return spec.compile()
 
 
+def _is_collision(m: mujoco.MjModel, geom: int) -> bool:
+    return bool(m.geom_contype[geom] or m.geom_conaffinity[geom])
+
+
+def fit_primitive_collisions(spec: mujoco.MjSpec) -> int:
+    """Turn every colliding mesh geom into a capsule fitted to its mesh; returns how many changed.
+
+    Mesh-ground and mesh-mesh contacts go through the general convex collider, several times slower than the
+    capsule routines on the GPU; MuJoCo fits the capsule when the geom keeps its mesh but changes its type.
+    """
+    changed = 0
+    for geom in spec.geoms:
+        if geom.type == mujoco.mjtGeom.mjGEOM_MESH and (geom.contype or geom.conaffinity):
+            geom.type = mujoco.mjtGeom.mjGEOM_CAPSULE
+            changed += 1
+    return changed
+
+
+def _add_servos(spec: mujoco.MjSpec, robot: RobotSpec) -> None:
+    """Replace the file's actuators by one position servo per hinge or slide joint, gains from the record."""
+    for actuator in list(spec.actuators):
+        spec.delete(actuator)
+    for joint in spec.joints:
+        if joint.type not in (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE):
+            continue
+        servo = next((s for s in robot.servos if re.fullmatch(s.joints, joint.name)), None)
+        if servo is None:
+            raise UsageError(f"robot {robot.name!r}: no servo gains for joint {joint.name!r} of {robot.source}")
+        if joint.armature == 0.0:
+            joint.armature = servo.armature
+        actuator = spec.add_actuator(name=joint.name.removesuffix("_joint"), target=joint.name)
+        actuator.trntype = mujoco.mjtTrn.mjTRN_JOINT
+        actuator.set_to_position(kp=servo.kp, kv=servo.kd, inheritrange=1.0)
+        actuator.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        actuator.forcerange = [-servo.effort, servo.effort]
+
+
+def _set_home(spec: mujoco.MjSpec, robot: RobotSpec) -> None:
+    """Write the record's default pose as the ``home`` keyframe, the base high enough that the feet touch."""
+    m = spec.compile()
+    d = mujoco.MjData(m)
+    qpos = m.qpos0.copy()
+    for j in range(m.njnt):
+        if int(m.jnt_type[j]) in (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE):
+            name = m.joint(j).name
+            angle = next((a for pattern, a in robot.home if re.fullmatch(pattern, name)), 0.0)
+            low, high = m.jnt_range[j] if m.jnt_limited[j] else (-np.inf, np.inf)
+            qpos[m.jnt_qposadr[j]] = np.clip(angle, low, high)
+    qpos[:7] = [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]
+    d.qpos[:] = qpos
+    mujoco.mj_kinematics(m, d)
+    feet = [g for foot in robot.feet for g in zone_geoms(m, robot, foot)]
+    qpos[2] = -min(_lowest_point(m, d, g) for g in feet)
+    ctrl = qpos[m.jnt_qposadr[m.actuator_trnid[:, 0]]]
+    for key in list(spec.keys):
+        spec.delete(key)
+    spec.add_key(name="home", qpos=qpos.tolist(), ctrl=ctrl.tolist())
+
+
+def _lowest_point(m: mujoco.MjModel, d: mujoco.MjData, geom: int) -> float:
+    """Lowest world z of the geom's bounding box (exact for spheres and level capsules)."""
+    centre, half = m.geom_aabb[geom, :3], m.geom_aabb[geom, 3:]
+    corners = centre + half * np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)])
+    world = d.geom_xpos[geom] + corners @ d.geom_xmat[geom].reshape(3, 3).T
+    return float(world[:, 2].min())
+
+
+def zone_geoms(m: mujoco.MjModel, robot: RobotSpec, name: str) -> list[int]:
+    """Ids of the collision geoms of the zone called ``name``."""
+    zone = robot.zone(name)
+    if zone.geom:
+        try:
+            return [int(m.geom(zone.geom).id)]
+        except KeyError:
+            raise UsageError(f"robot {robot.name!r}: {robot.source} has no geom {zone.geom!r}") from None
+    try:
+        body = int(m.body(zone.body).id)
+    except KeyError:
+        raise UsageError(f"robot {robot.name!r}: {robot.source} has no body {zone.body!r}") from None
+    kinds = {int(getattr(mujoco.mjtGeom, f"mjGEOM_{k.upper()}")) for k in zone.kinds}
+    found = [
+        g
+        for g in range(m.ngeom)
+        if m.geom_bodyid[g] == body and _is_collision(m, g) and (not kinds or int(m.geom_type[g]) in kinds)
+    ]
+    if not found:
+        raise UsageError(f"robot {robot.name!r}: zone {name!r} has no collision geom in {robot.source}")
+    return found
+
+
+_SHAPED = (
+    mujoco.mjtGeom.mjGEOM_SPHERE,
+    mujoco.mjtGeom.mjGEOM_CAPSULE,
+    mujoco.mjtGeom.mjGEOM_BOX,
+    mujoco.mjtGeom.mjGEOM_CYLINDER,
+)
+
+
 def _add_touch_sensors(spec: mujoco.MjSpec, robot: RobotSpec) -> None:
     compiled = spec.compile()
-    watched = dict.fromkeys((*robot.feet, *robot.undesired_contacts, *robot.terminal_contacts))
-    for name in watched:
-        geom = compiled.geom(name)
-        kind = mujoco.mjtGeom(int(geom.type[0]))
-        size = np.array(geom.size, dtype=float)
-        if kind == mujoco.mjtGeom.mjGEOM_CAPSULE:
-            size[0] += TOUCH_MARGIN  # radius grows; the half-length stays (the caps grow with the radius)
-        elif kind == mujoco.mjtGeom.mjGEOM_SPHERE:
-            size[0] += TOUCH_MARGIN
-        elif kind == mujoco.mjtGeom.mjGEOM_BOX:
-            size += TOUCH_MARGIN
-        else:
-            raise ValueError(f"touch zone for {kind.name} geom {name!r} is not supported")
-        body = spec.body(compiled.body(int(geom.bodyid[0])).name)
+    site_names = {s.name for s in spec.sites}
+    for name in robot.watched():
+        geoms = zone_geoms(compiled, robot, name)
+        body = spec.body(compiled.body(int(compiled.geom_bodyid[geoms[0]])).name)
+        kind, size, pos, quat = _zone_shape(compiled, geoms)
         site_name = touch_sensor_name(name)
-        body.add_site(
-            name=site_name,
-            type=mujoco.mjtGeom(kind),
-            size=size,
-            pos=np.array(geom.pos, dtype=float),
-            quat=np.array(geom.quat, dtype=float),
-            group=5,
-        )
+        body.add_site(name=site_name, type=kind, size=size, pos=pos, quat=quat, group=5)
         spec.add_sensor(
             name=site_name, type=mujoco.mjtSensor.mjSENS_TOUCH, objtype=mujoco.mjtObj.mjOBJ_SITE, objname=site_name
         )
+        if name in robot.feet and f"{name}_site" not in site_names:  # the foot's reference point
+            body.add_site(name=f"{name}_site", pos=pos, group=5)
+
+
+def _zone_shape(m: mujoco.MjModel, geoms: list[int]) -> tuple[mujoco.mjtGeom, np.ndarray, np.ndarray, np.ndarray]:
+    """A site (type, size, pos, quat in the body frame) enclosing the zone's geoms, grown by ``TOUCH_MARGIN``."""
+    if len(geoms) == 1 and m.geom_type[geoms[0]] in _SHAPED:
+        g = geoms[0]
+        kind = mujoco.mjtGeom(int(m.geom_type[g]))
+        size = np.array(m.geom_size[g], dtype=float)
+        if kind == mujoco.mjtGeom.mjGEOM_CAPSULE or kind == mujoco.mjtGeom.mjGEOM_SPHERE:
+            size[0] += TOUCH_MARGIN  # the radius grows; a capsule's half-length stays (its caps grow with the radius)
+        elif kind == mujoco.mjtGeom.mjGEOM_CYLINDER:
+            size[:2] += TOUCH_MARGIN
+        else:
+            size += TOUCH_MARGIN
+        return kind, size, np.array(m.geom_pos[g], dtype=float), np.array(m.geom_quat[g], dtype=float)
+    # Several geoms, or a mesh: a box around their bounding boxes, axis-aligned in the body frame.
+    signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], dtype=float)
+    points = []
+    for g in geoms:
+        rot = np.zeros(9)
+        mujoco.mju_quat2Mat(rot, m.geom_quat[g])
+        corners = m.geom_aabb[g, :3] + m.geom_aabb[g, 3:] * signs
+        points.append(m.geom_pos[g] + corners @ rot.reshape(3, 3).T)
+    stacked = np.concatenate(points)
+    low, high = stacked.min(axis=0), stacked.max(axis=0)
+    return mujoco.mjtGeom.mjGEOM_BOX, (high - low) / 2 + TOUCH_MARGIN, (high + low) / 2, np.array([1.0, 0, 0, 0])
 
 
 def _add_heightfield(spec: mujoco.MjSpec, terrain: TerrainMap) -> None:

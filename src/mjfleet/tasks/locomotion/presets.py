@@ -175,3 +175,44 @@ def humanoid_flat_agent() -> AgentConfig:
 def humanoid_rough_agent() -> AgentConfig:
     """The longest run: balance, walking, then the curriculum."""
     return locomotion_agent("humanoid_velocity_rough", 3000, (512, 256, 128), entropy_coef=0.008)
+
+
+# --- Menagerie robots: the same MDPs on MuJoCo Menagerie's Unitree models --------------------------------------------
+# Constraint pools are larger than the primitive models': Menagerie's Go1 has joint friction (one row per joint),
+# elliptic condim-6 feet (6 rows per contact) and self-collisions; the G1 has 29 joints.
+
+
+def unitree_go1_flat_config() -> LocomotionConfig:
+    """``go1_flat_config`` on Menagerie's Unitree Go1 (its own position actuators and collision geoms)."""
+    return dataclasses.replace(go1_flat_config(), robot="unitree_go1", sim=_sim(nconmax=32, njmax=128))
+
+
+def unitree_go1_rough_config() -> LocomotionConfig:
+    """``go1_rough_config`` on Menagerie's Unitree Go1."""
+    return dataclasses.replace(go1_rough_config(), robot="unitree_go1", sim=_sim(nconmax=48, njmax=192))
+
+
+def unitree_g1_flat_config() -> LocomotionConfig:
+    """``humanoid_flat_config`` on Menagerie's Unitree G1 (29 position servos)."""
+    return dataclasses.replace(humanoid_flat_config(), robot="unitree_g1", sim=_sim(nconmax=48, njmax=200))
+
+
+def unitree_g1_rough_config() -> LocomotionConfig:
+    """``humanoid_rough_config`` on Menagerie's Unitree G1."""
+    return dataclasses.replace(humanoid_rough_config(), robot="unitree_g1", sim=_sim(nconmax=64, njmax=256))
+
+
+def unitree_go1_flat_agent() -> AgentConfig:
+    return dataclasses.replace(go1_flat_agent(), experiment_name="unitree_go1_velocity_flat")
+
+
+def unitree_go1_rough_agent() -> AgentConfig:
+    return dataclasses.replace(go1_rough_agent(), experiment_name="unitree_go1_velocity_rough")
+
+
+def unitree_g1_flat_agent() -> AgentConfig:
+    return dataclasses.replace(humanoid_flat_agent(), experiment_name="unitree_g1_velocity_flat")
+
+
+def unitree_g1_rough_agent() -> AgentConfig:
+    return dataclasses.replace(humanoid_rough_agent(), experiment_name="unitree_g1_velocity_rough")

@@ -1,49 +1,120 @@
-"""The robots the locomotion tasks drive: which geoms are feet, which contacts are bad, which joints to keep still."""
+"""The robots the locomotion tasks drive: one record per robot with every fact the task needs about its MJCF.
+
+A record names things in the robot's file (base body, foot and contact zones, joints) and says how to turn the file
+into what the task expects (position servos, a ``home`` keyframe, the physics step). It knows nothing about the
+simulator; :mod:`mjfleet.tasks.locomotion.sources` finds the file and :mod:`mjfleet.tasks.locomotion.model` applies
+the record to it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 ASSETS = Path(__file__).with_name("assets")
+
+GeomKind = Literal["sphere", "capsule", "box", "cylinder", "ellipsoid", "mesh"]
+
+
+@dataclass(frozen=True)
+class Zone:
+    """Collision geoms watched together by one touch sensor: a foot, or a link whose ground contact matters."""
+
+    name: str
+    """The zone's name: its touch sensor is ``touch_<name>``, and a foot's reference point the site ``<name>_site``."""
+    body: str = ""
+    """Watch the collision geoms of this body (those of ``kinds`` only, if given)."""
+    kinds: tuple[GeomKind, ...] = ()
+    """Geom types to watch on ``body``; empty for all (e.g. ``("sphere",)`` picks a foot out of its calf)."""
+    geom: str = ""
+    """Or watch exactly this named geom (the primitive models name every collision geom)."""
+
+
+@dataclass(frozen=True)
+class Servo:
+    """Position servos for the joints matching ``joints``: how a model without them gets them."""
+
+    joints: str
+    """Regular expression matched against the whole joint name."""
+    kp: float
+    """Stiffness (N m / rad)."""
+    kd: float
+    """Damping (N m s / rad)."""
+    effort: float
+    """Torque limit (N m)."""
+    armature: float = 0.0
+    """Rotor inertia reflected to the joint (kg m^2), set where the file gives none."""
 
 
 @dataclass(frozen=True)
 class RobotSpec:
-    """Names in a robot's MJCF that the locomotion task relies on (fixed per robot, not a tunable setting)."""
+    """Everything the locomotion task needs to know about one robot (fixed per robot, not a tunable setting)."""
 
     name: str
-    """Key of the robot in :data:`ROBOTS` (the ``--env.robot`` value)."""
-    asset: Path
-    """The MJCF file: a free-floating base, one position actuator per hinge, a ``home`` keyframe."""
+    """Key of the robot in :data:`ROBOTS`."""
+    source: str
+    """Where the MJCF comes from: ``builtin:<file in assets/>``, ``menagerie:<robot>[/<entry>]`` (the
+    ``mujoco-menagerie`` cache or ``MENAGERIE_ROOT``) or a path."""
     base_body: str
     """The body carrying the free joint."""
     feet: tuple[str, ...]
-    """Foot geoms; each has a site ``<foot>_site`` at the sole."""
+    """Foot zones (names; see :meth:`zone`), in the order of the foot observations."""
     undesired_contacts: tuple[str, ...]
-    """Geoms whose ground contact is penalised (``undesired_contacts`` reward)."""
+    """Zones whose ground contact is penalised (``undesired_contacts`` reward)."""
     terminal_contacts: tuple[str, ...]
-    """Geoms whose ground contact ends the episode (a fall)."""
+    """Zones whose ground contact ends the episode (a fall)."""
     deviation_joints: tuple[str, ...]
     """Joints pulled towards their default angle by the ``joint_deviation`` reward."""
-    standing_height: float
-    """Base height above the ground in the ``home`` pose (metres)."""
+    zones: tuple[Zone, ...] = ()
+    """How zone names map to geoms; a name without an entry here is the geom of that name."""
+    home: tuple[tuple[str, float], ...] = ()
+    """Default joint angles as (joint-name regular expression, radians), first match wins, others 0; the base is
+    placed so the lowest foot geom touches the ground. Empty: the file's ``home`` keyframe."""
+    servos: tuple[Servo, ...] = ()
+    """Position servos replacing the file's actuators; empty: the file's own position actuators are used."""
+    primitive_collisions: bool = False
+    """Replace mesh collision geoms by capsules fitted to them (MuJoCo's mesh fitting)."""
+    timestep: float = 0.0
+    """Physics step (seconds) with the implicit-fast integrator; 0 keeps the file's options."""
+    description: str = ""
+    """One line about the model, for ``list-tasks`` and the docs."""
+
+    @property
+    def asset(self) -> Path | None:
+        """The MJCF file of a built-in robot (None for the others, whose file must be found first)."""
+        return ASSETS / self.source.removeprefix("builtin:") if self.source.startswith("builtin:") else None
+
+    @property
+    def menagerie(self) -> str | None:
+        """The Menagerie robot name when the model comes from Menagerie."""
+        if not self.source.startswith("menagerie:"):
+            return None
+        return self.source.removeprefix("menagerie:").partition("/")[0]
+
+    def zone(self, name: str) -> Zone:
+        """The zone called ``name`` (a named geom unless :attr:`zones` says otherwise)."""
+        return next((z for z in self.zones if z.name == name), Zone(name, geom=name))
+
+    def watched(self) -> tuple[str, ...]:
+        """Every zone with a touch sensor, once each, feet first."""
+        return tuple(dict.fromkeys((*self.feet, *self.undesired_contacts, *self.terminal_contacts)))
 
 
 GO1 = RobotSpec(
     name="go1",
-    asset=ASSETS / "go1.xml",
+    source="builtin:go1.xml",
     base_body="trunk",
     feet=("FR_foot", "FL_foot", "RR_foot", "RL_foot"),
     undesired_contacts=tuple(f"{leg}_{part}" for leg in ("FR", "FL", "RR", "RL") for part in ("thigh", "calf")),
     terminal_contacts=("trunk",),
     deviation_joints=tuple(f"{leg}_hip_joint" for leg in ("FR", "FL", "RR", "RL")),
-    standing_height=0.3312,
+    description="Go1-class quadruped in primitive geometry (this repository)",
 )
 
 HUMANOID = RobotSpec(
     name="humanoid",
-    asset=ASSETS / "humanoid.xml",
+    source="builtin:humanoid.xml",
     base_body="pelvis",
     feet=("left_foot", "right_foot"),
     undesired_contacts=tuple(f"{side}_{part}" for side in ("left", "right") for part in ("thigh", "shin", "forearm")),
@@ -57,8 +128,79 @@ HUMANOID = RobotSpec(
             for j in ("shoulder_pitch", "shoulder_roll", "shoulder_yaw", "elbow")
         ),
     ),
-    standing_height=0.764,
+    description="G1-class humanoid in primitive geometry (this repository)",
 )
 
-ROBOTS: dict[str, RobotSpec] = {r.name: r for r in (GO1, HUMANOID)}
+_LEGS = ("FR", "FL", "RR", "RL")
+
+UNITREE_GO1 = RobotSpec(
+    name="unitree_go1",
+    source="menagerie:unitree_go1/go1",
+    base_body="trunk",
+    # Menagerie's foot spheres sit in the calf bodies next to the calf capsules: the zones split them by type.
+    feet=tuple(f"{leg}_foot" for leg in _LEGS),
+    undesired_contacts=tuple(f"{leg}_{part}" for leg in _LEGS for part in ("thigh", "calf")),
+    terminal_contacts=("trunk",),
+    deviation_joints=tuple(f"{leg}_hip_joint" for leg in _LEGS),
+    zones=(
+        *(Zone(f"{leg}_foot", body=f"{leg}_calf", kinds=("sphere",)) for leg in _LEGS),
+        *(Zone(f"{leg}_thigh", body=f"{leg}_thigh") for leg in _LEGS),
+        *(Zone(f"{leg}_calf", body=f"{leg}_calf", kinds=("capsule",)) for leg in _LEGS),
+        Zone("trunk", body="trunk"),
+    ),
+    # The file's own position actuators (kp 100, torque limits 23.7 / 35.55 N m) and `home` keyframe are used.
+    timestep=0.005,
+    description="Unitree Go1 from MuJoCo Menagerie (BSD-3-Clause), its own actuators and collision geoms",
+)
+
+_G1_LEG = ("hip_pitch", "hip_roll", "hip_yaw", "knee", "ankle_pitch", "ankle_roll")
+_G1_ARM = ("shoulder_pitch", "shoulder_roll", "shoulder_yaw", "elbow", "wrist_roll", "wrist_pitch", "wrist_yaw")
+
+UNITREE_G1 = RobotSpec(
+    name="unitree_g1",
+    source="menagerie:unitree_g1/g1",
+    base_body="pelvis",
+    feet=("left_foot", "right_foot"),
+    undesired_contacts=tuple(f"{side}_{part}" for side in ("left", "right") for part in ("thigh", "shin", "forearm")),
+    terminal_contacts=("pelvis", "torso"),
+    deviation_joints=(
+        *(f"{side}_{j}_joint" for side in ("left", "right") for j in ("hip_roll", "hip_yaw")),
+        *(f"waist_{j}_joint" for j in ("yaw", "roll", "pitch")),
+        *(f"{side}_{j}_joint" for side in ("left", "right") for j in _G1_ARM),
+    ),
+    zones=(
+        *(Zone(f"{side}_foot", body=f"{side}_ankle_roll_link") for side in ("left", "right")),
+        *(Zone(f"{side}_thigh", body=f"{side}_hip_yaw_link") for side in ("left", "right")),
+        *(Zone(f"{side}_shin", body=f"{side}_knee_link") for side in ("left", "right")),
+        *(Zone(f"{side}_forearm", body=f"{side}_elbow_link") for side in ("left", "right")),
+        Zone("pelvis", body="pelvis"),
+        Zone("torso", body="torso_link"),
+    ),
+    # Knees slightly bent, arms hanging: the standing pose Unitree's locomotion examples start from.
+    home=(
+        (r".*_hip_pitch_joint", -0.312),
+        (r".*_knee_joint", 0.669),
+        (r".*_ankle_pitch_joint", -0.363),
+        (r".*_elbow_joint", 0.6),
+        (r"left_shoulder_roll_joint", 0.2),
+        (r"right_shoulder_roll_joint", -0.2),
+        (r".*_shoulder_pitch_joint", 0.2),
+    ),
+    # Menagerie's G1 (g1.xml) drives torque motors; the position gains, torque limits and rotor inertias are those
+    # of Menagerie's own position-controlled G1 variant (g1_mjx.xml).
+    servos=(
+        Servo(r".*_hip_(pitch|yaw)_joint|waist_yaw_joint", kp=75.0, kd=2.0, effort=88.0, armature=0.01017752),
+        Servo(r".*_hip_roll_joint|.*_knee_joint", kp=75.0, kd=2.0, effort=139.0, armature=0.025101925),
+        Servo(r".*_ankle_(pitch|roll)_joint", kp=20.0, kd=2.0, effort=50.0, armature=0.00721945),
+        Servo(r"waist_(roll|pitch)_joint", kp=75.0, kd=2.0, effort=50.0, armature=0.00721945),
+        Servo(r".*_(shoulder_(pitch|roll|yaw)|elbow)_joint", kp=75.0, kd=2.0, effort=25.0, armature=0.003609725),
+        Servo(r".*_wrist_roll_joint", kp=20.0, kd=2.0, effort=25.0, armature=0.003609725),
+        Servo(r".*_wrist_(pitch|yaw)_joint", kp=20.0, kd=2.0, effort=5.0, armature=0.00425),
+    ),
+    primitive_collisions=True,
+    timestep=0.005,
+    description="Unitree G1 (29 DoF) from MuJoCo Menagerie (BSD-3-Clause), position servos, capsule collisions",
+)
+
+ROBOTS: dict[str, RobotSpec] = {r.name: r for r in (GO1, HUMANOID, UNITREE_GO1, UNITREE_G1)}
 """Robots by name."""

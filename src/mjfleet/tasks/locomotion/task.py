@@ -17,8 +17,9 @@ from mjfleet.tasks.locomotion.config import LocomotionConfig
 from mjfleet.tasks.locomotion.curriculum import TerrainCurriculum
 from mjfleet.tasks.locomotion.model import build_model, touch_sensor_name
 from mjfleet.tasks.locomotion.randomization import BATCHED_FIELDS, DomainRandomizer, Pushes
-from mjfleet.tasks.locomotion.robots import ROBOTS, RobotSpec
+from mjfleet.tasks.locomotion.robots import RobotSpec
 from mjfleet.tasks.locomotion.rotations import heading, projected_gravity, quat_mul, rotate_inverse, yaw_quat
+from mjfleet.tasks.locomotion.sources import resolve_robot
 from mjfleet.tasks.locomotion.terrain import HeightLookup, TerrainMap, generate
 
 SUCCESS_LIN_VEL_ERROR = 0.25
@@ -39,7 +40,7 @@ class LocomotionTask(Task[LocomotionConfig]):
 
     def __init__(self, cfg: LocomotionConfig) -> None:
         super().__init__(cfg)
-        self.robot: RobotSpec = ROBOTS[cfg.robot]
+        self.robot: RobotSpec = resolve_robot(cfg.robot)
         self.terrain: TerrainMap | None = generate(cfg.terrain) if cfg.terrain.kind == "rough" else None
         self._model = build_model(self.robot, self.terrain)
         self._model.opt.iterations = cfg.solver_iterations

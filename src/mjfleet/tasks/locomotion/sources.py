@@ -1,0 +1,110 @@
+# pyright: reportAttributeAccessIssue=false
+"""Where a robot's MJCF comes from: this package's assets, MuJoCo Menagerie (through ``mujoco-menagerie``), or a path.
+
+Menagerie files are resolved by the ``mujoco-menagerie`` package: ``MENAGERIE_ROOT`` (a checkout: ``<root>/<robot>/``)
+or its download cache (``MENAGERIE_CACHE_DIR``), downloading on first use. A model that is neither there nor
+downloadable is a :class:`~mjfleet.errors.UsageError` naming the prefetch command.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+from mjfleet.errors import UsageError
+from mjfleet.tasks.locomotion.robots import ROBOTS, RobotSpec
+
+MENAGERIE_PREFIX = "menagerie:"
+
+
+def prefetch_hint(name: str) -> str:
+    """The command that makes a Menagerie robot available offline."""
+    return (
+        f"run `uv run mujoco-menagerie prefetch {name}` where GitHub is reachable"
+        " (or point MENAGERIE_ROOT at a mujoco_menagerie checkout)"
+    )
+
+
+def menagerie_available(name: str) -> bool:
+    """Whether the files of Menagerie robot ``name`` are on disk (checkout or cache); no download, no MuJoCo."""
+    import mujoco_menagerie as mm
+
+    cache = mm.Cache()
+    if cache.root is not None:
+        return (cache.root / name).is_dir()
+    return cache.is_cached(mm.get(name))
+
+
+def robot_file(robot: RobotSpec) -> Path:
+    """The robot's MJCF on disk; Menagerie models are downloaded into the cache if they are not there yet."""
+    if robot.asset is not None:
+        return robot.asset
+    if robot.menagerie is None:
+        path = Path(robot.source)
+        if not path.is_file():
+            raise UsageError(f"--env.robot {robot.source!r}: no such MJCF file")
+        return path
+    import mujoco_menagerie as mm
+
+    name, _, entry = robot.source.removeprefix(MENAGERIE_PREFIX).partition("/")
+    try:
+        model = mm.get(name)
+        return model.path(mm.Cache(), progress=None) / model.entry(entry or model.default_model).file
+    except mm.MenagerieError as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UsageError(f"Menagerie model {name!r} is not available offline ({reason}); {prefetch_hint(name)}") from e
+
+
+def resolve_robot(value: str) -> RobotSpec:
+    """The record of ``--env.robot``: a record name (``go1``), ``menagerie:<robot>``, or a path to an MJCF.
+
+    A path gets the first record whose names (base body, zones, joints) all exist in the file, e.g. an edited
+    copy of Menagerie's ``go1.xml`` gets the ``unitree_go1`` record.
+    """
+    if value in ROBOTS:
+        return ROBOTS[value]
+    if value.startswith(MENAGERIE_PREFIX):
+        name = value.removeprefix(MENAGERIE_PREFIX)
+        found = [r for r in ROBOTS.values() if r.menagerie == name]
+        if not found:
+            known = ", ".join(f"{MENAGERIE_PREFIX}{r.menagerie}" for r in ROBOTS.values() if r.menagerie)
+            raise UsageError(
+                f"--env.robot {value!r}: no robot record for this Menagerie model (known: {known});"
+                " docs/tasks.md shows how to add one"
+            )
+        return found[0]
+    if value.endswith(".xml") or os.sep in value:
+        path = Path(value).expanduser()
+        if not path.is_file():
+            raise UsageError(f"--env.robot {value!r}: no such MJCF file")
+        return _record_for_file(path)
+    known = ", ".join([*ROBOTS, *(f"{MENAGERIE_PREFIX}{r.menagerie}" for r in ROBOTS.values() if r.menagerie)])
+    raise UsageError(f"--env.robot {value!r} is not a robot ({known}) or a path to an MJCF file")
+
+
+def _record_for_file(path: Path) -> RobotSpec:
+    import mujoco
+
+    try:
+        spec = mujoco.MjSpec.from_file(str(path))
+    except Exception as e:  # MuJoCo reports parse errors as ValueError or its own error types
+        raise UsageError(f"--env.robot {str(path)!r}: MuJoCo cannot load it ({str(e).splitlines()[0]})") from e
+    bodies = {b.name for b in spec.bodies}
+    geoms = {g.name for g in spec.geoms}
+    joints = {j.name for j in spec.joints}
+    missing: dict[str, list[str]] = {}
+    for robot in ROBOTS.values():
+        zones = [robot.zone(z) for z in robot.watched()]
+        needed = [robot.base_body, *(z.body for z in zones if z.body)]
+        absent = [b for b in needed if b not in bodies]
+        absent += [z.geom for z in zones if z.geom and z.geom not in geoms]
+        absent += [j for j in robot.deviation_joints if j not in joints]
+        if not absent:
+            return dataclasses.replace(robot, source=str(path))
+        missing[robot.name] = absent
+    best = min(missing, key=lambda k: len(missing[k]))
+    raise UsageError(
+        f"--env.robot {str(path)!r} matches no robot record; closest {best!r} lacks "
+        f"{', '.join(missing[best][:4])}{' ...' if len(missing[best]) > 4 else ''}"
+    )

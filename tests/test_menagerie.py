@@ -1,0 +1,207 @@
+# pyright: reportAttributeAccessIssue=false
+"""Robots from MuJoCo Menagerie: records, the file lookup (fixture laid out like a Menagerie checkout, never the
+network), the offline error, and, where the real files are on disk, every Menagerie task end to end."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+
+from mjfleet.errors import UsageError
+from mjfleet.tasks.locomotion.model import build_model, touch_sensor_name, zone_geoms
+from mjfleet.tasks.locomotion.robots import ROBOTS, UNITREE_G1, UNITREE_GO1
+from mjfleet.tasks.locomotion.sources import menagerie_available, resolve_robot, robot_file
+
+FIXTURE = Path(__file__).with_name("fixtures") / "menagerie"
+"""Our own tiny MJCFs with the names of Menagerie's unitree_go1/go1.xml and unitree_g1/g1.xml (not their files)."""
+
+MENAGERIE_TASKS = (
+    "unitree-go1-velocity-flat",
+    "unitree-go1-velocity-rough",
+    "unitree-g1-velocity-flat",
+    "unitree-g1-velocity-rough",
+)
+
+
+@pytest.fixture
+def fixture_root(monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("MENAGERIE_ROOT", str(FIXTURE))
+    return FIXTURE
+
+
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No checkout, an empty cache, and a download location that does not exist (fails at once, no network)."""
+    monkeypatch.delenv("MENAGERIE_ROOT", raising=False)
+    monkeypatch.setenv("MENAGERIE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MENAGERIE_BASE_URL", (tmp_path / "nowhere").as_uri())
+
+
+# --- records and the model builder (fixture) ---------------------------------------------------------------------
+@pytest.mark.parametrize("robot", [UNITREE_GO1, UNITREE_G1], ids=lambda r: r.name)
+def test_menagerie_records_build_a_task_model_from_a_checkout(fixture_root: Path, robot) -> None:
+    assert robot_file(robot) == fixture_root / robot.menagerie / f"{robot.source.rpartition('/')[2]}.xml"
+    m = build_model(robot, None)
+    assert m.opt.timestep == robot.timestep and m.opt.integrator == mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    assert m.geom("floor").type[0] == mujoco.mjtGeom.mjGEOM_PLANE  # Menagerie robot files have no ground
+    # One touch sensor per zone, nothing else (the file's IMU sensors are dropped); a reference site per foot.
+    assert m.nsensor == len(robot.watched())
+    for name in robot.watched():
+        assert m.sensor(touch_sensor_name(name)).type[0] == mujoco.mjtSensor.mjSENS_TOUCH
+    for foot in robot.feet:
+        assert m.site_bodyid[m.site(f"{foot}_site").id] == m.geom_bodyid[zone_geoms(m, robot, foot)[0]]
+    # Every hinge is driven by a position servo whose target is the home pose; the feet touch the ground there.
+    hinges = [j for j in range(m.njnt) if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE]
+    assert sorted(m.actuator_trnid[:, 0]) == hinges
+    assert np.all(m.actuator_biasprm[:, 1] == -m.actuator_gainprm[:, 0])  # kp: a position servo
+    key = m.key("home")
+    np.testing.assert_allclose(key.ctrl, key.qpos[m.jnt_qposadr[m.actuator_trnid[:, 0]]])
+    d = mujoco.MjData(m)
+    mujoco.mj_resetDataKeyframe(m, d, key.id)
+    mujoco.mj_kinematics(m, d)
+    # Each foot stands on the floor; Menagerie's own Go1 keyframe (base at 0.27 m) sinks the feet 1.8 cm, which the
+    # task's 2 cm spawn clearance absorbs.
+    for foot in robot.feet:
+        assert _floor_distance(m, d, zone_geoms(m, robot, foot)) == pytest.approx(0.0, abs=0.02)
+
+
+def _floor_distance(m: mujoco.MjModel, d: mujoco.MjData, geoms: list[int]) -> float:
+    floor = m.geom("floor").id
+    return min(mujoco.mj_geomDistance(m, d, g, floor, 1.0, None) for g in geoms)
+
+
+def test_g1_record_gives_servo_gains_and_fits_capsules_to_mesh_collisions(fixture_root: Path) -> None:
+    m = build_model(UNITREE_G1, None)
+    assert m.nu == 29  # the fixture's two torque motors are replaced, every joint gets a servo
+    knee = m.actuator("left_knee")
+    assert knee.gainprm[0] == 75.0 and knee.biasprm[2] == -2.0 and tuple(knee.forcerange) == (-139.0, 139.0)
+    assert tuple(m.actuator("left_ankle_roll").forcerange) == (-50.0, 50.0)
+    assert m.dof_armature[m.jnt_dofadr[m.joint("left_knee_joint").id]] == pytest.approx(0.025101925)
+    np.testing.assert_allclose(m.actuator("left_knee").ctrlrange, m.joint("left_knee_joint").range)
+    torso = [g for g in range(m.ngeom) if m.geom_bodyid[g] == m.body("torso_link").id and m.geom_contype[g]]
+    assert [int(m.geom_type[g]) for g in torso][:1] == [mujoco.mjtGeom.mjGEOM_CAPSULE]  # fitted to the torso mesh
+    assert not any(m.geom_type[g] == mujoco.mjtGeom.mjGEOM_MESH and m.geom_contype[g] for g in range(m.ngeom))
+    # The home pose follows the record: bent knees, and the base placed so the sole capsules touch the ground.
+    key = m.key("home")
+    assert key.qpos[m.jnt_qposadr[m.joint("left_knee_joint").id]] == pytest.approx(0.669)
+    d = mujoco.MjData(m)
+    mujoco.mj_resetDataKeyframe(m, d, key.id)
+    mujoco.mj_kinematics(m, d)
+    for foot in UNITREE_G1.feet:  # the lowest sole capsule just touches (bounding boxes: within 1 mm)
+        assert _floor_distance(m, d, zone_geoms(m, UNITREE_G1, foot)) == pytest.approx(0.0, abs=1e-3)
+
+
+def test_a_go1_zone_splits_the_foot_from_its_calf(fixture_root: Path) -> None:
+    m = build_model(UNITREE_GO1, None)
+    foot, calf = zone_geoms(m, UNITREE_GO1, "FR_foot"), zone_geoms(m, UNITREE_GO1, "FR_calf")
+    assert [m.geom(g).name for g in foot] == ["FR"]
+    assert len(calf) == 1 and m.geom_type[calf[0]] == mujoco.mjtGeom.mjGEOM_CAPSULE
+    assert len(zone_geoms(m, UNITREE_GO1, "trunk")) == 1
+
+
+# --- choosing a robot ----------------------------------------------------------------------------------------------
+def test_robot_values_resolve_to_records(fixture_root: Path, tmp_path: Path) -> None:
+    assert resolve_robot("go1") is ROBOTS["go1"]
+    assert resolve_robot("menagerie:unitree_go1") is UNITREE_GO1
+    assert resolve_robot("menagerie:unitree_g1") is UNITREE_G1
+    # A path gets the record whose names it has, with the file as its source.
+    edited = resolve_robot(str(FIXTURE / "unitree_go1" / "go1.xml"))
+    assert edited == dataclasses.replace(UNITREE_GO1, source=str(FIXTURE / "unitree_go1" / "go1.xml"))
+    assert resolve_robot(str(ROBOTS["humanoid"].asset)).name == "humanoid"
+    stray = tmp_path / "box.xml"
+    stray.write_text('<mujoco><worldbody><body name="b"><freejoint/><geom size="0.1"/></body></worldbody></mujoco>')
+    for value, message in (
+        ("menagerie:unitree_h1", "no robot record for this Menagerie model"),
+        ("spot", "is not a robot"),
+        (str(tmp_path / "missing.xml"), "no such MJCF file"),
+        (str(stray), "matches no robot record"),
+    ):
+        with pytest.raises(UsageError, match=message):
+            resolve_robot(value)
+
+
+# --- offline ------------------------------------------------------------------------------------------------------
+def test_missing_menagerie_files_are_one_usage_error_with_the_prefetch_command(offline: None) -> None:
+    assert not menagerie_available("unitree_go1")
+    with pytest.raises(UsageError) as caught:
+        robot_file(UNITREE_GO1)
+    message = str(caught.value)
+    assert "\n" not in message and "mujoco-menagerie prefetch unitree_go1" in message
+    # A checkout that lacks the robot is reported the same way.
+    os.environ["MENAGERIE_ROOT"] = str(FIXTURE / "unitree_go1")
+    with pytest.raises(UsageError, match="prefetch unitree_g1"):
+        robot_file(UNITREE_G1)
+
+
+def test_list_tasks_and_train_offline(offline: None, tmp_path: Path) -> None:
+    from mjfleet.cli.list_tasks import main as list_main
+    from mjfleet.cli.train import main as train_main
+    from mjfleet.tasks import builtin
+
+    from .helpers import run_main
+
+    listed = {spec.id: spec.description for spec in builtin.tasks()}
+    assert "prefetch unitree_g1" in listed["unitree-g1-velocity-flat"]
+    assert "prefetch" not in listed["go1-velocity-flat"]  # the primitive tasks need nothing
+    code, out, _ = run_main(lambda argv: list_main(), [])
+    assert code == 0 and "go1-velocity-flat" in out
+    argv = ["unitree-go1-velocity-flat", "--gpu-ids", "None", "--env.num-envs", "8", "--log-root", str(tmp_path)]
+    code, _, err = run_main(train_main, argv)
+    assert code == 2
+    (error,) = [line for line in err.splitlines() if line.startswith("error:")]  # after the run directory's log line
+    assert "mujoco-menagerie prefetch unitree_go1" in error and "Traceback" not in err
+
+
+# --- the tasks on the fixture (CI) and on the real files (where present) -------------------------------------------
+def _step_and_reset(task_id: str, num_envs: int) -> None:
+    from .conftest import make_env
+
+    env = make_env(task_id, num_envs=num_envs, seed=0)
+    try:
+        for _ in range(3):
+            obs, reward, _, _ = env.step(torch.zeros(num_envs, env.num_actions))
+            assert torch.isfinite(obs["policy"]).all() and torch.isfinite(reward).all()
+        env.reset_all()
+        assert torch.isfinite(env.get_observations()["critic"]).all()
+    finally:
+        env.close()
+
+
+def test_menagerie_go1_task_steps_on_the_fixture(fixture_root: Path) -> None:
+    _step_and_reset("unitree-go1-velocity-flat", num_envs=4)
+
+
+def _real_files() -> str | None:
+    """Why the real-file test cannot run, or None when both robots are on disk (and not only as our fixture)."""
+    root = os.environ.get("MENAGERIE_ROOT")
+    if root and Path(root).resolve() == FIXTURE.resolve():
+        return "MENAGERIE_ROOT points at the test fixture"
+    missing = [name for name in ("unitree_go1", "unitree_g1") if not menagerie_available(name)]
+    if missing:
+        return (
+            f"Menagerie files of {', '.join(missing)} are not on disk (uv run mujoco-menagerie prefetch {missing[0]})"
+        )
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_real_files() is not None, reason=str(_real_files()))
+@pytest.mark.parametrize("task_id", MENAGERIE_TASKS)
+def test_menagerie_task_builds_steps_resets_and_trains(task_id: str, tmp_path: Path) -> None:
+    from mjfleet.train import run
+
+    from .helpers import small_train_config
+    from .test_locomotion import SMALL_TERRAIN
+
+    _step_and_reset(task_id, num_envs=8)
+    cfg = small_train_config(task_id, num_envs=16, iterations=2, steps=8, log_root=tmp_path)
+    if cfg.env.terrain.kind == "rough":
+        cfg.env.terrain = dataclasses.replace(cfg.env.terrain, **SMALL_TERRAIN)  # type: ignore[attr-defined]
+    (result,) = run(cfg)
+    assert result.final_iteration == 2
