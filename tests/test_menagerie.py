@@ -151,11 +151,13 @@ def test_list_tasks_and_train_offline(offline: None, tmp_path: Path) -> None:
     assert "prefetch" not in listed["go1-velocity-flat"]  # the primitive tasks need nothing
     code, out, _ = run_main(lambda argv: list_main(), [])
     assert code == 0 and "go1-velocity-flat" in out
-    argv = ["unitree-go1-velocity-flat", "--gpu-ids", "None", "--env.num-envs", "8", "--log-root", str(tmp_path)]
-    code, _, err = run_main(train_main, argv)
+    # Two workers: the launcher finds the files missing before the run directory or any worker exists.
+    argv = ["unitree-go1-velocity-flat", "--gpu-ids", "None", "--cpu-workers", "2", "--env.num-envs", "8"]
+    code, _, err = run_main(train_main, [*argv, "--log-root", str(tmp_path / "logs")])
     assert code == 2
-    (error,) = [line for line in err.splitlines() if line.startswith("error:")]  # after the run directory's log line
+    (error,) = [line for line in err.splitlines() if line.startswith("error:")]
     assert "mujoco-menagerie prefetch unitree_go1" in error and "Traceback" not in err
+    assert not (tmp_path / "logs").exists()
 
 
 # --- the tasks on the fixture (CI) and on the real files (where present) -------------------------------------------

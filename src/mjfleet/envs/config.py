@@ -19,3 +19,10 @@ class EnvConfig:
     """Policy outputs are clipped to [-clip_actions, clip_actions] before the task scales them."""
     sim: SimConfig = field(default_factory=SimConfig)
     """Physics settings."""
+
+    def prepare_assets(self) -> None:
+        """Fetch or check the files the task loads, once, before any worker starts.
+
+        Raises :class:`~mjfleet.errors.UsageError` when they cannot be had, so a multi-worker run fails with one
+        line in the launcher instead of in every worker. Tasks whose models are built in need not override it.
+        """

@@ -48,6 +48,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
     Raises :class:`~mjfleet.errors.UsageError` (one line, naming the flag) for anything wrong with ``cfg``.
     """
     validate(cfg)
+    cfg.env.prepare_assets()  # e.g. Menagerie files: missing ones fail here, once, not in every worker
     selection = select_local_devices(parse_gpu_ids(cfg.gpu_ids))
     if selection.kind == "cuda" and cfg.cpu_workers != 1:
         raise UsageError(

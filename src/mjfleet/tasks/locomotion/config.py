@@ -196,3 +196,9 @@ class LocomotionConfig(EnvConfig):
     """Domain randomization."""
     noise: NoiseConfig = field(default_factory=NoiseConfig)
     """Observation noise."""
+
+    def prepare_assets(self) -> None:
+        """Resolve ``robot`` and bring its MJCF onto the disk (Menagerie models: download into the cache)."""
+        from mjfleet.tasks.locomotion.sources import resolve_robot, robot_file
+
+        robot_file(resolve_robot(self.robot))
