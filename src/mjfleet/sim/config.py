@@ -24,17 +24,17 @@ class SimConfig:
     decimation: int = 2
     """Physics steps per environment step."""
     use_graph: bool = True
-    """Warp backend: capture the decimated physics step as a Warp graph and replay it (CPU and CUDA); falls back to eager launches
-    if capture fails."""
+    """Warp backend: capture the decimated physics step as a Warp graph and replay it (CPU and CUDA); falls back to
+    eager launches if capture fails."""
     nconmax: int | None = None
     """Warp backend: contacts to allocate per world (None: MuJoCo Warp's default for the model)."""
     njmax: int | None = None
     """Warp backend: constraint rows to allocate per world (None: MuJoCo Warp's default for the model)."""
     solver_notices: bool = False
-    """Warp backend: print MuJoCo Warp's "(linesearch) iterations limit reached" notices from inside the kernels. Off by default:
-    after falls and hard impacts the solver regularly stops at its iteration limit (the step is still valid, it
-    uses the best iterate), and the notices would flood the console and worker logs. Buffer-overflow warnings
-    (contacts, constraint rows) always print."""
+    """Warp backend: print MuJoCo Warp's "(linesearch) iterations limit reached" notices from inside the kernels.
+    Off by default: after falls and hard impacts the solver regularly stops at its iteration limit (the step is
+    still valid, it uses the best iterate), and the notices would flood the console and worker logs.
+    Buffer-overflow warnings (contacts, constraint rows) always print."""
 
 
 def resolve_backend(cfg: SimConfig, device: str) -> Literal["warp", "mujoco"]:
