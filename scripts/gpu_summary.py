@@ -78,25 +78,20 @@ def bench_rows(report: dict) -> list[tuple[str, str, str, str, str]]:
     """(task, measurement, envs per worker, env-steps/s, comparison) rows of one ``bench --json`` report."""
     task = report["task"]
     rows = []
+    graph = {r["num_envs"]: r["env"] for r in report["steps"] if r["backend"] == "warp graph"}
     for r in report["steps"]:
-        n = str(r["num_envs"])
+        n = r["num_envs"]
+        versus = f"; {r['env'] / graph[n]:.2f}x warp graph" if n in graph and r["backend"] != "warp graph" else ""
         rows += [
-            (task, "raw physics, eager", n, _rate(r["raw_eager"]), ""),
-            (
-                task,
-                "raw physics, graph",
-                n,
-                _rate(r["raw_graph"]),
-                f"graph/eager {r['raw_graph'] / r['raw_eager']:.2f}x",
-            ),
-            (task, "env step, eager", n, _rate(r["env_eager"]), f"env/raw {r['env_eager'] / r['raw_eager']:.0%}"),
-            (task, "env step, graph", n, _rate(r["env_graph"]), f"env/raw {r['env_graph'] / r['raw_graph']:.0%}"),
+            (task, f"raw physics, {r['backend']}", str(n), _rate(r["raw"]), ""),
+            (task, f"env step, {r['backend']}", str(n), _rate(r["env"]), f"env/raw {r['env'] / r['raw']:.0%}{versus}"),
         ]
     training = report["training"]
     base = training[0]["env_steps_per_s"] if training else 1.0
     for t in training:
         label = t["label"]
         what = "PPO, 1 worker in-process" if label == "1" else f"PPO, {label} worker(s)"
+        what += f", {t['backend']}" if t.get("backend") else ""
         note = f"{t['env_steps_per_s'] / base:.2f}x; sync {t['sync_share']:.1%}; wall {t['wall_s']:.0f} s"
         rows.append((task, what, str(t["num_envs"]), _rate(t["env_steps_per_s"]), note))
     return rows

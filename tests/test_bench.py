@@ -18,13 +18,21 @@ pytestmark = [
 NUMBER = r"[\d,]+(?:\.\d+)?"
 
 
-def _row(out: str, label: str) -> list[str]:
-    """The cells of the table row whose first cell is ``label``."""
+def _rows(out: str, label: str) -> list[list[str]]:
+    """The cells of every table row whose first cell is ``label``."""
+    rows = []
     for line in out.splitlines():
         cells = [c.strip() for c in re.split(r"[│┃|]", line) if c.strip()]
         if cells and cells[0] == label:
-            return cells
-    raise AssertionError(f"no row {label!r} in:\n{out}")
+            rows.append(cells)
+    return rows
+
+
+def _row(out: str, label: str) -> list[str]:
+    """The cells of the first table row whose first cell is ``label``."""
+    rows = _rows(out, label)
+    assert rows, f"no row {label!r} in:\n{out}"
+    return rows[0]
 
 
 def test_bench_prints_step_and_scaling_tables(
@@ -34,20 +42,31 @@ def test_bench_prints_step_and_scaling_tables(
     monkeypatch.delenv("TORCHRUNX_LOG_DIR", raising=False)
     argv = ["cartpole-balance", "--gpu-ids", "None", "--num-envs", "16", "--steps", "3"]
     argv += ["--workers", "1", "2", "--launcher-overhead", "--train-num-envs", "32", "--train-iterations", "2"]
-    bench.main(argv)
+    bench.main([*argv, "--backends", "mujoco"])
     out = capsys.readouterr().out
 
     steps = _row(out, "16")
-    assert len(steps) == 7 and all(re.fullmatch(NUMBER, c) for c in steps[1:5])
-    assert all(c.endswith("%") for c in steps[5:])
+    assert len(steps) == 6 and steps[1].startswith("mujoco (")
+    assert all(re.fullmatch(NUMBER, c) for c in steps[2:4]) and steps[4].endswith("%") and steps[5] == "-"
 
     rows = {label: _row(out, label) for label in ("1", "1 (torchrunx)", "2")}
     for label, cells in rows.items():
-        assert len(cells) == 8, cells
-        assert cells[1] == "32"
-        assert re.fullmatch(NUMBER, cells[2]) and float(cells[2].replace(",", "")) > 0, label
-        assert float(cells[7]) > 0  # wall seconds
-    assert rows["1"][3] == "1.00x" and rows["1"][6] == "0.0%"  # the baseline, no collectives
-    assert rows["1 (torchrunx)"][6] == "0.0%"  # one launched worker has no peers either
-    assert float(rows["2"][6].rstrip("%")) > 0  # two workers do synchronise
+        assert len(cells) == 9, cells
+        assert cells[1] == "mujoco" and cells[2] == "32"
+        assert re.fullmatch(NUMBER, cells[3]) and float(cells[3].replace(",", "")) > 0, label
+        assert float(cells[8]) > 0  # wall seconds
+    assert rows["1"][4] == "1.00x" and rows["1"][7] == "0.0%"  # the baseline, no collectives
+    assert rows["1 (torchrunx)"][7] == "0.0%"  # one launched worker has no peers either
+    assert float(rows["2"][7].rstrip("%")) > 0  # two workers do synchronise
     assert "Traceback" not in out
+
+
+def test_bench_shows_both_backends_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--num-envs", "16", "--steps", "3", "--workers", "1"]
+    bench.main([*argv, "--train-num-envs", "16", "--train-iterations", "2", "--backends", "warp", "mujoco"])
+    out = capsys.readouterr().out
+    backends = [cells[1] for cells in _rows(out, "16")]
+    assert backends[:2] == ["warp eager", "warp graph"] and backends[2].startswith("mujoco (")
+    mujoco = _rows(out, "16")[2]
+    assert re.fullmatch(NUMBER + "x", mujoco[5])  # its env step against Warp's graph-captured one
+    assert [cells[1] for cells in _rows(out, "1")] == ["warp", "mujoco"]

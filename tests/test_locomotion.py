@@ -16,6 +16,7 @@ import warp as wp
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.runtime.context import DistributedContext
+from mjfleet.sim.config import Backend
 from mjfleet.tasks.locomotion.config import (
     CommandConfig,
     LocomotionConfig,
@@ -166,8 +167,10 @@ def test_builds_steps_and_resets(task_id: str) -> None:
 
 @pytest.mark.parametrize("notices", [False, True])
 def test_solver_iteration_notices_print_only_when_asked(notices: bool, capfd: pytest.CaptureFixture[str]) -> None:
-    # One solver and one line-search iteration: every world with contacts hits both limits.
-    sim = dataclasses.replace(get_task("go1-velocity-flat").env_cfg().sim, solver_notices=notices, use_graph=False)
+    # One solver and one line-search iteration: every world with contacts hits both limits (Warp's notices).
+    sim = dataclasses.replace(
+        get_task("go1-velocity-flat").env_cfg().sim, solver_notices=notices, use_graph=False, backend="warp"
+    )
     env = make_loco_env("go1-velocity-flat", num_envs=4, solver_iterations=1, linesearch_iterations=1, sim=sim)
     capfd.readouterr()
     gen = torch.Generator().manual_seed(0)
@@ -333,13 +336,16 @@ def test_env_curriculum_promotes_far_walkers_and_demotes_laggards() -> None:
 
 
 # --- domain randomization ----------------------------------------------------------------------------------------
-def test_friction_change_in_one_world_changes_only_that_world() -> None:
-    """Per-world model fields are read in place by the captured graph: no re-capture, no cross-talk."""
-    env = make_loco_env("go1-velocity-flat", num_envs=4, randomization=RandomizationConfig())
+@pytest.mark.parametrize("backend", ["warp", "mujoco"])
+def test_friction_change_in_one_world_changes_only_that_world(backend: Backend) -> None:
+    """Per-world model fields: read in place by Warp's captured graph (no re-capture), pushed into the world's
+    model by MuJoCo C; no cross-talk on either."""
+    sim_cfg = dataclasses.replace(get_task("go1-velocity-flat").env_cfg().sim, backend=backend)
+    env = make_loco_env("go1-velocity-flat", num_envs=4, randomization=RandomizationConfig(), sim=sim_cfg)
     sim = env.sim
     for _ in range(3):
         env.step(torch.zeros(4, env.num_actions))
-    assert sim.graph_active
+    assert sim.graph_active == (backend == "warp")
     # Identical worlds, all sliding sideways at 1.5 m/s.
     sim.qpos[:] = sim.qpos[0].clone()
     sim.qvel[:] = 0.0
@@ -350,6 +356,7 @@ def test_friction_change_in_one_world_changes_only_that_world() -> None:
     friction = sim.model_field("geom_friction")
     assert friction.shape[0] == 4
     friction[2, :, 0] = 0.05  # ice in world 2 only
+    sim.model_fields_changed(torch.tensor([2]))
     for _ in range(20):
         sim.step()
     qpos = sim.qpos

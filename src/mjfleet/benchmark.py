@@ -1,4 +1,4 @@
-"""Throughput measurements: raw MuJoCo Warp stepping, the full environment step, PPO training."""
+"""Throughput measurements per physics backend: raw stepping, the full environment step, PPO training."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ import warp as wp
 from mjfleet.envs.env import MjEnv
 from mjfleet.rl.records import WorkerResult
 from mjfleet.runtime.context import DistributedContext
+from mjfleet.sim.config import Backend, resolve_backend
+from mjfleet.sim.mujoco_backend import MujocoSimulation
 from mjfleet.sim.warp_runtime import scoped_device
 from mjfleet.tasks.registry import TaskSpec
 from mjfleet.train.api import prepare
@@ -25,23 +27,18 @@ from mjfleet.train.worker import train_worker
 
 @dataclass
 class StepRow:
-    """Env-steps per second of one ``num_envs`` setting (one env step = ``decimation`` physics steps)."""
+    """Env-steps per second of one backend and ``num_envs`` (one env step = ``decimation`` physics steps)."""
 
     num_envs: int
-    raw_eager: float
-    raw_graph: float
-    env_eager: float
-    env_graph: float
+    backend: str
+    """``warp eager``, ``warp graph`` or ``mujoco (N threads)``."""
+    raw: float
+    env: float
 
     @property
-    def ratio_graph(self) -> float:
-        """Full env step over raw physics, both with graphs."""
-        return self.env_graph / self.raw_graph
-
-    @property
-    def ratio_eager(self) -> float:
-        """Full env step over raw physics, both eager."""
-        return self.env_eager / self.raw_eager
+    def ratio(self) -> float:
+        """Full env step over raw physics."""
+        return self.env / self.raw
 
 
 @dataclass
@@ -56,6 +53,8 @@ class TrainRow:
     iteration_s: float
     wall_s: float = float("nan")
     """Seconds from the start of the measurement to the results (launch, setup, every iteration)."""
+    backend: str = ""
+    """The physics backend trained on."""
 
 
 def machine_description(device: str) -> str:
@@ -96,13 +95,13 @@ def _rate(fn: Callable[[], None], calls: int, items: int, sync: Callable[[], Non
     return calls * items / best
 
 
-def measure_steps(spec: TaskSpec, num_envs: int, device: str, steps: int) -> StepRow:
-    """Raw ``mujoco_warp.step`` and full env step throughput, each with graphs off and on."""
-    rates: dict[tuple[str, bool], float] = {}
+def measure_steps(spec: TaskSpec, num_envs: int, device: str, steps: int, backend: Backend = "warp") -> list[StepRow]:
+    """Raw physics and full env step throughput of one backend (Warp: with graphs off and on)."""
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-    for use_graph in (False, True):
+    rows = []
+    for use_graph in (False, True) if backend == "warp" else (True,):
         cfg = dataclasses.replace(spec.env_cfg(), num_envs=num_envs)
-        cfg.sim = dataclasses.replace(cfg.sim, use_graph=use_graph)
+        cfg.sim = dataclasses.replace(cfg.sim, use_graph=use_graph, backend=backend)
         with scoped_device(device):
             env = MjEnv(spec.load_task_class()(cfg), device=device, seed=0)
             actions = torch.zeros(num_envs, env.num_actions, device=device)
@@ -110,20 +109,26 @@ def measure_steps(spec: TaskSpec, num_envs: int, device: str, steps: int) -> Ste
             def env_step(env: MjEnv = env, actions: torch.Tensor = actions) -> None:
                 env.step(actions)
 
-            rates[("env", use_graph)] = _rate(env_step, steps, num_envs, sync)
-            # Raw physics: the same decimated mujoco_warp.step calls (graph or eager) the env makes, nothing else.
-            rates[("raw", use_graph)] = _rate(env.sim.step, steps, num_envs, sync)
-    return StepRow(num_envs, rates[("raw", False)], rates[("raw", True)], rates[("env", False)], rates[("env", True)])
+            env_rate = _rate(env_step, steps, num_envs, sync)
+            # Raw physics: the same decimated physics call (Warp: graph or eager) the env makes, nothing else.
+            raw_rate = _rate(env.sim.step, steps, num_envs, sync)
+        if isinstance(env.sim, MujocoSimulation):
+            label = f"mujoco ({env.sim.threads} thread{'s' if env.sim.threads > 1 else ''})"
+        else:
+            label = f"warp {'graph' if use_graph else 'eager'}"
+        rows.append(StepRow(num_envs, label, raw_rate, env_rate))
+    return rows
 
 
 def summarize_training(
-    results: list[WorkerResult], num_envs: int, skip: int = 1, wall_s: float = float("nan")
+    results: list[WorkerResult], num_envs: int, skip: int = 1, wall_s: float = float("nan"), backend: str = ""
 ) -> TrainRow:
     """Throughput over the iterations after the first ``skip`` (which include compilation and capture)."""
     records = results[0].records[skip:] or results[0].records
     total_s = sum(r.collect_s + r.learn_s for r in records)
     steps = sum(r.env_steps_per_s * (r.collect_s + r.learn_s) for r in records)
     return TrainRow(
+        backend=backend,
         workers=len(results),
         num_envs=num_envs,
         env_steps_per_s=steps / total_s,
@@ -140,5 +145,7 @@ def measure_training(cfg: TrainConfig) -> TrainRow:
     if prepared.plan is not None:
         raise ValueError("measure_training trains one worker in this process; launched runs go through train.run")
     start = time.perf_counter()
-    results = [train_worker(cfg, None, DistributedContext(device=prepared.selection.devices[0]), prepared.start)]
-    return summarize_training(results, cfg.env.num_envs, wall_s=time.perf_counter() - start)
+    device = prepared.selection.devices[0]
+    results = [train_worker(cfg, None, DistributedContext(device=device), prepared.start)]
+    backend = resolve_backend(cfg.env.sim, device)
+    return summarize_training(results, cfg.env.num_envs, wall_s=time.perf_counter() - start, backend=backend)

@@ -23,6 +23,7 @@ CUDA = "cuda:0"
 def _env(task_id: str, num_envs: int, device: str, seed: int = 0) -> MjEnv:
     spec = get_task(task_id)
     cfg = dataclasses.replace(spec.env_cfg(), num_envs=num_envs)
+    cfg.sim = dataclasses.replace(cfg.sim, backend="warp")  # MuJoCo Warp on both devices (auto is C on the CPU)
     with scoped_device(device):
         return MjEnv(spec.load_task_class()(cfg), device=device, seed=seed)
 

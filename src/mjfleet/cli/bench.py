@@ -9,7 +9,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from rich.console import Console
 from rich.table import Table
@@ -18,6 +18,7 @@ from mjfleet.cli.args import parse, print_help, reader_may_leave, wants_help
 from mjfleet.console import configure_logging
 from mjfleet.errors import UsageError, exits_on_usage_error
 from mjfleet.runtime.devices import parse_gpu_ids, select_local_devices
+from mjfleet.sim.config import Backend
 from mjfleet.tasks.registry import get_task
 from mjfleet.train.config import TrainConfig, validate
 
@@ -55,6 +56,9 @@ class BenchConfig:
     one worker, then two sharing GPU 0)."""
     json: Path | None = None
     """Also write the measurements to this JSON file (task, device, machine, both tables)."""
+    backends: tuple[Literal["warp", "mujoco"], ...] = ("warp", "mujoco")
+    """Physics backends to measure side by side, in every table (``mujoco`` runs on the CPU only and is skipped on
+    a GPU)."""
 
 
 def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
@@ -68,41 +72,44 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
         raise UsageError(f"--workers-per-gpu {cfg.workers_per_gpu} needs a GPU (this bench runs on the CPU)")
     shared = selection.kind == "cuda" and cfg.workers_per_gpu > 1
     runs = [(f"{w} ({min(w, cfg.workers_per_gpu)}/GPU)" if shared and w > 1 else str(w), w, w > 1) for w in cfg.workers]
+    backends: list[Backend] = [b for b in dict.fromkeys(cfg.backends) if b == "warp" or selection.kind == "cpu"]
     if cfg.launcher_overhead:
         runs.insert(1 if runs and runs[0][1] == 1 else 0, ("1 (torchrunx)", 1, True))
     trainings = [
-        (label, launched, _train_config(task_id, cfg, selection.kind, w, launched)) for label, w, launched in runs
+        (label, launched, _train_config(task_id, cfg, selection.kind, w, launched, backend))
+        for backend in backends
+        for label, w, launched in runs
     ]
     for _, _, train_cfg in trainings:
         validate(train_cfg)  # the same checks as ``train``, before minutes of step measurements
     machine = machine_description(device)
     _show(console, f"[bold]{task_id}[/] on {device}: {machine}")
-    step_rows = []
+    step_rows: list[dict[str, object]] = []
     if not cfg.skip_steps:
         table = Table(title=f"env-steps/s, decimation {spec.env_cfg().sim.decimation} ({cfg.steps} timed steps)")
-        for col in ("num_envs", "raw eager", "raw graph", "env eager", "env graph", "env/raw eager", "env/raw graph"):
+        for col in ("num_envs", "backend", "raw physics", "env step", "env/raw", "env vs warp graph"):
             table.add_column(col, justify="right")
         for n in cfg.num_envs:
-            r = measure_steps(spec, n, device, cfg.steps)
-            step_rows.append(dataclasses.asdict(r))
-            table.add_row(
-                str(n),
-                *(f"{v:,.0f}" for v in (r.raw_eager, r.raw_graph, r.env_eager, r.env_graph)),
-                f"{r.ratio_eager:.0%}",
-                f"{r.ratio_graph:.0%}",
-            )
+            measured = [r for backend in backends for r in measure_steps(spec, n, device, cfg.steps, backend)]
+            step_rows += [dataclasses.asdict(r) for r in measured]
+            warp = next((r.env for r in measured if r.backend == "warp graph"), None)
+            for r in measured:
+                versus = f"{r.env / warp:.2f}x" if warp else "-"
+                table.add_row(str(n), r.backend, f"{r.raw:,.0f}", f"{r.env:,.0f}", f"{r.ratio:.0%}", versus)
         _show(console, table)
     rows: list[tuple[str, TrainRow]] = []
     for label, launched, train_cfg in trainings:
         rows.append((label, _measure_launched(train_cfg) if launched else measure_training(train_cfg)))
     table = Table(title=f"PPO training ({cfg.train_iterations - 1} timed iterations, env-steps/s over all workers)")
-    columns = ("workers", "envs/worker", "env-steps/s", "speed-up", "iteration s", "collect share", "sync share")
+    columns = ("workers", "backend", "envs/worker", "env-steps/s", "speed-up", "iteration s", "collect share")
+    columns = (*columns, "sync share")
     for col in (*columns, "wall s"):
         table.add_column(col, justify="right")
     base = rows[0][1].env_steps_per_s if rows else 1.0
     for label, r in rows:
         table.add_row(
             label,
+            r.backend,
             str(r.num_envs),
             f"{r.env_steps_per_s:,.0f}",
             f"{r.env_steps_per_s / base:.2f}x",
@@ -129,10 +136,13 @@ def _show(console: Console, renderable: object) -> None:
         console.print(renderable)
 
 
-def _train_config(task_id: str, cfg: BenchConfig, kind: str, workers: int, launched: bool) -> TrainConfig:
+def _train_config(
+    task_id: str, cfg: BenchConfig, kind: str, workers: int, launched: bool, backend: Backend
+) -> TrainConfig:
     """The training run one row of the scaling table measures."""
     spec = get_task(task_id)
     train_cfg = TrainConfig(env=spec.env_cfg(), agent=spec.agent_cfg(), task=task_id, gpu_ids=cfg.gpu_ids)
+    train_cfg.env.sim = dataclasses.replace(train_cfg.env.sim, backend=backend)
     train_cfg.agent = dataclasses.replace(train_cfg.agent, max_iterations=cfg.train_iterations)
     if cfg.train_num_envs:
         train_cfg.env.num_envs = cfg.train_num_envs
@@ -157,7 +167,8 @@ def _measure_launched(cfg: TrainConfig) -> TrainRow:
 
     start = time.perf_counter()
     results = train(cfg)
-    return summarize_training(results, cfg.env.num_envs, wall_s=time.perf_counter() - start)
+    wall_s = time.perf_counter() - start
+    return summarize_training(results, cfg.env.num_envs, wall_s=wall_s, backend=cfg.env.sim.backend)
 
 
 @exits_on_usage_error
@@ -171,6 +182,8 @@ def main(argv: list[str] | None = None) -> None:
         raise UsageError("usage: bench <task> [OPTIONS]; run list-tasks to see the task ids")
     task_id = get_task(args[0]).id
     cfg = parse(BenchConfig, args[1:], f"bench {task_id}")
+    if not cfg.backends:
+        raise UsageError("--backends needs at least one of warp, mujoco")
     if any(n < 1 for n in cfg.num_envs) or cfg.steps < 1 or cfg.train_iterations < 2 or any(w < 1 for w in cfg.workers):
         raise UsageError("--num-envs, --steps and --workers must be positive and --train-iterations at least 2")
     if cfg.workers_per_gpu < 1:

@@ -13,14 +13,14 @@ from tensordict import TensorDict
 from mjfleet.envs.config import EnvConfig
 from mjfleet.envs.episode_stats import EpisodeStats
 from mjfleet.envs.task import Task
-from mjfleet.sim.simulation import Simulation
+from mjfleet.sim.factory import create_simulation
 
 TERMINATION_NONFINITE = "nonfinite"
 """Termination reason of a world whose physics diverged (NaN/Inf); it is reset instead of crashing the run."""
 
 
 class MjEnv(VecEnv):
-    """rsl_rl ``VecEnv`` over ``num_envs`` MuJoCo Warp worlds with auto-reset inside :meth:`step`.
+    """rsl_rl ``VecEnv`` over ``num_envs`` worlds (MuJoCo Warp or MuJoCo C) with auto-reset inside :meth:`step`.
 
     ``step`` returns observation groups as a TensorDict, the weighted reward, ``dones`` (terminated or timed
     out) and ``extras`` with ``time_outs`` and, when episodes ended, ``episodes``: ``(env_ids, {key: per-episode
@@ -39,7 +39,7 @@ class MjEnv(VecEnv):
         self.device = torch.device(device)  # pyright: ignore[reportIncompatibleVariableOverride]
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
-        self.sim = Simulation(
+        self.sim = create_simulation(
             task.build_model(), self.num_envs, str(self.device), task.cfg.sim, task.batched_model_fields
         )
         self.num_actions = task.num_actions
@@ -119,7 +119,7 @@ class MjEnv(VecEnv):
         self.sim.reset_worlds(env_ids)
         self.task.reset(self, env_ids)
         if self.task.forward_after_reset:
-            self.sim.forward()
+            self.sim.forward(env_ids)
         self.episode_length_buf[env_ids] = 0
         self.actions[env_ids] = 0.0
         self.last_actions[env_ids] = 0.0
@@ -183,4 +183,4 @@ class MjEnv(VecEnv):
         return keys
 
     def close(self) -> None:
-        """Release nothing explicitly; Warp frees arrays with the simulation."""
+        """Release nothing explicitly; the simulation frees its arrays and threads with itself."""

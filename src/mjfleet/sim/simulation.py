@@ -1,112 +1,64 @@
 # pyright: reportAttributeAccessIssue=false
 # (mujoco ships compiled bindings without type stubs.)
-"""MuJoCo Warp model and data for N worlds on one device, with zero-copy torch views."""
+"""N worlds of one MuJoCo model with zero-copy torch views: the interface both physics backends implement."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from abc import ABC, abstractmethod
 
 import mujoco
-import mujoco_warp as mjw
 import torch
-import warp as wp
 
 from mjfleet.sim.config import SimConfig
-from mjfleet.sim.graph import StepGraph
-from mjfleet.sim.warp_runtime import init_warp
 
 __all__ = ["SimConfig", "Simulation"]
 
-logger = logging.getLogger(__name__)
+DERIVED_FIELDS = ("xpos", "xquat", "cvel", "site_xpos", "subtree_com", "sensordata", "actuator_force", "qacc")
+"""Quantities computed from the state by the physics step (or :meth:`Simulation.forward`), readable through
+:meth:`Simulation.view` on every backend."""
 
-# Module-load timings are noise for users; warnings still show.
-wp.config.log_level = max(wp.config.log_level, wp.LOG_WARNING)
 
+class Simulation(ABC):
+    """``num_worlds`` worlds of one MuJoCo model on one device, stepped ``decimation`` physics steps at a time.
 
-class Simulation:
-    """Owns ``mujoco_warp`` model and data for ``num_worlds`` worlds on one device.
+    Tasks read and write the state through torch views (``qpos``, ``qvel``, ``ctrl``, ...; float32, shape
+    ``(num_worlds, ...)``): ``sim.ctrl[:] = a`` is seen by the next physics step. Views are written in place and
+    never reassigned. Derived quantities (positions, velocities, forces, sensors) are those of the last step or
+    :meth:`forward`; ask for them through the named properties and methods here (``site_lin_vel``,
+    ``actuator_force``, ...), which each backend provides from its own data, never through the engine.
 
-    Tasks read and write the state through the torch views below (``qpos``, ``qvel``, ``ctrl``, ...), which share
-    memory with the Warp arrays: writing ``sim.ctrl[:] = a`` is seen by the next physics step without a copy.
-
-    Invariant: the captured graph holds the Warp arrays' pointers, so views are written in place and the arrays
-    are never reassigned.
+    Backends: :class:`~mjfleet.sim.warp_backend.WarpSimulation` (MuJoCo Warp) and
+    :class:`~mjfleet.sim.mujoco_backend.MujocoSimulation` (MuJoCo C); :func:`~mjfleet.sim.factory.create_simulation`
+    picks one from ``SimConfig.backend``.
     """
 
-    def __init__(
-        self,
-        mj_model: mujoco.MjModel,
-        num_worlds: int,
-        device: str,
-        cfg: SimConfig | None = None,
-        batched_model_fields: Sequence[str] = (),
-    ) -> None:
-        """Put the model on ``device`` and allocate data for ``num_worlds`` worlds.
+    backend: str = ""
+    """``"warp"`` or ``"mujoco"``."""
 
-        Args:
-            mj_model: The host model.
-            num_worlds: Number of parallel worlds.
-            device: ``"cpu"`` or ``"cuda:N"``.
-            cfg: Physics settings.
-            batched_model_fields: Model fields that get one copy per world (for domain randomization), e.g.
-                ``("geom_friction", "body_mass")``; read and write them through :meth:`model_field`.
-        """
+    def __init__(self, mj_model: mujoco.MjModel, num_worlds: int, device: str, cfg: SimConfig | None) -> None:
         self.cfg = cfg or SimConfig()
         self.mj_model = mj_model
         self.num_worlds = num_worlds
         self.device = torch.device(device)
-        init_warp(str(self.device))
-        self.wp_device = wp.get_device(str(self.device))
-        self._streams: dict[int, wp.Stream] = {}
-        """Warp handles of the torch streams work was issued on, by CUDA stream handle."""
-        with self.scope():
-            self.model = mjw.put_model(mj_model, batch_sizes={f: num_worlds for f in batched_model_fields})
-            if not self.cfg.solver_notices:
-                self.model.opt.warn_overflow &= ~(mjw.OverflowType.ITERATIONS | mjw.OverflowType.LS_ITERATIONS)
-            self.data = mjw.make_data(mj_model, nworld=num_worlds, nconmax=self.cfg.nconmax, njmax=self.cfg.njmax)
-        self._views: dict[str, torch.Tensor] = {}
         self._init_qpos = torch.as_tensor(mj_model.qpos0, dtype=torch.float32, device=self.device)
-        self._step_graph = StepGraph(self._physics_steps, self.scope, enabled=self.cfg.use_graph)
-        self._forward_graph = StepGraph(self._forward, self.scope, enabled=self.cfg.use_graph)
-
-    @contextmanager
-    def scope(self) -> Iterator[None]:
-        """Pin Warp work to this simulation's device and, on CUDA, to torch's *current* stream.
-
-        The stream is looked up on every call, not once: work issued under ``torch.cuda.stream(s)`` (a torch write to
-        ``ctrl``, then a graph launch) must run in that order on ``s``, or the physics could read stale controls.
-        """
-        with wp.ScopedDevice(self.wp_device):
-            stream = self._current_stream()
-            if stream is None:
-                yield
-            else:
-                with wp.ScopedStream(stream):
-                    yield
-
-    def _current_stream(self) -> wp.Stream | None:
-        if self.device.type != "cuda":
-            return None
-        torch_stream = torch.cuda.current_stream(self.device)
-        stream = self._streams.get(torch_stream.cuda_stream)
-        if stream is None:
-            stream = self._streams[torch_stream.cuda_stream] = wp.stream_from_torch(torch_stream)
-        return stream
+        self._site_body = torch.as_tensor(mj_model.site_bodyid, dtype=torch.long, device=self.device)
+        self._body_root = torch.as_tensor(mj_model.body_rootid, dtype=torch.long, device=self.device)
 
     # --- views -------------------------------------------------------------------------------------------------
+    @abstractmethod
     def view(self, name: str) -> torch.Tensor:
-        """Zero-copy torch view of a ``mujoco_warp.Data`` field, shape ``(num_worlds, ...)``."""
-        tensor = self._views.get(name)
-        if tensor is None:
-            tensor = wp.to_torch(getattr(self.data, name))
-            self._views[name] = tensor
-        return tensor
+        """Torch view of an ``MjData`` field, shape ``(num_worlds, ...)``: state fields (``qpos``, ``qvel``,
+        ``ctrl``, ``act``, ``time``, ``qacc_warmstart``, ``xfrc_applied``, ``qfrc_applied``) and the derived
+        :data:`DERIVED_FIELDS`; the Warp backend also serves any other ``mujoco_warp.Data`` field."""
 
+    @abstractmethod
     def model_field(self, name: str) -> torch.Tensor:
-        """Zero-copy torch view of a ``mujoco_warp.Model`` field (leading dim 1, or ``num_worlds`` if batched)."""
-        return wp.to_torch(getattr(self.model, name))
+        """Per-world values of a model field named in ``batched_model_fields``, ``(num_worlds, ...)``; write rows
+        in place, then call :meth:`model_fields_changed` with the worlds written."""
+
+    def model_fields_changed(self, world_ids: torch.Tensor) -> None:  # noqa: B027 (optional hook)
+        """Make writes to :meth:`model_field` rows of ``world_ids`` take effect (a no-op where the physics reads
+        the tensors in place, as with Warp)."""
 
     @property
     def qpos(self) -> torch.Tensor:
@@ -153,6 +105,19 @@ class Simulation:
         """Simulation time per world, ``(num_worlds,)``."""
         return self.view("time")
 
+    # --- derived quantities by name ----------------------------------------------------------------------------
+    def site_pos(self, sites: torch.Tensor) -> torch.Tensor:
+        """World positions of the sites ``sites`` (ids), ``(num_worlds, len(sites), 3)``."""
+        return self.view("site_xpos")[:, sites]
+
+    def site_lin_vel(self, sites: torch.Tensor) -> torch.Tensor:
+        """World-frame linear velocities of the sites ``sites`` (ids), ``(num_worlds, len(sites), 3)``."""
+        bodies = self._site_body[sites]
+        cvel = self.view("cvel")[:, bodies]  # angular, then linear velocity at the subtree's centre of mass
+        offset = self.view("site_xpos")[:, sites] - self.view("subtree_com")[:, self._body_root[bodies]]
+        return cvel[..., 3:] + torch.cross(cvel[..., :3], offset, dim=-1)
+
+    # --- timing ------------------------------------------------------------------------------------------------
     @property
     def physics_dt(self) -> float:
         """One physics step, in seconds."""
@@ -165,29 +130,21 @@ class Simulation:
 
     @property
     def graph_active(self) -> bool:
-        """Whether the physics step currently replays a captured graph."""
-        return self._step_graph.active
+        """Whether the physics step currently replays a captured graph (Warp only)."""
+        return False
 
     # --- stepping ----------------------------------------------------------------------------------------------
-    def _physics_steps(self) -> None:
-        for _ in range(self.cfg.decimation):
-            mjw.step(self.model, self.data)
-
-    def _forward(self) -> None:
-        mjw.forward(self.model, self.data)
-
+    @abstractmethod
     def step(self) -> None:
         """Advance every world by ``decimation`` physics steps."""
-        self._step_graph.launch()
 
-    def forward(self) -> None:
-        """Recompute derived quantities (kinematics, sensors) from the current ``qpos``/``qvel`` without stepping."""
-        self._forward_graph.launch()
+    @abstractmethod
+    def forward(self, world_ids: torch.Tensor | None = None) -> None:
+        """Recompute derived quantities from the current state without stepping, for ``world_ids`` (None: all;
+        a backend may recompute more worlds than asked)."""
 
-    def recapture(self) -> None:
-        """Drop captured graphs; the next call captures again (needed after changing model options on the host)."""
-        self._step_graph.reset()
-        self._forward_graph.reset()
+    def recapture(self) -> None:  # noqa: B027 (optional hook)
+        """Drop captured graphs, if any; the next call captures again (after changing model options)."""
 
     # --- resets ------------------------------------------------------------------------------------------------
     def reset_worlds(
@@ -203,12 +160,13 @@ class Simulation:
         self.qpos[world_ids] = self._init_qpos if qpos is None else qpos
         self.qvel[world_ids] = 0.0 if qvel is None else qvel
         self.ctrl[world_ids] = 0.0
-        self.view("qacc_warmstart")[world_ids] = 0.0
-        self.view("xfrc_applied")[world_ids] = 0.0
-        self.view("qfrc_applied")[world_ids] = 0.0
         self.time[world_ids] = 0.0
-        if self.mj_model.na:
-            self.view("act")[world_ids] = 0.0
+        names = ["qacc_warmstart", "xfrc_applied", "qfrc_applied"] + (["act"] if self.mj_model.na else [])
+        for name in names:
+            self._clear_rows(name, world_ids)
+
+    def _clear_rows(self, name: str, world_ids: torch.Tensor) -> None:
+        self.view(name)[world_ids] = 0.0
 
     def nonfinite_worlds(self) -> torch.Tensor:
         """Boolean mask of worlds whose state holds NaN or Inf (a diverged simulation), ``(num_worlds,)``."""

@@ -31,7 +31,8 @@ def subtree_matrix(model: mujoco.MjModel) -> np.ndarray:
 class DomainRandomizer:
     """Draws per-world physics parameters and writes them into the simulation's batched model fields in place.
 
-    The captured physics graph reads these arrays where they are, so new values act from the next step on. Only
+    New values act from the next step on (Warp's captured graph reads the arrays where they are; the MuJoCo C
+    backend takes the rows it is told were written). Only
     ``body_subtreemass`` is recomputed after a mass change; MuJoCo Warp's ``set_const`` would also refresh
     ``dof_invweight0``/``body_invweight0`` (which scale the constraint regularisation), but for a few kilograms on
     the base their change is small and the task stays within the simulation's torch views.
@@ -41,6 +42,7 @@ class DomainRandomizer:
         self.cfg = cfg
         self.generator = generator
         self.base_body = base_body
+        self.sim = sim
         dev = sim.device
         self.friction_field = sim.model_field("geom_friction")
         self.mass_field = sim.model_field("body_mass")
@@ -84,6 +86,7 @@ class DomainRandomizer:
         if cfg.kd_scale is not None:
             kv = self._kv0 * _uniform(cfg.kd_scale, n, dev, g).unsqueeze(-1)
             self.bias_field[env_ids, :, 2] = -kv
+        self.sim.model_fields_changed(env_ids)
 
 
 class Pushes:

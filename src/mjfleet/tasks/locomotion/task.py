@@ -100,11 +100,7 @@ class LocomotionTask(Task[LocomotionConfig]):
         self._feet_touch = touch(self.robot.feet)
         self._undesired_touch = touch(self.robot.undesired_contacts)
         self._terminal_touch = touch(self.robot.terminal_contacts)
-        sites = [int(m.site(f"{x}_site").id) for x in self.robot.feet]
-        bodies = [int(m.site_bodyid[s]) for s in sites]
-        self._foot_sites = torch.as_tensor(sites, device=dev)
-        self._foot_bodies = torch.as_tensor(bodies, device=dev)
-        self._foot_roots = torch.as_tensor([int(m.body_rootid[b]) for b in bodies], device=dev)
+        self._foot_sites = torch.as_tensor([int(m.site(f"{x}_site").id) for x in self.robot.feet], device=dev)
         self.target_height = self.cfg.target_base_height or float(key.qpos[2])
         """Base height of the ``base_height`` reward and the height scan's zero (default: standing height)."""
 
@@ -366,10 +362,7 @@ class LocomotionTask(Task[LocomotionConfig]):
 
     def reward_feet_slide(self, env: MjEnv) -> torch.Tensor:
         """Horizontal speed of the feet that touch the ground."""
-        sim = env.sim
-        cvel = sim.view("cvel")[:, self._foot_bodies]  # (n, feet, 6): angular, then linear at the subtree CoM
-        offset = sim.view("site_xpos")[:, self._foot_sites] - sim.view("subtree_com")[:, self._foot_roots]
-        vel = cvel[..., 3:] + torch.cross(cvel[..., :3], offset, dim=-1)
+        vel = env.sim.site_lin_vel(self._foot_sites)
         return torch.sum(torch.linalg.vector_norm(vel[..., :2], dim=-1) * self.feet_contact, dim=-1)
 
     def reward_undesired_contacts(self, env: MjEnv) -> torch.Tensor:
