@@ -21,6 +21,7 @@ from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint, resolve_che
 from mjfleet.rl.config import AgentConfig
 from mjfleet.runtime.devices import parse_gpu_ids, select_local_devices
 from mjfleet.tasks.registry import get_task
+from mjfleet.viewer.display import check_display
 
 # torch, Warp and the simulator are imported by play() itself, so a mistyped command is answered at once.
 
@@ -54,6 +55,14 @@ class PlayConfig:
     """Video width in pixels."""
     video_height: int = 480
     """Video height in pixels."""
+    viewer: Literal["none", "web", "native"] = "none"
+    """Watch the policy live instead of evaluating: ``web`` serves an interactive 3D view (pause, step, pick the
+    environment, steer velocity commands, reward terms) and logs its URL; ``native`` opens MuJoCo's viewer (needs a
+    display). Runs until Ctrl-C."""
+    viewer_host: str = "0.0.0.0"
+    """Interface the web viewer binds (``0.0.0.0``: reachable from other machines; ``127.0.0.1``: this one only)."""
+    viewer_port: int = 8080
+    """Port of the web viewer (the next free one when taken)."""
 
 
 def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
@@ -80,6 +89,10 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
     cfg = parse(PlayConfig, argv[1:], f"play {spec.id}", PlayConfig(env=env_cfg, checkpoint=latest))
     if cfg.num_episodes < 1 or cfg.env.num_envs < 1:
         raise UsageError("--num-episodes and --env.num-envs must be at least 1")
+    if not 0 <= cfg.viewer_port <= 65535:
+        raise UsageError(f"--viewer-port must be between 0 and 65535, got {cfg.viewer_port}")
+    if cfg.viewer == "native":
+        check_display()
     if cfg.agent == "policy" and cfg.checkpoint is None:
         raise UsageError(
             f"no trained run of {spec.id} under {cfg.log_root}; pass --checkpoint (or use --agent random|zero)"
@@ -147,6 +160,11 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
             policy = runner.get_inference_policy(device)  # type: ignore[assignment]
         else:
             policy = random_policy(env) if cfg.agent == "random" else zero_policy(env)
+        if cfg.viewer != "none":
+            from mjfleet.viewer.run import run_viewer
+
+            steps = run_viewer(cfg.viewer, env, policy, cfg.viewer_host, cfg.viewer_port)
+            return {"task": task_id, "agent": cfg.agent, "viewer": cfg.viewer, "steps": steps}
         recorder = None
         if cfg.video:
             from mjfleet.render.video import WorldVideo
