@@ -44,7 +44,7 @@ class ViewerSession:
         """Control steps taken."""
         self.episode_steps = 0
         """Steps of the shown environment's current episode."""
-        self.rewards = RewardReadout()
+        self.rewards = self._fresh_readout()
         self._env_index = 0
         self._held: dict[str, float] | None = None
         self._pending_steps = 0
@@ -53,6 +53,9 @@ class ViewerSession:
         env.reset_all()
         self._obs = env.get_observations()
         self._refresh_pose()
+
+    def _fresh_readout(self) -> RewardReadout:
+        return RewardReadout(episode=dict.fromkeys(self.env.reward_weights, 0.0))
 
     # --- controls (any thread) ---------------------------------------------------------------------------------
     @property
@@ -66,7 +69,7 @@ class ViewerSession:
             raise ValueError(f"environment index {index} is outside 0..{self.env.num_envs - 1}")
         with self._lock:
             self._env_index = index
-            self.rewards = RewardReadout()
+            self.rewards = self._fresh_readout()
             self.episode_steps = 0
         self._refresh_pose()
 
@@ -125,7 +128,8 @@ class ViewerSession:
             readout.total = sum(readout.episode.values())
             self.episode_steps += 1
             if done:  # the environment was reset: a new episode starts
-                self.rewards = RewardReadout(rate=dict(readout.rate))
+                self.rewards = self._fresh_readout()
+                self.rewards.rate = dict(readout.rate)
                 self.episode_steps = 0
 
     # --- what to draw ------------------------------------------------------------------------------------------

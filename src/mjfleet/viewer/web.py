@@ -160,13 +160,23 @@ class WebViewer:
     """A viser server showing ``session``; :meth:`run` steps and draws until stopped."""
 
     def __init__(
-        self, env: MjEnv, policy: Policy, host: str = "0.0.0.0", port: int = 8080, paused: bool = False
+        self,
+        env: MjEnv,
+        policy: Policy,
+        host: str = "0.0.0.0",
+        port: int = 8080,
+        paused: bool = False,
+        plain_lighting: bool = False,
     ) -> None:
+        """``paused``: start paused. ``plain_lighting``: no shadows and no environment map, which keeps software
+        WebGL (a browser without a GPU) responsive."""
         self.session = ViewerSession(env, policy)
         self.session.paused = paused
         with contextlib.redirect_stdout(io.StringIO()):  # viser's banner; the URL is logged instead
             self.server = viser.ViserServer(host=host, port=port, verbose=False)
-        self.server.gui.configure_theme(control_width="large")
+        if plain_lighting:
+            self.server.scene.configure_default_lights(enabled=True, cast_shadow=False)
+            self.server.scene.configure_environment_map(None)
         self.scene = WebScene(self.server, self.session)
         self.controls = WebControls(self.server, self.session, self.scene)
         self.url = display_url(host, self.server.get_port())
