@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import json
 import shutil
 import threading
 import time
@@ -14,14 +15,17 @@ import numpy as np
 import pytest
 import torch
 
+from mjfleet.cli import play
+from mjfleet.envs.env import MjEnv
 from mjfleet.errors import UsageError
-from mjfleet.rl.evaluate import zero_policy
+from mjfleet.rl.evaluate import Policy, zero_policy
 from mjfleet.tasks.cartpole.cartpole import CartpoleTask
 from mjfleet.viewer.display import check_display
 from mjfleet.viewer.geometry import geom_meshes
 from mjfleet.viewer.session import ViewerSession
 
 from .conftest import make_env
+from .helpers import run_main
 
 CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser")) if p), None)
 """The distribution's Chromium (CI installs it in ``.ci/run``); Playwright's own browser downloads are not used."""
@@ -50,14 +54,34 @@ def test_native_viewer_needs_a_display() -> None:
 
 
 def test_play_native_without_display_is_a_one_line_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mjfleet.cli.play import parse_args
-
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
-    with pytest.raises(UsageError, match="needs a display"):
-        parse_args(["cartpole-balance", "--agent", "zero", "--viewer", "native"])
-    with pytest.raises(UsageError, match="viewer-port"):
-        parse_args(["cartpole-balance", "--agent", "zero", "--viewer", "web", "--viewer-port", "70000"])
+    code, out, err = run_main(play.main, ["cartpole-balance", "--agent", "zero", "--viewer", "native"])
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert [line for line in err.splitlines() if line.strip()] == [
+        "error: --viewer native needs a display (DISPLAY is not set); use --viewer web on a remote machine"
+    ]
+    code, _, err = run_main(play.main, ["cartpole-balance", "--agent", "zero", "--viewer-port", "70000"])
+    assert code == 2 and "--viewer-port must be between 0 and 65535" in err
+
+
+def test_play_with_a_viewer_hands_env_and_policy_to_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import mjfleet.viewer.run
+
+    calls = []
+
+    def fake_viewer(kind: str, env: MjEnv, policy: Policy, host: str, port: int) -> int:
+        calls.append((kind, env.num_envs, policy(env.get_observations()).shape, host, port))
+        return 7
+
+    monkeypatch.setattr(mjfleet.viewer.run, "run_viewer", fake_viewer)
+    argv = ["cartpole-balance", "--agent", "zero", "--gpu-ids", "None", "--env.num-envs", "3", "--viewer", "web"]
+    play.main([*argv, "--viewer-host", "127.0.0.1", "--viewer-port", "0"])
+    assert calls == [("web", 3, (3, 1), "127.0.0.1", 0)]
+    summary = json.loads(capsys.readouterr().out)
+    assert summary == {"task": "cartpole-balance", "agent": "zero", "viewer": "web", "steps": 7}
 
 
 def test_session_pauses_steps_switches_environments_and_reads_reward_terms() -> None:
