@@ -27,6 +27,7 @@ def run_native_viewer(env: MjEnv, policy: Policy) -> int:
     import mujoco.viewer
 
     session = ViewerSession(env, policy)
+    shift = [0]  # environments to move by; applied under the viewer's lock (keys arrive on its UI thread)
 
     def on_key(key: int) -> None:
         if key == KEY_SPACE:
@@ -34,8 +35,7 @@ def run_native_viewer(env: MjEnv, policy: Policy) -> int:
         elif key == KEY_RIGHT:
             session.request_step()
         elif key in (KEY_LEFT_BRACKET, KEY_RIGHT_BRACKET):
-            delta = 1 if key == KEY_RIGHT_BRACKET else -1
-            session.show_env((session.env_index + delta) % env.num_envs)
+            shift[0] += 1 if key == KEY_RIGHT_BRACKET else -1
 
     model = env.sim.mj_model
     dt = env.step_dt
@@ -45,6 +45,9 @@ def run_native_viewer(env: MjEnv, policy: Policy) -> int:
             while window.is_running():
                 started = time.perf_counter()
                 with window.lock():
+                    if shift[0]:
+                        session.show_env((session.env_index + shift[0]) % env.num_envs)
+                        shift[0] = 0
                     session.tick()
                     mujoco.mj_forward(model, session.data)  # contacts and sensors for the viewer's overlays
                 window.sync()
