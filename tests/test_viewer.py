@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import imageio.v3 as iio
 import numpy as np
@@ -26,6 +30,9 @@ from mjfleet.viewer.session import ViewerSession
 
 from .conftest import make_env
 from .helpers import run_main
+
+XVFB = shutil.which("Xvfb")
+"""A virtual X display for the native viewer where there is no real one (optional: CI has none)."""
 
 CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser")) if p), None)
 """The distribution's Chromium (CI installs it in ``.ci/run``); Playwright's own browser downloads are not used."""
@@ -185,3 +192,40 @@ def test_web_viewer_in_headless_chromium_shows_the_scene_and_a_slider_steers_the
         stop.set()
         loop.join(timeout=10)
         viewer.close()
+
+
+NATIVE_SCRIPT = """
+import threading
+from mjfleet.rl.evaluate import zero_policy
+from mjfleet.viewer.native import run_native_viewer
+from tests.conftest import make_env
+
+env = make_env("cartpole-balance", num_envs=2)
+stop = threading.Event()
+threading.Timer(3.0, stop.set).start()
+print("steps", run_native_viewer(env, zero_policy(env), stop))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(XVFB is None, reason="no Xvfb for a virtual display (apt-get install xvfb)")
+def test_native_viewer_steps_the_policy_in_a_window_on_a_virtual_display() -> None:
+    display = f":{100 + os.getpid() % 400}"
+    assert XVFB is not None
+    xvfb = subprocess.Popen([XVFB, display, "-screen", "0", "640x480x24"], stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: Path(f"/tmp/.X11-unix/X{display[1:]}").exists())
+        # Its own process: Xlib ends a process whose display goes away, and the window's thread outlives the viewer.
+        proc = subprocess.run(
+            [sys.executable, "-c", NATIVE_SCRIPT],
+            env={**os.environ, "DISPLAY": display},
+            cwd=Path(__file__).parents[1],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert int(proc.stdout.split()[-1]) > 0
+    finally:
+        xvfb.terminate()
+        xvfb.wait(timeout=10)

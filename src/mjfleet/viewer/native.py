@@ -8,6 +8,7 @@ Keys: space pauses, the right arrow steps once while paused, ``[`` and ``]`` sho
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 from mjfleet.envs.env import MjEnv
@@ -21,8 +22,9 @@ KEY_SPACE, KEY_RIGHT, KEY_LEFT_BRACKET, KEY_RIGHT_BRACKET = 32, 262, 91, 93
 """GLFW key codes of the viewer's keys."""
 
 
-def run_native_viewer(env: MjEnv, policy: Policy) -> int:
-    """Show the policy in MuJoCo's viewer until its window closes or Ctrl-C; returns the steps taken."""
+def run_native_viewer(env: MjEnv, policy: Policy, stop: threading.Event | None = None) -> int:
+    """Show the policy in MuJoCo's viewer until its window closes, ``stop`` is set or Ctrl-C; returns the steps
+    taken."""
     check_display()
     import mujoco.viewer
 
@@ -39,10 +41,11 @@ def run_native_viewer(env: MjEnv, policy: Policy) -> int:
 
     model = env.sim.mj_model
     dt = env.step_dt
+    threads_before = set(threading.enumerate())
     try:
         with mujoco.viewer.launch_passive(model, session.data, key_callback=on_key) as window:
             logger.info("viewer open: space pauses, right arrow steps, [ ] switch environments")
-            while window.is_running():
+            while window.is_running() and not (stop is not None and stop.is_set()):
                 started = time.perf_counter()
                 with window.lock():
                     if shift[0]:
@@ -54,4 +57,8 @@ def run_native_viewer(env: MjEnv, policy: Policy) -> int:
                 time.sleep(max(dt - (time.perf_counter() - started), 0.0))
     except KeyboardInterrupt:
         logger.info("viewer stopped")
+    # The window's render thread winds down after close; at exit, GLFW's atexit terminate would wait for it forever.
+    for thread in set(threading.enumerate()) - threads_before:
+        if thread.daemon:
+            thread.join(timeout=30)
     return session.steps
