@@ -46,8 +46,8 @@ def test_geoms_become_meshes_with_valid_faces_in_their_body_frames() -> None:
         assert mesh.vertices.ndim == 2 and mesh.vertices.shape[1] == 3 and len(mesh.faces) > 0
         assert mesh.faces.max() < len(mesh.vertices)
     # The pole capsule spans its full length (two half-lengths plus the two caps) along its axis.
-    pole = next(m for m in meshes if m.body == 2 and int(model.geom_type[model.geom(m.name).id]) == 3)
-    geom = model.geom(pole.name)
+    pole = next(m for m in meshes if m.body == 2 and int(model.geom_type[m.geom]) == 3)
+    geom = model.geom(pole.geom)
     radius, half = float(geom.size[0]), float(geom.size[1])
     extent = np.ptp(pole.vertices, axis=0).max()
     assert extent == pytest.approx(2 * (half + radius), rel=1e-3)

@@ -20,6 +20,8 @@ INFINITE_PLANE_HALF_SIZE = 50.0
 class GeomMesh:
     """One geom as triangles in its body's frame."""
 
+    geom: int
+    """Geom id."""
     name: str
     """Geom name, or ``geom<id>`` when unnamed."""
     body: int
@@ -147,6 +149,7 @@ def geom_meshes(model: mujoco.MjModel) -> list[GeomMesh]:
         in_body = verts @ rot.T + np.asarray(model.geom_pos[geom], dtype=float)
         meshes.append(
             GeomMesh(
+                geom=geom,
                 name=model.geom(geom).name or f"geom{geom}",
                 body=int(model.geom_bodyid[geom]),
                 vertices=in_body.astype(np.float32),

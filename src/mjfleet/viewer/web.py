@@ -51,7 +51,7 @@ class WebScene:
         for mesh in geom_meshes(model):
             parent = "/world" if mesh.body == 0 else f"/world/body{mesh.body}"
             server.scene.add_mesh_simple(
-                f"{parent}/{mesh.name}",
+                f"{parent}/geom{mesh.geom}",  # ids: unique even where names are missing
                 mesh.vertices,
                 mesh.faces,
                 color=_rgb(mesh.rgba),
