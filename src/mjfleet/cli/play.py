@@ -22,6 +22,7 @@ from mjfleet.rl.config import AgentConfig
 from mjfleet.runtime.devices import parse_gpu_ids, select_local_devices
 from mjfleet.tasks.registry import get_task
 from mjfleet.train.checkpoint_source import fetch_remote_checkpoint, load_policy, resolve_play_checkpoint
+from mjfleet.viewer.display import check_display
 
 # torch, Warp and the simulator are imported by play() itself, so a mistyped command is answered at once.
 
@@ -56,6 +57,14 @@ class PlayConfig:
     """Video width in pixels."""
     video_height: int = 480
     """Video height in pixels."""
+    viewer: Literal["none", "web", "native"] = "none"
+    """Watch the policy live instead of evaluating: ``web`` serves an interactive 3D view (pause, step, pick the
+    environment, steer velocity commands, reward terms) and logs its URL; ``native`` opens MuJoCo's viewer (needs a
+    display). Runs until Ctrl-C."""
+    viewer_host: str = "0.0.0.0"
+    """Interface the web viewer binds (``0.0.0.0``: reachable from other machines; ``127.0.0.1``: this one only)."""
+    viewer_port: int = 8080
+    """Port of the web viewer (the next free one when taken)."""
 
 
 def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
@@ -83,6 +92,10 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
     cfg = parse(PlayConfig, argv[1:], f"play {spec.id}", PlayConfig(env=env_cfg, checkpoint=latest))
     if cfg.num_episodes < 1 or cfg.env.num_envs < 1:
         raise UsageError("--num-episodes and --env.num-envs must be at least 1")
+    if not 0 <= cfg.viewer_port <= 65535:
+        raise UsageError(f"--viewer-port must be between 0 and 65535, got {cfg.viewer_port}")
+    if cfg.viewer == "native":
+        check_display()
     if cfg.agent == "policy" and cfg.checkpoint is None:
         raise UsageError(
             f"no trained run of {spec.id} under {cfg.log_root}; pass --checkpoint (or use --agent random|zero)"
@@ -144,6 +157,11 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
             policy = load_policy(checkpoint, env, agent_cfg, device)
         else:
             policy = random_policy(env) if cfg.agent == "random" else zero_policy(env)
+        if cfg.viewer != "none":
+            from mjfleet.viewer.run import run_viewer
+
+            steps = run_viewer(cfg.viewer, env, policy, cfg.viewer_host, cfg.viewer_port)
+            return {"task": task_id, "agent": cfg.agent, "viewer": cfg.viewer, "steps": steps}
         recorder = None
         if cfg.video:
             from mjfleet.render.video import WorldVideo

@@ -55,6 +55,9 @@ class MjEnv(VecEnv):
         """Weights of the reward terms computed (the non-zero ones), by name."""
         self._reward_fns = {k: self._reward_fn(k) for k in self.reward_weights}
         self._episode_sums = {k: torch.zeros(n, device=dev) for k in self.reward_weights}
+        self.reward_terms: dict[str, torch.Tensor] = {}
+        """Each computed term's weighted reward of the last step (already times the control step), by name; read by
+        viewers. The tensors are the step's own, not copies."""
         self._episode_return = torch.zeros(n, device=dev)
         self.terminated = torch.zeros(n, dtype=torch.bool, device=dev)
         """Worlds whose episode terminates this step (a task condition or diverged physics), set after
@@ -160,6 +163,7 @@ class MjEnv(VecEnv):
             # A diverged world's terms are garbage; it earns nothing for its last step.
             value = torch.where(nonfinite, 0.0, value)
             self._episode_sums[name] += value
+            self.reward_terms[name] = value
             total += value
         self._episode_return += total
         return total

@@ -112,6 +112,16 @@ class Task(ABC, Generic[CfgT]):
     def success(self, env: MjEnv, env_ids: torch.Tensor, time_outs: torch.Tensor) -> torch.Tensor:
         """Whether each episode ending in ``env_ids`` counts as a success (``time_outs`` is for those ids)."""
 
+    def command_ranges(self) -> dict[str, tuple[float, float]]:
+        """Commands a person may steer live (the viewer's sliders), by name, with their ranges; none by default."""
+        return {}
+
+    def hold_commands(self, env: MjEnv, values: dict[str, float] | None) -> None:
+        """Set the named commands (keys of :meth:`command_ranges`) of every environment and keep them until the
+        environment resets; ``None`` hands them back to the task's own schedule. Called between steps."""
+        if values:
+            raise KeyError(f"{type(self).__name__} has no commands to hold: {sorted(values)}")
+
     def state_dict(self) -> dict[str, Any]:
         """Task state a resumed run continues from (e.g. curriculum levels), saved per rank in checkpoints.
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from mjfleet.tasks.locomotion.config import CommandConfig
@@ -29,6 +31,16 @@ class VelocityCommands:
         cmd[:, :2] *= (~slow).unsqueeze(-1)
         standing = torch.rand(count, device=dev, generator=g) < self.cfg.standing_fraction
         return cmd * (~standing).unsqueeze(-1)
+
+    def hold(self, values: dict[int, float] | None) -> None:
+        """Set command columns (0: lin_x, 1: lin_y, 2: yaw rate) of every environment and stop the timers until
+        a reset; ``None`` lets every timer run out, so the next step draws."""
+        if values is None:
+            self.time_left.zero_()
+            return
+        for column, value in values.items():
+            self.command[:, column] = value
+        self.time_left.fill_(math.inf)
 
     def reset(self, env_ids: torch.Tensor) -> None:
         """New commands and a full interval for the listed environments."""

@@ -28,6 +28,9 @@ SUCCESS_LIN_VEL_ERROR = 0.25
 MOVING_SPEED = 0.1
 """Gait rewards (air time) only pay while the commanded speed exceeds this (m/s)."""
 
+COMMAND_NAMES = ("lin_vel_x", "lin_vel_y", "yaw_rate")
+"""Names of the command columns, as the viewer's sliders show them."""
+
 SPAWN_CLEARANCE = 0.02
 """Robots spawn this far above their standing height, so no foot starts inside the ground (metres)."""
 
@@ -390,6 +393,15 @@ class LocomotionTask(Task[LocomotionConfig]):
     def reward_termination(self, env: MjEnv) -> torch.Tensor:
         """1 when the episode terminates (fall or base contact) this step."""
         return env.terminated.float()
+
+    # --- live commands (viewer) --------------------------------------------------------------------------------
+    def command_ranges(self) -> dict[str, tuple[float, float]]:
+        """Forward and sideways velocity (m/s) and yaw rate (rad/s), within the ranges trained on."""
+        c = self.cfg.commands
+        return dict(zip(COMMAND_NAMES, (c.lin_vel_x, c.lin_vel_y, c.yaw_rate), strict=True))
+
+    def hold_commands(self, env: MjEnv, values: dict[str, float] | None) -> None:
+        self.commands.hold(None if values is None else {COMMAND_NAMES.index(k): v for k, v in values.items()})
 
     # --- statistics --------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

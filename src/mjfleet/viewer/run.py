@@ -1,0 +1,22 @@
+"""One entry point for every viewer; each loads its own libraries only when chosen."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from mjfleet.envs.env import MjEnv
+from mjfleet.rl.evaluate import Policy
+
+
+def run_viewer(
+    kind: Literal["web", "native"], env: MjEnv, policy: Policy, host: str = "0.0.0.0", port: int = 8080
+) -> int:
+    """Run the ``kind`` viewer on ``env`` driven by ``policy`` until it is closed; returns the control steps taken.
+    ``host`` and ``port`` are where the web viewer serves."""
+    if kind == "native":
+        from mjfleet.viewer.native import run_native_viewer
+
+        return run_native_viewer(env, policy)
+    from mjfleet.viewer.web import run_web_viewer
+
+    return run_web_viewer(env, policy, host, port)

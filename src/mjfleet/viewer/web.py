@@ -1,0 +1,218 @@
+# pyright: reportAttributeAccessIssue=false
+# (mujoco ships compiled bindings without type stubs.)
+"""``play --viewer web``: an interactive 3D view of the running policy in the browser (viser), headless-friendly.
+
+The server binds ``host:port`` and logs the URL; the page shows one environment at a time and has controls to
+pause, step, pick the environment, steer velocity commands, and read the reward terms live.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import socket
+import threading
+import time
+from typing import Any
+
+import mujoco
+import numpy as np
+import viser
+
+from mjfleet.envs.env import MjEnv
+from mjfleet.rl.evaluate import Policy
+from mjfleet.viewer.geometry import geom_meshes
+from mjfleet.viewer.session import ViewerSession
+
+logger = logging.getLogger(__name__)
+
+GUI_REFRESH_S = 0.2
+"""How often the text readouts (reward terms, step counters) are re-sent to the browser."""
+
+COMMAND_STEPS = 40
+"""Slider resolution: steps across each command's range."""
+
+
+def _rgb(rgba: tuple[float, float, float, float]) -> tuple[int, int, int]:
+    return int(rgba[0] * 255), int(rgba[1] * 255), int(rgba[2] * 255)
+
+
+class WebScene:
+    """The model's geoms in a viser scene: static geoms once, one frame per moving body updated each draw."""
+
+    def __init__(self, server: viser.ViserServer, session: ViewerSession) -> None:
+        self.server = server
+        self.session = session
+        self.root = server.scene.add_frame("/world", show_axes=False)
+        model = session.env.sim.mj_model
+        self.bodies = sorted({m.body for m in geom_meshes(model) if m.body != 0})
+        self._frames = {b: server.scene.add_frame(f"/world/body{b}", show_axes=False) for b in self.bodies}
+        for mesh in geom_meshes(model):
+            parent = "/world" if mesh.body == 0 else f"/world/body{mesh.body}"
+            server.scene.add_mesh_simple(
+                f"{parent}/geom{mesh.geom}",  # ids: unique even where names are missing
+                mesh.vertices,
+                mesh.faces,
+                color=_rgb(mesh.rgba),
+                opacity=None if mesh.rgba[3] >= 1.0 else mesh.rgba[3],
+                side="double",
+            )
+        self.follow = bool(model.njnt) and int(model.jnt_type[0]) == mujoco.mjtJoint.mjJNT_FREE
+        """Keep the shown environment's root body above the scene origin (the camera follows it); on for floating
+        bases."""
+        self.draw()
+        self._place_camera()
+
+    def _place_camera(self) -> None:
+        pos, _ = self.session.body_poses()
+        moving = pos[self.bodies] if self.bodies else np.zeros((1, 3))
+        if self.follow:
+            moving = moving - np.array([moving[0, 0], moving[0, 1], 0.0])
+        center = moving.mean(axis=0)
+        reach = max(1.0, float(np.linalg.norm(moving - center, axis=-1).max()) * 3.0)
+        self.server.initial_camera.look_at = tuple(center)
+        self.server.initial_camera.position = tuple(center + np.array([0.6, -1.6, 0.6]) * reach)
+        self.server.initial_camera.up = (0.0, 0.0, 1.0)
+
+    @property
+    def node_names(self) -> list[str]:
+        """Scene node names of the moving bodies."""
+        return [f"/world/body{b}" for b in self.bodies]
+
+    def draw(self) -> None:
+        """Move the body frames to the shown environment's poses."""
+        pos, quat = self.session.body_poses()
+        anchor = pos[self.bodies[0]] if self.follow and self.bodies else np.zeros(3)
+        with self.server.atomic():
+            self.root.position = (-float(anchor[0]), -float(anchor[1]), 0.0)
+            for body, frame in self._frames.items():
+                frame.position = pos[body]
+                frame.wxyz = quat[body]
+
+
+class WebControls:
+    """The GUI panel: playback, environment index, command sliders, live reward terms."""
+
+    def __init__(self, server: viser.ViserServer, session: ViewerSession, scene: WebScene) -> None:
+        self.session = session
+        gui = server.gui
+        with gui.add_folder("Playback"):
+            self.pause = gui.add_checkbox("Pause", initial_value=session.paused)
+            self.step = gui.add_button("Step", hint="Advance one control step (while paused)")
+            self.env_index = gui.add_slider("Environment", 0, max(session.env.num_envs - 1, 0), 1, 0)
+            self.follow = gui.add_checkbox("Follow", initial_value=scene.follow, hint="Keep the robot in the middle")
+            self.status = gui.add_markdown("")
+        self.pause.on_update(lambda _: setattr(session, "paused", self.pause.value))
+        self.step.on_click(lambda _: session.request_step())
+        self.env_index.on_update(lambda _: session.show_env(int(self.env_index.value)))
+        self.follow.on_update(lambda _: setattr(scene, "follow", self.follow.value))
+
+        self.commands: dict[str, Any] = {}
+        if session.command_ranges:
+            with gui.add_folder("Commands"):
+                self.hold = gui.add_checkbox("Hold commands", initial_value=True, hint="Off: the task's own draws")
+                for name, (low, high) in session.command_ranges.items():
+                    step = max((high - low) / COMMAND_STEPS, 1e-3)
+                    self.commands[name] = gui.add_slider(name, low, high, step, min(max(0.0, low), high))
+            for handle in (self.hold, *self.commands.values()):
+                handle.on_update(lambda _: self._apply_commands())
+            self._apply_commands()
+        with gui.add_folder("Reward terms"):
+            self.rewards = gui.add_markdown("")
+        self.refresh()
+
+    def _apply_commands(self) -> None:
+        values = {name: float(slider.value) for name, slider in self.commands.items()}
+        self.session.hold_commands(values if self.hold.value else None)
+
+    def refresh(self) -> None:
+        """Re-send the readouts."""
+        s = self.session
+        state = "paused" if s.paused else "running"
+        _set_content(self.status, f"{state} · step {s.steps} · episode step {s.episode_steps}")
+        readout = s.rewards
+        rows = [f"| {k} | {readout.rate.get(k, 0.0):+.3f} | {v:+.3f} |" for k, v in readout.episode.items()]
+        table = "\n".join(
+            [
+                "| term | per s | episode |",
+                "|---|---:|---:|",
+                *rows,
+                f"| **total** | | **{readout.total:+.3f}** |",
+            ]
+        )
+        _set_content(self.rewards, table)
+
+
+def _set_content(handle: Any, content: str) -> None:
+    """Send markdown only when it changed (every update re-renders the panel in each browser)."""
+    if handle.content != content:
+        handle.content = content
+
+
+def display_url(host: str, port: int) -> str:
+    """The URL to open: the machine's name when bound to every interface (reachable from other hosts)."""
+    shown = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
+    return f"http://{shown}:{port}"
+
+
+class WebViewer:
+    """A viser server showing ``session``; :meth:`run` steps and draws until stopped."""
+
+    def __init__(
+        self,
+        env: MjEnv,
+        policy: Policy,
+        host: str = "0.0.0.0",
+        port: int = 8080,
+        paused: bool = False,
+        plain_lighting: bool = False,
+    ) -> None:
+        """``paused``: start paused. ``plain_lighting``: no shadows and no environment map, which keeps software
+        WebGL (a browser without a GPU) responsive."""
+        self.session = ViewerSession(env, policy)
+        self.session.paused = paused
+        with contextlib.redirect_stdout(io.StringIO()):  # viser's banner; the URL is logged instead
+            self.server = viser.ViserServer(host=host, port=port, verbose=False)
+        if plain_lighting:
+            self.server.scene.configure_default_lights(enabled=True, cast_shadow=False)
+            self.server.scene.configure_environment_map(None)
+        self.scene = WebScene(self.server, self.session)
+        self.controls = WebControls(self.server, self.session, self.scene)
+        self.url = display_url(host, self.server.get_port())
+        """Where the page is served."""
+
+    def run(self, stop: threading.Event | None = None, realtime: bool = True) -> int:
+        """Step and draw until ``stop`` is set or Ctrl-C; at most one control step per ``step_dt`` with ``realtime``.
+        Returns the steps taken."""
+        dt = self.session.env.step_dt
+        last_refresh = 0.0
+        try:
+            while stop is None or not stop.is_set():
+                started = time.perf_counter()
+                if self.session.tick():
+                    self.scene.draw()
+                if started - last_refresh >= GUI_REFRESH_S:
+                    self.controls.refresh()
+                    last_refresh = started
+                idle = dt if self.session.paused else dt - (time.perf_counter() - started)
+                if realtime or self.session.paused:
+                    time.sleep(max(idle, 0.0))
+        except KeyboardInterrupt:
+            logger.info("viewer stopped")
+        return self.session.steps
+
+    def close(self) -> None:
+        """Stop the server."""
+        with contextlib.redirect_stdout(io.StringIO()):
+            self.server.stop()
+
+
+def run_web_viewer(env: MjEnv, policy: Policy, host: str, port: int) -> int:
+    """Serve the viewer, log its URL, run until Ctrl-C; returns the steps taken."""
+    viewer = WebViewer(env, policy, host, port)
+    logger.info("viewer at %s (Ctrl-C to stop)", viewer.url)
+    try:
+        return viewer.run()
+    finally:
+        viewer.close()

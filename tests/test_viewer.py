@@ -1,0 +1,231 @@
+"""The viewers: geometry of the scene, the shared session (pause, step, environments, held commands, reward terms),
+``play --viewer`` parsing, and the web viewer in a real headless Chromium."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+import torch
+
+from mjfleet.cli import play
+from mjfleet.envs.env import MjEnv
+from mjfleet.errors import UsageError
+from mjfleet.rl.evaluate import Policy, zero_policy
+from mjfleet.tasks.cartpole.cartpole import CartpoleTask
+from mjfleet.viewer.display import check_display
+from mjfleet.viewer.geometry import geom_meshes
+from mjfleet.viewer.session import ViewerSession
+
+from .conftest import make_env
+from .helpers import run_main
+
+XVFB = shutil.which("Xvfb")
+"""A virtual X display for the native viewer where there is no real one (optional: CI has none)."""
+
+CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser")) if p), None)
+"""The distribution's Chromium (CI installs it in ``.ci/run``); Playwright's own browser downloads are not used."""
+
+
+def test_geoms_become_meshes_with_valid_faces_in_their_body_frames() -> None:
+    model = CartpoleTask.__new__(CartpoleTask).build_model()
+    meshes = geom_meshes(model)
+    assert {m.body for m in meshes} >= {0, 1, 2}  # static rail and floor, cart, pole
+    for mesh in meshes:
+        assert mesh.vertices.ndim == 2 and mesh.vertices.shape[1] == 3 and len(mesh.faces) > 0
+        assert mesh.faces.max() < len(mesh.vertices)
+    # The pole capsule spans its full length (two half-lengths plus the two caps) along its axis.
+    pole = next(m for m in meshes if m.body == 2 and int(model.geom_type[m.geom]) == 3)
+    geom = model.geom(pole.geom)
+    radius, half = float(geom.size[0]), float(geom.size[1])
+    extent = np.ptp(pole.vertices, axis=0).max()
+    assert extent == pytest.approx(2 * (half + radius), rel=1e-3)
+
+
+def test_native_viewer_needs_a_display() -> None:
+    with pytest.raises(UsageError, match="needs a display"):
+        check_display({}, "linux")
+    check_display({"DISPLAY": ":0"}, "linux")
+    check_display({}, "darwin")
+
+
+def test_play_native_without_display_is_a_one_line_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    code, out, err = run_main(play.main, ["cartpole-balance", "--agent", "zero", "--viewer", "native"])
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert [line for line in err.splitlines() if line.strip()] == [
+        "error: --viewer native needs a display (DISPLAY is not set); use --viewer web on a remote machine"
+    ]
+    code, _, err = run_main(play.main, ["cartpole-balance", "--agent", "zero", "--viewer-port", "70000"])
+    assert code == 2 and "--viewer-port must be between 0 and 65535" in err
+
+
+def test_play_with_a_viewer_hands_env_and_policy_to_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import mjfleet.viewer.run
+
+    calls = []
+
+    def fake_viewer(kind: str, env: MjEnv, policy: Policy, host: str, port: int) -> int:
+        calls.append((kind, env.num_envs, policy(env.get_observations()).shape, host, port))
+        return 7
+
+    monkeypatch.setattr(mjfleet.viewer.run, "run_viewer", fake_viewer)
+    argv = ["cartpole-balance", "--agent", "zero", "--gpu-ids", "None", "--env.num-envs", "3", "--viewer", "web"]
+    play.main([*argv, "--viewer-host", "127.0.0.1", "--viewer-port", "0"])
+    assert calls == [("web", 3, (3, 1), "127.0.0.1", 0)]
+    summary = json.loads(capsys.readouterr().out)
+    assert summary == {"task": "cartpole-balance", "agent": "zero", "viewer": "web", "steps": 7}
+
+
+def test_session_pauses_steps_switches_environments_and_reads_reward_terms() -> None:
+    env = make_env("cartpole-balance", num_envs=2)
+    session = ViewerSession(env, zero_policy(env))
+    assert session.command_ranges == {}
+    assert session.tick() and session.steps == 1
+    assert set(session.rewards.episode) == set(env.reward_weights)
+    # Per-second rates times the control step are the step's weighted terms of the shown environment.
+    for name, rate in session.rewards.rate.items():
+        assert rate * env.step_dt == pytest.approx(float(env.reward_terms[name][0]), rel=1e-5)
+    session.paused = True
+    assert not session.tick() and session.steps == 1
+    session.request_step()
+    assert session.tick() and not session.tick() and session.steps == 2
+    qpos = env.sim.qpos[1].numpy()
+    session.show_env(1)
+    assert np.allclose(session.data.qpos, qpos) and set(session.rewards.episode.values()) == {0.0}
+    with pytest.raises(ValueError, match="outside"):
+        session.show_env(2)
+    with pytest.raises(KeyError):
+        session.hold_commands({"lin_vel_x": 1.0})
+
+
+def test_held_velocity_commands_survive_resampling_and_resets_until_released() -> None:
+    env = make_env("go1-velocity-flat", num_envs=2)
+    task = env.task
+    session = ViewerSession(env, zero_policy(env))
+    assert set(session.command_ranges) == {"lin_vel_x", "lin_vel_y", "yaw_rate"}
+    session.hold_commands({"lin_vel_x": 0.5, "yaw_rate": -0.25})
+    task.commands.time_left.zero_()  # due for a draw at this step
+    session.tick()
+    with torch.inference_mode():
+        env.reset_all()  # resets draw fresh commands; the session holds them again before the next step
+    session.tick()
+    assert torch.allclose(task.commands.command[:, 0], torch.tensor(0.5))
+    assert torch.allclose(task.commands.command[:, 2], torch.tensor(-0.25))
+    session.hold_commands(None)
+    session.tick()  # released: every timer ran out, so this step drew new commands
+    assert not torch.allclose(task.commands.command[:, 0], torch.tensor(0.5))
+
+
+# --- the web viewer in a real browser ------------------------------------------------------------------------------
+def _wait_for(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium; CI does)")
+def test_web_viewer_in_headless_chromium_shows_the_scene_and_a_slider_steers_the_command() -> None:
+    from playwright.sync_api import sync_playwright
+
+    from mjfleet.viewer.web import WebViewer
+
+    env = make_env("go1-velocity-flat", num_envs=2)
+    # Paused, and plain lighting: the browser renders in software and gets the CPU; the test steps through the
+    # page's Step button.
+    viewer = WebViewer(env, zero_policy(env), host="127.0.0.1", port=0, paused=True, plain_lighting=True)
+    stop = threading.Event()
+    loop = threading.Thread(target=viewer.run, args=(stop,), daemon=True)
+    loop.start()
+    try:
+        assert viewer.url.startswith("http://127.0.0.1:")
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--enable-unsafe-swiftshader"])
+            page = browser.new_page(viewport={"width": 960, "height": 640})
+            page.goto(viewer.url)
+            page.locator("canvas").first.wait_for(timeout=30_000)
+            page.get_by_text("Hold commands").wait_for(timeout=30_000)
+            assert len(viewer.server.get_clients()) == 1
+            # The scene appears: the robot's bodies are scene nodes, and the canvas shows more than a background.
+            assert len(viewer.scene.node_names) > 10
+            deadline = time.monotonic() + 20
+            colours = 0
+            while time.monotonic() < deadline and colours < 50:
+                # The middle of the view, where the camera looks at the robot (the panels are at the sides).
+                shot = page.screenshot(clip={"x": 330, "y": 170, "width": 300, "height": 300})
+                pixels = iio.imread(io.BytesIO(shot))
+                colours = len(np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0))
+            assert colours >= 50, f"the middle of the view shows {colours} colours: no scene"
+
+            # Steer: the forward-velocity slider, moved with the keyboard like a person would, then one step.
+            before = env.task.commands.command.clone()
+            slider = page.get_by_role("slider").nth(1)  # 0: the environment index; 1: lin_vel_x
+            slider.focus()
+            for _ in range(5):
+                page.keyboard.press("ArrowRight")
+            expected = 5 * viewer.controls.commands["lin_vel_x"].step  # from 0
+            _wait_for(lambda: (viewer.session.held_commands or {}).get("lin_vel_x") == pytest.approx(expected))
+            assert viewer.session.steps == 0  # paused: held, not yet applied
+            page.get_by_role("button", name="Step").click()
+            _wait_for(lambda: viewer.session.steps == 1)
+            browser.close()
+        command = env.task.commands.command
+        assert torch.allclose(command[:, 0], torch.tensor(expected)) and not torch.allclose(command, before)
+        assert torch.allclose(command[:, 1:], torch.zeros(2, 2))
+    finally:
+        stop.set()
+        loop.join(timeout=10)
+        viewer.close()
+
+
+NATIVE_SCRIPT = """
+import threading
+from mjfleet.rl.evaluate import zero_policy
+from mjfleet.viewer.native import run_native_viewer
+from tests.conftest import make_env
+
+env = make_env("cartpole-balance", num_envs=2)
+stop = threading.Event()
+threading.Timer(3.0, stop.set).start()
+print("steps", run_native_viewer(env, zero_policy(env), stop))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(XVFB is None, reason="no Xvfb for a virtual display (apt-get install xvfb)")
+def test_native_viewer_steps_the_policy_in_a_window_on_a_virtual_display() -> None:
+    display = f":{100 + os.getpid() % 400}"
+    assert XVFB is not None
+    xvfb = subprocess.Popen([XVFB, display, "-screen", "0", "640x480x24"], stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: Path(f"/tmp/.X11-unix/X{display[1:]}").exists())
+        # Its own process: Xlib ends a process whose display goes away, and the window's thread outlives the viewer.
+        proc = subprocess.run(
+            [sys.executable, "-c", NATIVE_SCRIPT],
+            env={**os.environ, "DISPLAY": display},
+            cwd=Path(__file__).parents[1],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert int(proc.stdout.split()[-1]) > 0
+    finally:
+        xvfb.terminate()
+        xvfb.wait(timeout=10)
