@@ -12,8 +12,22 @@ from pathlib import Path
 
 import psutil
 
-from mjfleet.tasks.registry import get_task
+from mjfleet.tasks.registry import all_tasks, get_task
 from mjfleet.train.config import TrainConfig
+
+
+def local_task_ids() -> list[str]:
+    """Registered tasks whose model files are on this machine: every built-in one, except the MuJoCo Menagerie
+    tasks where their files are not cached (tests/test_menagerie.py covers those with a fixture)."""
+    from mjfleet.tasks.locomotion.sources import menagerie_available, resolve_robot
+
+    ids = []
+    for task_id, spec in sorted(all_tasks().items()):
+        robot = getattr(spec.env_cfg(), "robot", None)
+        menagerie = resolve_robot(robot).menagerie if isinstance(robot, str) else None
+        if menagerie is None or menagerie_available(menagerie):
+            ids.append(task_id)
+    return ids
 
 
 def small_train_config(

@@ -14,12 +14,11 @@ from mjfleet.envs.env import MjEnv
 from mjfleet.rl.onnx_policy import OPSET, OnnxPolicy, export_policy, metadata_path, policy_metadata
 from mjfleet.rl.runner import Runner
 from mjfleet.runtime.context import DistributedContext
-from mjfleet.tasks.builtin import tasks
 from mjfleet.tasks.registry import get_task
 from mjfleet.train.run_dir import make_run_dir
 from mjfleet.train.worker import train_worker
 
-from .helpers import run_main, small_train_config
+from .helpers import local_task_ids, run_main, small_train_config
 
 
 def _runner(task_id: str, num_envs: int = 4) -> Runner:
@@ -28,7 +27,7 @@ def _runner(task_id: str, num_envs: int = 4) -> Runner:
     return Runner(env, spec.agent_cfg(), DistributedContext(device="cpu"), run_dir=None)
 
 
-@pytest.mark.parametrize("task_id", [spec.id for spec in tasks()])
+@pytest.mark.parametrize("task_id", local_task_ids())
 def test_onnx_matches_torch_on_recorded_observations(task_id: str, tmp_path: Path) -> None:
     torch.manual_seed(0)
     runner = _runner(task_id)

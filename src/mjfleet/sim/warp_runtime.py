@@ -20,6 +20,8 @@ def init_warp(device: str) -> None:
     machine; launched workers' stderr reaches the console as ERROR records, so a healthy CPU run looked broken.
     Everything else Warp writes to stderr during initialisation is passed through.
     """
+    # Warp's start-up banner goes to stdout, which is where `play` writes its JSON result.
+    wp.config.quiet = True
     if not device.startswith("cpu"):
         wp.init()
         return
@@ -41,7 +43,11 @@ def init_warp(device: str) -> None:
 
 @contextmanager
 def scoped_device(device: str) -> Iterator[None]:
-    """``wp.ScopedDevice(device)`` after :func:`init_warp`: entering the scope is what first starts Warp."""
+    """``wp.ScopedDevice(device)`` after :func:`init_warp` on a GPU. On the CPU nothing: a Warp simulation starts
+    Warp and scopes its own work, and a MuJoCo C one never needs it (saving Warp's start-up in every CPU worker)."""
+    if device.startswith("cpu"):
+        yield
+        return
     init_warp(device)
     with wp.ScopedDevice(device):
         yield
