@@ -48,6 +48,9 @@ class LocomotionRewards:
     arms, waist)."""
     base_height: float = 0.0
     """Squared difference between the base height above the ground and ``target_base_height``."""
+    alive: float = 0.0
+    """1 on every step that does not end the episode by termination. A positive weight keeps staying up worth more
+    than the penalties of an untrained, flailing policy, which otherwise learns to end its episodes early."""
     termination: float = 0.0
     """1 on the step an episode terminates (not on time-outs): a penalty when negative."""
 

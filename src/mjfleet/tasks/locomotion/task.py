@@ -390,6 +390,10 @@ class LocomotionTask(Task[LocomotionConfig]):
         """Squared error of the base height above the ground."""
         return torch.square(self.base_height - self.target_height)
 
+    def reward_alive(self, env: MjEnv) -> torch.Tensor:
+        """1 unless the episode terminates (fall or base contact) this step."""
+        return (~env.terminated).float()
+
     def reward_termination(self, env: MjEnv) -> torch.Tensor:
         """1 when the episode terminates (fall or base contact) this step."""
         return env.terminated.float()
