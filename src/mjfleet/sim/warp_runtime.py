@@ -20,8 +20,8 @@ def init_warp(device: str) -> None:
     machine; launched workers' stderr reaches the console as ERROR records, so a healthy CPU run looked broken.
     Everything else Warp writes to stderr during initialisation is passed through.
     """
-    # Warp's start-up banner goes to stdout, which is where `play` writes its JSON result.
-    wp.config.quiet = True
+    # Warp's start-up banner (info level) goes to stdout, which is where `play` writes its JSON result.
+    wp.config.log_level = max(wp.config.log_level, wp.LOG_WARNING)
     if not device.startswith("cpu"):
         wp.init()
         return
