@@ -93,29 +93,28 @@ def test_resume_two_workers_continues_and_stays_replicated(
     two_worker_run: tuple[Path, list[WorkerResult]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MJFLEET_PROBES", "1")
+    # The same launch checks where worker logs go: $TORCHRUNX_LOG_DIR beats --torchrunx-log-dir.
+    env_dir, flag_dir = tmp_path / "from_env", tmp_path / "from_flag"
+    monkeypatch.setenv("TORCHRUNX_LOG_DIR", str(env_dir))
     log_root, _ = two_worker_run
     run_dir = _runs(log_root)[0]
     cfg = small_train_config(
-        num_envs=128, iterations=2, steps=32, log_root=tmp_path, cpu_workers=2, resume=run_dir, torchrunx_log_dir=""
+        num_envs=128,
+        iterations=2,
+        steps=32,
+        log_root=tmp_path / "logs",
+        cpu_workers=2,
+        resume=run_dir,
+        torchrunx_log_dir=str(flag_dir),
     )
     results = run(cfg)
     assert [r.iteration for r in results[0].records] == [13, 14]
     assert results[0].probes["replica_digest"] == results[1].probes["replica_digest"]
-    new_run = _runs(tmp_path)[0]
+    new_run = _runs(tmp_path / "logs")[0]
     assert [i for i, _ in list_checkpoints(new_run)] == [13, 14]
-    assert not (new_run / "torchrunx").exists()  # --torchrunx-log-dir "" writes no worker log file
-
-
-def test_torchrunx_log_dir_env_beats_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    env_dir, flag_dir = tmp_path / "from_env", tmp_path / "from_flag"
-    monkeypatch.setenv("TORCHRUNX_LOG_DIR", str(env_dir))
-    cfg = small_train_config(
-        num_envs=32, iterations=1, steps=8, log_root=tmp_path / "logs", cpu_workers=2, torchrunx_log_dir=str(flag_dir)
-    )
-    run(cfg)
     assert list(env_dir.rglob("localhost[[]1[]].log"))
     assert not flag_dir.exists()
-    assert not (_runs(tmp_path / "logs")[0] / "torchrunx").exists()
+    assert not (new_run / "torchrunx").exists()
 
 
 def test_failing_worker_stops_the_run_quickly_and_names_the_rank(tmp_path: Path) -> None:
