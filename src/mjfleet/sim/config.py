@@ -23,6 +23,10 @@ class SimConfig:
 
     decimation: int = 2
     """Physics steps per environment step."""
+    sensors_every_substep: bool = False
+    """Compute sensors on every physics substep, as a plain ``mj_step`` loop does. Off: only on the last substep of
+    each env step, whose values are the ones read (bit-identical results, fewer touch-sensor evaluations); sensors
+    with history buffers or plugins are always computed on every substep."""
     use_graph: bool = True
     """Warp backend: capture the decimated physics step as a Warp graph and replay it (CPU and CUDA); falls back to
     eager launches if capture fails."""

@@ -13,7 +13,7 @@ import torch
 from mujoco import batch
 
 from mjfleet.sim.config import SimConfig, resolve_threads
-from mjfleet.sim.simulation import Simulation
+from mjfleet.sim.simulation import SENSOR_DISABLE_BIT, Simulation, sensors_last_substep_only
 
 __all__ = ["MujocoSimulation"]
 
@@ -76,6 +76,10 @@ class MujocoSimulation(Simulation):
         self._warning_counts = self._batch.warning[:, first : last + 1, 1]
         self._last_counts = self._warning_counts.sum(axis=-1)
         self._diverged = torch.zeros(num_worlds, dtype=torch.bool)
+        # Per-world option flags, toggled around the substeps whose sensors nobody reads (bit-identical results).
+        self._disableflags: np.ndarray | None = None
+        if sensors_last_substep_only(mj_model, self.cfg):
+            self._disableflags = self._batch.expand("opt.disableflags")
 
     # --- views -------------------------------------------------------------------------------------------------
     def view(self, name: str) -> torch.Tensor:
@@ -126,8 +130,19 @@ class MujocoSimulation(Simulation):
             self._last_counts = counts
 
     def step(self) -> None:
-        """Advance every world by ``decimation`` physics steps (one call into the thread pool)."""
-        self._call(lambda: self._batch.step(nstep=self.cfg.decimation))
+        """Advance every world by ``decimation`` physics steps (one call into the thread pool, or two when the
+        sensors are left out of all but the last substep)."""
+        self._call(self._substeps)
+
+    def _substeps(self) -> None:
+        flags = self._disableflags
+        if flags is None:
+            self._batch.step(nstep=self.cfg.decimation)
+            return
+        flags[:] = self.mj_model.opt.disableflags | SENSOR_DISABLE_BIT
+        self._batch.step(nstep=self.cfg.decimation - 1)
+        flags[:] = self.mj_model.opt.disableflags
+        self._batch.step(nstep=1)
 
     def forward(self, world_ids: torch.Tensor | None = None) -> None:
         """``mj_forward`` of ``world_ids`` (None: every world)."""

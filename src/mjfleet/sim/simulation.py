@@ -11,11 +11,34 @@ import torch
 
 from mjfleet.sim.config import SimConfig
 
-__all__ = ["SimConfig", "Simulation"]
+__all__ = ["SimConfig", "Simulation", "sensors_last_substep_only"]
 
 DERIVED_FIELDS = ("xpos", "xquat", "cvel", "site_xpos", "subtree_com", "sensordata", "actuator_force", "qacc")
 """Quantities computed from the state by the physics step (or :meth:`Simulation.forward`), readable through
 :meth:`Simulation.view` on every backend."""
+
+
+SENSOR_DISABLE_BIT = int(mujoco.mjtDisableBit.mjDSBL_SENSOR)
+
+
+def sensors_last_substep_only(mj_model: mujoco.MjModel, cfg: SimConfig) -> bool:
+    """Whether sensors are computed on the last physics substep of an env step only.
+
+    ``sensordata`` is read after the step, and like every derived field it holds the last substep's values, so
+    sensors on earlier substeps are work nobody sees (13 touch sensors cost the go1 a large share of each
+    ``mj_step``). The exception is a sensor whose output depends on earlier evaluations: history buffers (delay,
+    interval sampling) and plugins; then every substep computes them as MuJoCo would.
+    """
+    return (
+        not cfg.sensors_every_substep
+        and cfg.decimation > 1
+        and mj_model.nsensor > 0
+        and not mj_model.opt.disableflags & SENSOR_DISABLE_BIT
+        and mj_model.nhistory == 0
+        and not mj_model.sensor_interval.any()
+        and not mj_model.sensor_delay.any()
+        and bool((mj_model.sensor_plugin < 0).all())
+    )
 
 
 class Simulation(ABC):

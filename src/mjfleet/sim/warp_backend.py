@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -15,7 +16,7 @@ import warp as wp
 
 from mjfleet.sim.config import SimConfig
 from mjfleet.sim.graph import StepGraph
-from mjfleet.sim.simulation import Simulation
+from mjfleet.sim.simulation import SENSOR_DISABLE_BIT, Simulation, sensors_last_substep_only
 from mjfleet.sim.warp_runtime import init_warp
 
 __all__ = ["WarpSimulation"]
@@ -67,6 +68,7 @@ class WarpSimulation(Simulation):
                 self.model.opt.warn_overflow &= ~(mjw.OverflowType.ITERATIONS | mjw.OverflowType.LS_ITERATIONS)
             self.data = mjw.make_data(mj_model, nworld=num_worlds, nconmax=self.cfg.nconmax, njmax=self.cfg.njmax)
         self._views: dict[str, torch.Tensor] = {}
+        self._sensorless: mjw.Model | None = None
         self._step_graph = StepGraph(self._physics_steps, self.scope, enabled=self.cfg.use_graph)
         self._forward_graph = StepGraph(self._forward, self.scope, enabled=self.cfg.use_graph)
 
@@ -114,8 +116,23 @@ class WarpSimulation(Simulation):
 
     # --- stepping ----------------------------------------------------------------------------------------------
     def _physics_steps(self) -> None:
-        for _ in range(self.cfg.decimation):
+        steps = self.cfg.decimation
+        if sensors_last_substep_only(self.mj_model, self.cfg):
+            for _ in range(steps - 1):
+                mjw.step(self._sensorless_model(), self.data)
+            steps = 1
+        for _ in range(steps):
             mjw.step(self.model, self.data)
+
+    def _sensorless_model(self) -> mjw.Model:
+        """The model with sensors disabled, sharing every array; rebuilt after :meth:`recapture` so that changed
+        options carry over."""
+        if self._sensorless is None:
+            opt = self.model.opt
+            self._sensorless = dataclasses.replace(
+                self.model, opt=dataclasses.replace(opt, disableflags=opt.disableflags | SENSOR_DISABLE_BIT)
+            )
+        return self._sensorless
 
     def _forward(self) -> None:
         mjw.forward(self.model, self.data)
@@ -132,3 +149,4 @@ class WarpSimulation(Simulation):
         """Drop captured graphs; the next call captures again (needed after changing model options on the host)."""
         self._step_graph.reset()
         self._forward_graph.reset()
+        self._sensorless = None
