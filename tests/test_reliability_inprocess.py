@@ -174,13 +174,14 @@ def test_sigint_in_process_finishes_the_iteration_checkpoints_and_exits_130(
 ) -> None:
     monkeypatch.setenv("MJFLEET_FAULT", "sigint@0:2")
     argv = ["cartpole-balance", *TINY, "--agent.max-iterations", "50", "--agent.save-interval", "100"]
+    before = signal.getsignal(signal.SIGINT)  # Python's default_int_handler, or SIG_IGN in a `cmd &` background job
     code, err = _main([*argv, "--log-root", str(tmp_path)])
     (run_dir,) = tmp_path.glob("*/*")
     assert code == 130
     assert [i for i, _ in list_checkpoints(run_dir)] == [3]  # iteration 3 was under way when the signal came
     assert f"stopped by SIGINT after iteration 3; checkpoint {run_dir / 'model_3.pt'}" in _flat(err)
     assert f"resume with: train cartpole-balance --resume {run_dir}" in _flat(err)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+    assert signal.getsignal(signal.SIGINT) is before  # handlers restored
 
     monkeypatch.delenv("MJFLEET_FAULT")
     resumed = run(small_train_config(num_envs=32, steps=8, iterations=2, log_root=tmp_path, resume=run_dir))
