@@ -78,6 +78,7 @@ class MujocoSimulation(Simulation):
         self._diverged = torch.zeros(num_worlds, dtype=torch.bool)
         # Per-world option flags, toggled around the substeps whose sensors nobody reads (bit-identical results).
         self._disableflags: np.ndarray | None = None
+        self._flags = int(mj_model.opt.disableflags)
         if sensors_last_substep_only(mj_model, self.cfg):
             self._disableflags = self._batch.expand("opt.disableflags")
 
@@ -139,9 +140,9 @@ class MujocoSimulation(Simulation):
         if flags is None:
             self._batch.step(nstep=self.cfg.decimation)
             return
-        flags[:] = self.mj_model.opt.disableflags | SENSOR_DISABLE_BIT
+        flags[:] = self._flags | SENSOR_DISABLE_BIT
         self._batch.step(nstep=self.cfg.decimation - 1)
-        flags[:] = self.mj_model.opt.disableflags
+        flags[:] = self._flags
         self._batch.step(nstep=1)
 
     def forward(self, world_ids: torch.Tensor | None = None) -> None:

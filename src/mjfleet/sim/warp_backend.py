@@ -68,6 +68,7 @@ class WarpSimulation(Simulation):
                 self.model.opt.warn_overflow &= ~(mjw.OverflowType.ITERATIONS | mjw.OverflowType.LS_ITERATIONS)
             self.data = mjw.make_data(mj_model, nworld=num_worlds, nconmax=self.cfg.nconmax, njmax=self.cfg.njmax)
         self._views: dict[str, torch.Tensor] = {}
+        self._sensors_last_only = sensors_last_substep_only(mj_model, self.cfg)
         self._sensorless: mjw.Model | None = None
         self._step_graph = StepGraph(self._physics_steps, self.scope, enabled=self.cfg.use_graph)
         self._forward_graph = StepGraph(self._forward, self.scope, enabled=self.cfg.use_graph)
@@ -116,13 +117,10 @@ class WarpSimulation(Simulation):
 
     # --- stepping ----------------------------------------------------------------------------------------------
     def _physics_steps(self) -> None:
-        steps = self.cfg.decimation
-        if sensors_last_substep_only(self.mj_model, self.cfg):
-            for _ in range(steps - 1):
-                mjw.step(self._sensorless_model(), self.data)
-            steps = 1
-        for _ in range(steps):
-            mjw.step(self.model, self.data)
+        first = self._sensorless_model() if self._sensors_last_only else self.model
+        for _ in range(self.cfg.decimation - 1):
+            mjw.step(first, self.data)
+        mjw.step(self.model, self.data)
 
     def _sensorless_model(self) -> mjw.Model:
         """The model with sensors disabled, sharing every array; rebuilt after :meth:`recapture` so that changed
