@@ -51,6 +51,10 @@ def _usage_error(capsys: pytest.CaptureFixture[str], main: object, argv: list[st
         (["cartpole-balance", "--env.episode-length-s", "nan"], "--env.episode-length-s must be positive"),
         (["cartpole-balance", "--no-such-flag"], "error: Unrecognized options: --no-such-flag (see"),
         (["cartpole-balance", "--agent.algorithm.gama", "0.9"], "; did you mean --agent.algorithm.gamma"),
+        (["cartpole-balance", "--stop-when", "success=0.9"], "--stop-when 'success=0.9' is not a condition"),
+        (["cartpole-balance", "--stop-when", "success>=high"], "'high' is not a number"),
+        (["cartpole-balance", "--stop-when", "success>=1", "--stop-when-iterations", "0"], "at least 1 (got 0)"),
+        (["cartpole-balance", "--stop-when", "speed>1"], "logs no statistic 'speed'; use success, return, length or"),
     ],
 )
 def test_train_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], expected: str) -> None:

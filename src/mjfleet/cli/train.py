@@ -76,7 +76,11 @@ def main(argv: list[str] | None = None) -> None:
         hint = _resume_hint(cfg, prepared.run_dir)
         logger.warning("stopped by %s after iteration %d; %s", signal_name(stop.signum), final, hint)
         raise SystemExit(exit_code(stop.signum))
-    logger.info("finished at iteration %d", results[0].final_iteration)
+    met = results[0].condition_met_at
+    if met is not None:
+        logger.info("finished at iteration %d: --stop-when %s was met", met, cfg.stop_when)
+    else:
+        logger.info("finished at iteration %d", results[0].final_iteration)
 
 
 if __name__ == "__main__":

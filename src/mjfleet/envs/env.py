@@ -12,11 +12,10 @@ from tensordict import TensorDict
 
 from mjfleet.envs.config import EnvConfig
 from mjfleet.envs.episode_stats import EpisodeStats
-from mjfleet.envs.task import Task
+from mjfleet.envs.task import ENV_TERMINATIONS, TERMINATION_NONFINITE, Task, episode_stat_keys
 from mjfleet.sim.factory import create_simulation
 
-TERMINATION_NONFINITE = "nonfinite"
-"""Termination reason of a world whose physics diverged (NaN/Inf); it is reset instead of crashing the run."""
+__all__ = ["TERMINATION_NONFINITE", "MjEnv"]
 
 
 class MjEnv(VecEnv):
@@ -65,12 +64,12 @@ class MjEnv(VecEnv):
 
         self.task.setup(self)
         self._task_terminations = tuple(task.termination_names())
-        self.termination_names = (*self._task_terminations, "time_out", TERMINATION_NONFINITE)
+        self.termination_names = (*self._task_terminations, *ENV_TERMINATIONS)
         if len(set(self.termination_names)) != len(self.termination_names):
             raise ValueError(
                 f"termination names must be unique and not the environment's own: {self.termination_names}"
             )
-        self.stats = EpisodeStats(self._stat_keys(), dev)
+        self.stats = EpisodeStats(episode_stat_keys(task), dev)
         self.reset_all()
 
     # --- VecEnv ------------------------------------------------------------------------------------------------
@@ -178,13 +177,6 @@ class MjEnv(VecEnv):
         if fn is None:
             raise TypeError(f"{type(self.task).__name__} weights reward term {name!r} but has no reward_{name} method")
         return fn
-
-    def _stat_keys(self) -> list[str]:
-        keys = ["Episode/return", "Episode/length", "Episode/success"]
-        keys += [f"Episode_Reward/{k}" for k in self.reward_weights]
-        keys += [f"Episode_Termination/{k}" for k in self.termination_names]
-        keys += [f"Metrics/{k}" for k in self.task.metric_names()]
-        return keys
 
     def close(self) -> None:
         """Release nothing explicitly; the simulation frees its arrays and threads with itself."""

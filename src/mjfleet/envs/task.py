@@ -18,6 +18,11 @@ if TYPE_CHECKING:
 
 CfgT = TypeVar("CfgT", bound=EnvConfig)
 
+TERMINATION_NONFINITE = "nonfinite"
+"""Termination reason of a world whose physics diverged (NaN/Inf); it is reset instead of crashing the run."""
+ENV_TERMINATIONS = ("time_out", TERMINATION_NONFINITE)
+"""Termination reasons the environment adds to every task's own."""
+
 
 class Task(ABC, Generic[CfgT]):
     """One MDP: its model, resets, actions, observations, reward terms and terminations, side by side.
@@ -131,3 +136,13 @@ class Task(ABC, Generic[CfgT]):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned (possibly from a run with another number of environments)."""
+
+
+def episode_stat_keys(task: Task[Any]) -> list[str]:
+    """The statistics logged for each finished episode, known from the task's config alone (the launcher checks
+    ``--stop-when`` against them before any simulation exists)."""
+    keys = ["Episode/return", "Episode/length", "Episode/success"]
+    keys += [f"Episode_Reward/{k}" for k, w in task.reward_weights().items() if w != 0.0]
+    keys += [f"Episode_Termination/{k}" for k in (*task.termination_names(), *ENV_TERMINATIONS)]
+    keys += [f"Metrics/{k}" for k in task.metric_names()]
+    return keys

@@ -37,6 +37,8 @@ class WorkerResult:
     """This run's most recent iterations (at most :data:`KEPT_RECORDS`), oldest first."""
     stop_signal: int | None = None
     """Signal number that stopped training early (after a final checkpoint), or None if it ran to the end."""
+    condition_met_at: int | None = None
+    """The iteration at which the ``--stop-when`` condition ended training, or None."""
     last_checkpoint: str | None = None
     """The newest checkpoint written (or resumed from) by this run."""
     probes: dict[str, Any] = field(default_factory=dict)

@@ -27,6 +27,7 @@ from mjfleet.rl.ppo import SyncedPPO
 from mjfleet.rl.rank_state import capture_rank_state, restore_rank_state
 from mjfleet.rl.records import IterationRecord
 from mjfleet.rl.replicas import check_replicas
+from mjfleet.rl.stop_condition import StopCondition, StopConditionTracker
 from mjfleet.runtime.context import DistributedContext, init_process_group
 from mjfleet.runtime.stop import signal_name
 
@@ -94,6 +95,11 @@ class Runner:
         """Rank 0 only: asked after each iteration whether to stop (checkpoint written, then :meth:`learn` returns)."""
         self.stop_signal: int | None = None
         """Signal number that stopped :meth:`learn` early, or None."""
+        self.stop_condition: StopCondition | None = None
+        """``--stop-when``: :meth:`learn` ends (checkpoint written) once this held for its iterations in a row.
+        Every rank decides alike from the same all-reduced episode means."""
+        self.condition_met_at: int | None = None
+        """The iteration at which :attr:`stop_condition` ended :meth:`learn`, or None."""
         self.current_learning_iteration = 0
         """Iterations completed, counting those of a resumed checkpoint."""
         self.last_checkpoint: Path | None = None
@@ -136,6 +142,8 @@ class Runner:
         start = self.current_learning_iteration
         total = start + num_learning_iterations
         steps_per_iteration = steps * env.num_envs * self.ctx.world_size
+        tracker = None if self.stop_condition is None else StopConditionTracker(self.stop_condition)
+        began = time.perf_counter()
         for it in range(start + 1, total + 1):
             t0 = time.perf_counter()
             try:
@@ -163,6 +171,7 @@ class Runner:
             t2 = time.perf_counter()
             self.current_learning_iteration = it
             stop, episode = self._agree_after_iteration(it, losses)
+            met = tracker is not None and tracker.update(episode)
             record = IterationRecord(
                 iteration=it,
                 losses=losses,
@@ -173,15 +182,26 @@ class Runner:
                 sync_s=alg.sync_s,
             )
             self._log(record, total, steps_per_iteration)
-            if it % self.agent_cfg.save_interval == 0 or it == total or stop:
+            last = it == total or bool(stop) or met
+            if it % self.agent_cfg.save_interval == 0 or last:
                 self.save_checkpoint()
-            if self.ctx.is_distributed and (it % self.replica_check_interval == 0 or it == total or stop):
+            if self.ctx.is_distributed and (it % self.replica_check_interval == 0 or last):
                 check_replicas(self.alg, self.ctx.world_size, it)
             for hook in self.hooks:
                 hook(self, record)
             if stop:
                 self.stop_signal = stop
                 logger.info("stopping after iteration %d (%s)", it, signal_name(stop))
+                break
+            if met and tracker is not None:
+                self.condition_met_at = it
+                logger.info(
+                    "stop condition %s held for %d iterations: stopping after iteration %d (%.0f s of training)",
+                    tracker.condition,
+                    tracker.streak,
+                    it,
+                    time.perf_counter() - began,
+                )
                 break
         if self.writer is not None:
             self.writer.close()

@@ -21,7 +21,7 @@ from mjfleet.launch.launcher import LaunchPlan
 from mjfleet.rl.records import WorkerResult
 from mjfleet.runtime.devices import DeviceSelection, parse_gpu_ids, select_local_devices
 from mjfleet.runtime.stop import StopRequest
-from mjfleet.train.config import TrainConfig, validate
+from mjfleet.train.config import TrainConfig, stop_condition, validate
 from mjfleet.train.launched import describe_plan, make_plan
 from mjfleet.train.run_dir import check_log_root, create_run_dir, discard_if_empty, next_run_dir
 from mjfleet.train.start import StartPoint, plan_start
@@ -48,6 +48,12 @@ def prepare(cfg: TrainConfig) -> Prepared:
     Raises :class:`~mjfleet.errors.UsageError` (one line, naming the flag) for anything wrong with ``cfg``.
     """
     validate(cfg)
+    condition = stop_condition(cfg)
+    if condition is not None:
+        from mjfleet.envs.task import episode_stat_keys  # imports torch: only when --stop-when is given
+        from mjfleet.tasks.registry import get_task
+
+        condition.check_key(episode_stat_keys(get_task(cfg.task).load_task_class()(cfg.env)))
     cfg.env.prepare_assets()  # e.g. Menagerie files: missing ones fail here, once, not in every worker
     selection = select_local_devices(parse_gpu_ids(cfg.gpu_ids))
     if selection.kind == "cuda" and cfg.cpu_workers != 1:

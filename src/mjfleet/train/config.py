@@ -20,6 +20,7 @@ import tyro
 from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import UsageError
 from mjfleet.rl.config import AgentConfig
+from mjfleet.rl.stop_condition import StopCondition
 from mjfleet.runtime.devices import parse_gpu_ids
 
 MAX_CPU_WORKERS = 1024
@@ -88,6 +89,12 @@ class TrainConfig:
     """After a worker dies (crash, signal, OOM kill, hang), relaunch every worker from the newest checkpoint of
     the same run directory up to this many times, finishing at the originally requested iteration. Bad input
     and NaN training are never retried. With a value above 0 even a single worker runs as a launched process."""
+    stop_when: str | None = None
+    """End training early once an episode statistic meets a condition: ``success>=0.9``, ``return>20``,
+    ``length>=900`` or any logged ``Metrics/<name>``, e.g. ``Metrics/lin_vel_error<0.2`` (the mean over every
+    worker's episodes that ended in an iteration). A checkpoint is written at that iteration; exit code 0."""
+    stop_when_iterations: int = 10
+    """Iterations in a row the ``--stop-when`` condition must hold."""
     video_interval: int = 0
     """Every this many iterations rank 0 records a clip of environment 0 during the rollout into
     ``<run_dir>/videos/iter_<it>.mp4`` and the logger (TensorBoard, W&B). 0: no videos."""
@@ -157,6 +164,8 @@ def validate(cfg: TrainConfig) -> None:
             f"--collective-timeout-s must be positive and at most {MAX_COLLECTIVE_TIMEOUT_S:.0f} s"
             f" (got {cfg.collective_timeout_s})"
         )
+    if cfg.stop_when is not None:
+        StopCondition.parse(cfg.stop_when, cfg.stop_when_iterations)
     if cfg.video_interval < 0:
         raise UsageError(f"--video-interval must be 0 (no videos) or positive (got {cfg.video_interval})")
     size = f"{cfg.video_width}x{cfg.video_height}"
@@ -199,6 +208,11 @@ def validate(cfg: TrainConfig) -> None:
         raise UsageError(f"--hostnames {keywords[0]} stands for a whole list of hosts: give it alone")
     _check_remote_options(cfg)
     _check_numbers(cfg)  # last: the specific checks above word their messages better
+
+
+def stop_condition(cfg: TrainConfig) -> StopCondition | None:
+    """The parsed ``--stop-when`` condition (checked by :func:`validate`), or None."""
+    return None if cfg.stop_when is None else StopCondition.parse(cfg.stop_when, cfg.stop_when_iterations)
 
 
 def _requests_cpu(gpu_ids: tuple[str, ...]) -> bool:

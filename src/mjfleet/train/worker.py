@@ -22,7 +22,7 @@ from mjfleet.runtime.context import DistributedContext, init_process_group
 from mjfleet.runtime.stop import file_stop_check
 from mjfleet.sim.warp_runtime import scoped_device
 from mjfleet.tasks.registry import get_task
-from mjfleet.train.config import TrainConfig
+from mjfleet.train.config import TrainConfig, stop_condition
 from mjfleet.train.start import StartPoint, plan_start
 
 __all__ = ["StartPoint", "WorkerResult", "plan_start", "seed_everything", "train_worker", "write_params"]
@@ -105,6 +105,7 @@ def train_worker(
             runner.load(str(start.checkpoint))
             logger.info("resumed from %s at iteration %d", start.checkpoint, runner.current_learning_iteration)
         runner.stop_check = stop_check
+        runner.stop_condition = stop_condition(cfg)
         runner.export_info["task"] = cfg.task
         if cfg.video_interval > 0 and ctx.is_main and run_dir is not None:
             from mjfleet.train.video import TrainingVideo
@@ -141,6 +142,7 @@ def train_worker(
             final_iteration=runner.current_learning_iteration,
             records=list(records),
             stop_signal=runner.stop_signal,
+            condition_met_at=runner.condition_met_at,
             last_checkpoint=None if runner.last_checkpoint is None else str(runner.last_checkpoint),
             probes={} if probes is None else probes.results(runner),
         )

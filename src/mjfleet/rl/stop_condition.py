@@ -1,0 +1,89 @@
+"""``--stop-when``: end training once an episode statistic holds a condition for some iterations in a row.
+
+Checked on the means over every rank's episodes (identical on all ranks after the iteration's all-reduce), so every
+rank reaches the same verdict at the same iteration without another collective. No torch import: the launcher
+parses and checks conditions before any worker starts.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from mjfleet.errors import UsageError
+
+_OPERATORS: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge,
+    "<=": operator.le,
+    ">": operator.gt,
+    "<": operator.lt,
+}
+_SHORT_NAMES = {"success": "Episode/success", "return": "Episode/return", "length": "Episode/length"}
+_CONDITION_RE = re.compile(r"\s*([A-Za-z0-9_./-]+)\s*(>=|<=|>|<)\s*(\S+)\s*")
+
+
+@dataclass(frozen=True)
+class StopCondition:
+    """``<statistic> <op> <value>``, required to hold for ``iterations`` consecutive iterations."""
+
+    key: str
+    """The logged statistic, e.g. ``Episode/success``."""
+    op: str
+    """One of ``>=``, ``<=``, ``>``, ``<``."""
+    value: float
+    iterations: int
+
+    @classmethod
+    def parse(cls, text: str, iterations: int) -> StopCondition:
+        """Parse ``success>=0.9`` (short names: success, return, length; otherwise the logged name, e.g.
+        ``Metrics/lin_vel_error<0.2``). Raises :class:`UsageError` naming the flag."""
+        if iterations < 1:
+            raise UsageError(f"--stop-when-iterations must be at least 1 (got {iterations})")
+        match = _CONDITION_RE.fullmatch(text)
+        if match is None:
+            raise UsageError(
+                f"--stop-when {text!r} is not a condition like 'success>=0.9' or 'Metrics/<name><0.2'"
+                " (a statistic, one of >= <= > <, a number)"
+            )
+        name, op, number = match.groups()
+        try:
+            value = float(number)
+        except ValueError:
+            raise UsageError(f"--stop-when {text!r}: {number!r} is not a number") from None
+        if not math.isfinite(value):
+            raise UsageError(f"--stop-when {text!r}: the threshold must be a finite number")
+        return cls(_SHORT_NAMES.get(name, name), op, value, iterations)
+
+    def check_key(self, available: Iterable[str]) -> None:
+        """Raise :class:`UsageError` unless the statistic is one the task logs."""
+        keys = sorted(available)
+        if self.key not in keys:
+            episode = [k for k in keys if k.startswith(("Episode/", "Metrics/"))]
+            raise UsageError(
+                f"--stop-when: this task logs no statistic {self.key!r}; use success, return, length"
+                f" or one of {', '.join(k for k in episode if k not in _SHORT_NAMES.values()) or '(none)'}"
+            )
+
+    def holds(self, episode: Mapping[str, float]) -> bool:
+        """Whether one iteration's means satisfy the condition (no episode ended, or NaN: it does not)."""
+        value = episode.get(self.key)
+        return value is not None and math.isfinite(value) and _OPERATORS[self.op](value, self.value)
+
+    def __str__(self) -> str:
+        return f"{self.key} {self.op} {self.value:g}"
+
+
+class StopConditionTracker:
+    """Counts the consecutive iterations a :class:`StopCondition` held."""
+
+    def __init__(self, condition: StopCondition) -> None:
+        self.condition = condition
+        self.streak = 0
+
+    def update(self, episode: Mapping[str, float]) -> bool:
+        """Record one iteration; True once the condition held for the required iterations in a row."""
+        self.streak = self.streak + 1 if self.condition.holds(episode) else 0
+        return self.streak >= self.condition.iterations

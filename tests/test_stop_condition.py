@@ -1,0 +1,98 @@
+"""``--stop-when``: the condition's grammar, its streak, and real training runs that end on it."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from mjfleet.errors import UsageError
+from mjfleet.rl.checkpoint import list_checkpoints
+from mjfleet.rl.stop_condition import StopCondition, StopConditionTracker
+from mjfleet.runtime.context import DistributedContext
+from mjfleet.train import run
+from mjfleet.train.run_dir import make_run_dir
+from mjfleet.train.worker import train_worker
+
+from .helpers import small_train_config
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "op", "value"),
+    [
+        ("success>=0.9", "Episode/success", ">=", 0.9),
+        (" return > 20 ", "Episode/return", ">", 20.0),
+        ("length<=1e3", "Episode/length", "<=", 1000.0),
+        ("Metrics/lin_vel_error<0.2", "Metrics/lin_vel_error", "<", 0.2),
+        ("Episode_Termination/fall<-0.5", "Episode_Termination/fall", "<", -0.5),
+    ],
+)
+def test_parse(text: str, key: str, op: str, value: float) -> None:
+    assert StopCondition.parse(text, 3) == StopCondition(key, op, value, 3)
+
+
+@pytest.mark.parametrize("text", ["success", "success==1", ">=0.9", "success>=", "success>=nan", "success>=inf"])
+def test_parse_rejects(text: str) -> None:
+    with pytest.raises(UsageError, match="--stop-when"):
+        StopCondition.parse(text, 1)
+
+
+def test_streak_needs_consecutive_iterations_and_resets() -> None:
+    tracker = StopConditionTracker(StopCondition.parse("success>=0.9", 3))
+    seen = [
+        tracker.update(episode)
+        for episode in (
+            {"Episode/success": 0.95},
+            {"Episode/success": 0.9},
+            {},  # no episode ended: the condition does not hold
+            {"Episode/success": 1.0},
+            {"Episode/success": math.nan},
+            {"Episode/success": 0.91},
+            {"Episode/success": 0.92},
+            {"Episode/success": 0.93},
+        )
+    ]
+    assert seen == [False, False, False, False, False, False, False, True]
+
+
+def test_key_must_be_one_the_task_logs() -> None:
+    condition = StopCondition.parse("Metrics/speed>1", 1)
+    with pytest.raises(UsageError, match="Metrics/pole_up_fraction"):
+        condition.check_key(["Episode/return", "Episode/length", "Episode/success", "Metrics/pole_up_fraction"])
+    StopCondition.parse("Metrics/pole_up_fraction>1", 1).check_key(["Metrics/pole_up_fraction"])
+
+
+def test_training_ends_when_the_condition_holds(tmp_path: Path) -> None:
+    # Every iteration ends some episodes (random episode starts), so "length >= 1" holds from iteration 1 on.
+    cfg = small_train_config(
+        iterations=40, init_at_random_ep_len=True, stop_when="length>=1", stop_when_iterations=3, log_root=tmp_path
+    )
+    cfg.agent.save_interval = 100
+    run_dir = make_run_dir(tmp_path, "stop")
+    result = train_worker(cfg, run_dir, DistributedContext(device="cpu"))
+    assert result.condition_met_at == result.final_iteration == 3
+    assert [i for i, _ in list_checkpoints(run_dir)] == [3]  # the stopping iteration is saved
+    assert all(r.episode["Episode/length"] >= 1 for r in result.records)
+
+
+@pytest.mark.slow
+def test_two_workers_stop_together(tmp_path: Path) -> None:
+    # Rank 1's episodes count too: the condition is checked on the all-reduced means, identical on every rank,
+    # so both stop after the same iteration and neither waits in a collective the other never joins.
+    cfg = small_train_config(
+        num_envs=32,
+        iterations=40,
+        steps=8,
+        cpu_workers=2,
+        init_at_random_ep_len=True,
+        stop_when="length>=1",
+        stop_when_iterations=2,
+        log_root=tmp_path,
+    )
+    cfg.agent.save_interval = 100
+    results = run(cfg)
+    assert [r.condition_met_at for r in results] == [r.final_iteration for r in results]
+    assert results[0].final_iteration == results[1].final_iteration < 40
+    (run_dir,) = (p for p in tmp_path.glob("*/*") if p.is_dir())
+    assert [i for i, _ in list_checkpoints(run_dir)] == [results[0].final_iteration]
