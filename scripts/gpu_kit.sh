@@ -1,40 +1,69 @@
 #!/usr/bin/env bash
-# Offline install kit for a CUDA machine without a package index (Python 3.12, CUDA PyTorch >= 2.11 preinstalled):
-# the shared wheelhouse (../shared/gpu-kit/build.sh, or MJFLEET_GPU_KIT=<its folder>) plus the wheels mjfleet needs
-# that it leaves out: psutil (the launcher), onnxruntime and its dependencies (ONNX play and tests), imageio-ffmpeg
-# (mp4 videos), mujoco-menagerie (the Unitree tasks' resolver) and pytest. Run it where pip reaches PyPI.
+# Offline install kit for a CUDA machine without a package index whose Python 3.12 already holds a CUDA PyTorch
+# (>= 2.11) and the usual scientific packages (the device machines' image has numpy, psutil, pytest, onnxruntime,
+# rich, imageio, tensorboard, ...). Run it where pip reaches PyPI. The wheels -- the shared kit
+# (../shared/gpu-kit/build.sh, or MJFLEET_GPU_KIT=<its folder>) plus imageio-ffmpeg and mujoco-menagerie -- are
+# installed HERE into a site folder for that Python (pip's cross-platform --target install), packed with xz and
+# split, so the CUDA machine only unpacks: fewer bytes (xz takes a third off warp-lang) and no pip run there.
 #
-#   scripts/gpu_kit.sh OUT_DIR [PART_MB]
+#   scripts/gpu_kit.sh OUT_DIR [--part-mib N] [--full]
 #
-# OUT_DIR gets wheelhouse.tar.part-* (the shared kit) and mjfleet-extras.tar.part-*, each part at most PART_MB
-# (default 50) MiB, so every part fits one device call. On the CUDA machine, with all parts in one folder:
+#   --part-mib N  parts of at most N MiB (default 60: one part plus this checkout fit one 64 MiB device call)
+#   --full        also pack psutil, onnxruntime (and its dependencies) and pytest, for a bare Python 3.12 that has
+#                 only torch, numpy, pyyaml, rich, imageio, tensorboard, onnx and cloudpickle
 #
-#   cat wheelhouse.tar.part-* | tar -x && cat mjfleet-extras.tar.part-* | tar -x    # both unpack into wheelhouse/
-#   wheelhouse/install.sh /tmp/site && export PYTHONPATH=$PWD/src:/tmp/site
+# mujoco-studio (Filament rendering and the Studio viewer, 12 MiB) is left out: nothing headless uses it.
+# OUT_DIR gets mjfleet-gpu-kit.tar.xz.part-aa, -ab, ... and mjfleet-gpu-kit.sha256. On the CUDA machine, with the
+# parts and the .sha256 in DIR (they may arrive over several calls):
+#
+#   scripts/gpu_session.sh receive DIR       # checks, unpacks into /tmp/site, imports what mjfleet needs
+#   export PYTHONPATH=$PWD/src:/tmp/site
 set -euo pipefail
-out=${1:?usage: scripts/gpu_kit.sh OUT_DIR [PART_MB]}; part_mb=${2:-50}
+usage="usage: scripts/gpu_kit.sh OUT_DIR [--part-mib N] [--full]"
+out=""; part_mib=60; full=0
+while (($#)); do
+  case $1 in
+    --part-mib) part_mib=${2:?$usage}; shift 2 ;;
+    --full) full=1; shift ;;
+    -h | --help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "error: unknown option $1 ($usage)" >&2; exit 2 ;;
+    *) [[ -z $out ]] || { echo "error: one OUT_DIR only ($usage)" >&2; exit 2; }; out=$1; shift ;;
+  esac
+done
+[[ -n $out ]] || { echo "error: $usage" >&2; exit 2; }
+[[ $part_mib =~ ^[1-9][0-9]*$ ]] || { echo "error: --part-mib must be a positive integer (got $part_mib)" >&2; exit 2; }
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 kit=${MJFLEET_GPU_KIT:-$repo/../shared/gpu-kit}
 [[ -x $kit/build.sh ]] || { echo "error: no shared kit at $kit (set MJFLEET_GPU_KIT)" >&2; exit 2; }
 mkdir -p "$out"
-"$kit/build.sh" "$out" "$part_mb"
-
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-# Each at uv.lock's version; their dependencies are listed too (the kit installs --no-deps).
+
+"$kit/build.sh" "$tmp/shared" 100000 >/dev/null
+cat "$tmp/shared"/wheelhouse.tar.part-* | tar -C "$tmp" -x
+rm -f "$tmp"/wheelhouse/mujoco_studio-*.whl "$tmp"/wheelhouse/install.sh
+
+# At uv.lock's versions; the kit installs --no-deps, so dependencies are named too.
+names=(imageio-ffmpeg mujoco-menagerie)
+((full)) && names+=(psutil onnxruntime flatbuffers sympy mpmath packaging protobuf pytest pluggy iniconfig)
 extras=()
-for name in psutil onnxruntime flatbuffers sympy mpmath packaging protobuf imageio-ffmpeg mujoco-menagerie \
-  pytest pluggy iniconfig; do
+for name in "${names[@]}"; do
   version=$(awk -v n="$name" '$0 == "name = \""n"\"" {getline; gsub(/version = |"/, ""); print; exit}' "$repo/uv.lock")
   extras+=("$name${version:+==$version}")
 done
-echo "extras: ${extras[*]}"
-python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
-  --python-version 3.12 --implementation cp --abi cp312 --abi abi3 --abi none \
-  --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
-  --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform manylinux2010_x86_64 --platform any \
+platform=(--python-version 3.12 --implementation cp --abi cp312 --abi abi3 --abi none
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64
+  --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform manylinux2010_x86_64 --platform any)
+python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: "${platform[@]}" \
   -d "$tmp/wheelhouse" "${extras[@]}"
-tar -C "$tmp" -cf "$tmp/mjfleet-extras.tar" wheelhouse
-rm -f "$out"/mjfleet-extras.tar.part-*
-split -b "${part_mb}M" "$tmp/mjfleet-extras.tar" "$out/mjfleet-extras.tar.part-"
+
+python3 -m pip install --quiet --disable-pip-version-check --no-index --no-deps --no-compile --ignore-requires-python \
+  --only-binary=:all: "${platform[@]}" --target "$tmp/site" "$tmp"/wheelhouse/*.whl
+rm -rf "$tmp/site/bin"  # console scripts whose shebang names this machine's Python
+(cd "$tmp/wheelhouse" && ls ./*.whl | sed 's|^\./||') >"$tmp/site/MJFLEET_GPU_KIT.txt"
+
+rm -f "$out"/mjfleet-gpu-kit.tar.xz.part-* "$out/mjfleet-gpu-kit.sha256"
+tar -C "$tmp" -cf - site | xz -T0 -6 | split -b "${part_mib}M" - "$out/mjfleet-gpu-kit.tar.xz.part-"
+(cd "$out" && sha256sum mjfleet-gpu-kit.tar.xz.part-* >mjfleet-gpu-kit.sha256)
 ls -l "$out"
-echo "$(ls "$tmp/wheelhouse" | wc -l) extra wheels; unpack with: cat mjfleet-extras.tar.part-* | tar -x"
+echo "$(wc -l <"$tmp/site/MJFLEET_GPU_KIT.txt") wheels in $(wc -l <"$out/mjfleet-gpu-kit.sha256") parts" \
+  "(see docs/gpu.md: one part per device call, then scripts/gpu_session.sh receive)"

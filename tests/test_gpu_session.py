@@ -1,0 +1,157 @@
+"""``scripts/gpu_session.sh``, the driver of a GPU machine reached one command at a time: a kit that arrives in
+parts over several commands, and jobs that outlive the command that started them. Runs on the CPU: nothing here
+needs a GPU."""
+
+from __future__ import annotations
+
+import hashlib
+import lzma
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "gpu_session.sh"
+KIT = "mjfleet-gpu-kit"
+
+
+def _session(tmp_path: Path, *args: str, out: Path | None = None, timeout: float = 120) -> tuple[int, str]:
+    env = {
+        **os.environ,
+        "MJFLEET_JOBS": str(tmp_path / "jobs"),
+        "MJFLEET_KIT_STORE": str(tmp_path / "store"),
+        "MJFLEET_SITE": str(tmp_path / "site"),
+        "MJFLEET_PYTHON": sys.executable,
+        "MJFLEET_KIT_IMPORTS": "kitprobe",  # the package of the test kit: importing it proves SITE is on the path
+    }
+    env.pop("OUT", None)
+    if out is not None:
+        env["OUT"] = str(out)
+    done = subprocess.run(
+        ["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def _kit(tmp_path: Path, parts: int) -> list[Path]:
+    """A kit as ``gpu_kit.sh`` lays it out: ``site/`` as xz-compressed tar in parts, plus their checksums."""
+    site = tmp_path / "build" / "site"
+    site.mkdir(parents=True)
+    (site / "kitprobe.py").write_text("__version__ = '1.0'\n")
+    (site / "MJFLEET_GPU_KIT.txt").write_text("kitprobe-1.0-py3-none-any.whl\n")
+    packed = tmp_path / "build" / "kit.tar.xz"
+    with lzma.open(packed, "wb") as xz, tarfile.open(fileobj=xz, mode="w") as tar:
+        tar.add(site, arcname="site")
+    data = packed.read_bytes()
+    size = -(-len(data) // parts)
+    out = tmp_path / "kit"
+    out.mkdir()
+    paths, sums = [], []
+    for i in range(parts):
+        path = out / f"{KIT}.tar.xz.part-a{'abcdefgh'[i]}"
+        path.write_bytes(data[i * size : (i + 1) * size])
+        paths.append(path)
+        sums.append(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.name}\n")
+    (out / f"{KIT}.sha256").write_text("".join(sums))
+    return paths
+
+
+def _carried(tmp_path: Path, name: str, *parts: Path) -> Path:
+    """What one device call carries: some parts and the checksum file."""
+    folder = tmp_path / name
+    folder.mkdir()
+    for part in (*parts, parts[0].parent / f"{KIT}.sha256"):
+        (folder / part.name).write_bytes(part.read_bytes())
+    return folder
+
+
+def test_the_kit_arrives_over_several_commands_then_installs_once(tmp_path: Path) -> None:
+    parts = _kit(tmp_path, 3)
+    code, out = _session(tmp_path, "receive", str(_carried(tmp_path, "call1", parts[0])), str(tmp_path / "site"))
+    assert code == 3, out
+    assert f"1 of 3 parts received; missing: {parts[1].name} {parts[2].name}" in out
+    assert not (tmp_path / "site").exists()
+
+    code, out = _session(tmp_path, "receive", str(_carried(tmp_path, "call2", *parts[1:])), str(tmp_path / "site"))
+    assert code == 0, out
+    assert "installed 1 packages into" in out and "kitprobe" in out and "CUDA available" in out
+    assert "kitprobe     1.0" in out
+
+    code, out = _session(tmp_path, "receive", str(tmp_path / "nothing-carried"), str(tmp_path / "site"))
+    assert code == 0 and "already installed" in out, out
+
+
+def test_a_damaged_part_is_named_not_installed(tmp_path: Path) -> None:
+    parts = _kit(tmp_path, 2)
+    carried = _carried(tmp_path, "call", *parts)
+    damaged = carried / parts[1].name
+    damaged.write_bytes(damaged.read_bytes()[:-1] + b"\0")
+    code, out = _session(tmp_path, "receive", str(carried), str(tmp_path / "site"))
+    assert code == 1, out
+    assert f"{parts[1].name}: FAILED" in out and "carry it again" in out
+    assert not (tmp_path / "site").exists()
+
+
+def test_jobs_outlive_the_command_and_report_their_exit(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    code, text = _session(
+        tmp_path, "start", "probe", sys.executable, "-c", "import mjfleet, sys; print(mjfleet.__file__); sys.exit(3)"
+    )
+    assert code == 0 and "started probe" in text, text
+    code, text = _session(tmp_path, "wait", "60", "probe", out=out)
+    assert code == 1, text
+    assert "probe: exit 3 after" in text
+    # The job ran from its own copy of the checkout, which a later command replacing the checkout cannot touch.
+    copied = tmp_path / "jobs" / "probe.repo" / "src" / "mjfleet" / "__init__.py"
+    assert str(copied) in text and str(copied) in (out / "probe.log").read_text()
+
+
+def test_wait_returns_at_its_limit_and_stop_ends_the_job(tmp_path: Path) -> None:
+    code, text = _session(tmp_path, "start", "sleeper", "sleep", "300")
+    assert code == 0, text
+    began = time.monotonic()
+    code, text = _session(tmp_path, "wait", "1", "sleeper")
+    assert code == 3 and "sleeper: running for" in text, text
+    code, text = _session(tmp_path, "stop", "sleeper")
+    assert "sleeper: exit 130 after" in text or "sleeper: gone" in text, text
+    assert time.monotonic() - began < 30
+    code, text = _session(tmp_path, "jobs")
+    assert code == 0 and "sleeper: " in text and "running" not in text
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["start", "../x", "true"], "NAME: letters, digits"),
+        (["start", "ok"], "no command given"),
+        (["wait", "soon", "x"], "usage: scripts/gpu_session.sh wait SECONDS"),
+        (["wait", "5", "never-started"], "no job named never-started"),
+        (["frobnicate"], "receive DIR [SITE]"),
+    ],
+)
+def test_usage_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
+    code, text = _session(tmp_path, *args)
+    assert code == 2 and message in text, text
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "usage: scripts/gpu_kit.sh OUT_DIR"),
+        (["out", "--part-mib", "0"], "positive integer"),
+        (["a", "b"], "one OUT_DIR"),
+    ],
+)
+def test_kit_builder_refuses_bad_arguments_before_building(tmp_path: Path, args: list[str], message: str) -> None:
+    # Building the kit downloads ~300 MB from PyPI (docs/gpu.md); only its argument checks run here.
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu_kit.sh"), *args], cwd=tmp_path, capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert not any(tmp_path.iterdir())
