@@ -12,7 +12,8 @@
 #   --full        also pack psutil, onnxruntime (and its dependencies) and pytest, for a bare Python 3.12 that has
 #                 only torch, numpy, pyyaml, rich, imageio, tensorboard, onnx and cloudpickle
 #
-# mujoco-studio (Filament rendering and the Studio viewer, 12 MiB) is left out: nothing headless uses it.
+# mujoco-studio (Filament rendering and the Studio viewer, 12 MiB) is left out: nothing headless uses it. Debian's
+# glvnd EGL/GL loader packages ride along (apt-get download) for headless MuJoCo rendering through NVIDIA's EGL.
 # OUT_DIR gets mjfleet-gpu-kit.tar.xz.part-aa, -ab, ... and mjfleet-gpu-kit.sha256. On the CUDA machine, with the
 # parts and the .sha256 in DIR (they may arrive over several calls):
 #
@@ -61,8 +62,20 @@ python3 -m pip install --quiet --disable-pip-version-check --no-index --no-deps 
 rm -rf "$tmp/site/bin"  # console scripts whose shebang names this machine's Python
 (cd "$tmp/wheelhouse" && ls ./*.whl | sed 's|^\./||') >"$tmp/site/MJFLEET_GPU_KIT.txt"
 
+# glvnd's EGL/GL loaders (0.3 MiB): the device image has NVIDIA's EGL vendor library but may lack the loaders that
+# MUJOCO_GL=egl opens; `gpu_session.sh receive` unpacks them only where libEGL.so.1 is missing.
+mkdir -p "$tmp/gl/lists/partial"
+apt=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 "-oDir::State::Lists=$tmp/gl/lists")
+if command -v apt-get >/dev/null 2>&1 && apt-get "${apt[@]}" update >/dev/null 2>&1 &&
+  (cd "$tmp/gl" && apt-get "${apt[@]}" download libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 >/dev/null 2>&1); then
+  rm -rf "$tmp/gl/lists"
+else
+  echo "warning: no EGL/GL loader packages (apt-get download failed): the kit leaves rendering to the machine" >&2
+  rm -rf "$tmp/gl"; mkdir "$tmp/gl"
+fi
+
 rm -f "$out"/mjfleet-gpu-kit.tar.xz.part-* "$out/mjfleet-gpu-kit.sha256"
-tar -C "$tmp" -cf - site | xz -T0 -6 | split -b "${part_mib}M" - "$out/mjfleet-gpu-kit.tar.xz.part-"
+tar -C "$tmp" -cf - site gl | xz -T0 -6 | split -b "${part_mib}M" - "$out/mjfleet-gpu-kit.tar.xz.part-"
 (cd "$out" && sha256sum mjfleet-gpu-kit.tar.xz.part-* >mjfleet-gpu-kit.sha256)
 ls -l "$out"
 echo "$(wc -l <"$tmp/site/MJFLEET_GPU_KIT.txt") wheels in $(wc -l <"$out/mjfleet-gpu-kit.sha256") parts" \

@@ -86,10 +86,27 @@ receive() {
   command -v xz >/dev/null 2>&1 ||
     decompress=("$python" -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.stdin.buffer), sys.stdout.buffer)')
   (cd "$store" && cat "${parts[@]}") | "${decompress[@]}" | tar -C "$unpack" -x || { echo "kit: unpacking failed" >&2; return 1; }
-  rm -rf "$site" && mv "$unpack/site" "$site" && rmdir "$unpack" || return 1
+  rm -rf "$site" && mv "$unpack/site" "$site" || return 1
+  if [[ -d $unpack/gl ]]; then install_gl "$unpack/gl"; fi
+  rm -rf "$unpack"
   cp "$store/$kit.sha256" "$site/.$kit.sha256"
   echo "kit: installed $(wc -l <"$site/MJFLEET_GPU_KIT.txt") packages into $site"
   check_imports "$site"
+}
+
+# glvnd's EGL/GL loaders from the kit, unpacked into MJFLEET_GL_ROOT (/) where no libEGL.so.1 is found.
+install_gl() {
+  local debs=("$1"/*.deb) root=${MJFLEET_GL_ROOT:-/} deb
+  [[ -f ${debs[0]} ]] || return 0
+  if [[ $root == / ]] && ldconfig -p 2>/dev/null | grep -q 'libEGL\.so\.1 '; then return 0; fi
+  if [[ $root != / ]] && compgen -G "$root/usr/lib/*/libEGL.so.1" >/dev/null; then return 0; fi
+  if [[ ! -w $root ]]; then
+    echo "kit: no libEGL.so.1 here and $root is not writable: MUJOCO_GL=egl rendering needs the libegl1 package"
+    return 0
+  fi
+  for deb in "${debs[@]}"; do dpkg -x "$deb" "$root" || return 1; done
+  if [[ $root == / ]]; then ldconfig; fi
+  echo "kit: unpacked the EGL/GL loaders (${#debs[@]} packages) into $root"
 }
 
 # MJFLEET_KIT_IMPORTS overrides the modules checked (space-separated).
@@ -134,6 +151,10 @@ start() {
   tar -C "$repo" --exclude=./.git --exclude=./.venv --exclude=./gpu-kit --exclude=./acceptance --exclude=./logs \
     -cf - . | tar -C "$copy" -x || exit 2
   date +%s >"$jobs_dir/$name.start"
+  local vendor=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+  if [[ -z ${__EGL_VENDOR_LIBRARY_FILENAMES:-} && -f $vendor && ! -f /usr/share/glvnd/egl_vendor.d/10_nvidia.json ]]; then
+    export __EGL_VENDOR_LIBRARY_FILENAMES=$vendor  # the driver's EGL vendor library, mounted where glvnd does not look
+  fi
   PYTHONPATH="$copy/src:$site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
     "$python" -c "$job_wrapper" "$jobs_dir/$name" "$copy" "$@" </dev/null >/dev/null 2>&1 &  # not the caller's pipe
   local i

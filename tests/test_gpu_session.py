@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import lzma
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -28,6 +29,7 @@ def _session(tmp_path: Path, *args: str, out: Path | None = None, timeout: float
         "MJFLEET_SITE": str(tmp_path / "site"),
         "MJFLEET_PYTHON": sys.executable,
         "MJFLEET_KIT_IMPORTS": "kitprobe",  # the package of the test kit: importing it proves SITE is on the path
+        "MJFLEET_GL_ROOT": str(tmp_path / "root"),  # where the kit's EGL loader packages are unpacked (not /)
     }
     env.pop("OUT", None)
     if out is not None:
@@ -44,9 +46,21 @@ def _kit(tmp_path: Path, parts: int) -> list[Path]:
     site.mkdir(parents=True)
     (site / "kitprobe.py").write_text("__version__ = '1.0'\n")
     (site / "MJFLEET_GPU_KIT.txt").write_text("kitprobe-1.0-py3-none-any.whl\n")
+    # A stand-in for the EGL loader package: a real .deb holding one library file.
+    package = tmp_path / "build" / "libegl1"
+    (package / "DEBIAN").mkdir(parents=True)
+    (package / "DEBIAN" / "control").write_text(
+        "Package: libegl1\nVersion: 1.0\nArchitecture: amd64\nMaintainer: test <t@example.com>\nDescription: t\n"
+    )
+    (package / "usr" / "lib" / "x86_64-linux-gnu").mkdir(parents=True)
+    (package / "usr" / "lib" / "x86_64-linux-gnu" / "libEGL.so.1").write_text("not really a library\n")
+    gl = tmp_path / "build" / "gl"
+    gl.mkdir()
+    subprocess.run(["dpkg-deb", "--build", str(package), str(gl / "libegl1.deb")], check=True, capture_output=True)
     packed = tmp_path / "build" / "kit.tar.xz"
     with lzma.open(packed, "wb") as xz, tarfile.open(fileobj=xz, mode="w") as tar:
         tar.add(site, arcname="site")
+        tar.add(gl, arcname="gl")
     data = packed.read_bytes()
     size = -(-len(data) // parts)
     out = tmp_path / "kit"
@@ -70,7 +84,9 @@ def _carried(tmp_path: Path, name: str, *parts: Path) -> Path:
     return folder
 
 
+@pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="needs dpkg-deb to build a stand-in package")
 def test_the_kit_arrives_over_several_commands_then_installs_once(tmp_path: Path) -> None:
+    (tmp_path / "root").mkdir()
     parts = _kit(tmp_path, 3)
     code, out = _session(tmp_path, "receive", str(_carried(tmp_path, "call1", parts[0])), str(tmp_path / "site"))
     assert code == 3, out
@@ -81,11 +97,14 @@ def test_the_kit_arrives_over_several_commands_then_installs_once(tmp_path: Path
     assert code == 0, out
     assert "installed 1 packages into" in out and "kitprobe" in out and "CUDA available" in out
     assert "kitprobe     1.0" in out
+    assert "unpacked the EGL/GL loaders (1 packages)" in out
+    assert (tmp_path / "root" / "usr" / "lib" / "x86_64-linux-gnu" / "libEGL.so.1").is_file()
 
     code, out = _session(tmp_path, "receive", str(tmp_path / "nothing-carried"), str(tmp_path / "site"))
     assert code == 0 and "already installed" in out, out
 
 
+@pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="needs dpkg-deb to build a stand-in package")
 def test_a_damaged_part_is_named_not_installed(tmp_path: Path) -> None:
     parts = _kit(tmp_path, 2)
     carried = _carried(tmp_path, "call", *parts)
