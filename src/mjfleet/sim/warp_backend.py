@@ -75,10 +75,12 @@ class WarpSimulation(Simulation):
 
     @contextmanager
     def scope(self) -> Iterator[None]:
-        """Pin Warp work to this simulation's device and, on CUDA, to torch's *current* stream.
+        """Pin Warp work to this simulation's device and, on CUDA, order it with torch's *current* stream.
 
         The stream is looked up on every call, not once: work issued under ``torch.cuda.stream(s)`` (a torch write to
         ``ctrl``, then a graph launch) must run in that order on ``s``, or the physics could read stale controls.
+        Torch's default stream is CUDA's legacy stream, on which no graph can be captured; there Warp keeps its own
+        stream for the device, a blocking stream, which the legacy stream orders against implicitly both ways.
         """
         with wp.ScopedDevice(self.wp_device):
             stream = self._current_stream()
@@ -92,6 +94,8 @@ class WarpSimulation(Simulation):
         if self.device.type != "cuda":
             return None
         torch_stream = torch.cuda.current_stream(self.device)
+        if torch_stream.cuda_stream == 0:
+            return None  # the legacy default stream: Warp's own (blocking) stream, see scope()
         stream = self._streams.get(torch_stream.cuda_stream)
         if stream is None:
             stream = self._streams[torch_stream.cuda_stream] = wp.stream_from_torch(torch_stream)
