@@ -114,3 +114,17 @@ def test_bad_workers_per_gpu_is_one_line_and_exit_2(
     code, _, err = run_main(train.main, ["cartpole-balance", *argv, "--log-root", str(tmp_path), "--dry-run"])
     assert code == 2 and err.count("\n") == 1, err
     assert message in err
+
+
+@pytest.mark.parametrize(
+    ("workers", "per_gpu", "first_gpu", "expected"),
+    [(1, 1, 2, ("2",)), (2, 1, 2, ("2", "3")), (2, 2, 1, ("1",)), (4, 2, 0, ("0", "1"))],
+)
+def test_bench_training_rows_start_at_the_measured_gpu(
+    workers: int, per_gpu: int, first_gpu: int, expected: tuple[str, ...]
+) -> None:
+    from mjfleet.cli.bench import BenchConfig, _train_config
+
+    cfg = BenchConfig(gpu_ids=(str(first_gpu),), workers_per_gpu=per_gpu)
+    row = _train_config("cartpole-balance", cfg, "cuda", workers, True, "warp", first_gpu)
+    assert row.gpu_ids == expected and row.workers_per_gpu == min(workers, per_gpu)

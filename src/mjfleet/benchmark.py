@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import platform
 import time
 from collections.abc import Callable
@@ -97,7 +98,7 @@ def _rate(fn: Callable[[], None], calls: int, items: int, sync: Callable[[], Non
 
 def measure_steps(spec: TaskSpec, num_envs: int, device: str, steps: int, backend: Backend = "warp") -> list[StepRow]:
     """Raw physics and full env step throughput of one backend (Warp: with graphs off and on)."""
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    sync = (lambda: torch.cuda.synchronize(device)) if device.startswith("cuda") else (lambda: None)
     rows = []
     for use_graph in (False, True) if backend == "warp" else (True,):
         cfg = dataclasses.replace(spec.env_cfg(), num_envs=num_envs)
@@ -118,6 +119,15 @@ def measure_steps(spec: TaskSpec, num_envs: int, device: str, steps: int, backen
             label = f"warp {'graph' if use_graph else 'eager'}"
         rows.append(StepRow(num_envs, label, raw_rate, env_rate))
     return rows
+
+
+def release_device_memory(device: str) -> None:
+    """Free what earlier measurements in this process left cached on a GPU (torch's caching allocator), so that
+    launched workers sharing the GPU find the memory free."""
+    gc.collect()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
 
 
 def summarize_training(

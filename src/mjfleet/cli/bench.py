@@ -63,11 +63,17 @@ class BenchConfig:
 
 def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
     """Measure and print the tables."""
-    from mjfleet.benchmark import machine_description, measure_steps, measure_training
+    from mjfleet.benchmark import machine_description, measure_steps, measure_training, release_device_memory
 
     spec = get_task(task_id)
     selection = select_local_devices(parse_gpu_ids(cfg.gpu_ids))
+    if selection.num_gpus > 1:
+        raise UsageError(
+            f"--gpu-ids: bench measures on one GPU (got {selection.num_gpus}); for several, use --workers with the"
+            " first GPU, e.g. --gpu-ids 0 --workers 1 2 (GPUs 0 and 1)"
+        )
     device = selection.devices[0]
+    first_gpu = int(device.split(":")[1]) if selection.kind == "cuda" else 0
     if selection.kind == "cpu" and cfg.workers_per_gpu != 1:
         raise UsageError(f"--workers-per-gpu {cfg.workers_per_gpu} needs a GPU (this bench runs on the CPU)")
     shared = selection.kind == "cuda" and cfg.workers_per_gpu > 1
@@ -76,7 +82,7 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
     if cfg.launcher_overhead:
         runs.insert(1 if runs and runs[0][1] == 1 else 0, ("1 (torchrunx)", 1, True))
     trainings = [
-        (label, launched, _train_config(task_id, cfg, selection.kind, w, launched, backend))
+        (label, launched, _train_config(task_id, cfg, selection.kind, w, launched, backend, first_gpu))
         for backend in backends
         for label, w, launched in runs
     ]
@@ -99,6 +105,7 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
         _show(console, table)
     rows: list[tuple[str, TrainRow]] = []
     for label, launched, train_cfg in trainings:
+        release_device_memory(device)
         rows.append((label, _measure_launched(train_cfg) if launched else measure_training(train_cfg)))
     table = Table(title=f"PPO training ({cfg.train_iterations - 1} timed iterations, env-steps/s over all workers)")
     columns = ("workers", "backend", "envs/worker", "env-steps/s", "speed-up", "iteration s", "collect share")
@@ -137,7 +144,7 @@ def _show(console: Console, renderable: object) -> None:
 
 
 def _train_config(
-    task_id: str, cfg: BenchConfig, kind: str, workers: int, launched: bool, backend: Backend
+    task_id: str, cfg: BenchConfig, kind: str, workers: int, launched: bool, backend: Backend, first_gpu: int = 0
 ) -> TrainConfig:
     """The training run one row of the scaling table measures."""
     spec = get_task(task_id)
@@ -154,7 +161,8 @@ def _train_config(
         per_gpu = min(workers, cfg.workers_per_gpu)
         if workers % per_gpu:
             raise UsageError(f"--workers {workers} is not a multiple of --workers-per-gpu {per_gpu}")
-        train_cfg.gpu_ids, train_cfg.workers_per_gpu = tuple(str(i) for i in range(workers // per_gpu)), per_gpu
+        gpus = tuple(str(first_gpu + i) for i in range(workers // per_gpu))  # the measured GPU, then the next ones
+        train_cfg.gpu_ids, train_cfg.workers_per_gpu = gpus, per_gpu
     if workers == 1:
         train_cfg.launcher = "torchrunx"
     train_cfg.log_root = train_cfg.log_root / "bench"

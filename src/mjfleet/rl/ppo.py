@@ -6,7 +6,9 @@ round trip that also waits for the slowest rank, which dominates on gloo (a few 
 machine, far more between hosts). The learning rate only takes effect at ``optimizer.step()``, after the gradient
 all-reduce, so the KL can travel in the gradient buffer: every rank then applies the same rule to the same averaged
 KL and arrives at the same learning rate without a broadcast. The arithmetic is the same as rsl_rl's, so results
-are bit-identical (``tests/test_ppo_sync.py``).
+are bit-identical (``tests/test_ppo_sync.py``, gloo). With NCCL and three or more ranks the order of the sum can
+depend on the buffer's size, which the KL changes by one element, so the last bit may differ from rsl_rl's; the
+replicas still agree with each other, since every rank receives the same all-reduce result.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class SyncedPPO(PPO):
         """Whether the adaptive schedule's KL travels in the gradient all-reduce (see the class docstring)."""
         self.sync_s = 0.0
         """Seconds spent in :meth:`reduce_parameters` since the caller last reset it (the gradient sync's share)."""
+        self.device_type = torch.device(self.device).type
         self._batch: Any = None
         """The mini-batch being learned from (recorded only when fusing)."""
         if self.fuse_kl:
@@ -75,12 +78,21 @@ class SyncedPPO(PPO):
 
     def reduce_parameters(self) -> None:
         """Average gradients over ranks; when fusing, the mini-batch's KL rides along and sets the learning rate."""
+        # On a GPU the collective is only queued: time it between two waits for the device, or the backward pass
+        # (before) and the all-reduce itself (after) would be counted in the wrong place. Multi-worker runs only.
+        self.synchronize()
         start = time.perf_counter()
         if self.fuse_kl:
             self._reduce_with_kl()
         else:
             super().reduce_parameters()
+        self.synchronize()
         self.sync_s += time.perf_counter() - start
+
+    def synchronize(self) -> None:
+        """Wait for this rank's device (a GPU) to finish the work queued so far; nothing on the CPU."""
+        if self.device_type == "cuda":
+            torch.cuda.synchronize(self.device)
 
     def _reduce_with_kl(self) -> None:
         assert self.desired_kl is not None and self._batch is not None

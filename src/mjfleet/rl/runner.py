@@ -156,9 +156,11 @@ class Runner:
                         for step_hook in self.step_hooks:
                             step_hook(self)
                     alg.compute_returns(obs)
+                alg.synchronize()  # on a GPU, let the rollout's queued work count as collection, not learning
                 t1 = time.perf_counter()
                 alg.sync_s = 0.0
                 losses = alg.update()
+                alg.synchronize()
             except (RuntimeError, ValueError) as e:
                 # A diverging mini-batch leaves NaN weights that the next forward pass trips over (e.g. "normal
                 # expects all elements of std >= 0.0"); report the divergence, not the symptom.
@@ -365,9 +367,11 @@ class Runner:
             return None
         return path
 
-    def load(self, path: str | Path, map_location: str | None = None) -> None:
+    def load(self, path: str | Path) -> None:
         """Load a checkpoint on this rank (every rank calls this on resume)."""
-        data = load_checkpoint(Path(path), map_location=map_location or self.device)
+        # Read to host memory: the models copy their tensors onto their own device, and Adam keeps its ``step``
+        # counters where they were loaded; on a GPU they would cost a host sync per parameter tensor and step.
+        data = load_checkpoint(Path(path), map_location="cpu")
         self.alg.load(data, None, strict=True)
         self.current_learning_iteration = int(data["iter"])
         if "learning_rate" in data:

@@ -18,7 +18,7 @@ from mjfleet.envs.env import MjEnv
 from mjfleet.launch.worker import local_report_dir, write_heartbeat
 from mjfleet.rl.records import KEPT_RECORDS, IterationRecord, WorkerResult
 from mjfleet.rl.runner import Runner, StopCheck
-from mjfleet.runtime.context import DistributedContext, init_process_group
+from mjfleet.runtime.context import DistributedContext, process_group
 from mjfleet.runtime.stop import file_stop_check
 from mjfleet.sim.warp_runtime import scoped_device
 from mjfleet.tasks.registry import get_task
@@ -81,7 +81,19 @@ def train_worker(
         # Launched workers have no console handlers (torchrunx forwards records to the launcher and the log
         # files); only the level needs setting so progress records are emitted at all.
         logging.getLogger("mjfleet").setLevel(logging.INFO)
-    init_process_group(ctx, cfg.collective_timeout_s)
+    # Destroyed on a normal return: NCCL communicators left for the interpreter's exit can hang it.
+    with process_group(ctx, cfg.collective_timeout_s):
+        return _train(cfg, run_dir, ctx, launched, start, stop_check)
+
+
+def _train(
+    cfg: TrainConfig,
+    run_dir: Path | None,
+    ctx: DistributedContext,
+    launched: bool,
+    start: StartPoint | None,
+    stop_check: StopCheck | None,
+) -> WorkerResult:
     seed_everything(ctx.seed(cfg.seed))
     spec = get_task(cfg.task)
     if start is None:
