@@ -70,10 +70,12 @@ if ((!dry_run)); then
   fi
 fi
 
-phase pytest-gpu 420 "${py[@]}" -m pytest -m gpu tests/gpu -p no:cacheprovider -q -rs --durations=0 \
+# Generous limits: they only catch hangs. The first run on a machine compiles every Warp kernel for the GPU (and the
+# CPU, for the CPU/CUDA comparisons), which takes minutes; a phase killed here would waste the whole run.
+phase pytest-gpu 900 "${py[@]}" -m pytest -m gpu tests/gpu -p no:cacheprovider -q -rs --durations=0 \
   --junitxml "$out/pytest-gpu.xml"
 for task in "${tasks[@]}"; do
-  phase "bench-$task" 300 "${py[@]}" -m mjfleet.cli.bench "$task" --gpu-ids 0 --num-envs "${num_envs[@]}" \
+  phase "bench-$task" 600 "${py[@]}" -m mjfleet.cli.bench "$task" --gpu-ids 0 --num-envs "${num_envs[@]}" \
     --steps "$steps" --train-num-envs "$train_envs" --train-iterations "$iterations" \
     --workers 1 2 --workers-per-gpu 2 --launcher-overhead --json "$out/bench-$task.json"
 done
