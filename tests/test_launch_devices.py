@@ -250,3 +250,20 @@ def test_worker_drops_console_handlers_that_would_loop(tmp_path: Path) -> None:
         for handler in (console, other, to_file):
             root.removeHandler(handler)
         to_file.close()
+
+
+def test_egl_device_follows_each_worker_unless_the_user_chose_one() -> None:
+    from mjfleet.runtime.context import set_egl_device
+
+    env: dict[str, str] = {}
+    set_egl_device(DistributedContext(device="cuda:0"), env)  # in-process training on GPU 0
+    assert env["MUJOCO_EGL_DEVICE_ID"] == "0"
+    launched = dict(env)  # a later launch from the same process: workers inherit MUJOCO* and MJFLEET*
+    set_egl_device(DistributedContext(device="cuda:1"), launched)
+    assert launched["MUJOCO_EGL_DEVICE_ID"] == "1"
+    chosen = {"MUJOCO_EGL_DEVICE_ID": "3"}
+    set_egl_device(DistributedContext(device="cuda:1"), chosen)
+    assert chosen == {"MUJOCO_EGL_DEVICE_ID": "3"}
+    cpu: dict[str, str] = {}
+    set_egl_device(DistributedContext(), cpu)
+    assert cpu == {}

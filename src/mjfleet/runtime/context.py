@@ -134,21 +134,29 @@ def egl_device_id(ctx: DistributedContext) -> str | None:
     return suffix if suffix.isdigit() else "0"
 
 
-def configure_worker_device(ctx: DistributedContext, env: MutableMapping[str, str] | None = None) -> None:
-    """Bind this process to its GPU and point MuJoCo's EGL renderer at the same GPU.
+EGL_DEVICE_SET_ENV = "MJFLEET_EGL_DEVICE_ID_SET"
+"""Marks a ``MUJOCO_EGL_DEVICE_ID`` that mjfleet set (not the user): launched workers, which inherit ``MUJOCO*`` and
+``MJFLEET*`` from a launcher that trained in-process before (bench, scripts), replace it with their own GPU's."""
 
-    A ``MUJOCO_EGL_DEVICE_ID`` the user set explicitly is kept.
-    """
-    if env is None:
-        env = os.environ
+
+def configure_worker_device(ctx: DistributedContext, env: MutableMapping[str, str] | None = None) -> None:
+    """Bind this process to its GPU and point MuJoCo's EGL renderer at the same GPU (:func:`set_egl_device`)."""
     if ctx.device_kind != "cuda":
         return
-    egl = egl_device_id(ctx)
-    if egl is not None and "MUJOCO_EGL_DEVICE_ID" not in env:
-        env["MUJOCO_EGL_DEVICE_ID"] = egl
+    set_egl_device(ctx, os.environ if env is None else env)
     import torch
 
     torch.cuda.set_device(ctx.device)
+
+
+def set_egl_device(ctx: DistributedContext, env: MutableMapping[str, str]) -> None:
+    """Set ``MUJOCO_EGL_DEVICE_ID`` to this worker's GPU unless the user set it explicitly."""
+    egl = egl_device_id(ctx)
+    if egl is None:
+        return
+    if "MUJOCO_EGL_DEVICE_ID" not in env or env.get(EGL_DEVICE_SET_ENV) == "1":
+        env["MUJOCO_EGL_DEVICE_ID"] = egl
+        env[EGL_DEVICE_SET_ENV] = "1"
 
 
 def init_process_group(ctx: DistributedContext, timeout_s: float | None = None) -> bool:
