@@ -26,10 +26,22 @@ def _runs(log_root: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def two_worker_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[WorkerResult]]:
-    """One 2-worker run shared by the checks below (a launch costs seconds on a 2-core machine)."""
+    """One 2-worker run shared by the checks below (a launch costs seconds on a 2-core machine).
+
+    It is asked for 16 iterations but ends at 12 through ``--stop-when``: episodes end in every iteration, so
+    "length >= 0" holds from the first one, and 12 in a row are required; both ranks must reach that verdict at the
+    same iteration (from the all-reduced means), or one would wait for the other in a collective.
+    """
     log_root = tmp_path_factory.mktemp("logs")
     cfg = small_train_config(
-        num_envs=128, iterations=12, steps=32, log_root=log_root, cpu_workers=2, init_at_random_ep_len=True
+        num_envs=128,
+        iterations=16,
+        steps=32,
+        log_root=log_root,
+        cpu_workers=2,
+        init_at_random_ep_len=True,
+        stop_when="length>=0",
+        stop_when_iterations=12,
     )
     cfg.agent.save_interval = 6
     os.environ.pop("TORCHRUNX_LOG_DIR", None)
@@ -47,6 +59,7 @@ def test_two_workers_learn_and_stay_replicated(two_worker_run: tuple[Path, list[
     returns = [r.episode["Episode/return"] for r in results[0].records if "Episode/return" in r.episode]
     assert sum(returns[-3:]) / 3 > sum(returns[:3]) / 3 + 0.5, returns
     assert results[0].final_iteration == results[1].final_iteration == 12
+    assert [r.condition_met_at for r in results] == [12, 12]  # both stopped on --stop-when, not at iteration 16
 
 
 def test_single_writer_run_directory(two_worker_run: tuple[Path, list[WorkerResult]]) -> None:
