@@ -125,12 +125,18 @@ for name in sys.argv[1:] or default:
 PY
 }
 
+# Whether job NAME's parent process still runs (no pid file: no; `kill -0 0` would ask about our own group).
+alive() {
+  local pid
+  pid=$(cat "$jobs_dir/$1.pid" 2>/dev/null) && [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null
+}
+
 state() {
   local name=$1 now started
   now=$(date +%s); started=$(cat "$jobs_dir/$name.start" 2>/dev/null || echo "$now")
   if [[ -f $jobs_dir/$name.rc ]]; then
     echo "$name: exit $(cat "$jobs_dir/$name.rc") after $(($(stat -c %Y "$jobs_dir/$name.rc") - started)) s"
-  elif kill -0 "$(cat "$jobs_dir/$name.pid" 2>/dev/null || echo 0)" 2>/dev/null; then
+  elif alive "$name"; then
     echo "$name: running for $((now - started)) s"
   else
     echo "$name: gone without an exit code (killed?)"
@@ -143,7 +149,7 @@ start() {
   shift
   (($#)) || die "start $name: no command given"
   mkdir -p "$jobs_dir" || exit 2
-  if [[ -f $jobs_dir/$name.pid && ! -f $jobs_dir/$name.rc ]] && kill -0 "$(cat "$jobs_dir/$name.pid")" 2>/dev/null; then
+  if [[ ! -f $jobs_dir/$name.rc ]] && alive "$name"; then
     die "job $name is running already"
   fi
   local copy="$jobs_dir/$name.repo" site=${MJFLEET_SITE:-/tmp/site}
@@ -172,7 +178,7 @@ wait_jobs() {
   while :; do
     running=0
     for name in "$@"; do
-      [[ -f $jobs_dir/$name.rc ]] || ! kill -0 "$(cat "$jobs_dir/$name.pid" 2>/dev/null || echo 0)" 2>/dev/null || running=1
+      [[ -f $jobs_dir/$name.rc ]] || ! alive "$name" || running=1
     done
     ((running && SECONDS < deadline)) || break
     sleep 2
@@ -185,7 +191,7 @@ wait_jobs() {
     if [[ -f $jobs_dir/$name.rc ]]; then
       rc=$(cat "$jobs_dir/$name.rc")
       [[ $rc == 0 ]] || ((code == 3)) || code=1
-    elif kill -0 "$(cat "$jobs_dir/$name.pid" 2>/dev/null || echo 0)" 2>/dev/null; then
+    elif alive "$name"; then
       code=3
     else
       ((code == 3)) || code=1

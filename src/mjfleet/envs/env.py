@@ -15,8 +15,6 @@ from mjfleet.envs.episode_stats import EpisodeStats
 from mjfleet.envs.task import ENV_TERMINATIONS, TERMINATION_NONFINITE, Task, episode_stat_keys
 from mjfleet.sim.factory import create_simulation
 
-__all__ = ["TERMINATION_NONFINITE", "MjEnv"]
-
 
 class MjEnv(VecEnv):
     """rsl_rl ``VecEnv`` over ``num_envs`` worlds (MuJoCo Warp or MuJoCo C) with auto-reset inside :meth:`step`.

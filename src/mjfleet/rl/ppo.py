@@ -59,7 +59,7 @@ class SyncedPPO(PPO):
         """Whether the adaptive schedule's KL travels in the gradient all-reduce (see the class docstring)."""
         self.sync_s = 0.0
         """Seconds spent in :meth:`reduce_parameters` since the caller last reset it (the gradient sync's share)."""
-        self.device_type = torch.device(self.device).type
+        self._on_cuda = torch.device(self.device).type == "cuda"
         self._batch: Any = None
         """The mini-batch being learned from (recorded only when fusing)."""
         if self.fuse_kl:
@@ -91,7 +91,7 @@ class SyncedPPO(PPO):
 
     def synchronize(self) -> None:
         """Wait for this rank's device (a GPU) to finish the work queued so far; nothing on the CPU."""
-        if self.device_type == "cuda":
+        if self._on_cuda:
             torch.cuda.synchronize(self.device)
 
     def _reduce_with_kl(self) -> None:

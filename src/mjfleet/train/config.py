@@ -164,8 +164,7 @@ def validate(cfg: TrainConfig) -> None:
             f"--collective-timeout-s must be positive and at most {MAX_COLLECTIVE_TIMEOUT_S:.0f} s"
             f" (got {cfg.collective_timeout_s})"
         )
-    if cfg.stop_when is not None:
-        StopCondition.parse(cfg.stop_when, cfg.stop_when_iterations)
+    stop_condition(cfg)  # raises UsageError for a malformed --stop-when
     if cfg.video_interval < 0:
         raise UsageError(f"--video-interval must be 0 (no videos) or positive (got {cfg.video_interval})")
     size = f"{cfg.video_width}x{cfg.video_height}"
