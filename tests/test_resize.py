@@ -1,4 +1,4 @@
-"""Resuming a checkpoint on another number of workers: the per-rank restore rule, real 2 -> 1 and 1 -> 2 resumes,
+"""Resuming a checkpoint on another number of workers: the per-rank restore rule, real 1 -> 2 -> 1 resumes,
 and restarts that relaunch every host."""
 
 from __future__ import annotations
@@ -164,31 +164,29 @@ def _newest_run(log_root: Path) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("before", "after"), [(2, 1), (1, 2)])
-def test_resume_on_another_number_of_workers(
-    before: int, after: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_resume_on_another_number_of_workers_one_to_two_to_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """1 worker -> 2 workers -> 1 worker, each resuming the previous run: one launch covers growing and shrinking."""
     monkeypatch.setenv("MJFLEET_PROBES", "1")
     monkeypatch.delenv("TORCHRUNX_LOG_DIR", raising=False)
-    common: dict[str, Any] = {"num_envs": 16, "steps": 8, "torchrunx_log_dir": ""}
-    first = run(small_train_config(iterations=2, log_root=tmp_path / "first", cpu_workers=before, **common))
-    assert len(first) == before
-    first_dir = _newest_run(tmp_path / "first")
-    assert len(load_checkpoint(first_dir / "model_2.pt")["rank_states"]) == before
+    common: dict[str, Any] = {"num_envs": 16, "steps": 8, "iterations": 2, "torchrunx_log_dir": ""}
+    first = run(small_train_config(log_root=tmp_path / "0", cpu_workers=1, **common))
+    assert len(first) == 1
+    previous = _newest_run(tmp_path / "0")
+    assert len(load_checkpoint(previous / "model_2.pt")["rank_states"]) == 1
 
-    resumed = run(
-        small_train_config(iterations=2, log_root=tmp_path / "second", cpu_workers=after, resume=first_dir, **common)
-    )
-    assert len(resumed) == after
-    assert all(r.final_iteration == 4 for r in resumed)
-    assert [r.iteration for r in resumed[0].records] == [3, 4]
-    assert len({r.probes["replica_digest"] for r in resumed}) == 1, "replicas differ after the resume"
-    second_dir = _newest_run(tmp_path / "second")
-    assert [i for i, _ in list_checkpoints(second_dir)] == [3, 4]
-    states = load_checkpoint(second_dir / "model_4.pt")["rank_states"]
-    assert [s["rank"] for s in states] == list(range(after))
-    # Every rank continued the shared step counter: 2 iterations x 8 steps before, 2 x 8 after.
-    assert [s["common_step_counter"] for s in states] == [32] * after
+    for hop, workers in enumerate((2, 1), start=1):
+        resumed = run(small_train_config(log_root=tmp_path / str(hop), cpu_workers=workers, resume=previous, **common))
+        final = 2 * (hop + 1)
+        assert len(resumed) == workers
+        assert all(r.final_iteration == final for r in resumed)
+        assert [r.iteration for r in resumed[0].records] == [final - 1, final]
+        assert len({r.probes["replica_digest"] for r in resumed}) == 1, "replicas differ after the resume"
+        previous = _newest_run(tmp_path / str(hop))
+        assert [i for i, _ in list_checkpoints(previous)] == [final - 1, final]
+        states = load_checkpoint(previous / f"model_{final}.pt")["rank_states"]
+        assert [s["rank"] for s in states] == list(range(workers))
+        # Every rank continued the shared step counter: 8 steps per iteration, whatever the number of workers.
+        assert [s["common_step_counter"] for s in states] == [8 * final] * workers
 
 
 # --- restarts across hosts ------------------------------------------------------------------------------------------
