@@ -12,7 +12,10 @@ from mjfleet.cluster.hosts import HostError, check_gloo_interface, launcher_addr
 from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import UsageError
 from mjfleet.rl.config import AgentConfig
+from mjfleet.train import api
 from mjfleet.train.config import TrainConfig, validate
+
+from .helpers import small_train_config
 
 REMOTE = "192.0.2.77"  # TEST-NET-1: never this machine
 """A host that is not this machine; route lookups are stubbed, nothing is sent to it."""
@@ -105,3 +108,31 @@ def test_config_accepts_remote_options(tmp_path: Path) -> None:
             agent_timeout_s=30,
         )
     )
+
+
+# --- a launcher on a login node: none of the hosts, no GPU of its own ------------------------------------------------
+
+
+@pytest.mark.parametrize("gpu_ids", [("auto",), ("all",), ("0", "1")])
+def test_a_gpu_less_launcher_that_is_none_of_the_hosts_says_where_to_run(
+    gpu_ids: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(api, "local_gpu_count", lambda: 0)
+    cfg = small_train_config(log_root=tmp_path, gpu_ids=gpu_ids, hostnames=(REMOTE, "192.0.2.78"))
+    with pytest.raises(UsageError) as info:
+        api.prepare(cfg)
+    message = str(info.value)
+    assert message.startswith(f"--gpu-ids {' '.join(gpu_ids)}: this machine sees no CUDA GPU and is none of the hosts")
+    assert f"run train on {REMOTE} (rank 0's host), or train on the hosts' CPUs with --gpu-ids None" in message
+    assert "\n" not in message
+    assert not any(tmp_path.iterdir()), "nothing is created"
+
+
+def test_a_gpu_less_launcher_among_the_hosts_or_asked_for_cpus_plans_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(api, "local_gpu_count", lambda: 0)
+    among = api.prepare(small_train_config(log_root=tmp_path, gpu_ids=("auto",), hostnames=("localhost", REMOTE)))
+    assert among.selection.kind == "cpu" and (among.selection.notice or "").startswith("CUDA not available")
+    cpus = api.prepare(small_train_config(log_root=tmp_path, gpu_ids=("None",), hostnames=(REMOTE, "192.0.2.78")))
+    assert cpus.plan is not None and cpus.plan.device_kind == "cpu" and cpus.plan.hostnames == (REMOTE, "192.0.2.78")

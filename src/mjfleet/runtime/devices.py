@@ -176,11 +176,14 @@ def select_devices(request: GpuRequest, *, device_count: int, env: Mapping[str, 
     )
 
 
+def local_gpu_count() -> int:
+    """CUDA GPUs this process can use (imports torch)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 def select_local_devices(request: GpuRequest) -> DeviceSelection:
     """:func:`select_devices` against this machine's GPUs; CPU requests never import torch to count them."""
-    count = 0
-    if request is not None:
-        import torch
-
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    count = 0 if request is None else local_gpu_count()
     return select_devices(request, device_count=count, env=os.environ)
