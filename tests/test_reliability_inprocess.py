@@ -334,6 +334,27 @@ def test_a_hang_names_the_silent_rank_and_its_last_iteration(tmp_path: Path) -> 
     assert "last completed iteration 2, 24 s before" in first_line and "rank 0, 2 timed out after 20 s" in first_line
 
 
+@pytest.mark.parametrize(("quiet_s", "hinted"), [(118.0, True), (30.0, False)])
+def test_an_abort_a_collective_timeout_after_the_last_heartbeat_hints_at_nccls_watchdog(
+    quiet_s: float, hinted: bool, tmp_path: Path
+) -> None:
+    plan = LaunchPlan(device_kind="cuda", workers_per_host=2, worker_timeout_s=120)
+    now = time.time()
+    _reports(
+        tmp_path,
+        *({"kind": "started", "rank": r, "pid": 100 + r, "time": now - 300} for r in range(2)),
+        *({"kind": "heartbeat", "rank": r, "iteration": 7, "time": now - quiet_s} for r in range(2)),
+    )
+    fault = tmp_path / "fault-rank0.txt"
+    fault.write_text("Fatal Python error: Aborted\n\nThread 0x00007f (most recent call first):\n  <no Python frame>\n")
+    os.utime(fault, (now, now))
+    failure = build_failure(RuntimeError("Signal 6 (SIGABRT) received by PID 100"), plan, tmp_path, None)
+    assert failure.rank == 0 and "worker process crashed: Fatal Python error: Aborted" in str(failure)
+    hint = f"it aborted {quiet_s:.0f} s after its last heartbeat, about --collective-timeout-s (120 s)"
+    assert (hint in str(failure)) is hinted
+    assert ("the rank at fault may be another one" in str(failure)) is hinted
+
+
 def test_a_silent_death_names_the_vanished_rank(tmp_path: Path) -> None:
     plan = LaunchPlan(device_kind="cpu", workers_per_host=2)
     _reports(

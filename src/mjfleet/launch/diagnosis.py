@@ -90,9 +90,11 @@ def _diagnose(exc: BaseException, plan: LaunchPlan, report_dir: Path, failures: 
     started = sorted(read_reports(report_dir, "started"), key=lambda r: int(r["rank"]))
     for report in started:
         rank = int(report["rank"])
-        fault = _lines(report_dir / f"fault-rank{rank}.txt")[:20]
+        fault_path = report_dir / f"fault-rank{rank}.txt"
+        fault = _lines(fault_path)[:20]
         if fault:
-            return _Diagnosis(rank, f"worker process crashed: {fault[0]}", fault)
+            note = _watchdog_note(rank, fault[0], fault_path, plan, report_dir)
+            return _Diagnosis(rank, f"worker process crashed: {fault[0]}", fault, note)
 
     hang = _diagnose_hang(failures, plan, report_dir)
     if hang is not None:
@@ -142,6 +144,31 @@ def _diagnose(exc: BaseException, plan: LaunchPlan, report_dir: Path, failures: 
         note = "\n  the launched function and its arguments must be importable on every worker"
         retryable = False
     return _Diagnosis(None, error, details, note, retryable=retryable)
+
+
+def _watchdog_note(rank: int, first_line: str, fault_path: Path, plan: LaunchPlan, report_dir: Path) -> str:
+    """A hint when an abort looks like NCCL's watchdog ending a rank that waited for a hung peer.
+
+    NCCL reports a collective timeout by aborting the waiting rank (SIGABRT), not with a Python error, so the
+    rank that crashed may be the victim. Only a hint: a native abort can have other causes.
+    """
+    if "Aborted" not in first_line:
+        return ""
+    beat = {int(b["rank"]): b for b in read_reports(report_dir, "heartbeat")}.get(rank)
+    if beat is None:
+        return ""
+    try:
+        aborted_at = fault_path.stat().st_mtime  # faulthandler writes the file as the rank dies
+    except OSError:
+        return ""
+    quiet_s = aborted_at - float(beat.get("time", aborted_at))
+    if quiet_s < 0.9 * plan.worker_timeout_s:
+        return ""
+    return (
+        f"\n  it aborted {quiet_s:.0f} s after its last heartbeat, about --collective-timeout-s"
+        f" ({plan.worker_timeout_s} s): this is how NCCL's watchdog ends a rank that waited in a collective for a"
+        " peer that stopped responding, so the rank at fault may be another one; check every rank's log"
+    )
 
 
 def _diagnose_hang(failures: list[dict[str, Any]], plan: LaunchPlan, report_dir: Path) -> _Diagnosis | None:
