@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -9,12 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from mjfleet.cli import play
 from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.train.run_dir import make_run_dir
 from mjfleet.train.worker import train_worker
 
-from .helpers import small_train_config
+from .helpers import run_main, small_train_config
 
 CPU = DistributedContext(device="cpu")
 
@@ -87,3 +89,19 @@ def test_resume_continues_iterations_and_restores_optimizer(tmp_path: Path) -> N
     restored = runner.alg.optimizer.state_dict()["state"]
     for key, state in saved["optimizer_state_dict"]["state"].items():
         assert torch.equal(restored[key]["exp_avg"], state["exp_avg"])
+
+
+def test_play_follows_its_own_seed_not_the_training_runs_random_streams(tmp_path: Path) -> None:
+    cfg = small_train_config(num_envs=16, iterations=1, steps=8, log_root=tmp_path)
+    run_dir = make_run_dir(tmp_path, "seeds")
+    train_worker(cfg, run_dir, DistributedContext(device="cpu"))
+
+    def play_with(seed: int) -> dict[str, float]:
+        argv = ["cartpole-balance", "--checkpoint", str(run_dir / "model_1.pt"), "--gpu-ids", "None"]
+        code, out, err = run_main(play.main, [*argv, "--num-episodes", "8", "--env.num-envs", "8", "--seed", str(seed)])
+        assert code == 0, err
+        return json.loads(out)
+
+    one, again, two = play_with(1), play_with(1), play_with(2)
+    assert one == again
+    assert (one["mean_length"], one["mean_return"]) != (two["mean_length"], two["mean_return"]), "--seed had no effect"

@@ -102,6 +102,14 @@ def restore_rank_state(env: MjEnv, states: Any, rank: int, world_size: int) -> b
     return False
 
 
+def restore_shared_state(env: MjEnv, states: Any) -> None:
+    """What evaluating a checkpoint takes from it: the step counter and saved rank 0's task state (curriculum levels),
+    but none of its random streams or episode counters, which follow the evaluation's own seed."""
+    if isinstance(states, list) and states:
+        env.common_step_counter = int(states[0].get("common_step_counter", env.common_step_counter))
+        _load_task_state(env, states[0], "saved rank 0")
+
+
 def _load_task_state(env: MjEnv, state: dict[str, Any], source: str) -> None:
     """Load ``state["task_state"]`` unless a tensor's shape differs from this task's (another ``num_envs``)."""
     saved = state.get("task_state")

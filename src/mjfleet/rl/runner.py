@@ -24,7 +24,7 @@ from mjfleet.rl.checkpoint import checkpoint_name, load_checkpoint, save_atomic
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.metrics import MetricsWriter
 from mjfleet.rl.ppo import SyncedPPO
-from mjfleet.rl.rank_state import capture_rank_state, restore_rank_state
+from mjfleet.rl.rank_state import capture_rank_state, restore_rank_state, restore_shared_state
 from mjfleet.rl.records import IterationRecord
 from mjfleet.rl.replicas import check_replicas
 from mjfleet.rl.stop_condition import StopCondition, StopConditionTracker
@@ -367,8 +367,12 @@ class Runner:
             return None
         return path
 
-    def load(self, path: str | Path) -> None:
-        """Load a checkpoint on this rank (every rank calls this on resume)."""
+    def load(self, path: str | Path, *, evaluate: bool = False) -> None:
+        """Load a checkpoint on this rank (every rank calls this on resume).
+
+        ``evaluate``: the environment takes only the step counter and task state (curriculum levels); its random
+        streams stay those of this process's seed instead of continuing the training run's.
+        """
         # Read to host memory: the models copy their tensors onto their own device, and Adam keeps its ``step``
         # counters where they were loaded; on a GPU they would cost a host sync per parameter tensor and step.
         data = load_checkpoint(Path(path), map_location="cpu")
@@ -378,8 +382,12 @@ class Runner:
             self.alg.learning_rate = float(data["learning_rate"])
             for group in self.alg.optimizer.param_groups:
                 group["lr"] = self.alg.learning_rate
-        restored = restore_rank_state(self.env, data.get("rank_states"), self.ctx.rank, self.ctx.world_size)
-        self.restored_env_state = restored
+        if evaluate:
+            restore_shared_state(self.env, data.get("rank_states"))
+            self.restored_env_state = False
+        else:
+            states = data.get("rank_states")
+            self.restored_env_state = restore_rank_state(self.env, states, self.ctx.rank, self.ctx.world_size)
         self.last_checkpoint = Path(path)
 
     def get_inference_policy(self, device: str | None = None) -> MLPModel:

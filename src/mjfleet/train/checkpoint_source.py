@@ -68,5 +68,5 @@ def load_policy(checkpoint: Path, env: MjEnv, agent_cfg: AgentConfig, device: st
     from mjfleet.runtime.context import DistributedContext
 
     runner = Runner(env, agent_cfg, DistributedContext(device=device), run_dir=None)
-    runner.load(str(checkpoint))
+    runner.load(str(checkpoint), evaluate=True)  # play's --seed decides resets, not the training run's RNGs
     return runner.get_inference_policy(device)  # type: ignore[return-value]
