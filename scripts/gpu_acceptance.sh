@@ -6,7 +6,8 @@
 #
 #   scripts/gpu_acceptance.sh [--dry-run]     (see docs/gpu.md)
 #
-# Runs through `uv run --locked` where uv is installed; otherwise (dependencies installed offline into PYTHONPATH,
+# Runs through `uv run --locked` where uv is installed (with PYTHONPATH set: only if uv's environment is ready
+# without a package index); otherwise (dependencies installed offline into PYTHONPATH,
 # a preinstalled CUDA PyTorch) through `python3 -m ...`, with this checkout's src/ put on PYTHONPATH.
 # MJFLEET_PYTHON=/path/to/python forces an interpreter (no uv). --dry-run prints the commands and runs nothing.
 # Knobs (environment): MJFLEET_ACCEPTANCE_OUT (results folder), MJFLEET_ACCEPTANCE_TASKS, MJFLEET_ACCEPTANCE_NUM_ENVS,
@@ -27,7 +28,8 @@ done
 
 if [[ -n ${MJFLEET_PYTHON:-} ]]; then
   py=("$MJFLEET_PYTHON"); runner="$MJFLEET_PYTHON (MJFLEET_PYTHON)"
-elif command -v uv >/dev/null 2>&1 && [[ -f uv.lock ]]; then
+elif command -v uv >/dev/null 2>&1 && [[ -f uv.lock ]] &&
+  { [[ -z ${PYTHONPATH:-} ]] || uv run --locked --offline python -c '' >/dev/null 2>&1; }; then
   py=(uv run --locked python); runner="uv run --locked python"
 else
   interpreter=$(command -v python3 || command -v python) || { echo "error: neither uv nor python3 found" >&2; exit 2; }
@@ -63,6 +65,8 @@ phase() {
 
 if ((!dry_run)); then
   mkdir -p "$out" || exit 2
+  # A fixed MJFLEET_ACCEPTANCE_OUT must not summarise an earlier run's results as this one's.
+  rm -f "$out"/phases.txt "$out"/pytest-gpu.xml "$out"/bench-*.json "$out"/summary.txt
   : >"$out/phases.txt"
   if ! "${py[@]}" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
     echo "error: CUDA is not available to $runner (torch.cuda.is_available() is False); this script needs a GPU" >&2
@@ -72,7 +76,11 @@ fi
 
 # Generous limits: they only catch hangs. The first run on a machine compiles every Warp kernel for the GPU (and the
 # CPU, for the CPU/CUDA comparisons), which takes minutes; a phase killed here would waste the whole run.
-phase pytest-gpu 900 "${py[@]}" -m pytest -m gpu tests/gpu -p no:cacheprovider -q -rs --durations=0 \
+# A hung test fails alone after 300 s (pytest-timeout, where installed) with every thread's stack in the log
+# (faulthandler_timeout), instead of stalling the phase until its limit.
+per_test=(-o faulthandler_timeout=300)
+if ((!dry_run)) && "${py[@]}" -c 'import pytest_timeout' >/dev/null 2>&1; then per_test+=(--timeout 300); fi
+phase pytest-gpu 900 "${py[@]}" -m pytest -m gpu tests/gpu -p no:cacheprovider -q -rs --durations=0 "${per_test[@]}" \
   --junitxml "$out/pytest-gpu.xml"
 for task in "${tasks[@]}"; do
   phase "bench-$task" 600 "${py[@]}" -m mjfleet.cli.bench "$task" --gpu-ids 0 --num-envs "${num_envs[@]}" \

@@ -14,7 +14,7 @@
 #   scripts/gpu_session.sh wait SECONDS NAME...  until those jobs end or SECONDS pass; print each one's state and last
 #                                                lines, copy its log into $OUT when set. Exit 0 all ended with 0,
 #                                                1 one failed, 3 one still runs.
-#   scripts/gpu_session.sh stop NAME...          SIGINT to the job's process group (training stops after the current
+#   scripts/gpu_session.sh stop NAME...          SIGINT to the job's processes (training stops after the current
 #                                                iteration with a checkpoint); SIGKILL if it still runs 60 s later.
 #   scripts/gpu_session.sh jobs                  every job's state.
 set -uo pipefail
@@ -200,15 +200,21 @@ wait_jobs() {
   return "$code"
 }
 
+# Signal every process of a job's session: timeout(1), as gpu_acceptance.sh uses it, moves its command into a process
+# group of its own, which a signal to the job's group would miss.
+signal_job() {
+  pkill "-$1" -s "$2" 2>/dev/null || kill "-$1" -- "-$2" 2>/dev/null || true
+}
+
 stop_jobs() {
   (($#)) || die "usage: scripts/gpu_session.sh stop NAME..."
   local name pid i
   for name in "$@"; do
     pid=$(cat "$jobs_dir/$name.pid" 2>/dev/null) || die "no job named $name"
-    kill -INT -- "-$pid" 2>/dev/null || true
+    signal_job INT "$pid"
     for i in $(seq 120); do [[ ! -f $jobs_dir/$name.rc ]] && kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
     if [[ ! -f $jobs_dir/$name.rc ]] && kill -0 "$pid" 2>/dev/null; then
-      kill -KILL -- "-$pid" 2>/dev/null
+      signal_job KILL "$pid"
       echo 137 >"$jobs_dir/$name.rc"
     fi
     state "$name"

@@ -60,17 +60,20 @@ def test_acceptance_script_parses() -> None:
     subprocess.run(["bash", "-n", str(SCRIPT)], check=True, timeout=30)
 
 
-def _dry_run(tmp_path: Path, with_uv: bool) -> str:
-    """The script's ``--dry-run`` with a PATH holding only what it needs (and a ``uv`` stand-in if asked)."""
+def _dry_run(tmp_path: Path, with_uv: bool, uv_exit: int = 99, pythonpath: str | None = None) -> str:
+    """The script's ``--dry-run`` with a PATH holding only what it needs (and a ``uv`` stand-in exiting ``uv_exit``
+    if asked: the script runs it only to ask whether an offline environment is ready, with PYTHONPATH set)."""
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    bin_dir.mkdir(parents=True)
     (bin_dir / "python3").symlink_to(sys.executable)
     for tool in ("dirname",):
         (bin_dir / tool).symlink_to(shutil.which(tool) or f"/usr/bin/{tool}")
     if with_uv:
-        (bin_dir / "uv").write_text("#!/bin/sh\nexit 99\n")  # never run by --dry-run
+        (bin_dir / "uv").write_text(f"#!/bin/sh\nexit {uv_exit}\n")
         (bin_dir / "uv").chmod(0o755)
     env = {"PATH": str(bin_dir), "MJFLEET_ACCEPTANCE_OUT": str(tmp_path / "out"), "HOME": str(tmp_path)}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
     bash = shutil.which("bash") or "/bin/bash"
     done = subprocess.run([bash, str(SCRIPT), "--dry-run"], env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
@@ -93,6 +96,14 @@ def test_script_uses_uv_where_installed(tmp_path: Path) -> None:
     out = _dry_run(tmp_path, with_uv=True)
     assert "runner: uv run --locked python" in out
     assert "+ uv run --locked python -m pytest -m gpu" in out
+
+
+def test_script_with_an_offline_site_uses_uv_only_if_its_environment_is_ready(tmp_path: Path) -> None:
+    # The GPU machine: dependencies unpacked into PYTHONPATH, and a uv (if any) that cannot reach a package index.
+    out = _dry_run(tmp_path / "a", with_uv=True, uv_exit=2, pythonpath="/tmp/site")
+    assert f"runner: {tmp_path / 'a' / 'bin' / 'python3'} (no uv: dependencies from PYTHONPATH)" in out
+    out = _dry_run(tmp_path / "b", with_uv=True, uv_exit=0, pythonpath="/tmp/site")
+    assert "runner: uv run --locked python" in out
 
 
 def _summary_module() -> ModuleType:

@@ -14,6 +14,7 @@ import tarfile
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -142,6 +143,20 @@ def test_wait_returns_at_its_limit_and_stop_ends_the_job(tmp_path: Path) -> None
     assert time.monotonic() - began < 30
     code, text = _session(tmp_path, "jobs")
     assert code == 0 and "sleeper: " in text and "running" not in text
+
+
+def test_stop_reaches_a_command_that_timeout_moved_into_its_own_process_group(tmp_path: Path) -> None:
+    # gpu_acceptance.sh runs each phase under timeout(1), which gives its command a process group of its own.
+    token = f"{time.time_ns() % 10**6}.25"
+    code, text = _session(tmp_path, "start", "phase", "bash", "-c", f"timeout 300 sleep {token}; exit 5")
+    assert code == 0, text
+    began = time.monotonic()
+    time.sleep(0.5)
+    code, text = _session(tmp_path, "stop", "phase")
+    assert time.monotonic() - began < 20, text
+    assert "phase: running" not in text, text
+    sleepers = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", token]]
+    assert not sleepers, "the command under timeout outlived stop"
 
 
 @pytest.mark.parametrize(

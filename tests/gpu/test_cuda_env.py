@@ -95,10 +95,12 @@ def _copy_state(src: MjEnv, dst: MjEnv) -> None:
 
 # Tolerances on qpos and qvel after the rollout: float32 on both devices, but kernels differ in reduction order and
 # fused multiply-adds, and contacts amplify differences. First bounds; the failure message shows the actual error.
+# Humanoid stops before its feet touch down: on the CPU, a 1e-6 relative nudge of qpos per step grows to 6e-3 by
+# step 16 and to 0.4 by step 19 (contact timing), while 1e-7 stays at 4e-5 over 20 steps.
 ROLLOUTS = [
     pytest.param("cartpole-balance", 50, 1e-3, id="cartpole-balance"),
     pytest.param("go1-velocity-flat", 20, 2e-2, id="go1-velocity-flat"),
-    pytest.param("humanoid-velocity-flat", 20, 5e-2, id="humanoid-velocity-flat"),
+    pytest.param("humanoid-velocity-flat", 12, 5e-2, id="humanoid-velocity-flat"),
 ]
 
 

@@ -84,7 +84,8 @@ def test_play_video_renders_on_the_gpu_with_egl(launched_run: tuple[Path, list[W
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert video.is_file() and video.stat().st_size > 10_000
+    # Frames, not bytes: a 4-iteration policy drops the pole in ~30 steps, which H.264 packs into ~8 kB.
+    assert video.is_file() and sum(1 for _ in iio.imiter(video)) >= 10
     frame = iio.imread(video, index=0)
     assert frame.shape[:2] == (480, 640) and frame.std() > 1.0, "the first frame is blank"
 
