@@ -29,13 +29,14 @@ done
 if [[ -n ${MJFLEET_PYTHON:-} ]]; then
   py=("$MJFLEET_PYTHON"); runner="$MJFLEET_PYTHON (MJFLEET_PYTHON)"
 elif command -v uv >/dev/null 2>&1 && [[ -f uv.lock ]] &&
-  { [[ -z ${PYTHONPATH:-} ]] || uv run --locked --offline python -c '' >/dev/null 2>&1; }; then
-  py=(uv run --locked python); runner="uv run --locked python"
+  { [[ -z ${PYTHONPATH:-} ]] || uv sync --locked --offline --check >/dev/null 2>&1; }; then
+  # PYTHONPATH (an offline site) would shadow the locked packages.
+  py=(env -u PYTHONPATH uv run --locked python); runner="uv run --locked python"
 else
   interpreter=$(command -v python3 || command -v python) || { echo "error: neither uv nor python3 found" >&2; exit 2; }
   py=("$interpreter"); runner="$interpreter (no uv: dependencies from PYTHONPATH)"
 fi
-if [[ ${py[0]} != uv ]]; then
+if [[ $runner != uv* ]]; then
   export PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export MUJOCO_GL=${MUJOCO_GL:-egl}
@@ -76,10 +77,10 @@ fi
 
 # Generous limits: they only catch hangs. The first run on a machine compiles every Warp kernel for the GPU (and the
 # CPU, for the CPU/CUDA comparisons), which takes minutes; a phase killed here would waste the whole run.
-# A hung test fails alone after 300 s (pytest-timeout, where installed) with every thread's stack in the log
-# (faulthandler_timeout), instead of stalling the phase until its limit.
+# A test running 300 s dumps every thread's stack into the log (faulthandler_timeout); where pytest-timeout is
+# installed, one running 600 s (fixture set-up included, which may compile kernels) fails alone, not the whole phase.
 per_test=(-o faulthandler_timeout=300)
-if ((!dry_run)) && "${py[@]}" -c 'import pytest_timeout' >/dev/null 2>&1; then per_test+=(--timeout 300); fi
+if ((!dry_run)) && "${py[@]}" -c 'import pytest_timeout' >/dev/null 2>&1; then per_test+=(--timeout 600); fi
 phase pytest-gpu 900 "${py[@]}" -m pytest -m gpu tests/gpu -p no:cacheprovider -q -rs --durations=0 "${per_test[@]}" \
   --junitxml "$out/pytest-gpu.xml"
 for task in "${tasks[@]}"; do

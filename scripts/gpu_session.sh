@@ -201,9 +201,14 @@ wait_jobs() {
 }
 
 # Signal every process of a job's session: timeout(1), as gpu_acceptance.sh uses it, moves its command into a process
-# group of its own, which a signal to the job's group would miss.
+# group of its own, which a signal to the job's group would miss. Linux reuses no session id while a member lives, so
+# an ended job's stale pid signals nothing; the group fallback is only for a machine without pkill.
 signal_job() {
-  pkill "-$1" -s "$2" 2>/dev/null || kill "-$1" -- "-$2" 2>/dev/null || true
+  if command -v pkill >/dev/null 2>&1; then
+    pkill "-$1" -s "$2" 2>/dev/null || true
+  else
+    kill "-$1" -- "-$2" 2>/dev/null || true
+  fi
 }
 
 stop_jobs() {

@@ -95,7 +95,7 @@ def test_script_falls_back_to_python_without_uv(tmp_path: Path) -> None:
 def test_script_uses_uv_where_installed(tmp_path: Path) -> None:
     out = _dry_run(tmp_path, with_uv=True)
     assert "runner: uv run --locked python" in out
-    assert "+ uv run --locked python -m pytest -m gpu" in out
+    assert "+ env -u PYTHONPATH uv run --locked python -m pytest -m gpu" in out
 
 
 def test_script_with_an_offline_site_uses_uv_only_if_its_environment_is_ready(tmp_path: Path) -> None:

@@ -136,3 +136,25 @@ def test_a_gpu_less_launcher_among_the_hosts_or_asked_for_cpus_plans_as_before(
     assert among.selection.kind == "cpu" and (among.selection.notice or "").startswith("CUDA not available")
     cpus = api.prepare(small_train_config(log_root=tmp_path, gpu_ids=("None",), hostnames=(REMOTE, "192.0.2.78")))
     assert cpus.plan is not None and cpus.plan.device_kind == "cpu" and cpus.plan.hostnames == (REMOTE, "192.0.2.78")
+
+
+def test_this_machines_own_interface_address_is_this_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Also where the machine's name maps to loopback (torchrunx would SSH to that address: :func:`is_local_host`)."""
+    import psutil
+
+    own = next(
+        (
+            a.address
+            for addrs in psutil.net_if_addrs().values()
+            for a in addrs
+            if a.family == socket.AF_INET and not a.address.startswith("127.")
+        ),
+        None,
+    )
+    if own is None:
+        pytest.skip("no non-loopback IPv4 address on this machine")
+    assert hosts.names_this_machine(own) and hosts.names_this_machine("localhost")
+    assert not hosts.names_this_machine(REMOTE)
+    monkeypatch.setattr(api, "local_gpu_count", lambda: 0)
+    prepared = api.prepare(small_train_config(log_root=tmp_path, gpu_ids=("auto",), hostnames=(own, REMOTE)))
+    assert prepared.selection.kind == "cpu"

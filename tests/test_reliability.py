@@ -81,7 +81,7 @@ def _log_time(log: Path, needle: str) -> float:
 def test_hung_worker_aborts_the_run_within_the_timeout_and_is_named(
     tmp_path: Path, token: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    timeout_s = 12
+    timeout_s = 15
     monkeypatch.setenv("MJFLEET_FAULT", "hang@1:2")  # rank 1 stops participating after iteration 2
     cfg = small_train_config(
         num_envs=32, steps=8, iterations=50, log_root=tmp_path, cpu_workers=2, collective_timeout_s=timeout_s

@@ -13,7 +13,7 @@ import torch
 from mjfleet.envs.env import MjEnv
 from mjfleet.launch.launcher import LaunchPlan, WorkerFailure
 from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
-from mjfleet.rl.rank_state import capture_rank_state, restore_rank_state
+from mjfleet.rl.rank_state import capture_rank_state, restore_rank_state, restore_shared_state
 from mjfleet.tasks.locomotion.task import LocomotionTask
 from mjfleet.train import run, supervisor
 from mjfleet.train.config import TrainConfig
@@ -119,6 +119,17 @@ def test_another_num_envs_keeps_rngs_and_starts_episode_state_fresh(caplog: pyte
     assert env.common_step_counter == 480
     assert "task state of saved rank 1 does not fit this run (terrain_levels)" in caplog.text
     assert "episode counters start fresh" in caplog.text
+
+
+def test_evaluation_takes_the_step_counter_and_task_state_but_not_the_random_streams() -> None:
+    saved = [_saved_rank(0), _saved_rank(1)]
+    env = _fresh(5)
+    fresh_generator, fresh_rng = env.generator.get_state(), torch.get_rng_state()
+    restore_shared_state(cast(MjEnv, env), saved)
+    assert env.common_step_counter == 480 and env.task.levels.tolist() == [1, 1, 1, 1]  # saved rank 0's levels
+    assert torch.equal(env.generator.get_state(), fresh_generator), "play's --seed decides its resets"
+    assert torch.equal(torch.get_rng_state(), fresh_rng)
+    assert env.episode_length_buf.tolist() == [0, 0, 0, 0]
 
 
 def test_a_generator_state_of_another_device_is_not_applied() -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from mjfleet.cli import train
 from mjfleet.cli.train import parse_args
-from mjfleet.runtime.devices import GpuRequest, select_devices
+from mjfleet.errors import UsageError
 from mjfleet.train import api, prepare
 
 from .helpers import run_main, small_train_config
@@ -61,11 +61,8 @@ def in_job(outside_slurm: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 def _gpus_on_launcher(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
     """Pretend the launching node has ``count`` GPUs (the selection is computed there)."""
-
-    def select(request: GpuRequest) -> object:
-        return select_devices(request, device_count=count, env={})
-
-    monkeypatch.setattr(api, "select_local_devices", select)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(api, "local_gpu_count", lambda: count)
 
 
 def _main(argv: list[str]) -> tuple[int, str, str]:
@@ -131,6 +128,19 @@ def test_more_gpus_per_node_than_the_launcher_sees_leaves_each_nodes_numbering(
     monkeypatch.setenv("SLURM_GPUS_ON_NODE", "4")
     plan = prepare(small_train_config(log_root=tmp_path, gpu_ids=("all",), hostnames=("slurm",))).plan
     assert plan is not None and (plan.workers_per_host, plan.cuda_visible_devices) == (4, None)
+
+
+def test_a_gpu_less_salloc_shell_outside_the_job_nodes_says_where_to_run(
+    in_job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # salloc's shell runs on the login node unless the cluster says otherwise: the job's nodes are other machines.
+    real = socket.gethostbyname
+    monkeypatch.setattr(
+        socket, "gethostbyname", lambda n: {"node-a": "192.0.2.41", "node-b": "192.0.2.42"}.get(n) or real(n)
+    )
+    _gpus_on_launcher(monkeypatch, 0)
+    with pytest.raises(UsageError, match=r"is none of the hosts \(node-a, node-b\).*run train on node-a"):
+        prepare(small_train_config(log_root=tmp_path, gpu_ids=("all",), hostnames=("slurm",)))
 
 
 def test_dry_run_shows_the_job_nodes(in_job: Path, tmp_path: Path) -> None:

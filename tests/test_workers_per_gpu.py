@@ -13,7 +13,7 @@ from mjfleet.cli import train
 from mjfleet.errors import UsageError
 from mjfleet.launch.launcher import LaunchPlan, _worker_env
 from mjfleet.runtime.context import WORKERS_PER_DEVICE_ENV, DistributedContext, egl_device_id
-from mjfleet.runtime.devices import GpuRequest, select_devices
+from mjfleet.runtime.devices import select_devices
 from mjfleet.train import api, prepare
 from mjfleet.train.launched import describe_plan
 
@@ -22,11 +22,8 @@ from .helpers import run_main, small_train_config
 
 def _gpus(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
     """Pretend this machine has ``count`` GPUs."""
-
-    def select(request: GpuRequest) -> object:
-        return select_devices(request, device_count=count, env={})
-
-    monkeypatch.setattr(api, "select_local_devices", select)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(api, "local_gpu_count", lambda: count)
 
 
 def _worker_envs(world: int, per_device: int) -> list[dict[str, str]]:

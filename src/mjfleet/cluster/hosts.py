@@ -53,6 +53,23 @@ def is_local_host(host: str) -> bool:
     return bool(host_addrs & local_addrs)
 
 
+def names_this_machine(host: str) -> bool:
+    """Whether ``host`` resolves to loopback or to an address of one of this machine's interfaces.
+
+    Wider than :func:`is_local_host` (which is torchrunx's test, and decides who is reached over SSH): where this
+    machine's name maps to 127.0.1.1, its own LAN address is still this machine.
+    """
+    import psutil
+
+    if is_local_host(host):
+        return True
+    try:
+        address = socket.gethostbyname(host)
+    except OSError:
+        return False
+    return any(a.address == address for addrs in psutil.net_if_addrs().values() for a in addrs)
+
+
 class HostError(UsageError):
     """A host cannot take part in the launch; the message names it, what was tried and what to check."""
 

@@ -152,8 +152,8 @@ def _watchdog_note(rank: int, first_line: str, fault_path: Path, plan: LaunchPla
     NCCL reports a collective timeout by aborting the waiting rank (SIGABRT), not with a Python error, so the
     rank that crashed may be the victim. Only a hint: a native abort can have other causes.
     """
-    if "Aborted" not in first_line:
-        return ""
+    if "Aborted" not in first_line or plan.device_kind != "cuda" or plan.workers_per_device != 1:
+        return ""  # only NCCL (one worker per GPU) has the watchdog; gloo raises a Python error
     beat = {int(b["rank"]): b for b in read_reports(report_dir, "heartbeat")}.get(rank)
     if beat is None:
         return ""
@@ -162,7 +162,8 @@ def _watchdog_note(rank: int, first_line: str, fault_path: Path, plan: LaunchPla
     except OSError:
         return ""
     quiet_s = aborted_at - float(beat.get("time", aborted_at))
-    if quiet_s < 0.9 * plan.worker_timeout_s:
+    # The watchdog fires one timeout after the collective began, which is at most an iteration after the heartbeat.
+    if not 0.9 * plan.worker_timeout_s <= quiet_s <= 1.5 * plan.worker_timeout_s + 60:
         return ""
     return (
         f"\n  it aborted {quiet_s:.0f} s after its last heartbeat, about --collective-timeout-s"

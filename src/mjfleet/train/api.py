@@ -12,15 +12,16 @@ second, and a launcher process loads only torchrunx (workers import the simulato
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from mjfleet.cluster.hosts import remote_hosts
-from mjfleet.cluster.slurm import HOST_KEYWORDS, resolve_hostnames
+from mjfleet.cluster.hosts import names_this_machine, resolve
+from mjfleet.cluster.slurm import resolve_hostnames
 from mjfleet.errors import UsageError
 from mjfleet.launch.launcher import LaunchPlan
 from mjfleet.rl.records import WorkerResult
-from mjfleet.runtime.devices import DeviceSelection, local_gpu_count, parse_gpu_ids, select_local_devices
+from mjfleet.runtime.devices import DeviceSelection, local_gpu_count, parse_gpu_ids, select_devices
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.train.config import TrainConfig, stop_condition, validate
 from mjfleet.train.launched import describe_plan, make_plan
@@ -86,24 +87,23 @@ def prepare(cfg: TrainConfig) -> Prepared:
 def _select_devices(cfg: TrainConfig) -> DeviceSelection:
     """The GPUs (or CPU) every host trains on, chosen from this machine's GPUs.
 
-    A launcher that is none of the hosts (a login node) and sees no GPU cannot choose theirs: rather than training
-    GPU hosts on their CPUs (``auto``) or blaming this machine's missing GPUs, say where to run ``train``.
+    A launcher that is none of the hosts (a login node, a ``salloc`` shell) and sees no GPU cannot choose theirs:
+    rather than training GPU hosts on their CPUs (``auto``) or blaming this machine's missing GPUs, say where to run
+    ``train``.
     """
     request = parse_gpu_ids(cfg.gpu_ids)
-    if request is not None and local_gpu_count() == 0 and _launcher_is_none_of(cfg.hostnames):
-        raise UsageError(
-            f"--gpu-ids {' '.join(cfg.gpu_ids)}: this machine sees no CUDA GPU and is none of the hosts"
-            f" ({', '.join(cfg.hostnames)}), but the launcher chooses every host's GPUs from its own: run train on"
-            f" {cfg.hostnames[0]} (rank 0's host), or train on the hosts' CPUs with --gpu-ids None"
-        )
-    return select_local_devices(request)
-
-
-def _launcher_is_none_of(hostnames: tuple[str, ...]) -> bool:
-    """Whether hosts are listed by name and none of them is this machine (names must resolve)."""
-    if not hostnames or (len(hostnames) == 1 and hostnames[0].lower() in HOST_KEYWORDS):
-        return False  # this machine, or a SLURM job's nodes (the launcher runs on the first of them)
-    return len(remote_hosts(hostnames)) == len(hostnames)
+    count = 0 if request is None else local_gpu_count()
+    if request is not None and count == 0 and cfg.hostnames:
+        hosts = resolve_hostnames(cfg.hostnames)  # the SLURM job's nodes for slurm/auto
+        for host in hosts:
+            resolve(host)  # an unknown name is its own error
+        if not any(names_this_machine(host) for host in hosts):
+            raise UsageError(
+                f"--gpu-ids {' '.join(cfg.gpu_ids)}: this machine sees no CUDA GPU and is none of the hosts"
+                f" ({', '.join(hosts)}), but the launcher chooses every host's GPUs from its own: run train on"
+                f" {hosts[0]} (rank 0's host), or train on the hosts' CPUs with --gpu-ids None"
+            )
+    return select_devices(request, device_count=count, env=os.environ)
 
 
 def describe(prepared: Prepared) -> str:

@@ -49,7 +49,8 @@ class TrainConfig:
     """Random seed; worker k uses seed + k (its global rank)."""
     gpu_ids: tuple[str, ...] = ("auto",)
     """GPUs to train on, as indices relative to CUDA_VISIBLE_DEVICES: ``0``, ``0 1``, ``[0,1]``, ``all``, or
-    ``None`` for the CPU. ``auto``: GPU 0 if CUDA is available, else the CPU. Several GPUs = one worker each."""
+    ``None`` for the CPU. ``auto``: GPU 0 if CUDA is available, else the CPU. Several GPUs = one worker each. The
+    launcher chooses for every host: one that sees no GPU and is none of the hosts needs ``None``."""
     cpu_workers: int = 1
     """With ``--gpu-ids None``: number of CPU worker processes (gloo); each simulates ``env.num_envs`` worlds."""
     workers_per_gpu: int = 1
