@@ -87,12 +87,16 @@ def bench_rows(report: dict) -> list[tuple[str, str, str, str, str]]:
             (task, f"env step, {r['backend']}", str(n), _rate(r["env"]), f"env/raw {r['env'] / r['raw']:.0%}{versus}"),
         ]
     training = report["training"]
-    base = training[0]["env_steps_per_s"] if training else 1.0
+    measured = [t for t in training if "error" not in t]
+    base = measured[0]["env_steps_per_s"] if measured else 1.0
     for t in training:
         label = t["label"]
         what = "PPO, 1 worker in-process" if label == "1" else f"PPO, {label} worker(s)"
         what += f", {t['backend']}" if t.get("backend") else ""
-        note = f"{t['env_steps_per_s'] / base:.2f}x; sync {t['sync_share']:.1%}; wall {t['wall_s']:.0f} s"
+        if "error" in t:
+            rows.append((task, what, "-", "failed", str(t["error"])[:100]))
+            continue
+        note = f"{t['env_steps_per_s'] / base:.2f}x; sync {t['sync_share']:.1%}; wall {t['wall_s']:.1f} s"
         rows.append((task, what, str(t["num_envs"]), _rate(t["env_steps_per_s"]), note))
     return rows
 
@@ -139,6 +143,9 @@ def summarize(out: Path) -> tuple[str, bool]:
         report = json.loads(path.read_text())
         machines.add(report["machine"])
         rows += bench_rows(report)
+    for name, code, _ in phases:  # a bench phase that ended before its first table
+        if name.startswith("bench-") and not (out / f"{name}.json").is_file():
+            rows.append((name.removeprefix("bench-"), "bench", "-", "-", f"no measurements (exit {code})"))
     lines = ["GPU acceptance summary", gpu_line(), versions_line()]
     lines += [f"bench machine: {m}" for m in sorted(machines)]
     lines.append("phases: " + "; ".join(f"{n} {'ok' if c == 0 else f'FAILED ({c})'} {s} s" for n, c, s in phases))

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from mjfleet.cli import bench
+from mjfleet.train.config import TrainConfig
 
 from .helpers import run_main
 
@@ -150,6 +151,38 @@ def test_summary_of_a_real_cpu_bench_report(tmp_path: Path, monkeypatch: pytest.
     text, ok = summary.summarize(results)
     assert not ok and "a skipped one counts against acceptance" in text
     assert summary.main([str(tmp_path / "nothing")]) == 1
+
+
+def test_a_failing_training_row_keeps_the_other_figures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mjfleet.benchmark
+
+    real = mjfleet.benchmark.measure_training
+
+    def warp_fails(cfg: TrainConfig) -> object:
+        if cfg.env.sim.backend == "warp":
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return real(cfg)
+
+    monkeypatch.setattr(mjfleet.benchmark, "measure_training", warp_fails)
+    report = tmp_path / "results" / "bench-cartpole-balance.json"
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--skip-steps", "--train-num-envs", "8"]
+    argv += ["--train-iterations", "2", "--json", str(report)]
+    code, _, err = run_main(bench.main, argv)
+    assert code == 1 and "training row 1 failed: RuntimeError: CUDA error: an illegal memory access" in err, err
+    training = json.loads(report.read_text())["training"]
+    assert [(t["backend"], "error" in t) for t in training] == [("warp", True), ("mujoco", False)]
+    assert training[1]["env_steps_per_s"] > 0
+
+    results = report.parent
+    (results / "phases.txt").write_text("bench-cartpole-balance 1 30\nbench-go1-velocity-flat 124 600\n")
+    text, ok = _summary_module().summarize(results)
+    assert not ok
+    lines = text.splitlines()
+    assert any(
+        "PPO, 1 worker in-process, warp" in line and "failed" in line and "illegal memory" in line for line in lines
+    )
+    assert any(line.startswith("cartpole-balance") and "mujoco" in line and "1.00x" in line for line in lines), text
+    assert any(line.startswith("go1-velocity-flat") and "no measurements (exit 124)" in line for line in lines), text
 
 
 def test_bench_workers_per_gpu_needs_a_gpu() -> None:

@@ -111,10 +111,15 @@ def measure_steps(spec: TaskSpec, num_envs: int, device: str, steps: int, backen
                 env.step(actions)
 
             env_rate = _rate(env_step, steps, num_envs, sync)
-            # Raw physics: the same decimated physics call (Warp: graph or eager) the env makes, nothing else.
+            # Raw physics: the same decimated physics call (Warp: graph or eager) the env makes, nothing else, from
+            # fresh states like the env step's (without resets, fallen robots would pile up contacts).
+            env.reset_all()
             raw_rate = _rate(env.sim.step, steps, num_envs, sync)
         if isinstance(env.sim, MujocoSimulation):
             label = f"mujoco ({env.sim.threads} thread{'s' if env.sim.threads > 1 else ''})"
+        elif use_graph and not env.sim.graph_active:
+            # Capture falls back to eager launches with a warning: the row must not pass for a graph's speed.
+            label = "warp graph (not captured)" if device.startswith("cuda") else "warp graph"
         else:
             label = f"warp {'graph' if use_graph else 'eager'}"
         rows.append(StepRow(num_envs, label, raw_rate, env_rate))

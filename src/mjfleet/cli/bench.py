@@ -48,14 +48,16 @@ class BenchConfig:
     included."""
     launcher_overhead: bool = False
     """Also train one worker through torchrunx (``--launcher torchrunx``): its "wall s" minus the in-process one is
-    the launcher's start-up cost, and its env-steps/s shows any per-iteration cost."""
+    what starting a run through the launcher adds (the agent, and a fresh worker's imports, CUDA context and kernel
+    loading, which the bench process already has), and its env-steps/s shows any per-iteration cost."""
     skip_steps: bool = False
     """Skip the physics / env-step table."""
     workers_per_gpu: int = 1
     """GPU: training rows with several workers put up to this many on each GPU (``--workers 1 2 --workers-per-gpu 2``:
     one worker, then two sharing GPU 0)."""
     json: Path | None = None
-    """Also write the measurements to this JSON file (task, device, machine, both tables)."""
+    """Also write the measurements to this JSON file (task, device, machine, both tables), rewritten after every
+    table and training row, so that a later failure keeps what was measured."""
     backends: tuple[Literal["warp", "mujoco"], ...] = ("warp", "mujoco")
     """Physics backends to measure side by side, in every table (``mujoco`` runs on the CPU only and is skipped on
     a GPU)."""
@@ -91,6 +93,13 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
     machine = machine_description(device)
     _show(console, f"[bold]{task_id}[/] on {device}: {machine}")
     step_rows: list[dict[str, object]] = []
+    training: list[dict[str, object]] = []
+
+    def save() -> None:
+        if cfg.json is not None:
+            report = {"task": task_id, "device": device, "machine": machine, "steps": step_rows, "training": training}
+            _write_json(cfg.json, report)
+
     if not cfg.skip_steps:
         table = Table(title=f"env-steps/s, decimation {spec.env_cfg().sim.decimation} ({cfg.steps} timed steps)")
         for col in ("num_envs", "backend", "raw physics", "env step", "env/raw", "env vs warp graph"):
@@ -102,11 +111,24 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
             for r in measured:
                 versus = f"{r.env / warp:.2f}x" if warp else "-"
                 table.add_row(str(n), r.backend, f"{r.raw:,.0f}", f"{r.env:,.0f}", f"{r.ratio:.0%}", versus)
+            save()
         _show(console, table)
     rows: list[tuple[str, TrainRow]] = []
+    failed: list[str] = []
     for label, launched, train_cfg in trainings:
         release_device_memory(device)
-        rows.append((label, _measure_launched(train_cfg) if launched else measure_training(train_cfg)))
+        try:
+            row = _measure_launched(train_cfg) if launched else measure_training(train_cfg)
+        except Exception as e:  # one failing row (a launch, a backend) must not cost the others' figures
+            error = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            error = f"{type(e).__name__}: {error}" if error else type(e).__name__
+            logger.error("training row %s failed: %s", label, error, exc_info=not isinstance(e, UsageError))
+            failed.append(label)
+            training.append({"label": label, "backend": train_cfg.env.sim.backend, "error": error})
+        else:
+            rows.append((label, row))
+            training.append({"label": label, **dataclasses.asdict(row)})
+        save()
     table = Table(title=f"PPO training ({cfg.train_iterations - 1} timed iterations, env-steps/s over all workers)")
     columns = ("workers", "backend", "envs/worker", "env-steps/s", "speed-up", "iteration s", "collect share")
     columns = (*columns, "sync share")
@@ -125,17 +147,30 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
             f"{r.sync_share:.1%}",
             f"{r.wall_s:.1f}",
         )
+    for t in training:
+        if "error" in t:
+            table.add_row(str(t["label"]), str(t["backend"]), "-", "failed", *["-"] * 5)
     _show(console, table)
     _show(
         console,
         "wall s: from the start of the measurement to the results, including launch, environment setup, kernel"
         " loading and all iterations",
     )
-    if cfg.json is not None:
-        training = [{"label": label, **dataclasses.asdict(r)} for label, r in rows]
-        report = {"task": task_id, "device": device, "machine": machine, "steps": step_rows, "training": training}
-        cfg.json.parent.mkdir(parents=True, exist_ok=True)
-        cfg.json.write_text(json.dumps(report, indent=1) + "\n")
+    save()
+    if failed:
+        raise BenchFailed(f"training row{'s' if len(failed) > 1 else ''} {', '.join(failed)} failed (see above)")
+
+
+class BenchFailed(RuntimeError):
+    """Some measurements failed; the others were printed (and written to ``--json``)."""
+
+
+def _write_json(path: Path, report: dict[str, object]) -> None:
+    """Replace ``path`` whole (a reader never sees half a report)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(report, indent=1) + "\n")
+    tmp.replace(path)
 
 
 def _show(console: Console, renderable: object) -> None:
@@ -196,7 +231,11 @@ def main(argv: list[str] | None = None) -> None:
         raise UsageError("--num-envs, --steps and --workers must be positive and --train-iterations at least 2")
     if cfg.workers_per_gpu < 1:
         raise UsageError(f"--workers-per-gpu must be at least 1 (got {cfg.workers_per_gpu})")
-    run(task_id, cfg, Console(width=max(Console().width, 120)))
+    try:
+        run(task_id, cfg, Console(width=max(Console().width, 120)))
+    except BenchFailed as e:
+        logger.error("%s", e)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":
