@@ -12,7 +12,9 @@
 # MJFLEET_PYTHON=/path/to/python forces an interpreter (no uv). --dry-run prints the commands and runs nothing.
 # Knobs (environment): MJFLEET_ACCEPTANCE_OUT (results folder), MJFLEET_ACCEPTANCE_TASKS, MJFLEET_ACCEPTANCE_NUM_ENVS,
 # MJFLEET_ACCEPTANCE_STEPS (timed env steps per measurement), MJFLEET_ACCEPTANCE_TRAIN_ENVS,
-# MJFLEET_ACCEPTANCE_ITERATIONS (PPO iterations per training row, the first untimed).
+# MJFLEET_ACCEPTANCE_ITERATIONS (PPO iterations per training row, the first untimed), MJFLEET_ACCEPTANCE_SCALING_TASKS
+# (tasks that also train 2 workers sharing the GPU; cartpole-balance go1-velocity-flat), MJFLEET_ACCEPTANCE_LAUNCHER_TASKS
+# (tasks that also train through torchrunx; go1-velocity-flat).
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -21,7 +23,7 @@ dry_run=0
 for arg in "$@"; do
   case $arg in
     --dry-run) dry_run=1 ;;
-    -h | --help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "error: unknown argument $arg (usage: scripts/gpu_acceptance.sh [--dry-run])" >&2; exit 2 ;;
   esac
 done
@@ -83,10 +85,17 @@ per_test=(-o faulthandler_timeout=300)
 if ((!dry_run)) && "${py[@]}" -c 'import pytest_timeout' >/dev/null 2>&1; then per_test+=(--timeout 600); fi
 phase pytest-gpu 900 "${py[@]}" -m pytest -m gpu tests/gpu -p no:cacheprovider -q -rs --durations=0 "${per_test[@]}" \
   --junitxml "$out/pytest-gpu.xml"
+# Launched training rows cost a fresh process each (~a minute on a first run): workers per GPU matter most for small
+# tasks, and the launcher's overhead is one figure, so not every task measures them.
+scaling=" ${MJFLEET_ACCEPTANCE_SCALING_TASKS-cartpole-balance go1-velocity-flat} "
+launcher=" ${MJFLEET_ACCEPTANCE_LAUNCHER_TASKS-go1-velocity-flat} "
 for task in "${tasks[@]}"; do
+  rows=()
+  if [[ $scaling == *" $task "* ]]; then rows+=(--workers 1 2 --workers-per-gpu 2); fi
+  if [[ $launcher == *" $task "* ]]; then rows+=(--launcher-overhead); fi
   phase "bench-$task" 600 "${py[@]}" -m mjfleet.cli.bench "$task" --gpu-ids 0 --num-envs "${num_envs[@]}" \
-    --steps "$steps" --train-num-envs "$train_envs" --train-iterations "$iterations" \
-    --workers 1 2 --workers-per-gpu 2 --launcher-overhead --json "$out/bench-$task.json"
+    --steps "$steps" --train-num-envs "$train_envs" --train-iterations "$iterations" ${rows[@]+"${rows[@]}"} \
+    --json "$out/bench-$task.json"
 done
 echo "+ ${py[*]} scripts/gpu_summary.py $out"
 if ((dry_run)); then exit 0; fi

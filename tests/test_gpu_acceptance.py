@@ -87,9 +87,13 @@ def test_script_falls_back_to_python_without_uv(tmp_path: Path) -> None:
     python = tmp_path / "bin" / "python3"
     assert f"runner: {python} (no uv: dependencies from PYTHONPATH)" in out
     assert f"+ {python} -m pytest -m gpu tests/gpu" in out
-    for task in ("cartpole-balance", "go1-velocity-flat", "humanoid-velocity-flat"):
-        assert f"+ {python} -m mjfleet.cli.bench {task} --gpu-ids 0 --num-envs 1024 4096 8192" in out
-    assert "--workers 1 2 --workers-per-gpu 2 --launcher-overhead" in out
+    bench = {line.split()[4]: line for line in out.splitlines() if line.startswith(f"+ {python} -m mjfleet.cli.bench")}
+    assert set(bench) == {"cartpole-balance", "go1-velocity-flat", "humanoid-velocity-flat"}
+    assert all("--gpu-ids 0 --num-envs 1024 4096 8192" in line for line in bench.values())
+    # 2 workers sharing the GPU for the small tasks, the launcher's overhead once.
+    assert "--workers 1 2 --workers-per-gpu 2 --launcher-overhead" in bench["go1-velocity-flat"]
+    assert "--workers 1 2 --workers-per-gpu 2 --json" in bench["cartpole-balance"]
+    assert "--workers" not in bench["humanoid-velocity-flat"]
     assert f"+ {python} scripts/gpu_summary.py" in out
 
 
