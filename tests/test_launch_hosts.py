@@ -153,8 +153,8 @@ def test_this_machines_own_interface_address_is_this_machine(tmp_path: Path, mon
     )
     if own is None:
         pytest.skip("no non-loopback IPv4 address on this machine")
-    assert hosts.names_this_machine(own) and hosts.names_this_machine("localhost")
-    assert not hosts.names_this_machine(REMOTE)
+    assert hosts.is_own_address(own) and hosts.is_own_address("127.0.0.1")
+    assert not hosts.is_own_address(REMOTE)
     monkeypatch.setattr(api, "local_gpu_count", lambda: 0)
     prepared = api.prepare(small_train_config(log_root=tmp_path, gpu_ids=("auto",), hostnames=(own, REMOTE)))
     assert prepared.selection.kind == "cpu"

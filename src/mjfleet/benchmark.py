@@ -117,11 +117,10 @@ def measure_steps(spec: TaskSpec, num_envs: int, device: str, steps: int, backen
             raw_rate = _rate(env.sim.step, steps, num_envs, sync)
         if isinstance(env.sim, MujocoSimulation):
             label = f"mujoco ({env.sim.threads} thread{'s' if env.sim.threads > 1 else ''})"
-        elif use_graph and not env.sim.graph_active:
-            # Capture falls back to eager launches with a warning: the row must not pass for a graph's speed.
-            label = "warp graph (not captured)" if device.startswith("cuda") else "warp graph"
         else:
             label = f"warp {'graph' if use_graph else 'eager'}"
+            if use_graph and device.startswith("cuda") and not env.sim.graph_active:
+                label += " (not captured)"  # capture fell back to eager launches: not a graph's speed
         rows.append(StepRow(num_envs, label, raw_rate, env_rate))
     return rows
 

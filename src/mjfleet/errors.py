@@ -24,6 +24,12 @@ class FatalTrainingError(RuntimeError):
     """
 
 
+def exception_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` (just ``Type`` without one): an error in one line."""
+    text = str(exc).strip()
+    return type(exc).__name__ + (f": {text.splitlines()[0]}" if text else "")
+
+
 def is_retryable(exc: BaseException) -> bool:
     """Whether an automatic restart may help after a worker raised ``exc``.
 

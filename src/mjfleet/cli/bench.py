@@ -16,7 +16,8 @@ from rich.table import Table
 
 from mjfleet.cli.args import parse, print_help, reader_may_leave, wants_help
 from mjfleet.console import configure_logging
-from mjfleet.errors import UsageError, exits_on_usage_error
+from mjfleet.errors import UsageError, exception_line, exits_on_usage_error
+from mjfleet.files import write_text_atomic
 from mjfleet.runtime.devices import parse_gpu_ids, select_local_devices
 from mjfleet.sim.config import Backend
 from mjfleet.tasks.registry import get_task
@@ -98,7 +99,8 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
     def save() -> None:
         if cfg.json is not None:
             report = {"task": task_id, "device": device, "machine": machine, "steps": step_rows, "training": training}
-            _write_json(cfg.json, report)
+            cfg.json.parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(cfg.json, json.dumps(report, indent=1) + "\n")
 
     if not cfg.skip_steps:
         table = Table(title=f"env-steps/s, decimation {spec.env_cfg().sim.decimation} ({cfg.steps} timed steps)")
@@ -114,16 +116,13 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
             save()
         _show(console, table)
     rows: list[tuple[str, TrainRow]] = []
-    failed: list[str] = []
     for label, launched, train_cfg in trainings:
         release_device_memory(device)
         try:
             row = _measure_launched(train_cfg) if launched else measure_training(train_cfg)
         except Exception as e:  # one failing row (a launch, a backend) must not cost the others' figures
-            error = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            error = f"{type(e).__name__}: {error}" if error else type(e).__name__
+            error = exception_line(e)
             logger.error("training row %s failed: %s", label, error, exc_info=not isinstance(e, UsageError))
-            failed.append(label)
             training.append({"label": label, "backend": train_cfg.env.sim.backend, "error": error})
         else:
             rows.append((label, row))
@@ -157,20 +156,13 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
         " loading and all iterations",
     )
     save()
+    failed = [str(t["label"]) for t in training if "error" in t]
     if failed:
         raise BenchFailed(f"training row{'s' if len(failed) > 1 else ''} {', '.join(failed)} failed (see above)")
 
 
 class BenchFailed(RuntimeError):
     """Some measurements failed; the others were printed (and written to ``--json``)."""
-
-
-def _write_json(path: Path, report: dict[str, object]) -> None:
-    """Replace ``path`` whole (a reader never sees half a report)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(report, indent=1) + "\n")
-    tmp.replace(path)
 
 
 def _show(console: Console, renderable: object) -> None:

@@ -53,21 +53,15 @@ def is_local_host(host: str) -> bool:
     return bool(host_addrs & local_addrs)
 
 
-def names_this_machine(host: str) -> bool:
-    """Whether ``host`` resolves to loopback or to an address of one of this machine's interfaces.
+def is_own_address(address: str) -> bool:
+    """Whether ``address`` is loopback or an address of one of this machine's interfaces.
 
-    Wider than :func:`is_local_host` (which is torchrunx's test, and decides who is reached over SSH): where this
-    machine's name maps to 127.0.1.1, its own LAN address is still this machine.
+    Wider than :func:`is_local_host` (torchrunx's test, which decides who is reached over SSH): where this machine's
+    name maps to 127.0.1.1, its own LAN address is still this machine.
     """
     import psutil
 
-    if is_local_host(host):
-        return True
-    try:
-        address = socket.gethostbyname(host)
-    except OSError:
-        return False
-    return any(a.address == address for addrs in psutil.net_if_addrs().values() for a in addrs)
+    return _is_loopback(address) or any(a.address == address for ads in psutil.net_if_addrs().values() for a in ads)
 
 
 class HostError(UsageError):

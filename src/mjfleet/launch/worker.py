@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Generic, TypeVar
 
-from mjfleet.errors import is_retryable, is_user_facing
+from mjfleet.errors import exception_line, is_retryable, is_user_facing
 from mjfleet.runtime.context import MASTER_ADDR_ENV
 
 logger = logging.getLogger(__name__)
@@ -107,8 +107,7 @@ def is_peer_failure(exc: BaseException) -> bool:
 
 def failure_report(exc: BaseException) -> dict[str, Any]:
     """Short, JSON-safe description of ``exc`` for this worker."""
-    text = str(exc).strip()
-    error = type(exc).__name__ + (f": {text.splitlines()[0]}" if text else "")
+    error = exception_line(exc)
     lines = "".join(traceback.format_exception(exc)).rstrip().splitlines()
     return {
         **_identity(),

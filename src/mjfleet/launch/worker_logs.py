@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mjfleet.files import write_text_atomic
 from mjfleet.launch.worker import REPORT_ATTR, set_parent_death_signal
 
 if TYPE_CHECKING:
@@ -35,10 +36,7 @@ def agent_errors_path(report_dir: Path, host_index: int) -> Path:
 
 def write_report(report_dir: Path, report: dict[str, Any]) -> None:
     """Store ``report``, replacing the rank's previous one of its kind (rename: readers never see half a file)."""
-    path = report_dir / f"{report['kind']}-rank{report['rank']}.json"
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(report))
-    tmp.replace(path)
+    write_text_atomic(report_dir / f"{report['kind']}-rank{report['rank']}.json", json.dumps(report))
 
 
 def read_reports(report_dir: Path, kind: str) -> list[dict[str, Any]]:

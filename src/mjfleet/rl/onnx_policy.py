@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from tensordict import TensorDict
 
 from mjfleet.errors import UsageError
+from mjfleet.files import write_atomic, write_text_atomic
 
 if TYPE_CHECKING:
     from rsl_rl.models import MLPModel
@@ -94,12 +93,12 @@ def export_policy(policy: MLPModel, path: Path, metadata: dict[str, Any]) -> Pat
     with warnings.catch_warnings():
         # dynamo=False is the TorchScript exporter: it needs only ``onnx`` (not onnxscript) and is deprecated upstream.
         warnings.simplefilter("ignore")
-        _write_atomic(
+        write_atomic(
             path,
             lambda f: torch.onnx.export(
                 module,
                 (dummy,),
-                f,
+                cast(Any, f),  # a binary file object works; torch's annotation names paths only
                 opset_version=OPSET,
                 input_names=[INPUT_NAME],
                 output_names=[OUTPUT_NAME],
@@ -108,7 +107,7 @@ def export_policy(policy: MLPModel, path: Path, metadata: dict[str, Any]) -> Pat
             ),
         )
     text = json.dumps(metadata, indent=2) + "\n"
-    _write_atomic(metadata_path(path), lambda f: f.write(text.encode()))
+    write_text_atomic(metadata_path(path), text)
     return path
 
 
@@ -117,19 +116,8 @@ def publish_latest(onnx_path: Path) -> Path:
     latest = onnx_path.with_name(LATEST_NAME)
     for src, dst in ((onnx_path, latest), (metadata_path(onnx_path), metadata_path(latest))):
         data = src.read_bytes()
-        _write_atomic(dst, lambda f, data=data: f.write(data))
+        write_atomic(dst, lambda f, data=data: f.write(data))
     return latest
-
-
-def _write_atomic(path: Path, write: Any) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def load_metadata(onnx_path: Path) -> dict[str, Any]:

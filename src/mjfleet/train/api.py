@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from mjfleet.cluster.hosts import names_this_machine, resolve
+from mjfleet.cluster.hosts import is_own_address, resolve
 from mjfleet.cluster.slurm import resolve_hostnames
 from mjfleet.errors import UsageError
 from mjfleet.launch.launcher import LaunchPlan
@@ -95,9 +95,8 @@ def _select_devices(cfg: TrainConfig) -> DeviceSelection:
     count = 0 if request is None else local_gpu_count()
     if request is not None and count == 0 and cfg.hostnames:
         hosts = resolve_hostnames(cfg.hostnames)  # the SLURM job's nodes for slurm/auto
-        for host in hosts:
-            resolve(host)  # an unknown name is its own error
-        if not any(names_this_machine(host) for host in hosts):
+        # resolve(): an unknown name is its own error (every name is resolved before the message below).
+        if not any(is_own_address(resolve(host)) for host in hosts):
             raise UsageError(
                 f"--gpu-ids {' '.join(cfg.gpu_ids)}: this machine sees no CUDA GPU and is none of the hosts"
                 f" ({', '.join(hosts)}), but the launcher chooses every host's GPUs from its own: run train on"

@@ -1,0 +1,26 @@
+"""Files replaced whole: a reader (another process, or a run after a crash) never sees half of one."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+
+def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Write ``path`` through ``write(file)`` into a temporary file beside it, then rename it over ``path``."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """:func:`write_atomic` of ``text`` (UTF-8)."""
+    write_atomic(path, lambda f: f.write(text.encode()))
