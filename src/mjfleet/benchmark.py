@@ -81,7 +81,7 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def _rate(fn: Callable[[], None], calls: int, items: int, sync: Callable[[], None], repeats: int = 3) -> float:
+def best_rate(fn: Callable[[], None], calls: int, items: int, sync: Callable[[], None], repeats: int = 3) -> float:
     """Items per second of the fastest of ``repeats`` timed runs (the least disturbed by other load)."""
     for _ in range(3):  # warm-up: compile, load modules, capture graphs
         fn()
@@ -110,11 +110,11 @@ def measure_steps(spec: TaskSpec, num_envs: int, device: str, steps: int, backen
             def env_step(env: MjEnv = env, actions: torch.Tensor = actions) -> None:
                 env.step(actions)
 
-            env_rate = _rate(env_step, steps, num_envs, sync)
+            env_rate = best_rate(env_step, steps, num_envs, sync)
             # Raw physics: the same decimated physics call (Warp: graph or eager) the env makes, nothing else, from
             # fresh states like the env step's (without resets, fallen robots would pile up contacts).
             env.reset_all()
-            raw_rate = _rate(env.sim.step, steps, num_envs, sync)
+            raw_rate = best_rate(env.sim.step, steps, num_envs, sync)
         if isinstance(env.sim, MujocoSimulation):
             label = f"mujoco ({env.sim.threads} thread{'s' if env.sim.threads > 1 else ''})"
         else:

@@ -1,0 +1,91 @@
+"""``scripts/mjlab_compare/model_side.py`` (the mjfleet half of ``scripts/compare_mjlab.sh``) on an export shaped like
+``mjlab_side.py``'s, made here from the cart-pole model: mjlab itself is not installed in mjfleet's environment."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import mujoco
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CARTPOLE = REPO / "src" / "mjfleet" / "tasks" / "cartpole" / "cartpole.xml"
+
+
+def _model_side() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("model_side", REPO / "scripts" / "mjlab_compare" / "model_side.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _export(folder: Path, **changes: object) -> Path:
+    """A folder like ``mjlab_side.py`` writes: ``scene/scene.xml`` and ``mjlab.json`` (figures made up, labelled)."""
+    (folder / "scene").mkdir(parents=True)
+    shutil.copy(CARTPOLE, folder / "scene" / "scene.xml")
+    model = mujoco.MjModel.from_xml_path(str(CARTPOLE))
+    report = {
+        "device": "cpu",
+        "num_envs": 4,
+        "steps": 2,
+        "decimation": 2,
+        "cuda_graph": False,
+        "physics_sps": 1234.0,
+        "env_sps": 617.0,
+        "bare_physics_sps": 2345.0,
+        "versions": {"mjlab": "0.0-test", "mujoco": "x", "mujoco-warp": "x", "warp-lang": "x", "torch": "x"},
+        "options": {"iterations": 7, "impratio": 10.0, "cone": 1, "gravity": [0.0, 0.0, -5.0], "no_such_option": 1},
+        "wp_options": {"contact_sensor_maxmatch": 64},
+        "nconmax": None,
+        "njmax": None,
+        "sizes": {"nq": model.nq, "nv": model.nv, "nu": model.nu},
+        "collision_pairs": 0,
+        "contacts_per_world": 0.0,
+        "constraints_per_world": [0, 0],
+        "state": {"qpos": [0.1] * model.nq, "qvel": [0.0] * model.nv, "ctrl": [0.0] * model.nu},
+    }
+    report.update(changes)
+    (folder / "mjlab.json").write_text(json.dumps(report))
+    return folder
+
+
+def test_the_exported_model_gets_mjlabs_options(tmp_path: Path) -> None:
+    model_side = _model_side()
+    export = _export(tmp_path)
+    model = model_side.load_model(export / "scene", json.loads((export / "mjlab.json").read_text()))
+    assert (model.opt.iterations, model.opt.impratio, model.opt.cone) == (7, 10.0, 1)
+    assert list(model.opt.gravity) == [0.0, 0.0, -5.0]
+
+
+def test_an_export_whose_sizes_differ_is_refused(tmp_path: Path) -> None:
+    model_side = _model_side()
+    export = _export(tmp_path, sizes={"nv": 99})
+    with pytest.raises(SystemExit, match="sizes differ from mjlab's model: nv"):
+        model_side.load_model(export / "scene", json.loads((export / "mjlab.json").read_text()))
+
+
+@pytest.mark.slow
+def test_the_table_times_the_exported_model_on_every_cpu_backend(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model_side = _model_side()
+    export = _export(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["model_side.py", str(export), "--device", "cpu", "--skip-task"])
+    model_side.main()
+    out = capsys.readouterr().out
+    rows = {line.split("│")[2].strip(): line for line in out.splitlines() if line.count("│") == 6}
+    # mjlab's own row repeats its report; the others were measured here.
+    assert (
+        "1,234" in rows["mjlab 0.0-test: MuJoCo Warp x eager"] and "50%" in rows["mjlab 0.0-test: MuJoCo Warp x eager"]
+    )
+    assert "2,345" in rows["MuJoCo Warp x eager, no mjlab, no per-world fields"]
+    for engine in ("mjfleet: MuJoCo Warp graph", "mjfleet: MuJoCo Warp eager", "mjfleet: MuJoCo C (2 threads)"):
+        assert engine in rows or engine.replace("2 threads", "1 thread") in rows, out
+    measured = [float(line.split("│")[3].replace(",", "")) for key, line in rows.items() if key.startswith("mjfleet")]
+    assert len(measured) == 3 and all(rate > 0 for rate in measured)
