@@ -56,7 +56,8 @@ log = logging.getLogger("mjlab_side")
 
 
 def rate(fn: Callable[[], None], calls: int, num_envs: int, sync: Callable[[], None]) -> float:
-    """Env-steps/s of the fastest of 3 timed runs (the same rule as mjfleet's bench)."""
+    """Env-steps/s of the fastest of 3 timed runs: the rule of mjfleet's ``best_rate``, restated because mjfleet
+    cannot be imported beside mjlab's pins of mujoco and mujoco-warp."""
     best = float("inf")
     for _ in range(3):
         start = time.perf_counter()
