@@ -25,7 +25,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from mjfleet.benchmark import best_rate, machine_description, measure_steps
+from mjfleet.benchmark import best_rate, device_sync, machine_description, measure_steps, threads_text
 from mjfleet.console import configure_logging
 from mjfleet.envs.env import MjEnv
 from mjfleet.sim.config import SimConfig
@@ -75,10 +75,9 @@ def physics_rate(
         maxmatch = report.get("wp_options", {}).get("contact_sensor_maxmatch")
         if sim.backend == "warp" and maxmatch is not None:
             sim.model.opt.contact_sensor_maxmatch = maxmatch  # type: ignore[attr-defined]
-        sync = (lambda: torch.cuda.synchronize(device)) if device.startswith("cuda") else (lambda: None)
-        rate = best_rate(sim.step, steps, num_envs, sync)
+        rate = best_rate(sim.step, steps, num_envs, device_sync(device))
     if sim.backend == "mujoco":
-        return rate, f"MuJoCo C ({sim.threads} threads)"  # type: ignore[attr-defined]
+        return rate, f"MuJoCo C ({threads_text(sim.threads)})"  # type: ignore[attr-defined]
     return rate, f"MuJoCo Warp {'graph' if sim_cfg.use_graph else 'eager'}"
 
 

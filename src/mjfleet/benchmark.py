@@ -81,6 +81,16 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
+def device_sync(device: str) -> Callable[[], None]:
+    """Waits for the device's queued work (a no-op on the CPU, whose work is done when a call returns)."""
+    return (lambda: torch.cuda.synchronize(device)) if device.startswith("cuda") else (lambda: None)
+
+
+def threads_text(threads: int) -> str:
+    """``1 thread``, ``2 threads``: the MuJoCo C backend's label."""
+    return f"{threads} thread{'s' if threads > 1 else ''}"
+
+
 def best_rate(fn: Callable[[], None], calls: int, items: int, sync: Callable[[], None], repeats: int = 3) -> float:
     """Items per second of the fastest of ``repeats`` timed runs (the least disturbed by other load)."""
     for _ in range(3):  # warm-up: compile, load modules, capture graphs
@@ -98,7 +108,7 @@ def best_rate(fn: Callable[[], None], calls: int, items: int, sync: Callable[[],
 
 def measure_steps(spec: TaskSpec, num_envs: int, device: str, steps: int, backend: Backend = "warp") -> list[StepRow]:
     """Raw physics and full env step throughput of one backend (Warp: with graphs off and on)."""
-    sync = (lambda: torch.cuda.synchronize(device)) if device.startswith("cuda") else (lambda: None)
+    sync = device_sync(device)
     rows = []
     for use_graph in (False, True) if backend == "warp" else (True,):
         cfg = dataclasses.replace(spec.env_cfg(), num_envs=num_envs)
@@ -116,7 +126,7 @@ def measure_steps(spec: TaskSpec, num_envs: int, device: str, steps: int, backen
             env.reset_all()
             raw_rate = best_rate(env.sim.step, steps, num_envs, sync)
         if isinstance(env.sim, MujocoSimulation):
-            label = f"mujoco ({env.sim.threads} thread{'s' if env.sim.threads > 1 else ''})"
+            label = f"mujoco ({threads_text(env.sim.threads)})"
         else:
             label = f"warp {'graph' if use_graph else 'eager'}"
             if use_graph and device.startswith("cuda") and not env.sim.graph_active:
