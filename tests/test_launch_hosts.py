@@ -11,7 +11,9 @@ from mjfleet.cluster import hosts
 from mjfleet.cluster.hosts import HostError, check_gloo_interface, launcher_address, master_address, remote_hosts
 from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import UsageError
+from mjfleet.launch.worker import REPORT_DIR_ENV
 from mjfleet.rl.config import AgentConfig
+from mjfleet.runtime.context import MASTER_ADDR_ENV
 from mjfleet.train import api
 from mjfleet.train.config import TrainConfig, validate
 
@@ -79,6 +81,32 @@ def test_gloo_interface_needed_where_the_name_is_loopback(monkeypatch: pytest.Mo
 def test_preflight_refuses_an_address_of_another_machine() -> None:
     with pytest.raises(HostError, match="not an address of this machine"):
         hosts.preflight([REMOTE], None, "192.0.2.99", None)
+
+
+def test_the_preflight_sees_the_variables_torchrunx_exports_to_agents(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An environment installed through PYTHONPATH/LD_LIBRARY_PATH (module systems, an offline kit) imports mjfleet on
+    # the other host only with them: the check must not refuse a host that the agent would reach with them set.
+    from mjfleet.launch import launcher
+
+    monkeypatch.setenv("PYTHONPATH", "/opt/site")
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/opt/lib")
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "eth9")
+    monkeypatch.setenv("NOT_FOR_AGENTS", "1")
+    seen: dict[str, str] = {}
+
+    def preflight(hosts: object, ssh_config: object, address: str, log_file: object, env: dict[str, str]) -> None:
+        seen.update(env)
+        raise HostError("stopped after the pre-flight")
+
+    monkeypatch.setattr(launcher, "preflight", preflight)
+    monkeypatch.setattr(launcher, "check_gloo_interface", lambda address: None)
+    plan = launcher.LaunchPlan(device_kind="cpu", workers_per_host=1, hostnames=("localhost", REMOTE))
+    with pytest.raises(HostError, match="stopped after the pre-flight"):
+        launcher.launch(print, plan=plan)
+    assert seen["PYTHONPATH"] == "/opt/site" and seen["LD_LIBRARY_PATH"] == "/opt/lib"
+    assert seen["GLOO_SOCKET_IFNAME"] == "eth9" and "NOT_FOR_AGENTS" not in seen
+    assert seen[MASTER_ADDR_ENV] == "192.0.2.10"  # the workers' own variables ride along, as torchrunx sends them
+    assert not Path(seen[REPORT_DIR_ENV]).exists(), "the launch's report directory was left behind"
 
 
 @pytest.mark.parametrize(

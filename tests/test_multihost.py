@@ -16,7 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torchrunx
 
+import mjfleet
 from mjfleet.cluster.hosts import check_host
 from tests.helpers import TOKEN_ENV, assert_no_processes_left
 from tests.twohost import NamespaceHost, namespace_host, unavailable
@@ -180,7 +182,8 @@ def test_preflight_names_missing_project_directory_and_interpreter(host: Namespa
     with socket.create_server((host.local_address, 0)) as server:
         port = server.getsockname()[1]
         args = (host.address, host.ssh_config, host.local_address, port)
-        assert check_host(*args, Path.cwd(), sys.executable) is None
+        own = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}  # as agents get it
+        assert check_host(*args, Path.cwd(), sys.executable, env=own) is None
         missing_dir = check_host(*args, tmp_path / "not-there", sys.executable)
         assert (
             missing_dir is not None and f"project directory {tmp_path / 'not-there'} does not exist" in missing_dir[0]
@@ -193,4 +196,12 @@ def test_preflight_names_missing_project_directory_and_interpreter(host: Namespa
         bare.chmod(0o755)
         no_mjfleet = check_host(*args, Path.cwd(), str(bare))
         assert no_mjfleet is not None and "cannot import mjfleet there" in no_mjfleet[0]
+        # An environment that imports only through PYTHONPATH (a module system, an offline kit) passes with the
+        # variables the agent will be given, as torchrunx exports PYTHONPATH to it.
+        no_site = tmp_path / "python-without-site"
+        no_site.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+        no_site.chmod(0o755)
+        assert check_host(*args, Path.cwd(), str(no_site)) is not None
+        paths = os.pathsep.join(str(Path(m.__file__).parents[1]) for m in (mjfleet, torchrunx))
+        assert check_host(*args, Path.cwd(), str(no_site), env={"PYTHONPATH": paths}) is None
     assert_namespace_empty(host)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import ipaddress
 import logging
 import os
@@ -25,7 +26,7 @@ import shlex
 import socket
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -204,9 +205,9 @@ if not os.environ.get("GLOO_SOCKET_IFNAME"):
 _NO_DIR, _NO_PYTHON = 6, 7
 
 
-def _remote_command(address: str, port: int, workdir: Path, python: str) -> str:
+def _remote_command(address: str, port: int, workdir: Path, python: str, env: Mapping[str, str]) -> str:
     python = shlex.quote(python)
-    exports = [shlex.quote(f"{k}={v}") for k, v in os.environ.items() if k.startswith("GLOO_")]
+    exports = [shlex.quote(f"{k}={v}") for k, v in env.items()]
     return " ; ".join(
         [
             f"cd {shlex.quote(str(workdir))} 2>/dev/null || exit {_NO_DIR}",
@@ -257,14 +258,20 @@ def _ssh_error(exc: BaseException) -> str:
 
 
 def check_host(
-    host: str, ssh_config: Path | None, address: str, port: int, workdir: Path, python: str
+    host: str,
+    ssh_config: Path | None,
+    address: str,
+    port: int,
+    workdir: Path,
+    python: str,
+    env: Mapping[str, str] | None = None,
 ) -> tuple[str, str] | None:
-    """None if ``host`` passes (``python`` imports mjfleet in ``workdir`` and connects to ``address:port``); else
-    ``(one-line reason, details for its log file)``."""
+    """None if ``host`` passes (``python`` imports mjfleet in ``workdir`` with ``env`` exported, and connects to
+    ``address:port``); else ``(one-line reason, details for its log file)``."""
     import fabric
     import invoke
 
-    command = _remote_command(address, port, workdir, python)
+    command = _remote_command(address, port, workdir, python, env or {})
     config = fabric.Config(runtime_ssh_path=str(ssh_config) if ssh_config else None)
     connect_kwargs = {"banner_timeout": SSH_CONNECT_TIMEOUT_S, "auth_timeout": SSH_CONNECT_TIMEOUT_S}
     try:
@@ -284,10 +291,16 @@ def check_host(
 
 
 def preflight(
-    hosts: Sequence[str], ssh_config: Path | None, address: str, log_file: Callable[[str], Path] | None
+    hosts: Sequence[str],
+    ssh_config: Path | None,
+    address: str,
+    log_file: Callable[[str], Path] | None,
+    env: Mapping[str, str] | None = None,
 ) -> None:
     """Check every remote host in parallel the way torchrunx will use it: SSH with the same client config, the
-    project directory and interpreter, ``import mjfleet``, and a TCP connection back to ``address``.
+    project directory and interpreter, the environment variables the agent will get (``env``: an environment
+    installed through ``PYTHONPATH`` or ``LD_LIBRARY_PATH`` imports only with them), ``import mjfleet``, and a TCP
+    connection back to ``address``.
 
     Raises :class:`HostError` for the first failing host (in ``hosts`` order), naming ``log_file(host)`` where the
     details were written.
@@ -307,7 +320,8 @@ def preflight(
     with server, ThreadPoolExecutor(max_workers=min(16, len(hosts))) as pool:
         port = server.getsockname()[1]
         workdir = Path.cwd()  # torchrunx starts agents there, with this interpreter
-        outcomes = list(pool.map(lambda h: check_host(h, ssh_config, address, port, workdir, sys.executable), hosts))
+        check = functools.partial(check_host, address=address, port=port, workdir=workdir, python=sys.executable)
+        outcomes = list(pool.map(lambda h: check(h, ssh_config, env=env), hosts))
     logger.debug("pre-flight of %s took %.1f s", ", ".join(hosts), time.monotonic() - started)
     for host, outcome in zip(hosts, outcomes, strict=True):
         if outcome is None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import fnmatch
 import functools
 import logging
 import os
@@ -72,6 +73,13 @@ T = TypeVar("T")
 LOG_DIR_ENV = "TORCHRUNX_LOG_DIR"
 # Copied to remote hosts on top of torchrunx's defaults (local agents inherit the launcher's whole environment).
 _COPY_ENV_PATTERNS = ("GLOO*", "OMP_NUM_THREADS", "MUJOCO*", "WANDB*", "MJFLEET*")
+
+
+def agent_environment(copy_patterns: Sequence[str], extra: Mapping[str, str]) -> dict[str, str]:
+    """The variables torchrunx exports to a remote agent (as torchrunx 0.4.0 chooses them: this machine's variables
+    whose names match ``copy_patterns``, then ``extra``). The pre-flight check runs with the same ones."""
+    env = {k: v for k, v in os.environ.items() if any(fnmatch.fnmatch(k, p) for p in copy_patterns)}
+    return {**env, **extra}
 
 
 @dataclass(frozen=True)
@@ -249,11 +257,17 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
     if address is not None:
         check_gloo_interface(address)
     log_run_dir = _make_log_run_dir(plan.log_dir) if plan.log_dir is not None else None
-    if address is not None:
-        agent_log = None if log_run_dir is None else functools.partial(worker_log_path, log_run_dir, local_rank=None)
-        preflight(remote, plan.ssh_config, address, agent_log)
     master_addr = master_address(plan.hostnames, address) if address is not None else None
     report_dir = Path(tempfile.mkdtemp(prefix="mjfleet-launch-"))
+    copy_env = (*torchrunx.DEFAULT_ENV_VARS_FOR_COPY, *_COPY_ENV_PATTERNS)
+    extra_env = _worker_env(plan, report_dir, master_addr)
+    if address is not None:
+        agent_log = None if log_run_dir is None else functools.partial(worker_log_path, log_run_dir, local_rank=None)
+        try:
+            preflight(remote, plan.ssh_config, address, agent_log, agent_environment(copy_env, extra_env))
+        except BaseException:
+            shutil.rmtree(report_dir, ignore_errors=True)
+            raise
     ssh_config = str(plan.ssh_config) if plan.ssh_config is not None else None
     launcher = torchrunx.Launcher(
         hostnames=list(plan.hostnames),
@@ -262,8 +276,8 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
         backend=None,
         worker_timeout=plan.worker_timeout_s,
         agent_timeout=plan.agent_timeout_s,
-        copy_env_vars=(*torchrunx.DEFAULT_ENV_VARS_FOR_COPY, *_COPY_ENV_PATTERNS),
-        extra_env_vars=_worker_env(plan, report_dir, master_addr),
+        copy_env_vars=copy_env,
+        extra_env_vars=extra_env,
     )
     launcher.set_logging_handlers(functools.partial(make_log_handlers, plan, log_run_dir, report_dir, os.getpid()))
     name = getattr(fn, "__name__", type(fn).__name__)
