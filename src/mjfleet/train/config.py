@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import ipaddress
 import math
 import re
@@ -165,6 +166,9 @@ def validate(cfg: TrainConfig) -> None:
             f"--collective-timeout-s must be positive and at most {MAX_COLLECTIVE_TIMEOUT_S:.0f} s"
             f" (got {cfg.collective_timeout_s})"
         )
+    if cfg.agent.logger == "wandb" and importlib.util.find_spec("wandb") is None:
+        # Checked here, not at the first metrics write: that is in every worker, after the run directory exists.
+        raise UsageError("--agent.logger wandb: this Python cannot import wandb (install it, or log to tensorboard)")
     stop_condition(cfg)  # raises UsageError for a malformed --stop-when
     if cfg.video_interval < 0:
         raise UsageError(f"--video-interval must be 0 (no videos) or positive (got {cfg.video_interval})")
