@@ -158,7 +158,9 @@ def test_raising_worker_fails_fast_with_rank_and_log(tmp_path: Path, token: str)
     assert failure.log_path is not None and str(failure.log_path) in first_line
     assert failure.log_path.name == "localhost[1].log"
     assert "rank one exploded" in failure.log_path.read_text()
-    assert any("raise ValueError" in line for line in failure.details)
+    # The failing frame, named. Not its source line: cloudpickle 3.1.3 (not 3.1.2) gives the code of this test
+    # module's function the file name "<dynamic-code>" in the worker, where no source can be found.
+    assert any("in fail_on_rank_one" in line for line in failure.details), failure.details
     assert processes_with_token(token) == []
 
 
