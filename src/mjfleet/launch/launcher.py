@@ -73,6 +73,11 @@ T = TypeVar("T")
 LOG_DIR_ENV = "TORCHRUNX_LOG_DIR"
 # Copied to remote hosts on top of torchrunx's defaults (local agents inherit the launcher's whole environment).
 _COPY_ENV_PATTERNS = ("GLOO*", "OMP_NUM_THREADS", "MUJOCO*", "WANDB*", "MJFLEET*")
+TORCH_LOGS_FORMAT_ENV = "TORCH_LOGS_FORMAT"
+# torch's default log formatter imports torch._dynamo (and sympy, triton) the first time it formats an exception.
+# An agent does exactly that when one of its workers fails, so every failure and restart waited for that import
+# (6-8 s on a 2-core machine) before the launcher heard of it. A plain format keeps torch's fields without it.
+AGENT_TORCH_LOGS_FORMAT = "%(levelname)s %(asctime)s %(process)d %(pathname)s:%(lineno)d] %(message)s"
 
 
 def agent_environment(copy_patterns: Sequence[str], extra: Mapping[str, str]) -> dict[str, str]:
@@ -218,6 +223,8 @@ def _worker_env(plan: LaunchPlan, report_dir: Path, master_addr: str | None) -> 
         env[MASTER_ADDR_ENV] = master_addr
     if plan.cuda_visible_devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = plan.cuda_visible_devices
+    if TORCH_LOGS_FORMAT_ENV not in os.environ:  # the user's own choice travels as TORCH*
+        env[TORCH_LOGS_FORMAT_ENV] = AGENT_TORCH_LOGS_FORMAT
     if plan.device_kind == "cuda":  # always set: local agents inherit the launcher's environment
         env[WORKERS_PER_DEVICE_ENV] = str(plan.workers_per_device)
     if plan.device_kind == "cpu" and "OMP_NUM_THREADS" not in os.environ:
