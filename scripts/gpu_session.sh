@@ -91,6 +91,8 @@ receive() {
   rm -rf "$unpack"
   cp "$store/$kit.sha256" "$site/.$kit.sha256"
   echo "kit: installed $(wc -l <"$site/MJFLEET_GPU_KIT.txt") packages into $site"
+  # Bytecode now, once: where PYTHONDONTWRITEBYTECODE is set, every process would compile the kit's sources again.
+  "$python" -m compileall -q -j 0 "$site" >/dev/null 2>&1 || echo "kit: compiling bytecode failed (imports still work)"
   check_imports "$site"
 }
 

@@ -31,6 +31,7 @@ def _session(tmp_path: Path, *args: str, out: Path | None = None, timeout: float
         "MJFLEET_PYTHON": sys.executable,
         "MJFLEET_KIT_IMPORTS": "kitprobe",  # the package of the test kit: importing it proves SITE is on the path
         "MJFLEET_GL_ROOT": str(tmp_path / "root"),  # where the kit's EGL loader packages are unpacked (not /)
+        "PYTHONDONTWRITEBYTECODE": "1",  # as on the machines here: imports alone write no bytecode
     }
     env.pop("OUT", None)
     if out is not None:
@@ -100,6 +101,8 @@ def test_the_kit_arrives_over_several_commands_then_installs_once(tmp_path: Path
     assert "kitprobe     1.0" in out
     assert "unpacked the EGL/GL loaders (1 packages)" in out
     assert (tmp_path / "root" / "usr" / "lib" / "x86_64-linux-gnu" / "libEGL.so.1").is_file()
+    # Compiled once at install, so PYTHONDONTWRITEBYTECODE cannot make every process compile the kit's sources again.
+    assert list((tmp_path / "site" / "__pycache__").glob("kitprobe.*.pyc")), out
 
     code, out = _session(tmp_path, "receive", str(tmp_path / "nothing-carried"), str(tmp_path / "site"))
     assert code == 0 and "already installed" in out, out
