@@ -1,4 +1,4 @@
-"""What launched agents and workers are given besides torchrunx's copied variables."""
+"""What launched agents and workers are given besides torchrunx's copied variables, and what slows their start."""
 
 from __future__ import annotations
 
@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from mjfleet.launch.launcher import AGENT_TORCH_LOGS_FORMAT, TORCH_LOGS_FORMAT_ENV, LaunchPlan, _worker_env
+from mjfleet.launch.launcher import (
+    AGENT_TORCH_LOGS_FORMAT,
+    TORCH_LOGS_FORMAT_ENV,
+    LaunchPlan,
+    _worker_env,
+    bytecode_hint,
+)
 
 CPU_PLAN = LaunchPlan(device_kind="cpu", workers_per_host=2)
 
@@ -52,3 +58,26 @@ def test_an_agent_reports_a_failed_worker_without_importing_torch_dynamo(tmp_pat
     last = result.stderr.strip().splitlines()
     assert last[0].startswith("ERROR ") and "] failed (exitcode: 1)" in last[0]  # torch's fields are kept
     assert last[-1] == "ValueError: worker exploded"
+
+
+def _package(root: Path, name: str, compiled: bool) -> None:
+    package = root / name
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    if compiled:
+        import py_compile
+
+        py_compile.compile(str(package / "__init__.py"), doraise=True)
+
+
+def test_a_launch_says_when_every_process_would_compile_its_sources_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _package(tmp_path, "plain_install", compiled=False)
+    _package(tmp_path, "compiled_install", compiled=True)
+    hint = bytecode_hint("plain_install", dont_write_bytecode=True)
+    assert hint is not None and "uv sync --compile-bytecode" in hint and hint.startswith("plain_install has no")
+    assert bytecode_hint("plain_install", dont_write_bytecode=False) is None  # the first import writes it
+    assert bytecode_hint("compiled_install", dont_write_bytecode=True) is None
+    assert bytecode_hint("sys", dont_write_bytecode=True) is None  # built in: nothing to compile

@@ -31,9 +31,11 @@ import contextlib
 import datetime
 import fnmatch
 import functools
+import importlib.util
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -234,6 +236,22 @@ def _worker_env(plan: LaunchPlan, report_dir: Path, master_addr: str | None) -> 
     return env
 
 
+def bytecode_hint(module: str = "torch", dont_write_bytecode: bool | None = None) -> str | None:
+    """Why every launched process would start slowly, if it would: writing bytecode is off (PYTHONDONTWRITEBYTECODE,
+    ``-B``; agents and workers inherit it) and ``module`` was installed without any (``uv sync`` writes none)."""
+    if not (sys.flags.dont_write_bytecode if dont_write_bytecode is None else dont_write_bytecode):
+        return None
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        return None
+    if Path(importlib.util.cache_from_source(spec.origin)).exists():
+        return None
+    return (
+        f"{module} has no compiled bytecode and PYTHONDONTWRITEBYTECODE is set, so every agent and worker compiles"
+        f" its sources again at start (seconds each); compile once with `uv sync --compile-bytecode`"
+    )
+
+
 def _agents_failed(exc: BaseException, plan: LaunchPlan, log_run_dir: Path | None) -> HostError:
     """One line for agents that did not start or join although every host passed its pre-flight check."""
     error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -298,6 +316,8 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
     )
     if address is not None:
         logger.info("launcher address for remote hosts: %s; workers meet at %s", address, master_addr)
+    if (hint := bytecode_hint()) is not None:
+        logger.warning(hint)
     own_stop = None
     if stop is None:  # Our own handler: SIGINT/SIGTERM stop every worker at once (KeyboardInterrupt).
         stop = own_stop = StopRequest()
