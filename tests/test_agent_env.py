@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import py_compile
 import subprocess
 import sys
 import textwrap
@@ -47,9 +48,7 @@ def test_agents_get_a_plain_torch_log_format_unless_the_user_chose_one(
 def test_an_agent_reports_a_failed_worker_without_importing_torch_dynamo(tmp_path: Path) -> None:
     # torch's default formatter imports torch._dynamo to format an exception: seconds between a worker's death and
     # the launcher hearing of it, on every failure and restart.
-    env = {**os.environ, **_worker_env(CPU_PLAN, tmp_path, None)}
-    if TORCH_LOGS_FORMAT_ENV in os.environ:
-        env[TORCH_LOGS_FORMAT_ENV] = AGENT_TORCH_LOGS_FORMAT
+    env = {**os.environ, TORCH_LOGS_FORMAT_ENV: AGENT_TORCH_LOGS_FORMAT}
     result = subprocess.run(
         [sys.executable, "-c", AGENT_LOGS_A_FAILURE], env=env, capture_output=True, text=True, timeout=120
     )
@@ -65,8 +64,6 @@ def _package(root: Path, name: str, compiled: bool) -> None:
     package.mkdir()
     (package / "__init__.py").write_text("")
     if compiled:
-        import py_compile
-
         py_compile.compile(str(package / "__init__.py"), doraise=True)
 
 

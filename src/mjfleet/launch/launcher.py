@@ -252,6 +252,12 @@ def bytecode_hint(module: str = "torch", dont_write_bytecode: bool | None = None
     )
 
 
+@functools.cache  # Restarts relaunch: one warning per process is enough.
+def _warn_if_bytecode_missing() -> None:
+    if (hint := bytecode_hint()) is not None:
+        logger.warning(hint)
+
+
 def _agents_failed(exc: BaseException, plan: LaunchPlan, log_run_dir: Path | None) -> HostError:
     """One line for agents that did not start or join although every host passed its pre-flight check."""
     error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -316,8 +322,7 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
     )
     if address is not None:
         logger.info("launcher address for remote hosts: %s; workers meet at %s", address, master_addr)
-    if (hint := bytecode_hint()) is not None:
-        logger.warning(hint)
+    _warn_if_bytecode_missing()
     own_stop = None
     if stop is None:  # Our own handler: SIGINT/SIGTERM stop every worker at once (KeyboardInterrupt).
         stop = own_stop = StopRequest()
