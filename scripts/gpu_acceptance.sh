@@ -78,7 +78,8 @@ if ((!dry_run)); then
 fi
 
 # Generous limits: they only catch hangs. The first run on a machine compiles every Warp kernel for the GPU (and the
-# CPU, for the CPU/CUDA comparisons), which takes minutes; a phase killed here would waste the whole run.
+# CPU, for the CPU/CUDA comparisons), which takes minutes unless scripts/warp_cuda_cache.py put the GPU's part in
+# Warp's cache beforehand; a phase killed here would waste the whole run.
 # A test running 300 s dumps every thread's stack into the log (faulthandler_timeout); where pytest-timeout is
 # installed, one running 600 s (fixture set-up included, which may compile kernels) fails alone, not the whole phase.
 per_test=(-o faulthandler_timeout=300)

@@ -11,6 +11,8 @@
 #   --part-mib N  parts of at most N MiB (default 60: one part plus this checkout fit one 64 MiB device call)
 #   --full        also pack psutil, onnxruntime (and its dependencies) and pytest, for a bare Python 3.12 that has
 #                 only torch, numpy, pyyaml, rich, imageio, tensorboard, onnx and cloudpickle
+#   --arch N      also write mjfleet-warp-cache.tar.xz: the acceptance tasks' Warp kernels compiled for CUDA compute
+#                 capability N (90: H100 and H200) by scripts/warp_cuda_cache.py, through uv; 0: none (default 90)
 #
 # mujoco-studio (Filament rendering and the Studio viewer, 12 MiB) is left out: nothing headless uses it. Debian's
 # glvnd EGL/GL loader packages ride along (apt-get download) for headless MuJoCo rendering through NVIDIA's EGL.
@@ -20,23 +22,25 @@
 #   scripts/gpu_session.sh receive DIR       # checks, unpacks into /tmp/site, imports what mjfleet needs
 #   export PYTHONPATH=$PWD/src:/tmp/site
 set -euo pipefail
-usage="usage: scripts/gpu_kit.sh OUT_DIR [--part-mib N] [--full]"
-out=""; part_mib=60; full=0
+usage="usage: scripts/gpu_kit.sh OUT_DIR [--part-mib N] [--full] [--arch N]"
+out=""; part_mib=60; full=0; arch=90
 while (($#)); do
   case $1 in
     --part-mib) part_mib=${2:?$usage}; shift 2 ;;
     --full) full=1; shift ;;
-    -h | --help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --arch) arch=${2:?$usage}; shift 2 ;;
+    -h | --help) sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "error: unknown option $1 ($usage)" >&2; exit 2 ;;
     *) [[ -z $out ]] || { echo "error: one OUT_DIR only ($usage)" >&2; exit 2; }; out=$1; shift ;;
   esac
 done
 [[ -n $out ]] || { echo "error: $usage" >&2; exit 2; }
 [[ $part_mib =~ ^[1-9][0-9]*$ ]] || { echo "error: --part-mib must be a positive integer (got $part_mib)" >&2; exit 2; }
+[[ $arch =~ ^[0-9]+$ ]] || { echo "error: --arch must be a compute capability like 90, or 0 (got $arch)" >&2; exit 2; }
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 kit=${MJFLEET_GPU_KIT:-$repo/../shared/gpu-kit}
 [[ -x $kit/build.sh ]] || { echo "error: no shared kit at $kit (set MJFLEET_GPU_KIT)" >&2; exit 2; }
-mkdir -p "$out"
+mkdir -p "$out" && out=$(cd "$out" && pwd)  # absolute: the Warp cache is built from the checkout
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 "$kit/build.sh" "$tmp/shared" 100000 >/dev/null
@@ -77,6 +81,11 @@ fi
 rm -f "$out"/mjfleet-gpu-kit.tar.xz.part-* "$out/mjfleet-gpu-kit.sha256"
 tar -C "$tmp" -cf - site gl | xz -T0 -6 | split -b "${part_mib}M" - "$out/mjfleet-gpu-kit.tar.xz.part-"
 (cd "$out" && sha256sum mjfleet-gpu-kit.tar.xz.part-* >mjfleet-gpu-kit.sha256)
+if ((arch)); then
+  # The first GPU run would otherwise compile these (NVRTC, one module after another) on the GPU machine's time.
+  rm -f "$out/mjfleet-warp-cache.tar.xz"
+  (cd "$repo" && uv run --locked python scripts/warp_cuda_cache.py build "$out/mjfleet-warp-cache.tar.xz" --arch "$arch")
+fi
 ls -l "$out"
 echo "$(wc -l <"$tmp/site/MJFLEET_GPU_KIT.txt") wheels in $(wc -l <"$out/mjfleet-gpu-kit.sha256") parts" \
   "(see docs/gpu.md: one part per device call, then scripts/gpu_session.sh receive)"

@@ -7,6 +7,8 @@
 #                                                once every part named in mjfleet-gpu-kit.sha256 is there and checks,
 #                                                unpack into SITE (/tmp/site) and import what mjfleet needs.
 #                                                Exit 0 installed, 3 parts still missing, 1 a part is corrupt.
+#                                                A carried mjfleet-warp-cache.tar.xz (scripts/warp_cuda_cache.py)
+#                                                goes into Warp's kernel cache once the kit is in.
 #   scripts/gpu_session.sh start NAME CMD...     run CMD in its own process session (it outlives this command), from
 #                                                a private copy of this checkout (a later command may replace the
 #                                                checkout), with PYTHONPATH=<copy>/src:SITE; output in
@@ -23,6 +25,7 @@ jobs_dir=${MJFLEET_JOBS:-/tmp/jobs}
 store=${MJFLEET_KIT_STORE:-/tmp/kit}
 python=${MJFLEET_PYTHON:-python3}
 kit=mjfleet-gpu-kit
+warp_cache=mjfleet-warp-cache.tar.xz
 
 die() { echo "error: $*" >&2; exit 2; }
 
@@ -57,7 +60,7 @@ receive() {
   [[ -n $dir ]] || die "usage: scripts/gpu_session.sh receive DIR [SITE]"
   mkdir -p "$store" || exit 2
   if [[ -d $dir ]]; then
-    find "$dir" -maxdepth 1 -name "$kit.*" -type f -exec cp -f {} "$store/" \;
+    find "$dir" -maxdepth 1 \( -name "$kit.*" -o -name "$warp_cache" \) -type f -exec cp -f {} "$store/" \;
   fi
   if [[ ! -f $store/$kit.sha256 ]]; then
     echo "kit: no $kit.sha256 received yet (carry it with every part)"
@@ -65,6 +68,7 @@ receive() {
   fi
   if [[ -f $site/.$kit.sha256 ]] && cmp -s "$store/$kit.sha256" "$site/.$kit.sha256"; then
     echo "kit: already installed in $site"
+    install_warp_cache "$site"
     return
   fi
   local parts=() missing=() name
@@ -93,7 +97,22 @@ receive() {
   echo "kit: installed $(wc -l <"$site/MJFLEET_GPU_KIT.txt") packages into $site"
   # Bytecode now, once: where PYTHONDONTWRITEBYTECODE is set, every process would compile the kit's sources again.
   "$python" -m compileall -q -j 0 "$site" >/dev/null 2>&1 || echo "kit: compiling bytecode failed (imports still work)"
-  check_imports "$site"
+  check_imports "$site" || return
+  install_warp_cache "$site"
+}
+
+# Kernels compiled for this GPU before the session (scripts/warp_cuda_cache.py), once per archive. Only time is at
+# stake: a refused or failed install leaves Warp compiling them here, as without the archive.
+install_warp_cache() {
+  local site=$1
+  [[ -f $store/$warp_cache ]] || return 0
+  cmp -s "$store/$warp_cache" "$site/.$warp_cache" 2>/dev/null && return 0
+  if PYTHONPATH="$repo/src:$site${PYTHONPATH:+:$PYTHONPATH}" "$python" "$repo/scripts/warp_cuda_cache.py" install \
+    "$store/$warp_cache"; then
+    cp "$store/$warp_cache" "$site/.$warp_cache"
+  else
+    echo "kit: Warp kernel cache not installed (kernels compile on first use)"
+  fi
 }
 
 # glvnd's EGL/GL loaders from the kit, unpacked into MJFLEET_GL_ROOT (/) where no libEGL.so.1 is found.

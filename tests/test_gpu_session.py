@@ -5,6 +5,8 @@ needs a GPU."""
 from __future__ import annotations
 
 import hashlib
+import io
+import json
 import lzma
 import os
 import shutil
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import warp
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "gpu_session.sh"
@@ -120,6 +123,54 @@ def test_a_damaged_part_is_named_not_installed(tmp_path: Path) -> None:
     assert not (tmp_path / "site").exists()
 
 
+def _warp_cache_archive(tmp_path: Path, warp_version: str) -> Path:
+    """What ``scripts/warp_cuda_cache.py build`` writes: Warp's cache layout plus a manifest."""
+    built = tmp_path / f"built-{warp_version}"
+    module = built / "wp_probe_1234567"
+    module.mkdir(parents=True)
+    (module / "wp_probe_1234567.sm90.cubin").write_bytes(b"cubin")
+    (module / "wp_probe_1234567.meta").write_text("{}")
+    archive = tmp_path / f"cache-{warp_version}" / "mjfleet-warp-cache.tar.xz"
+    archive.parent.mkdir()
+    manifest = json.dumps({"warp": warp_version, "arch": 90, "modules": ["wp_probe_1234567"]}).encode()
+    with lzma.open(archive, "wb") as xz, tarfile.open(fileobj=xz, mode="w") as tar:
+        info = tarfile.TarInfo("MANIFEST.json")
+        info.size = len(manifest)
+        tar.addfile(info, io.BytesIO(manifest))
+        tar.add(module, arcname=module.name)
+    return archive
+
+
+@pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="needs dpkg-deb to build a stand-in package")
+def test_a_carried_warp_kernel_cache_is_installed_once_after_the_kit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    warp_cache = tmp_path / "warp-cache"
+    monkeypatch.setenv("WARP_CACHE_PATH", str(warp_cache))
+    (tmp_path / "root").mkdir()
+    parts = _kit(tmp_path, 2)
+    call1 = _carried(tmp_path, "call1", parts[0])
+    archive = _warp_cache_archive(tmp_path, warp.config.version)
+    shutil.copy(archive, call1)
+    code, out = _session(tmp_path, "receive", str(call1), str(tmp_path / "site"))
+    assert code == 3 and not warp_cache.exists(), out  # kept until the kit is in: installing it needs warp
+
+    code, out = _session(tmp_path, "receive", str(_carried(tmp_path, "call2", parts[1])), str(tmp_path / "site"))
+    assert code == 0, out
+    assert f"1 modules for sm_90 installed into {warp_cache}" in out
+    assert (warp_cache / "wp_probe_1234567" / "wp_probe_1234567.sm90.cubin").read_bytes() == b"cubin"
+
+    code, out = _session(tmp_path, "receive", str(tmp_path / "nothing"), str(tmp_path / "site"))
+    assert code == 0 and "already installed" in out and "modules for sm_90" not in out, out
+
+    # Another warp-lang's kernels would never be found: refused, and the session goes on without them.
+    code, out = _session(
+        tmp_path, "receive", str(_warp_cache_archive(tmp_path, "0.0.1").parent), str(tmp_path / "site")
+    )
+    assert code == 0, out
+    assert "holds kernels of warp-lang 0.0.1" in out and "kernels compile on first use" in out
+
+
 def test_jobs_outlive_the_command_and_report_their_exit(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
@@ -182,6 +233,7 @@ def test_usage_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> N
     [
         ([], "usage: scripts/gpu_kit.sh OUT_DIR"),
         (["out", "--part-mib", "0"], "positive integer"),
+        (["out", "--arch", "sm90"], "compute capability like 90"),
         (["a", "b"], "one OUT_DIR"),
     ],
 )
