@@ -84,7 +84,12 @@ tar -C "$tmp" -cf - site gl | xz -T0 -6 | split -b "${part_mib}M" - "$out/mjflee
 if ((arch)); then
   # The first GPU run would otherwise compile these (NVRTC, one module after another) on the GPU machine's time.
   rm -f "$out/mjfleet-warp-cache.tar.xz"
-  (cd "$repo" && uv run --locked python scripts/warp_cuda_cache.py build "$out/mjfleet-warp-cache.tar.xz" --arch "$arch")
+  # With the mjlab export (docs/gpu.md, call 7), its Go1 model's kernels too.
+  export_dir=${MJFLEET_MJLAB_EXPORT:-$repo/mjlab-compare/export}
+  with_export=()
+  [[ -f $export_dir/mjlab.json ]] && with_export=(--mjlab-export "$export_dir")
+  (cd "$repo" && uv run --locked python scripts/warp_cuda_cache.py build "$out/mjfleet-warp-cache.tar.xz" --arch "$arch" \
+    "${with_export[@]}")
 fi
 ls -l "$out"
 echo "$(wc -l <"$tmp/site/MJFLEET_GPU_KIT.txt") wheels in $(wc -l <"$out/mjfleet-gpu-kit.sha256") parts" \

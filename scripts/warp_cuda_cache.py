@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import inspect
 import io
 import json
@@ -70,7 +71,7 @@ def recorded_launches() -> Iterator[set[tuple[Any, int]]]:
         return originals["launch"](*args, **kwargs)
 
     def launch_tiled(*args: Any, **kwargs: Any) -> Any:
-        kernel = kwargs.get("kernel", args[0] if args else None)
+        kernel = kwargs["kernel"] if "kernel" in kwargs else args[0]
         seen.add((kernel.module, cuda_block_dim(kwargs.get("block_dim"))))
         return originals["launch_tiled"](*args, **kwargs)
 
@@ -81,9 +82,10 @@ def recorded_launches() -> Iterator[set[tuple[Any, int]]]:
         wp.launch, wp.launch_tiled = originals["launch"], originals["launch_tiled"]
 
 
-def run_tasks(tasks: list[str], num_envs: int, steps: int) -> set[tuple[Any, int]]:
+def run_tasks(tasks: list[str], num_envs: int, steps: int, mjlab_export: Path | None = None) -> set[tuple[Any, int]]:
     """Run each task's environment with the Warp backend on the CPU: stepping (eager, then a captured graph, as
-    the GPU runs it), resetting every world; return what was launched."""
+    the GPU runs it), resetting every world; then the model of an mjlab export, stepped as
+    ``scripts/mjlab_compare/model_side.py`` steps it. Return what was launched."""
     import torch
 
     from mjfleet.envs.env import MjEnv
@@ -103,7 +105,28 @@ def run_tasks(tasks: list[str], num_envs: int, steps: int) -> set[tuple[Any, int
             env.reset_all()
             env.sim.step()
             logger.info("%s: %d module variants launched so far", task_id, len(seen))
+        if mjlab_export is not None:
+            step_mjlab_export(mjlab_export, num_envs, steps)
+            logger.info("%s: %d module variants launched so far", mjlab_export, len(seen))
     return seen
+
+
+def step_mjlab_export(export: Path, num_envs: int, steps: int) -> None:
+    """Step mjlab's Go1 model as ``model_side.py`` does on the GPU (its options and sizes decide the kernels)."""
+    from mjfleet.sim.config import SimConfig
+
+    path = Path(__file__).resolve().parent / "mjlab_compare" / "model_side.py"
+    spec = importlib.util.spec_from_file_location("mjlab_model_side", path)
+    assert spec is not None and spec.loader is not None
+    model_side = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(model_side)
+    try:
+        report = json.loads((export / "mjlab.json").read_text())
+        model = model_side.load_model(export / "scene", report)
+    except (OSError, ValueError, KeyError) as e:
+        raise UsageError(f"--mjlab-export {export}: not an export of scripts/compare_mjlab.sh ({e})") from None
+    cfg = SimConfig(backend="warp", decimation=report["decimation"], nconmax=report["nconmax"], njmax=report["njmax"])
+    model_side.physics_rate(model, report, num_envs, "cpu", steps, cfg)
 
 
 def compile_variants(
@@ -173,8 +196,11 @@ def build(args: argparse.Namespace) -> None:
     supported = sorted(runtime.nvrtc_supported_archs) if runtime is not None else []
     if args.arch not in supported:
         raise UsageError(f"--arch {args.arch}: this warp-lang's NVRTC compiles for {supported or 'nothing'}")
+    if args.mjlab_export is not None and not (args.mjlab_export / "mjlab.json").is_file():
+        raise UsageError(f"--mjlab-export {args.mjlab_export}: no mjlab.json (scripts/compare_mjlab.sh writes it)")
+    sources = args.tasks + ([str(args.mjlab_export)] if args.mjlab_export else [])
     start = time.perf_counter()
-    variants = run_tasks(args.tasks, args.num_envs, args.steps)
+    variants = run_tasks(args.tasks, args.num_envs, args.steps, args.mjlab_export)
     recorded_s = time.perf_counter() - start
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
@@ -184,7 +210,7 @@ def build(args: argparse.Namespace) -> None:
             "warp": wp.config.version,
             "arch": args.arch,
             "formats": args.formats,
-            "tasks": args.tasks,
+            "tasks": sources,
             "modules": sorted(ident for ident, _ in timings),
             "compile_s": {ident: round(s, 2) for ident, s in timings},
         }
@@ -194,7 +220,7 @@ def build(args: argparse.Namespace) -> None:
         "%d module variants of %s for sm_%d (%s): recorded in %.0f s, compiled in %.0f s (%.0f s one after another, "
         "%d workers); %s, %.1f MiB",
         len(timings),
-        ", ".join(args.tasks),
+        ", ".join(sources),
         args.arch,
         "+".join(args.formats),
         recorded_s,
@@ -249,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--formats", nargs="+", choices=("cubin", "ptx"), default=["cubin", "ptx"])
     b.add_argument("--num-envs", type=int, default=4, help="worlds per task while recording (no kernel depends on it)")
     b.add_argument("--steps", type=int, default=5, help="env steps per task while recording")
+    b.add_argument(
+        "--mjlab-export", type=Path, help="also the model of this scripts/compare_mjlab.sh export (mjlab's Go1)"
+    )
     b.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="modules compiled at once")
     for name, text in (
         ("install", "extract into Warp's kernel cache"),

@@ -134,3 +134,12 @@ def test_an_architecture_nvrtc_cannot_compile_for_is_refused_before_recording(tm
     assert done.returncode == 2
     assert done.stderr.strip().startswith("error: --arch 91: this warp-lang's NVRTC compiles for ["), done.stderr
     assert not (tmp_path / "out.tar.xz").exists()
+
+
+def test_an_mjlab_export_without_its_report_is_refused_before_recording(tmp_path: Path) -> None:
+    done = _run(
+        "build", str(tmp_path / "out.tar.xz"), "--mjlab-export", str(tmp_path), cache_dir=tmp_path / "warp-cache"
+    )
+    assert done.returncode == 2
+    message = f"error: --mjlab-export {tmp_path}: no mjlab.json (scripts/compare_mjlab.sh writes it)"
+    assert done.stderr.strip() == message
