@@ -12,8 +12,8 @@ a hash of its kernels and options, not of the machine. So:
 ``build`` runs each task's environment with the Warp backend on the CPU and records every kernel module launched and
 the block size it asked for (the CPU runs every kernel with one thread per block; CUDA with the block size asked
 for, 256 by default, and each block size is a module variant of its own). It then compiles those module variants
-for the CUDA architecture (``--arch``; 90 is the H100) as CUBIN and PTX (Warp loads CUBIN where the driver is at
-least as new as Warp's NVRTC and PTX otherwise) and packs them as Warp's cache lays them out. A kernel that MuJoCo
+for the CUDA architecture (``--arch``; 90 is the H100) as CUBIN and PTX (Warp loads PTX where the driver is at
+least as new as its NVRTC and CUBIN otherwise) and packs them as Warp's cache lays them out. A kernel that MuJoCo
 Warp only builds on CUDA (a few choose their code by device) is not in the archive: the GPU compiles it as before.
 A module found in the cache is loaded instead of compiled; nothing else changes, so a stale archive only costs
 the compile it failed to save. ``install`` refuses an archive of another warp-lang version (exit code 2).
