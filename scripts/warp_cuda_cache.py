@@ -243,7 +243,6 @@ def install(args: argparse.Namespace) -> None:
     with tarfile.open(args.archive, "r:xz") as tar:
         members = [m for m in tar.getmembers() if m.name != MANIFEST]
         tar.extractall(target, members=members, filter="data")
-    (target / "mjfleet-carried-modules.json").write_text(json.dumps(manifest["modules"]))
     logger.info("%d modules for sm_%s installed into %s", len(manifest["modules"]), manifest["arch"], target)
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import io
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import psutil
 
@@ -82,3 +84,12 @@ def run_main(main: Callable[[list[str]], None], argv: list[str]) -> tuple[int, s
         except SystemExit as e:
             code = e.code
     return int(code or 0), out.getvalue(), err.getvalue()  # type: ignore[call-overload]
+
+
+def load_script(path: Path) -> ModuleType:
+    """A script under ``scripts/`` imported as a module (scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -4,7 +4,6 @@ reads a real (CPU) ``bench --json`` report. No GPU figure is produced or faked h
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shlex
@@ -21,7 +20,7 @@ import torch
 from mjfleet.cli import bench
 from mjfleet.train.config import TrainConfig
 
-from .helpers import run_main
+from .helpers import load_script, run_main
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "gpu_acceptance.sh"
@@ -112,11 +111,7 @@ def test_script_with_an_offline_site_uses_uv_only_if_its_environment_is_ready(tm
 
 
 def _summary_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpu_summary", REPO / "scripts" / "gpu_summary.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "scripts" / "gpu_summary.py")
 
 
 def _junit(path: Path, tests: int, skipped: int) -> None:

@@ -5,8 +5,6 @@ needs a GPU."""
 from __future__ import annotations
 
 import hashlib
-import io
-import json
 import lzma
 import os
 import shutil
@@ -19,6 +17,8 @@ from pathlib import Path
 import psutil
 import pytest
 import warp
+
+from .helpers import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "gpu_session.sh"
@@ -124,7 +124,7 @@ def test_a_damaged_part_is_named_not_installed(tmp_path: Path) -> None:
 
 
 def _warp_cache_archive(tmp_path: Path, warp_version: str) -> Path:
-    """What ``scripts/warp_cuda_cache.py build`` writes: Warp's cache layout plus a manifest."""
+    """What ``scripts/warp_cuda_cache.py build`` writes: Warp's cache layout plus a manifest (a stand-in binary)."""
     built = tmp_path / f"built-{warp_version}"
     module = built / "wp_probe_1234567"
     module.mkdir(parents=True)
@@ -132,12 +132,8 @@ def _warp_cache_archive(tmp_path: Path, warp_version: str) -> Path:
     (module / "wp_probe_1234567.meta").write_text("{}")
     archive = tmp_path / f"cache-{warp_version}" / "mjfleet-warp-cache.tar.xz"
     archive.parent.mkdir()
-    manifest = json.dumps({"warp": warp_version, "arch": 90, "modules": ["wp_probe_1234567"]}).encode()
-    with lzma.open(archive, "wb") as xz, tarfile.open(fileobj=xz, mode="w") as tar:
-        info = tarfile.TarInfo("MANIFEST.json")
-        info.size = len(manifest)
-        tar.addfile(info, io.BytesIO(manifest))
-        tar.add(module, arcname=module.name)
+    pack = load_script(REPO / "scripts" / "warp_cuda_cache.py").pack
+    pack(built, archive, {"warp": warp_version, "arch": 90, "modules": ["wp_probe_1234567"]})
     return archive
 
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import sys
@@ -13,16 +12,14 @@ from types import ModuleType
 import mujoco
 import pytest
 
+from .helpers import load_script
+
 REPO = Path(__file__).resolve().parents[1]
 CARTPOLE = REPO / "src" / "mjfleet" / "tasks" / "cartpole" / "cartpole.xml"
 
 
 def _model_side() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("model_side", REPO / "scripts" / "mjlab_compare" / "model_side.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "scripts" / "mjlab_compare" / "model_side.py")
 
 
 def _export(folder: Path, **changes: object) -> Path:

@@ -3,34 +3,23 @@
 
 from __future__ import annotations
 
-import importlib.util
-import io
-import json
-import lzma
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import warp as wp
 
 from mjfleet.sim.warp_runtime import init_warp
 
+from .helpers import load_script
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "warp_cuda_cache.py"
 
 
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("warp_cuda_cache", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cache = _script()
+cache = load_script(SCRIPT)
 
 
 @wp.kernel
@@ -112,11 +101,8 @@ def test_compiled_variants_pack_install_and_report(tmp_path: Path) -> None:
 
 def test_an_archive_of_another_warp_version_or_none_is_refused(tmp_path: Path) -> None:
     archive = tmp_path / "old.tar.xz"
-    data = json.dumps({"warp": "0.0.1", "arch": 90, "modules": ["wp_x_1234567"]}).encode()
-    with lzma.open(archive, "wb") as xz, tarfile.open(fileobj=xz, mode="w") as tar:
-        info = tarfile.TarInfo("MANIFEST.json")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
+    (tmp_path / "built").mkdir()
+    cache.pack(tmp_path / "built", archive, {"warp": "0.0.1", "arch": 90, "modules": ["wp_x_1234567"]})
     done = _run("install", str(archive), cache_dir=tmp_path / "warp-cache")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [

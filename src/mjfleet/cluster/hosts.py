@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import ipaddress
 import logging
 import os
@@ -320,8 +319,9 @@ def preflight(
     with server, ThreadPoolExecutor(max_workers=min(16, len(hosts))) as pool:
         port = server.getsockname()[1]
         workdir = Path.cwd()  # torchrunx starts agents there, with this interpreter
-        check = functools.partial(check_host, address=address, port=port, workdir=workdir, python=sys.executable)
-        outcomes = list(pool.map(lambda h: check(h, ssh_config, env=env), hosts))
+        outcomes = list(
+            pool.map(lambda h: check_host(h, ssh_config, address, port, workdir, sys.executable, env), hosts)
+        )
     logger.debug("pre-flight of %s took %.1f s", ", ".join(hosts), time.monotonic() - started)
     for host, outcome in zip(hosts, outcomes, strict=True):
         if outcome is None:
