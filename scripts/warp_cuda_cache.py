@@ -174,15 +174,15 @@ def read_manifest(archive: Path) -> dict[str, Any]:
 
 
 def warp_cache_dir() -> Path:
-    """Warp's kernel cache for the installed warp-lang, as ``wp.init()`` would choose it (without initialising)."""
+    """Warp's kernel cache for the installed warp-lang, as ``wp.init()`` resolves it (``WARP_CACHE_PATH`` or the
+    per-version default)."""
     import warp as wp
-    from warp._src.thirdparty import appdirs
 
-    if wp.config.kernel_cache_dir:
-        return Path(wp.config.kernel_cache_dir)
-    if "WARP_CACHE_PATH" in os.environ:
-        return Path(os.environ["WARP_CACHE_PATH"])
-    return Path(appdirs.user_cache_dir(appname="warp", appauthor="NVIDIA", version=wp.config.version))
+    from mjfleet.sim.warp_runtime import init_warp
+
+    init_warp("cpu")
+    assert wp.config.kernel_cache_dir is not None  # set by wp.init()
+    return Path(wp.config.kernel_cache_dir)
 
 
 def build(args: argparse.Namespace) -> None:
@@ -239,7 +239,6 @@ def install(args: argparse.Namespace) -> None:
     if manifest["warp"] != wp.config.version:
         raise UsageError(f"{args.archive} holds kernels of warp-lang {manifest['warp']}, this is {wp.config.version}")
     target = warp_cache_dir()
-    target.mkdir(parents=True, exist_ok=True)
     with tarfile.open(args.archive, "r:xz") as tar:
         members = [m for m in tar.getmembers() if m.name != MANIFEST]
         tar.extractall(target, members=members, filter="data")

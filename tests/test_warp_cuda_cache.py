@@ -83,19 +83,20 @@ def test_compiled_variants_pack_install_and_report(tmp_path: Path) -> None:
         names = tar.getnames()
     assert "MANIFEST.json" in names and not [n for n in names if n.endswith((".cu", ".o", ".cpp"))]
 
-    warp_cache = tmp_path / "warp-cache"
-    done = _run("install", str(archive), cache_dir=warp_cache)
+    warp_cache_path = tmp_path / "warp-cache"
+    warp_cache = warp_cache_path / wp.config.version  # Warp keeps each version's kernels apart under WARP_CACHE_PATH
+    done = _run("install", str(archive), cache_dir=warp_cache_path)
     assert done.returncode == 0, done.stderr
     assert f"2 modules for sm_90 installed into {warp_cache}" in done.stderr
     for ident in idents:
         assert (warp_cache / ident / f"{ident}.sm90.ptx").is_file()
 
-    done = _run("report", str(archive), cache_dir=warp_cache)
+    done = _run("report", str(archive), cache_dir=warp_cache_path)
     assert "2 carried modules" in done.stderr and "0 compiled on this machine" in done.stderr, done.stderr
     compiled_here = warp_cache / "wp_other_1234567"
     compiled_here.mkdir()
     (compiled_here / "wp_other_1234567.sm90.cubin").write_bytes(b"\0")
-    done = _run("report", str(archive), cache_dir=warp_cache)
+    done = _run("report", str(archive), cache_dir=warp_cache_path)
     assert "1 compiled on this machine" in done.stderr and "wp_other_1234567" in done.stderr, done.stderr
 
 
