@@ -109,6 +109,19 @@ def test_the_preflight_sees_the_variables_torchrunx_exports_to_agents(monkeypatc
     assert not Path(seen[REPORT_DIR_ENV]).exists(), "the launch's report directory was left behind"
 
 
+def test_two_names_of_this_machine_cannot_each_take_its_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Measured on an H100: the two agents start, then NCCL fails with "Duplicate GPU detected"; refused up front."""
+    from mjfleet.launch import launcher
+
+    def no_launch(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the launch went on past the check")
+
+    monkeypatch.setattr(launcher, "_worker_env", no_launch)
+    plan = launcher.LaunchPlan(device_kind="cuda", workers_per_host=1, hostnames=("localhost", "127.0.0.1"))
+    with pytest.raises(UsageError, match=r"hosts localhost, 127\.0\.0\.1 are all this machine.*--workers-per-gpu 2"):
+        launcher.launch(print, plan=plan, stop=None)
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [

@@ -269,6 +269,18 @@ def _agents_failed(exc: BaseException, plan: LaunchPlan, log_run_dir: Path | Non
     )
 
 
+def _check_local_gpu_sharing(plan: LaunchPlan, remote: list[str]) -> None:
+    """Refuse two hosts that are both this machine with one GPU worker each: their workers get the same GPUs
+    (the same ``CUDA_VISIBLE_DEVICES`` and local ranks), and NCCL fails on the second rank of a device ("Duplicate GPU
+    detected") only once every agent has started."""
+    local = [h for h in plan.hostnames if h not in remote]
+    if plan.device_kind == "cuda" and plan.workers_per_device == 1 and len(local) > 1:
+        raise UsageError(
+            f"hosts {', '.join(local)} are all this machine, so their GPU workers would share its GPUs, which NCCL"
+            " refuses; list this machine once, or share each GPU explicitly with --workers-per-gpu 2 (gloo)"
+        )
+
+
 def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest | None = None) -> list[T]:
     """Run ``fn(*args)`` on every worker of ``plan``; return the results indexed by global rank.
 
@@ -284,6 +296,7 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
     from torchrunx import AgentFailedError, WorkerFailedError
 
     remote = remote_hosts(plan.hostnames)  # every name must resolve
+    _check_local_gpu_sharing(plan, remote)
     address = launcher_address(plan.hostnames, plan.launcher_address) if remote else None
     if address is not None:
         check_gloo_interface(address)
