@@ -40,14 +40,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from mjfleet.errors import UsageError, exits_on_usage_error
+
 MANIFEST = "MANIFEST.json"
 CUDA_DEFAULT_BLOCK_DIM = 256  # what wp.launch uses on CUDA when no block_dim is given
 
 logger = logging.getLogger("warp_cuda_cache")
-
-
-class UsageError(Exception):
-    """A mistake of the caller's: one line, exit code 2."""
 
 
 @contextmanager
@@ -262,6 +260,7 @@ def report(args: argparse.Namespace) -> None:
         logger.info("  %s", ident)
 
 
+@exits_on_usage_error
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     parser = argparse.ArgumentParser(prog="warp_cuda_cache.py", description=(__doc__ or "").split("\n\n")[0])
@@ -285,11 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("archive", type=Path)
     args = parser.parse_args(argv)
     commands: dict[str, Callable[[argparse.Namespace], None]] = {"build": build, "install": install, "report": report}
-    try:
-        commands[args.command](args)
-    except UsageError as e:
-        logger.error("error: %s", e)
-        return 2
+    commands[args.command](args)
     return 0
 
 
