@@ -21,6 +21,17 @@ def test_save_then_load_round_trip(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["model_7.pt"]
 
 
+def test_a_failed_save_keeps_the_previous_checkpoint_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    # save_atomic writes through mjfleet.files.write_atomic, the project's one atomic writer.
+    path = tmp_path / "model_7.pt"
+    save_atomic(PAYLOAD, path)
+    before = path.read_bytes()
+    with pytest.raises(Exception, match="pickle"):
+        save_atomic({**PAYLOAD, "bad": lambda: None}, path)  # torch.save fails half-way
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["model_7.pt"]
+
+
 def test_truncated_checkpoint_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "model_1.pt"
     save_atomic(PAYLOAD, path)

@@ -1,4 +1,8 @@
-"""Files replaced whole: a reader (another process, or a run after a crash) never sees half of one."""
+"""Files replaced whole: a reader (another process, or a run after a crash) never sees half of one.
+
+The one atomic writer of the project: checkpoints, ONNX exports, reports and benchmark results all go through
+:func:`write_atomic`.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +14,17 @@ from typing import BinaryIO
 
 
 def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
-    """Write ``path`` through ``write(file)`` into a temporary file beside it, then rename it over ``path``."""
+    """Write ``path`` through ``write(file)`` into a temporary file beside it, then rename it over ``path``.
+
+    The data reach the disk before the rename (``fsync``), so after a crash ``path`` holds either the previous file
+    or the complete new one. The temporary file is a hidden ``.<name>.<random>.tmp`` and is removed on any error.
+    """
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -7,13 +7,12 @@ foreign or tampered file cannot run code when it is unpickled, it is refused.
 from __future__ import annotations
 
 import logging
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mjfleet.errors import UsageError
+from mjfleet.files import write_atomic
 
 if TYPE_CHECKING:
     import torch
@@ -33,7 +32,7 @@ def checkpoint_name(iteration: int) -> str:
 
 
 def save_atomic(payload: dict[str, Any], path: Path) -> None:
-    """Write ``payload`` with ``torch.save`` to a temporary file in the same directory, then rename it.
+    """``torch.save`` of ``payload`` (with the format marker) through :func:`mjfleet.files.write_atomic`.
 
     A reader (or a resume after a crash) sees either the previous file set or the complete new file, never a
     partial one.
@@ -42,16 +41,7 @@ def save_atomic(payload: dict[str, Any], path: Path) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"format": FORMAT, "format_version": FORMAT_VERSION, **payload}
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, lambda f: torch.save(payload, f))
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
