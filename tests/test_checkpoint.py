@@ -1,14 +1,21 @@
-"""Checkpoint files: atomic writes, refusal of truncated or foreign files, newest-checkpoint lookup."""
+"""Checkpoint files: atomic writes, refusal of truncated or foreign files, newest-checkpoint and newest-run lookup."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
 import torch
 
+from mjfleet.cli import play
 from mjfleet.errors import UsageError
-from mjfleet.rl.checkpoint import load_checkpoint, resolve_checkpoint, save_atomic
+from mjfleet.rl.checkpoint import load_checkpoint, newest_run, resolve_checkpoint, save_atomic
+from mjfleet.train.checkpoint_source import resolve_play_checkpoint
+from mjfleet.train.start import plan_start
+
+from .helpers import small_train_config
 
 PAYLOAD = {"actor_state_dict": {}, "critic_state_dict": {}, "optimizer_state_dict": {}, "iter": 7}
 
@@ -66,3 +73,33 @@ def _empty(tmp_path: Path) -> Path:
     empty = tmp_path / "empty"
     empty.mkdir()
     return empty
+
+
+def test_play_and_resume_pick_the_same_newest_run_where_names_and_modification_times_disagree(tmp_path: Path) -> None:
+    experiment = tmp_path / "cartpole_balance"  # <log_root>/<experiment> of cartpole-balance
+    now = time.time()
+    # (run directory, its checkpoint's iteration, modified how long ago): the run started last was written first.
+    for name, iteration, age_s in (
+        ("2026-01-01_09-00-00", 5, 0),
+        ("2026-01-01_10-00-00-9", 3, 3600),
+        ("2026-01-01_10-00-00-10", 2, 7200),  # the 11th run started in that second: digits compare as numbers
+    ):
+        path = experiment / name / f"model_{iteration}.pt"
+        save_atomic({**PAYLOAD, "iter": iteration}, path)
+        for touched in (path, path.parent):
+            os.utime(touched, (now - age_s, now - age_s))
+    (experiment / "2026-01-02_00-00-00").mkdir()  # a run being created: no checkpoint yet
+    newest = experiment / "2026-01-01_10-00-00-10"
+    (newest / "params").mkdir()
+    (newest / "params" / "env.yaml").write_text("episode_length_s: 3.5\n")
+    expected = newest / "model_2.pt"
+    assert max(experiment.glob("*/model_*.pt"), key=lambda p: p.stat().st_mtime) != expected
+
+    assert newest_run(experiment) == newest
+    # train --resume <experiment dir>
+    assert plan_start(small_train_config(log_root=tmp_path / "logs", resume=experiment)).checkpoint == expected
+    # play without --checkpoint, and play --checkpoint <experiment dir>: that run's checkpoint and settings
+    for extra in ([], ["--checkpoint", str(experiment)]):
+        _, cfg, _ = play.parse_args(["cartpole-balance", "--log-root", str(tmp_path), *extra])
+        assert cfg.checkpoint is not None and resolve_play_checkpoint(cfg.checkpoint) == expected
+        assert cfg.env.episode_length_s == 3.5

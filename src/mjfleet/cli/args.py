@@ -23,12 +23,27 @@ _ASCII_RULE = re.compile(r"-{3,}")
 
 def parse(cls: type[T], args: list[str], prog: str, default: T | None = None, description: str | None = None) -> T:
     """``tyro.cli`` whose parse errors raise :class:`UsageError` with tyro's first message line."""
+    with _usage_errors(prog):
+        if default is None:
+            return tyro.cli(cls, args=args, prog=prog, description=description)
+        return tyro.cli(cls, default=default, args=args, prog=prog, description=description)
+
+
+def parse_known(cls: type[T], args: list[str], prog: str) -> tuple[T, list[str]]:
+    """First pass of a two-pass parse (tyro's unknown-args mode): ``cls`` from the flags it declares, and the other
+    arguments, in order, for the second pass. ``-h``/``--help`` is left for the second pass, which shows the full
+    help; errors are as in :func:`parse`."""
+    with _usage_errors(prog):
+        return tyro.cli(cls, args=args, prog=prog, return_unknown_args=True, add_help=False)
+
+
+@contextlib.contextmanager
+def _usage_errors(prog: str) -> Iterator[None]:
+    """tyro's exits as :class:`UsageError` (one line), help (exit 0) printed to stdout."""
     captured = io.StringIO()
     try:
         with reader_may_leave(), contextlib.redirect_stderr(captured):  # --help prints to stdout
-            if default is None:
-                return tyro.cli(cls, args=args, prog=prog, description=description)
-            return tyro.cli(cls, default=default, args=args, prog=prog, description=description)
+            yield
     except SystemExit as e:
         if e.code in (0, None):
             write_out(captured.getvalue())

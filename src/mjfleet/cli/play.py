@@ -12,16 +12,16 @@ from typing import Literal
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # before anything creates a GL context
 
-from mjfleet.cli.args import parse, print_help, wants_help, write_out
+from mjfleet.cli.args import parse, parse_known, print_help, wants_help, write_out
 from mjfleet.config_io import load_yaml, update_dataclass
 from mjfleet.console import configure_logging
 from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import UsageError, exits_on_usage_error
-from mjfleet.rl.checkpoint import list_checkpoints
+from mjfleet.rl.checkpoint import list_checkpoints, newest_run
 from mjfleet.rl.config import AgentConfig
 from mjfleet.runtime.devices import parse_gpu_ids, select_local_devices
 from mjfleet.tasks.registry import get_task
-from mjfleet.train.checkpoint_source import fetch_remote_checkpoint, load_policy, resolve_play_checkpoint
+from mjfleet.train.checkpoint_source import load_policy, local_checkpoint, resolve_play_checkpoint
 from mjfleet.viewer.display import check_display
 
 # torch, Warp and the simulator are imported by play() itself, so a mistyped command is answered at once.
@@ -38,7 +38,7 @@ class PlayConfig:
     checkpoint: Path | None = None
     """Checkpoint file, a run directory (its newest checkpoint), an exported ``.onnx`` policy (run with
     onnxruntime) or ``wandb:<entity>/<project>/<run>[:<file>]``. Default: the newest run of the task under
-    ``--log-root``."""
+    ``--log-root`` (the last by name, i.e. by start time, that holds a checkpoint)."""
     log_root: Path = Path("logs/rsl_rl")
     """Where to look for the newest run when ``--checkpoint`` is not given."""
     agent: Literal["policy", "random", "zero"] = "policy"
@@ -67,6 +67,21 @@ class PlayConfig:
     """Port of the web viewer (the next free one when taken)."""
 
 
+@dataclass
+class PlaySource:
+    """The options ``play`` reads first, because they choose the run whose saved settings become the defaults of the
+    others. Same flags as :class:`PlayConfig`'s fields of the same names."""
+
+    checkpoint: str | None = None
+    """``--checkpoint``, as text, so a ``wandb:`` reference arrives unchanged."""
+    log_root: Path = PlayConfig.log_root
+    """``--log-root``."""
+    agent: Literal["policy", "random", "zero"] = PlayConfig.agent
+    """``--agent`` (a baseline needs no run)."""
+    num_episodes: int = PlayConfig.num_episodes
+    """``--num-episodes``, also the default ``--env.num-envs``."""
+
+
 def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
     """Task id, play settings, and the agent config the checkpoint's run trained with."""
     if not argv or argv[0].startswith("-"):
@@ -77,19 +92,27 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
             )
         raise UsageError("usage: play <task> --checkpoint <path> [OPTIONS]; run list-tasks to see the task ids")
     spec = get_task(argv[0])
-    argv = [argv[0], *fetch_remote_checkpoint(argv[1:], PlayConfig.log_root)]  # wandb:... -> local file
+    prog = f"play {spec.id}"
+    # Two passes: the run (from --checkpoint, or the newest one) decides the defaults of every other option, so
+    # the options that choose it are parsed first and the rest are parsed against that run's settings.
+    source, rest = parse_known(PlaySource, argv[1:], prog)
+    checkpoint = None if source.checkpoint is None else local_checkpoint(source.checkpoint, source.log_root)
     env_cfg, agent_cfg = spec.env_cfg(), spec.agent_cfg()
-    run_dir = _run_dir_hint(argv[1:])
-    latest = None
-    if run_dir is None and _flag_value(argv[1:], "--agent") in (None, "policy"):
-        root = Path(_flag_value(argv[1:], "--log-root") or "logs/rsl_rl")
-        latest = latest_run(root / agent_cfg.experiment_name)
-        run_dir = latest
+    run_dir = None if checkpoint is None else _run_dir_of(checkpoint)
+    if checkpoint is None and source.agent == "policy":
+        run_dir = checkpoint = newest_run(source.log_root / agent_cfg.experiment_name)
     if run_dir is not None:
         env_cfg = update_dataclass(env_cfg, load_yaml(run_dir / "params" / "env.yaml"))
         agent_cfg = update_dataclass(agent_cfg, load_yaml(run_dir / "params" / "agent.yaml"))
-    env_cfg.num_envs = _num_episodes_hint(argv[1:])
-    cfg = parse(PlayConfig, argv[1:], f"play {spec.id}", PlayConfig(env=env_cfg, checkpoint=latest))
+    env_cfg.num_envs = source.num_episodes
+    default = PlayConfig(
+        env=env_cfg,
+        checkpoint=checkpoint,
+        log_root=source.log_root,
+        agent=source.agent,
+        num_episodes=source.num_episodes,
+    )
+    cfg = parse(PlayConfig, rest, prog, default)
     if cfg.num_episodes < 1 or cfg.env.num_envs < 1:
         raise UsageError("--num-episodes and --env.num-envs must be at least 1")
     if not 0 <= cfg.viewer_port <= 65535:
@@ -103,35 +126,14 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
     return spec.id, cfg, agent_cfg
 
 
-def latest_run(experiment_dir: Path) -> Path | None:
-    """The newest run directory (by name, i.e. timestamp) that holds a checkpoint."""
-    runs = sorted(p for p in experiment_dir.glob("*") if p.is_dir() and list_checkpoints(p))
-    return runs[-1] if runs else None
-
-
-def _flag_value(argv: list[str], flag: str) -> str | None:
-    for i, arg in enumerate(argv):
-        if arg == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-    return None
-
-
-def _run_dir_hint(argv: list[str]) -> Path | None:
-    value = _flag_value(argv, "--checkpoint")
-    if not value:
-        return None
-    path = Path(value)
-    return path if path.is_dir() else path.parent
-
-
-def _num_episodes_hint(argv: list[str]) -> int:
-    value = _flag_value(argv, "--num-episodes")
-    try:
-        return max(1, int(value)) if value else 100
-    except ValueError:
-        return 100  # tyro reports the bad value itself
+def _run_dir_of(checkpoint: Path) -> Path:
+    """The run whose saved settings go with ``checkpoint``: a file's directory, a run directory, or the newest run of
+    an experiment directory (the run :func:`~mjfleet.rl.checkpoint.resolve_checkpoint` will load from)."""
+    if not checkpoint.is_dir():
+        return checkpoint.parent
+    if list_checkpoints(checkpoint):
+        return checkpoint
+    return newest_run(checkpoint) or checkpoint
 
 
 def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, object]:

@@ -1,4 +1,4 @@
-"""Checkpoint files: atomic writes, validated reads, and finding the newest one of a run.
+"""Checkpoint files: atomic writes, validated reads, and finding the newest run and its newest checkpoint.
 
 Checkpoints hold only tensors and plain Python data, so they are read with ``torch.load(weights_only=True)``: a
 foreign or tampered file cannot run code when it is unpickled, it is refused.
@@ -23,6 +23,7 @@ FORMAT = "mjfleet-checkpoint"
 """Marker stored in every checkpoint so foreign or truncated files are refused at load."""
 FORMAT_VERSION = 1
 _MODEL_RE = re.compile(r"^model_(\d+)\.pt$")
+_DIGITS_RE = re.compile(r"(\d+)")
 _REQUIRED_KEYS = ("actor_state_dict", "critic_state_dict", "optimizer_state_dict", "iter")
 
 
@@ -86,8 +87,8 @@ def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
 
 
 def resolve_checkpoint(path: Path) -> Path:
-    """A checkpoint file as given, the newest checkpoint of a run directory, or of the newest run of an
-    experiment directory (``<log_root>/<experiment>``).
+    """A checkpoint file as given, the newest checkpoint of a run directory, or of the newest run
+    (:func:`newest_run`) of an experiment directory (``<log_root>/<experiment>``).
 
     Call this *before* creating a new run directory, and hand the resolved file to every worker: a run that is
     being created (or still writing checkpoints) is then never picked up by accident.
@@ -97,35 +98,37 @@ def resolve_checkpoint(path: Path) -> Path:
         checkpoints = list_checkpoints(path)
         if checkpoints:
             return checkpoints[-1][1]
-        newest = _newest_run_checkpoint(path)
-        if newest is not None:
-            logger.info("resuming from the newest run of %s: %s", path, newest)
-            return newest
+        run = newest_run(path)
+        checkpoints = list_checkpoints(run) if run is not None else []
+        if checkpoints:
+            logger.info("resuming from the newest run of %s: %s", path, checkpoints[-1][1])
+            return checkpoints[-1][1]
         raise UsageError(f"run directory {path} holds no model_<iteration>.pt checkpoint")
     if not _exists(path):
         raise UsageError(f"checkpoint or run directory {path} does not exist")
     return path
 
 
-def _newest_run_checkpoint(experiment_dir: Path) -> Path | None:
-    """Newest checkpoint of the run directories directly below ``experiment_dir`` (by modification time)."""
-    best: tuple[float, Path] | None = None
+def newest_run(experiment_dir: Path) -> Path | None:
+    """The newest run directory directly below ``experiment_dir`` that holds a checkpoint; None if there is none.
+
+    The one rule for "the newest run", shared by ``play`` (no ``--checkpoint``) and ``--resume <experiment dir>``.
+    Newest means last in name order: runs are named ``<YYYY-MM-DD_HH-MM-SS>[_<run_name>]`` when they start, so name
+    order is start order, and it is what ``ls`` shows. Modification times are not used: copying or syncing runs
+    (``cp``, ``rsync``, a download) rewrites them, and a long run still writing checkpoints would count as newer than
+    one started after it. Digits compare as numbers, so the suffix ``-10`` of the eleventh run started in one second
+    follows ``-9``.
+    """
     try:
-        runs = [p for p in experiment_dir.iterdir() if _is_dir(p)]
+        runs = [p for p in experiment_dir.iterdir() if _is_dir(p) and list_checkpoints(p)]
     except OSError:
         return None
-    for run in runs:
-        checkpoints = list_checkpoints(run)
-        if not checkpoints:
-            continue
-        newest = checkpoints[-1][1]
-        try:
-            mtime = newest.stat().st_mtime
-        except OSError:
-            continue
-        if best is None or mtime > best[0]:
-            best = (mtime, newest)
-    return None if best is None else best[1]
+    return max(runs, key=lambda p: _name_order(p.name), default=None)
+
+
+def _name_order(name: str) -> list[str | int]:
+    # re.split with a group alternates text and digit runs, so equal positions always hold comparable types.
+    return [int(part) if i % 2 else part for i, part in enumerate(_DIGITS_RE.split(name))]
 
 
 def newest_loadable_checkpoint(run_dir: Path) -> tuple[Path, dict[str, Any]] | None:

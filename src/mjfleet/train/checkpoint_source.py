@@ -1,8 +1,8 @@
 """What ``--checkpoint`` / ``--resume`` may name, turned into a local file, and the policy ``play`` runs from it.
 
 Accepted: a ``model_<it>.pt`` checkpoint, a run directory (its newest checkpoint), an experiment directory (its
-newest run), an exported ``.onnx`` policy (``play`` only), or ``wandb:<entity>/<project>/<run>[:<file>]``
-(see :mod:`mjfleet.train.wandb_source`).
+newest run, :func:`mjfleet.rl.checkpoint.newest_run`), an exported ``.onnx`` policy (``play`` only), or
+``wandb:<entity>/<project>/<run>[:<file>]`` (see :mod:`mjfleet.train.wandb_source`).
 """
 
 from __future__ import annotations
@@ -35,24 +35,12 @@ def resolve_play_checkpoint(path: Path) -> Path:
     return checkpoint
 
 
-def fetch_remote_checkpoint(argv: list[str], default_log_root: Path) -> list[str]:
-    """``argv`` with a ``--checkpoint wandb:...`` value replaced by the downloaded file (under
-    ``<--log-root>/.wandb_downloads``), so the run's settings are read from beside it like a local run's."""
+def local_checkpoint(text: str, log_root: Path) -> Path:
+    """``--checkpoint`` as a local path: a ``wandb:`` reference is downloaded under ``<log_root>/.wandb_downloads``
+    (with the run's ``params/``, so its settings are read from beside it like a local run's)."""
     from mjfleet.train.wandb_source import DOWNLOAD_DIR, fetch, is_wandb_ref
 
-    out = list(argv)
-    log_root = default_log_root
-    for i, arg in enumerate(out):
-        if arg == "--log-root" and i + 1 < len(out):
-            log_root = Path(out[i + 1])
-        elif arg.startswith("--log-root="):
-            log_root = Path(arg.split("=", 1)[1])
-    for i, arg in enumerate(out):
-        if arg == "--checkpoint" and i + 1 < len(out) and is_wandb_ref(out[i + 1]):
-            out[i + 1] = str(fetch(out[i + 1], log_root / DOWNLOAD_DIR))
-        elif arg.startswith("--checkpoint=") and is_wandb_ref(arg.split("=", 1)[1]):
-            out[i] = "--checkpoint=" + str(fetch(arg.split("=", 1)[1], log_root / DOWNLOAD_DIR))
-    return out
+    return fetch(text, log_root / DOWNLOAD_DIR) if is_wandb_ref(text) else Path(text)
 
 
 def load_policy(checkpoint: Path, env: MjEnv, agent_cfg: AgentConfig, device: str) -> Policy:
