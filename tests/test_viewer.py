@@ -1,12 +1,14 @@
 """The viewers: geometry of the scene, the shared session (pause, step, environments, held commands, reward terms),
-``play --viewer`` parsing, and the web viewer in a real headless Chromium."""
+``play --viewer`` parsing, where the web viewer listens, and the web viewer in a real headless Chromium."""
 
 from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import imageio.v3 as iio
 import numpy as np
+import psutil
 import pytest
 import torch
 
@@ -89,6 +92,68 @@ def test_play_with_a_viewer_hands_env_and_policy_to_it(
     assert calls == [("web", 3, (3, 1), "127.0.0.1", 0)]
     summary = json.loads(capsys.readouterr().out)
     assert summary == {"task": "cartpole-balance", "agent": "zero", "viewer": "web", "steps": 7}
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """Addresses this process listens on at ``port``."""
+    connections = psutil.Process().net_connections(kind="inet")
+    return {c.laddr.ip for c in connections if c.status == psutil.CONN_LISTEN and c.laddr.port == port}
+
+
+@pytest.mark.parametrize(
+    ("extra", "address", "level"),
+    [([], "127.0.0.1", logging.INFO), (["--viewer-host", "0.0.0.0"], "0.0.0.0", logging.WARNING)],
+    ids=["default", "all-interfaces-asked"],
+)
+def test_play_web_viewer_listens_on_this_machine_only_unless_asked(
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    extra: list[str],
+    address: str,
+    level: int,
+) -> None:
+    # The real server, started by play's own path; only the stepping loop is replaced, by a look at the socket.
+    from mjfleet.viewer import web
+
+    assert play.PlayConfig.viewer_host == web.DEFAULT_HOST == "127.0.0.1"
+    seen: list[set[str]] = []
+
+    def look(viewer: web.WebViewer, stop: threading.Event | None = None, realtime: bool = True) -> int:
+        seen.append(_listening_addresses(viewer.port))
+        return 0
+
+    monkeypatch.setattr(web.WebViewer, "run", look)
+    web_logger = logging.getLogger(web.__name__)
+    web_logger.addHandler(caplog.handler)  # play configures the root logger's handlers itself
+    try:
+        argv = ["cartpole-balance", "--agent", "zero", "--gpu-ids", "None", "--env.num-envs", "1", "--viewer", "web"]
+        code, _, err = run_main(play.main, [*argv, "--viewer-port", "0", *extra])
+    finally:
+        web_logger.removeHandler(caplog.handler)
+    assert code == 0, err
+    assert seen == [{address}]
+    (record,) = [r for r in caplog.records if r.name == web.__name__]
+    assert record.levelno == level
+    assert ("listens on every interface" in record.getMessage()) == (level == logging.WARNING)
+
+
+def test_the_viewer_log_line_says_how_to_reach_it_and_warns_when_open_to_every_machine() -> None:
+    from mjfleet.viewer.web import where_to_look
+
+    here = socket.gethostname()
+    level, line = where_to_look("127.0.0.1", 8081)
+    assert level == logging.INFO
+    assert line.startswith("viewer at http://127.0.0.1:8081 (this machine only;")
+    assert f"ssh -L 8081:localhost:8081 {here}, then open http://localhost:8081" in line
+    assert f"ssh -L 8080:[::1]:8080 {here}" in where_to_look("::1", 8080)[1]
+    for everywhere in ("0.0.0.0", "::"):
+        level, line = where_to_look(everywhere, 8080)
+        assert level == logging.WARNING
+        assert line.startswith(f"viewer at http://{here}:8080 listens on every interface ({everywhere})")
+        assert "anyone who can reach this machine can watch and drive the policy" in line
+        assert "SSH port forward" in line
+    # An address the user picked on purpose (one network): no warning, no forward needed.
+    assert where_to_look("192.0.2.7", 8080) == (logging.INFO, "viewer at http://192.0.2.7:8080 (Ctrl-C to stop)")
 
 
 def test_session_pauses_steps_switches_environments_and_reads_reward_terms() -> None:

@@ -61,8 +61,10 @@ class PlayConfig:
     """Watch the policy live instead of evaluating: ``web`` serves an interactive 3D view (pause, step, pick the
     environment, steer velocity commands, reward terms) and logs its URL; ``native`` opens MuJoCo's viewer (needs a
     display). Runs until Ctrl-C."""
-    viewer_host: str = "0.0.0.0"
-    """Interface the web viewer binds (``0.0.0.0``: reachable from other machines; ``127.0.0.1``: this one only)."""
+    viewer_host: str = "127.0.0.1"
+    """Address the web viewer listens on: this machine only by default (the page has no authentication; from
+    another machine use the SSH port forward it logs); ``0.0.0.0`` or ``::``: every interface, anyone who can reach
+    this machine can watch and drive the policy."""
     viewer_port: int = 8080
     """Port of the web viewer (the next free one when taken)."""
 

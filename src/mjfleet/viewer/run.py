@@ -8,11 +8,9 @@ from mjfleet.envs.env import MjEnv
 from mjfleet.rl.evaluate import Policy
 
 
-def run_viewer(
-    kind: Literal["web", "native"], env: MjEnv, policy: Policy, host: str = "0.0.0.0", port: int = 8080
-) -> int:
+def run_viewer(kind: Literal["web", "native"], env: MjEnv, policy: Policy, host: str, port: int) -> int:
     """Run the ``kind`` viewer on ``env`` driven by ``policy`` until it is closed; returns the control steps taken.
-    ``host`` and ``port`` are where the web viewer serves."""
+    ``host`` and ``port`` are where the web viewer listens (``play --viewer-host/--viewer-port``)."""
     if kind == "native":
         from mjfleet.viewer.native import run_native_viewer
 

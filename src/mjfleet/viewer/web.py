@@ -2,14 +2,16 @@
 # (mujoco ships compiled bindings without type stubs.)
 """``play --viewer web``: an interactive 3D view of the running policy in the browser (viser), headless-friendly.
 
-The server binds ``host:port`` and logs the URL; the page shows one environment at a time and has controls to
-pause, step, pick the environment, steer velocity commands, and read the reward terms live.
+The server binds ``host:port`` (by default ``127.0.0.1``: this machine only, since the page has no authentication
+and drives the policy) and logs the URL with how to reach it; the page shows one environment at a time and has
+controls to pause, step, pick the environment, steer velocity commands, and read the reward terms live.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import ipaddress
 import logging
 import socket
 import threading
@@ -150,10 +152,65 @@ def _set_content(handle: Any, content: str) -> None:
         handle.content = content
 
 
+DEFAULT_HOST = "127.0.0.1"
+"""Where the viewer listens unless told otherwise: this machine only (anyone who reaches the port can watch and
+drive the policy; Jupyter and TensorBoard default to the same)."""
+
+
+def binds_all_interfaces(host: str) -> bool:
+    """Whether ``host`` is a wildcard address: the server is reachable from every machine that can reach this one."""
+    return host in ("", "0.0.0.0", "::")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is this machine only (``localhost``, ``127.0.0.0/8``, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host  # an IPv6 literal in a URL
+
+
 def display_url(host: str, port: int) -> str:
     """The URL to open: the machine's name when bound to every interface (reachable from other hosts)."""
-    shown = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
-    return f"http://{shown}:{port}"
+    shown = socket.gethostname() if binds_all_interfaces(host) else host
+    return f"http://{_url_host(shown)}:{port}"
+
+
+def where_to_look(host: str, port: int) -> tuple[int, str]:
+    """The log level and line that announce the viewer: its URL and how to reach it from another machine (an SSH
+    port forward when it listens on this machine only); a warning when it listens on every interface."""
+    url = display_url(host, port)
+    if binds_all_interfaces(host):
+        return logging.WARNING, (
+            f"viewer at {url} listens on every interface ({host or 'all'}) without authentication: anyone who can"
+            " reach this machine can watch and drive the policy; listen on 127.0.0.1 (the default) and use an SSH port"
+            " forward instead (Ctrl-C to stop)"
+        )
+    if is_loopback(host):
+        target = "localhost" if host in ("localhost", "127.0.0.1") else _url_host(host)
+        return logging.INFO, (
+            f"viewer at {url} (this machine only; from another one: ssh -L {port}:{target}:{port}"
+            f" {socket.gethostname()}, then open http://localhost:{port}; Ctrl-C to stop)"
+        )
+    return logging.INFO, f"viewer at {url} (Ctrl-C to stop)"
+
+
+def start_server(host: str, port: int) -> viser.ViserServer:
+    """A viser server listening on ``host:port`` (the next free port when ``port`` is taken; 0: any free one)."""
+    with contextlib.redirect_stdout(io.StringIO()):  # viser's banner; the URL is logged instead
+        return viser.ViserServer(host=host, port=port, verbose=False)
+
+
+def stop_server(server: viser.ViserServer) -> None:
+    """Stop ``server`` (quietly: viser prints a line)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        server.stop()
 
 
 class WebViewer:
@@ -163,7 +220,7 @@ class WebViewer:
         self,
         env: MjEnv,
         policy: Policy,
-        host: str = "0.0.0.0",
+        host: str = DEFAULT_HOST,
         port: int = 8080,
         paused: bool = False,
         plain_lighting: bool = False,
@@ -172,14 +229,17 @@ class WebViewer:
         WebGL (a browser without a GPU) responsive."""
         self.session = ViewerSession(env, policy)
         self.session.paused = paused
-        with contextlib.redirect_stdout(io.StringIO()):  # viser's banner; the URL is logged instead
-            self.server = viser.ViserServer(host=host, port=port, verbose=False)
+        self.server = start_server(host, port)
         if plain_lighting:
             self.server.scene.configure_default_lights(enabled=True, cast_shadow=False)
             self.server.scene.configure_environment_map(None)
         self.scene = WebScene(self.server, self.session)
         self.controls = WebControls(self.server, self.session, self.scene)
-        self.url = display_url(host, self.server.get_port())
+        self.host = host
+        """The address the server listens on."""
+        self.port = self.server.get_port()
+        """The port it listens on (another than the one asked for when that was taken)."""
+        self.url = display_url(host, self.port)
         """Where the page is served."""
 
     def run(self, stop: threading.Event | None = None, realtime: bool = True) -> int:
@@ -204,14 +264,14 @@ class WebViewer:
 
     def close(self) -> None:
         """Stop the server."""
-        with contextlib.redirect_stdout(io.StringIO()):
-            self.server.stop()
+        stop_server(self.server)
 
 
 def run_web_viewer(env: MjEnv, policy: Policy, host: str, port: int) -> int:
-    """Serve the viewer, log its URL, run until Ctrl-C; returns the steps taken."""
+    """Serve the viewer, log where to look (:func:`where_to_look`), run until Ctrl-C; returns the steps taken."""
     viewer = WebViewer(env, policy, host, port)
-    logger.info("viewer at %s (Ctrl-C to stop)", viewer.url)
+    level, line = where_to_look(viewer.host, viewer.port)
+    logger.log(level, "%s", line)
     try:
         return viewer.run()
     finally:
