@@ -201,7 +201,13 @@ class LocomotionConfig(EnvConfig):
     """Observation noise."""
 
     def prepare_assets(self) -> None:
-        """Resolve ``robot`` and bring its MJCF onto the disk (Menagerie models: download into the cache)."""
+        """Resolve ``robot``, bring its MJCF onto the disk (Menagerie models: download into the cache) and check that
+        it has every keyframe, body, geom, joint and actuator the robot's record names."""
         from mjfleet.tasks.locomotion.sources import resolve_robot, robot_file
 
-        robot_file(resolve_robot(self.robot))
+        robot = resolve_robot(self.robot)
+        path = robot_file(robot)
+        if robot.asset is None:  # the files shipped here are checked by the tests; no MuJoCo import for them
+            from mjfleet.tasks.locomotion.check import check_robot_file
+
+            check_robot_file(robot, path, f"--env.robot {self.robot}")

@@ -10,6 +10,7 @@ import mujoco
 import numpy as np
 
 from mjfleet.errors import UsageError
+from mjfleet.tasks.locomotion.check import check_robot_spec
 from mjfleet.tasks.locomotion.robots import RobotSpec
 from mjfleet.tasks.locomotion.sources import robot_file
 from mjfleet.tasks.locomotion.terrain import TerrainMap
@@ -36,7 +37,10 @@ def build_model(robot: RobotSpec, terrain: TerrainMap | None) -> mujoco.MjModel:
     like its geom (or a box around its geoms), separates e.g. a calf's own contacts from those of the foot on the
     same body.
     """
-    spec = mujoco.MjSpec.from_file(str(robot_file(robot)))
+    path = robot_file(robot)
+    spec = mujoco.MjSpec.from_file(str(path))
+    # Also here, not only in prepare_assets: play, the viewer and scripts build the task without train's checks.
+    check_robot_spec(robot, spec, f"robot {robot.name!r} ({path})")
     # The task reads the base state from qpos/qvel (exact after the step); the MJCF's IMU sensors are unused, and
     # its accelerometer would force an extra force pass (rne_postconstraint) in every substep.
     for sensor in list(spec.sensors):

@@ -1,0 +1,177 @@
+# pyright: reportAttributeAccessIssue=false
+"""Whether a robot's MJCF has everything its record names, checked before anything is created.
+
+A file that lacks one (e.g. mjlab's copy of Menagerie's Go1: no ``home`` keyframe, no actuators) would otherwise fail
+deep inside the task with MuJoCo's ``KeyError``, after the run directory exists; here it is one
+:class:`~mjfleet.errors.UsageError` line naming what is missing, why the record needs it, and what the file has.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+
+import mujoco
+
+from mjfleet.errors import UsageError
+from mjfleet.tasks.locomotion.robots import RobotSpec
+
+MAX_LISTED = 4
+"""Problems named in the message; the rest are counted."""
+
+_DRIVEN = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+"""Joint types an actuator can drive (MuJoCo's enums compared as ints: numpy arrays hold their values)."""
+
+
+def check_robot_file(robot: RobotSpec, path: Path, label: str) -> None:
+    """Raise a one-line :class:`UsageError` starting with ``label`` (e.g. ``--env.robot <value>``) when the MJCF at
+    ``path`` cannot be loaded or lacks what ``robot`` needs."""
+    try:
+        spec = mujoco.MjSpec.from_file(str(path))
+    except Exception as e:  # MuJoCo reports parse errors as ValueError or its own error types
+        raise UsageError(f"{label}: MuJoCo cannot load {path} ({_first_line(e)})") from e
+    check_robot_spec(robot, spec, label if str(path) in label else f"{label} ({path})")
+
+
+def check_robot_spec(robot: RobotSpec, spec: mujoco.MjSpec, label: str) -> None:
+    """:func:`check_robot_file` for a parsed file (``spec`` is compiled once, not changed)."""
+    problems = robot_problems(robot, spec)
+    if problems:
+        more = f"; and {len(problems) - MAX_LISTED} more" if len(problems) > MAX_LISTED else ""
+        raise UsageError(
+            f"{label} lacks what robot record {robot.name!r} needs: {'; '.join(problems[:MAX_LISTED])}{more}"
+        )
+
+
+def robot_problems(robot: RobotSpec, spec: mujoco.MjSpec) -> list[str]:
+    """What the file lacks for ``robot``, one phrase each (empty: the task can be built from it)."""
+    try:
+        m = spec.compile()
+    except Exception as e:  # e.g. a mesh file that is not there
+        return [f"MuJoCo cannot compile it ({_first_line(e)})"]
+    bodies = _names(m, mujoco.mjtObj.mjOBJ_BODY, m.nbody)
+    joints = _names(m, mujoco.mjtObj.mjOBJ_JOINT, m.njnt)
+    problems: list[str] = []
+
+    # The base: the task reads its pose and velocity from the first qpos and qvel entries, the free joint's.
+    if robot.base_body not in bodies:
+        problems.append(_missing("body", robot.base_body, "the base", bodies))
+    elif not (
+        m.njnt and int(m.jnt_type[0]) == mujoco.mjtJoint.mjJNT_FREE and m.jnt_bodyid[0] == m.body(robot.base_body).id
+    ):
+        problems.append(f"body {robot.base_body!r} has no free joint as the file's first joint (the floating base)")
+
+    for name in robot.watched():
+        problem = _zone_problem(m, robot, name, bodies)
+        if problem:
+            problems.append(problem)
+
+    # The actions: position targets of the record's servos, or of the file's own position actuators.
+    driven = [j for j in range(m.njnt) if int(m.jnt_type[j]) in _DRIVEN]
+    if robot.servos:
+        unmatched = [joints[j] for j in driven if not any(re.fullmatch(s.joints, joints[j]) for s in robot.servos)]
+        if unmatched:
+            problems.append(
+                f"joint{'s' if len(unmatched) > 1 else ''} {_listed(unmatched)} match no servo of the record"
+                " (it drives every hinge and slide joint)"
+            )
+        actuated = {joints[j] for j in driven}
+    else:
+        problems += _actuator_problems(m, joints)
+        on_joints = m.actuator_trntype == int(mujoco.mjtTrn.mjTRN_JOINT)
+        actuated = {joints[int(j)] for j in m.actuator_trnid[on_joints, 0]}
+
+    for joint in robot.deviation_joints:
+        if joint not in joints:
+            problems.append(_missing("joint", joint, "the joint_deviation reward", [joints[j] for j in driven]))
+        elif joint not in actuated and m.nu:  # no actuator at all is said once, above
+            problems.append(f"joint {joint!r} has no actuator (the joint_deviation reward needs it driven)")
+
+    # The initial pose: the record's own, or the file's `home` keyframe (with the servo targets as its ctrl).
+    if not robot.home:
+        keys = [k.name for k in spec.keys]
+        if "home" not in keys:
+            has = f"keyframes {_listed(keys)}" if keys else "none"
+            problems.append(f"no keyframe 'home' (the record takes the initial pose from it; the file has {has})")
+        elif not robot.servos and m.nu and len(spec.key("home").ctrl) == 0:
+            problems.append("keyframe 'home' has no ctrl (the record takes the servo targets of the pose from it)")
+    return problems
+
+
+def _zone_problem(m: mujoco.MjModel, robot: RobotSpec, name: str, bodies: list[str]) -> str:
+    """What zone ``name`` lacks: its geom, or its body and a collision geom there (as ``model.zone_geoms`` finds)."""
+    zone = robot.zone(name)
+    role = f"zone {name!r}'s touch sensor"
+    if zone.geom:
+        geoms = _names(m, mujoco.mjtObj.mjOBJ_GEOM, m.ngeom)
+        return "" if zone.geom in geoms else _missing("geom", zone.geom, role, geoms)
+    if zone.body not in bodies:
+        return _missing("body", zone.body, role, bodies)
+    kinds = {int(getattr(mujoco.mjtGeom, f"mjGEOM_{k.upper()}")) for k in zone.kinds}
+    body = m.body(zone.body).id
+    for g in range(m.ngeom):
+        kind = int(m.geom_type[g])
+        if robot.primitive_collisions and kind == mujoco.mjtGeom.mjGEOM_MESH:
+            kind = int(mujoco.mjtGeom.mjGEOM_CAPSULE)  # what model.fit_primitive_collisions makes of it
+        colliding = m.geom_contype[g] or m.geom_conaffinity[g]
+        if m.geom_bodyid[g] == body and colliding and (not kinds or kind in kinds):
+            return ""
+    of_kind = f" of type {'/'.join(zone.kinds)}" if zone.kinds else ""
+    return f"body {zone.body!r} has no collision geom{of_kind} ({role} watches them)"
+
+
+def _actuator_problems(m: mujoco.MjModel, joints: list[str]) -> list[str]:
+    """The file's actuators must be position servos on hinge or slide joints (the record keeps them)."""
+    why = "the record drives the file's own position actuators"
+    if m.nu == 0:
+        return [f"no actuators ({why}; the file has none)"]
+    names = _names(m, mujoco.mjtObj.mjOBJ_ACTUATOR, m.nu)
+    off_joint, not_servo = [], []
+    for a in range(m.nu):
+        label = names[a] or f"#{a}"
+        on_joint = int(m.actuator_trntype[a]) == mujoco.mjtTrn.mjTRN_JOINT
+        if not on_joint or int(m.jnt_type[m.actuator_trnid[a, 0]]) not in _DRIVEN:
+            off_joint.append(label)
+        # A position servo: force = kp * (ctrl - q) - kv * qdot, i.e. a fixed gain and the bias -kp * q.
+        kp = float(m.actuator_gainprm[a, 0])
+        if not (
+            int(m.actuator_gaintype[a]) == mujoco.mjtGain.mjGAIN_FIXED
+            and int(m.actuator_biastype[a]) == mujoco.mjtBias.mjBIAS_AFFINE
+            and kp > 0
+            and m.actuator_biasprm[a, 1] == -kp
+        ):
+            not_servo.append(label)
+    problems = []
+    if off_joint:
+        problems.append(f"actuators {_listed(off_joint)} drive no hinge or slide joint ({why})")
+    if not_servo:
+        problems.append(f"actuators {_listed(not_servo)} are not position servos ({why}; e.g. motors)")
+    return problems
+
+
+def _missing(kind: str, name: str, role: str, have: list[str]) -> str:
+    """``no <kind> '<name>' (<role>; <what the file has instead>)``."""
+    have = [h for h in have if h]
+    close = difflib.get_close_matches(name, have, n=2)
+    if close:
+        instead = f"closest: {_listed(close)}"
+    elif have:
+        instead = f"the file has {len(have)}: {_listed(have)}"
+    else:
+        instead = "the file has none"
+    return f"no {kind} {name!r} ({role}; {instead})"
+
+
+def _listed(names: list[str], limit: int = 3) -> str:
+    shown = ", ".join(repr(n) for n in names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _names(m: mujoco.MjModel, kind: mujoco.mjtObj, count: int) -> list[str]:
+    return [mujoco.mj_id2name(m, kind, i) or "" for i in range(count)]
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__

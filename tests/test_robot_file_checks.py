@@ -1,0 +1,156 @@
+# pyright: reportAttributeAccessIssue=false
+"""A robot file that lacks what its record names is one line, exit 2, before the run directory exists.
+
+The files are the Menagerie fixture with a part taken out (as mjlab's copy of Menagerie's Go1 lacks the keyframe and
+the actuators), written to a temporary folder; nothing here needs the network or the real Menagerie files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import mujoco
+import pytest
+
+from mjfleet.errors import UsageError
+from mjfleet.tasks.locomotion.check import robot_problems
+from mjfleet.tasks.locomotion.config import LocomotionConfig
+from mjfleet.tasks.locomotion.robots import ROBOTS, UNITREE_G1
+from mjfleet.tasks.locomotion.sources import robot_file
+
+FIXTURE = Path(__file__).with_name("fixtures") / "menagerie"
+GO1_XML = (FIXTURE / "unitree_go1" / "go1.xml").read_text()
+
+
+def _without(text: str, pattern: str) -> str:
+    """``text`` with every match of ``pattern`` (a whole element, across lines) taken out."""
+    stripped, count = re.subn(pattern, "", text, flags=re.S)
+    assert count, pattern
+    return stripped
+
+
+NO_KEYFRAME = _without(GO1_XML, r"\s*<keyframe>.*?</keyframe>")
+MJLAB_LIKE = _without(NO_KEYFRAME, r"\s*<actuator>.*?</actuator>")
+"""What mjlab's copy of Menagerie's Go1 lacks: the ``home`` keyframe and every actuator."""
+
+
+def _write(tmp_path: Path, text: str, name: str = "go1.xml") -> Path:
+    path = tmp_path / "robot" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def _prepare_error(robot: str) -> str:
+    with pytest.raises(UsageError) as caught:
+        LocomotionConfig(robot=robot).prepare_assets()
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize("name", list(ROBOTS))
+def test_every_record_finds_what_it_needs_in_its_file(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MENAGERIE_ROOT", str(FIXTURE))
+    robot = ROBOTS[name]
+    assert robot_problems(robot, mujoco.MjSpec.from_file(str(robot_file(robot)))) == []
+
+
+def test_a_file_without_the_home_keyframe_is_one_line_naming_it(tmp_path: Path) -> None:
+    path = _write(tmp_path, NO_KEYFRAME)
+    message = _prepare_error(str(path))
+    assert message == (
+        f"--env.robot {path} lacks what robot record 'unitree_go1' needs: no keyframe 'home' (the record takes the"
+        " initial pose from it; the file has none)"
+    )
+    # A keyframe of another name is named as what the file has.
+    other = _write(tmp_path, GO1_XML.replace('<key name="home"', '<key name="stand"'))
+    assert "no keyframe 'home' (the record takes the initial pose from it; the file has keyframes 'stand')" in (
+        _prepare_error(str(other))
+    )
+
+
+def test_mjlab_like_go1_names_the_missing_keyframe_and_actuators(tmp_path: Path) -> None:
+    message = _prepare_error(str(_write(tmp_path, MJLAB_LIKE)))
+    assert "no actuators (the record drives the file's own position actuators; the file has none)" in message
+    assert "no keyframe 'home'" in message
+
+
+def test_missing_or_wrong_actuators_are_named(tmp_path: Path) -> None:
+    # One actuator fewer: the keyframe's ctrl no longer fits (MuJoCo's own message), so drop the ctrl too.
+    no_hip = _without(GO1_XML, r'\s*<position name="FR_hip" [^>]*/>')
+    no_hip = re.sub(r' ctrl="[^"]*"', "", no_hip)
+    message = _prepare_error(str(_write(tmp_path, no_hip)))
+    assert "joint 'FR_hip_joint' has no actuator (the joint_deviation reward needs it driven)" in message
+    assert "keyframe 'home' has no ctrl" in message
+    # Torque motors where the record keeps the file's position servos.
+    motors = re.sub(r"<position (name=)", r'<motor gear="1" \1', GO1_XML).replace('<position kp="100" ', "<motor ")
+    message = _prepare_error(str(_write(tmp_path, motors, "motors.xml")))
+    assert "actuators 'FR_hip', 'FR_thigh', 'FR_calf' and 9 more are not position servos" in message
+
+
+def test_a_menagerie_root_copy_without_a_foot_names_the_body_and_the_zone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A copy under MENAGERIE_ROOT is taken as the record's file whatever it holds, so every name is checked here.
+    (tmp_path / "unitree_go1").mkdir()
+    (tmp_path / "unitree_go1" / "go1.xml").write_text(GO1_XML.replace('"FR_calf"', '"FR_shank"'))
+    monkeypatch.setenv("MENAGERIE_ROOT", str(tmp_path))
+    message = _prepare_error("unitree_go1")
+    assert message.startswith(f"--env.robot unitree_go1 ({tmp_path / 'unitree_go1' / 'go1.xml'}) lacks what")
+    assert "no body 'FR_calf' (zone 'FR_foot''s touch sensor; closest: " in message
+    assert "; and 0 more" not in message
+    # A foot sphere taken out: the body is there, the collision geom the zone watches is not.
+    no_sphere = _without(GO1_XML, r'\s*<geom name="RL" type="sphere"[^>]*/>')
+    (tmp_path / "unitree_go1" / "go1.xml").write_text(no_sphere)
+    assert "body 'RL_calf' has no collision geom of type sphere (zone 'RL_foot''s touch sensor watches them)" in (
+        _prepare_error("unitree_go1")
+    )
+
+
+def test_records_with_servos_and_named_geoms_are_checked_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MENAGERIE_ROOT", str(FIXTURE))
+    g1 = mujoco.MjSpec.from_file(str(robot_file(UNITREE_G1)))
+    legs_only = dataclasses.replace(UNITREE_G1, servos=UNITREE_G1.servos[:3])
+    (problem,) = robot_problems(legs_only, g1)
+    assert problem.startswith("joints 'waist_roll_joint', 'waist_pitch_joint', 'left_shoulder_pitch_joint' and")
+    assert problem.endswith("match no servo of the record (it drives every hinge and slide joint)")
+    # The primitive Go1 names its foot geoms; the base must float on the file's first joint.
+    go1 = ROBOTS["go1"]
+    spec = mujoco.MjSpec.from_file(str(robot_file(go1)))
+    spec.geom("FR_foot").name = "FR_toe"
+    spec.delete(spec.body(go1.base_body).first_joint())
+    for key in list(spec.keys):  # its qpos has the free joint's 7 numbers
+        spec.delete(key)
+    assert robot_problems(go1, spec) == [
+        "body 'trunk' has no free joint as the file's first joint (the floating base)",
+        "no geom 'FR_foot' (zone 'FR_foot''s touch sensor; closest: 'RR_foot', 'RL_foot')",
+        "no keyframe 'home' (the record takes the initial pose from it; the file has none)",
+    ]
+
+
+def test_train_stops_with_one_line_and_creates_nothing(tmp_path: Path) -> None:
+    from mjfleet.cli.train import main as train_main
+
+    from .helpers import run_main
+
+    path = _write(tmp_path, MJLAB_LIKE)
+    logs = tmp_path / "logs"
+    for extra in ([], ["--dry-run"]):
+        argv = ["unitree-go1-velocity-flat", "--env.robot", str(path), "--gpu-ids", "None", "--env.num-envs", "4"]
+        code, _, err = run_main(train_main, [*argv, *extra, "--log-root", str(logs)])
+        assert code == 2 and "Traceback" not in err
+        (error,) = [line for line in err.splitlines() if line.startswith("error:")]
+        assert "no keyframe 'home'" in error and "no actuators" in error
+        assert not logs.exists()
+
+
+def test_building_the_task_checks_the_file_as_well(tmp_path: Path) -> None:
+    """``play`` and scripts build the task without train's checks: the same line, not MuJoCo's KeyError."""
+    from mjfleet.tasks.locomotion.task import LocomotionTask
+
+    path = _write(tmp_path, NO_KEYFRAME)
+    with pytest.raises(UsageError, match=r"^robot 'unitree_go1' \(.*go1.xml\) lacks .* no keyframe 'home'"):
+        LocomotionTask(LocomotionConfig(robot=str(path)))
