@@ -1,6 +1,7 @@
 # pyright: reportAttributeAccessIssue=false
 """Robots from MuJoCo Menagerie: records, the file lookup (fixture laid out like a Menagerie checkout, never the
-network), the offline error, and, where the real files are on disk, every Menagerie task end to end."""
+network), the offline error and the closed-network copy, and, where the real files are on disk, every Menagerie task
+end to end."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import torch
 from mjfleet.errors import UsageError
 from mjfleet.tasks.locomotion.model import build_model, touch_sensor_name, zone_geoms
 from mjfleet.tasks.locomotion.robots import ROBOTS, UNITREE_G1, UNITREE_GO1
-from mjfleet.tasks.locomotion.sources import menagerie_available, resolve_robot, robot_file
+from mjfleet.tasks.locomotion.sources import CLOSED_NETWORK_DOC, menagerie_available, resolve_robot, robot_file
 
 FIXTURE = Path(__file__).with_name("fixtures") / "menagerie"
 """Our own tiny MJCFs with the names of Menagerie's unitree_go1/go1.xml and unitree_g1/g1.xml (not their files)."""
@@ -126,17 +127,67 @@ def test_robot_values_resolve_to_records(fixture_root: Path, tmp_path: Path) -> 
             resolve_robot(value)
 
 
-# --- offline ------------------------------------------------------------------------------------------------------
-def test_missing_menagerie_files_are_one_usage_error_with_the_prefetch_command(offline: None) -> None:
+# --- offline and closed networks -----------------------------------------------------------------------------------
+def test_missing_menagerie_files_are_one_usage_error_naming_menagerie_root(offline: None) -> None:
     assert not menagerie_available("unitree_go1")
     with pytest.raises(UsageError) as caught:
         robot_file(UNITREE_GO1)
     message = str(caught.value)
-    assert "\n" not in message and "mujoco-menagerie prefetch unitree_go1" in message
-    # A checkout that lacks the robot is reported the same way.
-    os.environ["MENAGERIE_ROOT"] = str(FIXTURE / "unitree_go1")
-    with pytest.raises(UsageError, match="prefetch unitree_g1"):
-        robot_file(UNITREE_G1)
+    assert "\n" not in message and "cannot be downloaded" in message
+    # The way that works without GitHub: a copy of the model folder, made where GitHub is reachable, named by
+    # MENAGERIE_ROOT; the docs section the message names exists.
+    assert "mujoco-menagerie path unitree_go1" in message and "MENAGERIE_ROOT=<dir>" in message
+    assert CLOSED_NETWORK_DOC in message
+    docs = (Path(__file__).parents[1] / "docs" / "tasks.md").read_text()
+    assert "### Menagerie files on a closed network" in docs
+
+
+def test_download_errors_of_the_package_become_the_same_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import mujoco_menagerie as mm
+
+    def unreachable(self: object, robot: object, progress: object = None) -> Path:
+        raise mm.DownloadError("https://github.invalid/unitree_go1.tar.xz: <urlopen error [Errno -3] name resolution>")
+
+    monkeypatch.delenv("MENAGERIE_ROOT", raising=False)
+    monkeypatch.setenv("MENAGERIE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(mm.Cache, "resolve", unreachable)
+    with pytest.raises(UsageError, match=r"\(https://github.invalid/.*name resolution>\); where GitHub is reachable"):
+        robot_file(UNITREE_GO1)
+
+
+def test_a_menagerie_root_without_the_robot_says_what_it_lacks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MENAGERIE_ROOT", str(tmp_path))
+    # An empty folder (or a checkout without this robot): the copy to make.
+    with pytest.raises(UsageError, match=r"MENAGERIE_ROOT=.* has no folder unitree_go1/; where GitHub is reachable"):
+        robot_file(UNITREE_GO1)
+    # A copied download cache: the variable that reads it.
+    (tmp_path / "models" / "unitree_go1-0123456789abcdef").mkdir(parents=True)
+    with pytest.raises(UsageError, match=f"it is a mujoco-menagerie cache: set MENAGERIE_CACHE_DIR={tmp_path}"):
+        robot_file(UNITREE_GO1)
+    # Another tree's layout (mjlab keeps unitree_go1/xmls/go1.xml): pass its file as a path.
+    (tmp_path / "unitree_go1" / "xmls").mkdir(parents=True)
+    with pytest.raises(UsageError, match=r"has no unitree_go1/go1.xml .* --env.robot <path to the XML>"):
+        robot_file(UNITREE_GO1)
+
+
+def test_a_copy_named_by_menagerie_root_trains_without_the_network(
+    offline: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The documented way on the closed machine: a model folder copied to <dir>/<robot>, MENAGERIE_ROOT=<dir>."""
+    import shutil
+
+    from mjfleet.cli.train import main as train_main
+
+    from .helpers import run_main
+
+    copy = tmp_path / "menagerie"
+    shutil.copytree(FIXTURE / "unitree_go1", copy / "unitree_go1")
+    monkeypatch.setenv("MENAGERIE_ROOT", str(copy))
+    assert menagerie_available("unitree_go1") and robot_file(UNITREE_GO1) == copy / "unitree_go1" / "go1.xml"
+    argv = ["unitree-go1-velocity-flat", "--gpu-ids", "None", "--env.num-envs", "4", "--dry-run"]
+    code, out, err = run_main(train_main, [*argv, "--log-root", str(tmp_path / "logs")])
+    assert code == 0, err
+    assert "unitree-go1-velocity-flat" in out and not (tmp_path / "logs").exists()
 
 
 def test_list_tasks_and_train_offline(offline: None, tmp_path: Path) -> None:
@@ -156,7 +207,7 @@ def test_list_tasks_and_train_offline(offline: None, tmp_path: Path) -> None:
     code, _, err = run_main(train_main, [*argv, "--log-root", str(tmp_path / "logs")])
     assert code == 2
     (error,) = [line for line in err.splitlines() if line.startswith("error:")]
-    assert "mujoco-menagerie prefetch unitree_go1" in error and "Traceback" not in err
+    assert "MENAGERIE_ROOT" in error and "mujoco-menagerie path unitree_go1" in error and "Traceback" not in err
     assert not (tmp_path / "logs").exists()
 
 

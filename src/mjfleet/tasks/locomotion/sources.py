@@ -2,8 +2,9 @@
 """Where a robot's MJCF comes from: this package's assets, MuJoCo Menagerie (through ``mujoco-menagerie``), or a path.
 
 Menagerie files are resolved by the ``mujoco-menagerie`` package: ``MENAGERIE_ROOT`` (a checkout: ``<root>/<robot>/``)
-or its download cache (``MENAGERIE_CACHE_DIR``), downloading on first use. A model that is neither there nor
-downloadable is a :class:`~mjfleet.errors.UsageError` naming the prefetch command.
+or its download cache (``MENAGERIE_CACHE_DIR``), downloading from GitHub on first use. A model that is neither there
+nor downloadable (a closed network: a cluster, a CI runner) is a :class:`~mjfleet.errors.UsageError` that says how to
+bring a copy made elsewhere and name it with ``MENAGERIE_ROOT`` (docs/tasks.md, "Menagerie files on a closed network").
 """
 
 from __future__ import annotations
@@ -18,11 +19,16 @@ from mjfleet.tasks.locomotion.robots import ROBOTS, RobotSpec
 MENAGERIE_PREFIX = "menagerie:"
 
 
-def prefetch_hint(name: str) -> str:
-    """The command that makes a Menagerie robot available offline."""
+CLOSED_NETWORK_DOC = 'docs/tasks.md, "Menagerie files on a closed network"'
+"""Where the way to use Menagerie files without GitHub is written down."""
+
+
+def copy_hint(name: str) -> str:
+    """How to bring Menagerie robot ``name`` onto a machine that cannot download it: a copy named by MENAGERIE_ROOT."""
+    # `path` downloads the model if needed and prints its folder: a copy of that folder is a checkout's <root>/<name>.
     return (
-        f"run `uv run mujoco-menagerie prefetch {name}` where GitHub is reachable"
-        " (or point MENAGERIE_ROOT at a mujoco_menagerie checkout)"
+        f"where GitHub is reachable, copy the folder that `uv run mujoco-menagerie path {name}` prints to"
+        f" <dir>/{name} on this machine and set MENAGERIE_ROOT=<dir> ({CLOSED_NETWORK_DOC})"
     )
 
 
@@ -50,10 +56,34 @@ def robot_file(robot: RobotSpec) -> Path:
     name, _, entry = robot.source.removeprefix(MENAGERIE_PREFIX).partition("/")
     try:
         model = mm.get(name)
-        return model.path(mm.Cache(), progress=None) / model.entry(entry or model.default_model).file
+        file = model.entry(entry or model.default_model).file
+        cache = mm.Cache()
+        if cache.root is not None:
+            return _checkout_file(cache.root, name, file)
+        return model.path(cache, progress=None) / file
     except mm.MenagerieError as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise UsageError(f"Menagerie model {name!r} is not available offline ({reason}); {prefetch_hint(name)}") from e
+        raise UsageError(
+            f"Menagerie robot {name!r} is not on this machine and cannot be downloaded ({reason}); {copy_hint(name)}"
+        ) from e
+
+
+def _checkout_file(root: Path, name: str, file: str) -> Path:
+    """``<root>/<name>/<file>`` of the copy that MENAGERIE_ROOT names, or one line saying what that folder lacks."""
+    folder = root / name
+    if not folder.is_dir():
+        # A copied download cache holds models/<name>-<hash>/, not <name>/: the package reads it as a cache.
+        cached = any((root / "models").glob(f"{name}-*"))
+        instead = f"; it is a mujoco-menagerie cache: set MENAGERIE_CACHE_DIR={root} instead" if cached else ""
+        raise UsageError(f"MENAGERIE_ROOT={root} has no folder {name}/{instead or '; ' + copy_hint(name)}")
+    path = folder / file
+    if not path.is_file():
+        # e.g. mjlab's asset tree, whose go1.xml is in unitree_go1/xmls/: such a file is passed as a path instead.
+        raise UsageError(
+            f"MENAGERIE_ROOT={root} has no {name}/{file} (the Menagerie layout <root>/{name}/{file}); copy Menagerie's"
+            f" folder there ({CLOSED_NETWORK_DOC}), or pass another layout's file as --env.robot <path to the XML>"
+        )
+    return path
 
 
 def resolve_robot(value: str) -> RobotSpec:
