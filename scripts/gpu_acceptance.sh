@@ -7,8 +7,8 @@
 #   scripts/gpu_acceptance.sh [--dry-run]     (see docs/gpu.md)
 #
 # Runs through `uv run --locked` where uv is installed (with PYTHONPATH set: only if uv's environment is ready
-# without a package index); otherwise (dependencies installed offline into PYTHONPATH,
-# a preinstalled CUDA PyTorch) through `python3 -m ...`, with this checkout's src/ put on PYTHONPATH.
+# without a package index); otherwise (an offline install from scripts/offline_wheelhouse.py, into an environment
+# or a PYTHONPATH folder) through `python3 -m ...`, with this checkout's src/ put on PYTHONPATH.
 # MJFLEET_PYTHON=/path/to/python forces an interpreter (no uv). --dry-run prints the commands and runs nothing.
 # Knobs (environment): MJFLEET_ACCEPTANCE_OUT (results folder), MJFLEET_ACCEPTANCE_TASKS, MJFLEET_ACCEPTANCE_NUM_ENVS,
 # MJFLEET_ACCEPTANCE_STEPS (timed env steps per measurement), MJFLEET_ACCEPTANCE_TRAIN_ENVS,

@@ -1,9 +1,9 @@
 """Warp's CUDA kernels for mjfleet's tasks, compiled ahead of time on a machine without a GPU.
 
 The first run of a task on a GPU compiles every MuJoCo Warp kernel module it launches (NVRTC, one module after
-another, inside the run); Go1's took 57 s of compiling on the 2-core VM here. Where GPU time is scarce (a lease, a
-cluster allocation), that is better done before: Warp's NVRTC works without a driver, and a module's cache name is
-a hash of its kernels and options, not of the machine. So:
+another, inside the run); Go1's took 57 s of compiling on a 2-core CPU. Where GPU time is scarce (a cluster
+allocation that starts with an empty kernel cache, say), that is better done before: Warp's NVRTC works without a
+driver, and a module's cache name is a hash of its kernels and options, not of the machine. So:
 
     python scripts/warp_cuda_cache.py build OUT.tar.xz [--tasks T ...] [--arch 90] [--formats cubin ptx]
     python scripts/warp_cuda_cache.py install OUT.tar.xz     # on the GPU machine: into Warp's kernel cache
@@ -245,13 +245,13 @@ def install(args: argparse.Namespace) -> None:
 
 def report(args: argparse.Namespace) -> None:
     manifest = read_manifest(args.archive)
-    carried = set(manifest["modules"])
+    archived = set(manifest["modules"])
     target = warp_cache_dir()
     suffixes = (f".sm{manifest['arch']}.cubin", f".sm{manifest['arch']}.ptx")
-    here = {p.parent.name for p in target.glob("*/*") if p.name.endswith(suffixes)} - carried
+    here = {p.parent.name for p in target.glob("*/*") if p.name.endswith(suffixes)} - archived
     logger.info(
-        "%d carried modules in %s; %d compiled on this machine (not in the archive)%s",
-        len(carried),
+        "%d modules of the archive in %s; %d compiled on this machine (not in the archive)%s",
+        len(archived),
         target,
         len(here),
         ":" if here else "",

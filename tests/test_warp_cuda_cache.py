@@ -92,7 +92,7 @@ def test_compiled_variants_pack_install_and_report(tmp_path: Path) -> None:
         assert (warp_cache / ident / f"{ident}.sm90.ptx").is_file()
 
     done = _run("report", str(archive), cache_dir=warp_cache_path)
-    assert "2 carried modules" in done.stderr and "0 compiled on this machine" in done.stderr, done.stderr
+    assert "2 modules of the archive" in done.stderr and "0 compiled on this machine" in done.stderr, done.stderr
     compiled_here = warp_cache / "wp_other_1234567"
     compiled_here.mkdir()
     (compiled_here / "wp_other_1234567.sm90.cubin").write_bytes(b"\0")
