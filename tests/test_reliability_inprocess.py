@@ -26,6 +26,7 @@ from mjfleet.rl.runner import NonFiniteTrainingError, Runner
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.runtime.stop import STOP_FILE, StopRequest
 from mjfleet.train import run, supervisor
+from mjfleet.train import start as start_module
 from mjfleet.train.config import TrainConfig
 from mjfleet.train.run_dir import make_run_dir
 from mjfleet.train.worker import StartPoint, train_worker
@@ -240,7 +241,7 @@ def test_supervisor_restarts_from_the_newest_loadable_checkpoint(
 
     outcomes[:] = [_failure(), _failure(rank=0), "ok"]
     save_atomic({**MINIMAL, "iter": 4}, tmp_path / "model_4.pt")
-    original = supervisor.newest_loadable_checkpoint
+    original = start_module.newest_loadable_checkpoint
 
     def newest_after_first(run_dir: Path) -> object:
         # Before the second restart a newer checkpoint appeared, and a newer one still that is damaged.
@@ -249,7 +250,7 @@ def test_supervisor_restarts_from_the_newest_loadable_checkpoint(
             (run_dir / "model_8.pt").write_bytes(b"truncated")
         return original(run_dir)
 
-    monkeypatch.setattr(supervisor, "newest_loadable_checkpoint", newest_after_first)
+    monkeypatch.setattr(start_module, "newest_loadable_checkpoint", newest_after_first)
     assert supervisor.supervise(cfg, tmp_path, PLAN, first) == ["done"]  # type: ignore[comparison-overlap]
     assert [(s.attempt, s.start_iteration, s.final_iteration) for s in starts] == [(0, 0, 10), (1, 4, 10), (2, 6, 10)]
     assert starts[2].checkpoint == tmp_path / "model_6.pt"

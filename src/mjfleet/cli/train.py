@@ -19,7 +19,7 @@ from mjfleet.rl.checkpoint import list_checkpoints
 from mjfleet.rl.config import AgentConfig
 from mjfleet.runtime.stop import StopRequest, exit_code, signal_name
 from mjfleet.tasks.registry import get_task
-from mjfleet.train import TrainConfig, describe, prepare, run
+from mjfleet.train import Prepared, TrainConfig, describe, prepare, run
 
 logger = logging.getLogger("mjfleet.train")
 
@@ -39,11 +39,14 @@ def parse_args(argv: list[str], prog: str = "train") -> TrainConfig:
     return cfg
 
 
-def _resume_hint(cfg: TrainConfig, run_dir: Path) -> str:
+def _resume_hint(prepared: Prepared, run_dir: Path) -> str:
     checkpoints = list_checkpoints(run_dir)
     if not checkpoints:
         return f"no checkpoint was written to {run_dir}"
-    return f"checkpoint {checkpoints[-1][1]}; resume with: train {cfg.task} --resume {run_dir}"
+    if prepared.identity is not None:
+        again = "run the same job again" if prepared.identity.source != "--run-id" else "run the same command again"
+        return f"checkpoint {checkpoints[-1][1]}; {again} (run id {prepared.identity.value}) to continue"
+    return f"checkpoint {checkpoints[-1][1]}; resume with: train {prepared.cfg.task} --resume {run_dir}"
 
 
 @exits_on_usage_error
@@ -55,6 +58,8 @@ def main(argv: list[str] | None = None) -> None:
     configure_logging()
     cfg = parse_args(sys.argv[1:] if argv is None else argv)
     prepared = prepare(cfg)
+    if prepared.external is not None and prepared.external.rank != 0:
+        logging.getLogger("mjfleet").setLevel(logging.WARNING)  # rank 0 speaks for the job
     if cfg.dry_run:
         write_out(describe(prepared))
         return
@@ -67,13 +72,14 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(1) from None
         except KeyboardInterrupt:
             signum = stop.signum or 2
-            logger.warning("stopped immediately by %s; %s", signal_name(signum), _resume_hint(cfg, prepared.run_dir))
+            hint = _resume_hint(prepared, prepared.run_dir)
+            logger.warning("stopped immediately by %s; %s", signal_name(signum), hint)
             raise SystemExit(exit_code(signum)) from None
     if stop.signum is not None:
         final = results[0].final_iteration
         if results[0].stop_signal is None:
             logger.warning("finished at iteration %d before the stop request took effect", final)
-        hint = _resume_hint(cfg, prepared.run_dir)
+        hint = _resume_hint(prepared, Path(results[0].run_dir or prepared.run_dir))
         logger.warning("stopped by %s after iteration %d; %s", signal_name(stop.signum), final, hint)
         raise SystemExit(exit_code(stop.signum))
     met = results[0].condition_met_at

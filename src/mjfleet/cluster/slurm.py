@@ -49,6 +49,14 @@ def slurm_job_nodes(env: Mapping[str, str], flag: str = "--hostnames slurm") -> 
     nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
     if not nodelist:
         raise UsageError(f"{flag}: SLURM_JOB_NODELIST is not set, so the job's nodes are unknown")
+    return expand_nodelist(nodelist, flag)
+
+
+def expand_nodelist(nodelist: str, flag: str) -> tuple[str, ...]:
+    """A SLURM node list (``node-[01-04]``) as host names in order, through ``scontrol show hostnames``.
+
+    ``flag`` names what needed the list, for the messages.
+    """
     command = ["scontrol", "show", "hostnames", nodelist]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=SCONTROL_TIMEOUT_S, check=False)

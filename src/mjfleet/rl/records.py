@@ -41,5 +41,7 @@ class WorkerResult:
     """The iteration at which the ``--stop-when`` condition ended training, or None."""
     last_checkpoint: str | None = None
     """The newest checkpoint written (or resumed from) by this run."""
+    run_dir: str | None = None
+    """The run directory every worker wrote to (or None when writing nothing)."""
     probes: dict[str, Any] = field(default_factory=dict)
     """What the test probes recorded (only with ``MJFLEET_PROBES`` set; see :mod:`mjfleet.rl.probes`)."""

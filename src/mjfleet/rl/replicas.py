@@ -34,10 +34,12 @@ def replica_digest(alg: PPO) -> str:
     return digest(tensors)
 
 
-def check_replicas(alg: PPO, world_size: int, iteration: int) -> None:
-    """Stop with :class:`ReplicaDivergenceError` unless every rank holds the same digest (a collective)."""
+def check_replicas(alg: PPO, world_size: int, iteration: int) -> str:
+    """Stop with :class:`ReplicaDivergenceError` unless every rank holds the same digest (a collective); returns
+    the digest they agree on."""
     gathered: list[str] = [""] * world_size
     dist.all_gather_object(gathered, replica_digest(alg))
     differing = [rank for rank, d in enumerate(gathered) if d != gathered[0]]
     if differing:
         raise ReplicaDivergenceError(f"ranks {differing} diverged from rank 0 at iteration {iteration}")
+    return gathered[0]

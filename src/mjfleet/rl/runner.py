@@ -43,7 +43,7 @@ class CheckpointWriteError(FatalTrainingError):
 
 
 StopCheck = Callable[[], int]
-"""Polled on rank 0 after every iteration: the number of the signal that asked training to stop, or 0."""
+"""Polled after every iteration: the number of the signal that asked training to stop, or 0."""
 
 
 IterationHook = Callable[["Runner", IterationRecord], None]
@@ -60,7 +60,7 @@ class Runner:
     - One process group: initialised here (``ctx.backend``: nccl, or gloo on the CPU and for workers sharing a GPU)
       unless one exists already.
     - Every rank loads a resumed checkpoint, so optimizer state and learning rate stay replicated.
-    - After every iteration all ranks meet in one all-reduce that carries rank 0's stop request
+    - After every iteration all ranks meet in one all-reduce that carries every rank's stop request
       (:attr:`stop_check`), every rank's finiteness verdict and the episode sums and counts, so rank 0 logs the
       mean over all ranks' episodes and nobody is left waiting in a collective.
     - Every ``replica_check_interval`` iterations and at the end, ranks compare a digest of parameters and
@@ -92,7 +92,8 @@ class Runner:
         self.step_hooks: list[StepHook] = []
         """Called after every rollout step, with :attr:`current_learning_iteration` the last completed iteration."""
         self.stop_check: StopCheck | None = None
-        """Rank 0 only: asked after each iteration whether to stop (checkpoint written, then :meth:`learn` returns)."""
+        """Asked after each iteration on the ranks that have one whether to stop (any rank's request stops all; a
+        checkpoint is written, then :meth:`learn` returns)."""
         self.stop_signal: int | None = None
         """Signal number that stopped :meth:`learn` early, or None."""
         self.stop_condition: StopCondition | None = None
@@ -188,7 +189,14 @@ class Runner:
             if it % self.agent_cfg.save_interval == 0 or last:
                 self.save_checkpoint()
             if self.ctx.is_distributed and (it % self.replica_check_interval == 0 or last):
-                check_replicas(self.alg, self.ctx.world_size, it)
+                agreed = check_replicas(self.alg, self.ctx.world_size, it)
+                if last and self.ctx.is_main:
+                    logger.info(
+                        "replicas identical on all %d ranks at iteration %d (digest %s)",
+                        self.ctx.world_size,
+                        it,
+                        agreed[:16],
+                    )
             for hook in self.hooks:
                 hook(self, record)
             if stop:
@@ -217,23 +225,24 @@ class Runner:
         iteration is saved, so the last checkpoint stays the last good state.
         """
         problem = self._nonfinite_quantity(losses)
-        stop = self.stop_check() if self.ctx.is_main and self.stop_check is not None else 0
+        stop = self.stop_check() if self.stop_check is not None else 0
         sums, counts = self.env.stats.pop()
         bad_ranks = [self.ctx.rank] if problem else []
         problems = {self.ctx.rank: problem}
         if self.ctx.is_distributed:
             world, keys = self.ctx.world_size, len(sums)
-            # float64 holds the signal number, the 0/1 flags and the sums and counts exactly.
-            flags = torch.zeros(1 + world, dtype=torch.float64, device=sums.device)
-            flags[0] = stop
-            flags[1 + self.ctx.rank] = problem is not None
+            # float64 holds the signal numbers, the 0/1 flags and the sums and counts exactly. Each rank has a slot
+            # for its stop request: a signal that reached any rank (a scheduler signals all) stops all together.
+            flags = torch.zeros(2 * world, dtype=torch.float64, device=sums.device)
+            flags[self.ctx.rank] = stop
+            flags[world + self.ctx.rank] = problem is not None
             packed = torch.cat((flags, sums, counts)).to(self.device)
             dist.all_reduce(packed, op=dist.ReduceOp.SUM)
             packed = packed.cpu()
             values = packed.tolist()
-            stop = int(values[0])
-            bad_ranks = [r for r in range(world) if values[1 + r]]
-            sums, counts = packed[1 + world : 1 + world + keys], packed[1 + world + keys :]
+            stop = next((int(v) for v in values[:world] if v), 0)
+            bad_ranks = [r for r in range(world) if values[world + r]]
+            sums, counts = packed[2 * world : 2 * world + keys], packed[2 * world + keys :]
             if bad_ranks:  # Rare path: everyone is here, so one more collective is safe.
                 gathered: list[str | None] = [None] * world
                 dist.all_gather_object(gathered, problem)

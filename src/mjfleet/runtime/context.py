@@ -159,12 +159,12 @@ def set_egl_device(ctx: DistributedContext, env: MutableMapping[str, str]) -> No
         env[EGL_DEVICE_SET_ENV] = "1"
 
 
-def init_process_group(ctx: DistributedContext, timeout_s: float | None = None) -> bool:
+def init_process_group(ctx: DistributedContext, timeout_s: float | None = None, store: object | None = None) -> bool:
     """Initialise ``torch.distributed`` once (:attr:`DistributedContext.backend`); True if this call did.
 
     Does nothing for single-process runs or when a group already exists. Uses ``MASTER_ADDR`` and
-    ``MASTER_PORT`` from the environment (set by torchrunx). ``timeout_s`` defaults to the launch
-    plan's ``worker_timeout_s`` (``$MJFLEET_PG_TIMEOUT_S``), else 600.
+    ``MASTER_PORT`` from the environment (set by torchrunx), or ``store`` (a ``torch.distributed.Store``) where
+    given. ``timeout_s`` defaults to the launch plan's ``worker_timeout_s`` (``$MJFLEET_PG_TIMEOUT_S``), else 600.
     """
     import torch
     import torch.distributed as dist
@@ -180,7 +180,7 @@ def init_process_group(ctx: DistributedContext, timeout_s: float | None = None) 
     if dist.is_initialized():
         logger.debug("process group already initialised; leaving it as is")
         return False
-    missing = [k for k in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(k)]
+    missing = [k for k in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(k)] if store is None else []
     if missing:
         raise RuntimeError(f"cannot join the process group: {', '.join(missing)} not set")
     backend = ctx.backend
@@ -194,7 +194,8 @@ def init_process_group(ctx: DistributedContext, timeout_s: float | None = None) 
     )
     dist.init_process_group(
         backend=backend,
-        init_method="env://",
+        init_method="env://" if store is None else None,
+        store=store,  # type: ignore[arg-type]
         rank=ctx.rank,
         world_size=ctx.world_size,
         timeout=datetime.timedelta(seconds=timeout_s),
@@ -205,14 +206,16 @@ def init_process_group(ctx: DistributedContext, timeout_s: float | None = None) 
 
 
 @contextlib.contextmanager
-def process_group(ctx: DistributedContext, timeout_s: float | None = None) -> Iterator[bool]:
+def process_group(
+    ctx: DistributedContext, timeout_s: float | None = None, store: object | None = None
+) -> Iterator[bool]:
     """``init_process_group`` on entry; destroy the group on *normal* exit only.
 
     On an exception the group is left alone: destroying it first would make the healthy peers fail
     with "connection closed" before this rank reports the real error, and the launch wrapper
     hard-exits the process anyway. Yields whether this call created the group.
     """
-    created = init_process_group(ctx, timeout_s)
+    created = init_process_group(ctx, timeout_s, store)
     yield created
     if created:
         destroy_process_group()

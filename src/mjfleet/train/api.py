@@ -17,16 +17,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mjfleet.cluster.hosts import is_own_address, resolve
-from mjfleet.cluster.slurm import resolve_hostnames
+from mjfleet.cluster.slurm import expand_nodelist, resolve_hostnames
 from mjfleet.errors import UsageError
 from mjfleet.launch.launcher import LaunchPlan
 from mjfleet.rl.records import WorkerResult
 from mjfleet.runtime.devices import DeviceSelection, local_gpu_count, parse_gpu_ids, select_devices
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.train.config import TrainConfig, stop_condition, validate
+from mjfleet.train.external import ExternalJob, check_external_options, detect_external_job, external_device
 from mjfleet.train.launched import describe_plan, make_plan
 from mjfleet.train.run_dir import check_log_root, create_run_dir, discard_if_empty, next_run_dir
-from mjfleet.train.start import StartPoint, plan_start
+from mjfleet.train.run_identity import RunIdentity, find_run, first_start, record, run_identity
+from mjfleet.train.start import StartPoint, continue_point, plan_start
 
 logger = logging.getLogger("mjfleet.train")
 
@@ -39,9 +41,16 @@ class Prepared:
     selection: DeviceSelection
     start: StartPoint
     run_dir: Path
-    """The run directory, named now and created by :func:`run` (worker logs go inside it)."""
+    """The run directory, named now and created by :func:`run` (worker logs go inside it); an existing one when
+    :attr:`continues`. Under an external launcher rank 0's choice is the one every rank uses."""
     plan: LaunchPlan | None
-    """How the workers are launched (restarts reuse it); None trains in this process."""
+    """How mjfleet's own launcher starts the workers (restarts reuse it); None: this process trains."""
+    external: ExternalJob | None = None
+    """The job another launcher (torchrun, srun) made this process a rank of; None when it started no one."""
+    identity: RunIdentity | None = None
+    """The job the run belongs to (``--run-id``, the SLURM job, torchrun's run id); None: a new run."""
+    continues: bool = False
+    """The identity already has :attr:`run_dir`: training continues there from its newest checkpoint."""
 
 
 def prepare(cfg: TrainConfig) -> Prepared:
@@ -50,6 +59,9 @@ def prepare(cfg: TrainConfig) -> Prepared:
     Raises :class:`~mjfleet.errors.UsageError` (one line, naming the flag) for anything wrong with ``cfg``.
     """
     validate(cfg)
+    external = detect_external_job(os.environ, expand_nodelist)
+    if external is not None:
+        check_external_options(cfg, external)
     condition = stop_condition(cfg)
     if condition is not None:
         from mjfleet.envs.task import episode_stat_keys  # imports torch: only when --stop-when is given
@@ -57,7 +69,11 @@ def prepare(cfg: TrainConfig) -> Prepared:
 
         condition.check_key(episode_stat_keys(get_task(cfg.task).load_task_class()(cfg.env)))
     cfg.env.prepare_assets()  # e.g. Menagerie files: missing ones fail here, once, not in every worker
-    selection = _select_devices(cfg)
+    if external is not None:
+        request = parse_gpu_ids(cfg.gpu_ids)
+        selection = external_device(external, request, 0 if request is None else local_gpu_count(), os.environ)
+    else:
+        selection = _select_devices(cfg)
     if selection.kind == "cuda" and cfg.cpu_workers != 1:
         raise UsageError(
             "--cpu-workers applies to CPU training (--gpu-ids None); with GPUs there is one worker each"
@@ -70,8 +86,18 @@ def prepare(cfg: TrainConfig) -> Prepared:
             " use --cpu-workers for several CPU workers"
         )
     start = plan_start(cfg)  # a missing, truncated or foreign checkpoint fails here
-    check_log_root(cfg.log_root / cfg.agent.experiment_name)
-    run_dir = next_run_dir(cfg.log_root, cfg.agent.experiment_name, cfg.agent.run_name)
+    experiment_dir = cfg.log_root / cfg.agent.experiment_name
+    check_log_root(experiment_dir)
+    identity = run_identity(cfg.run_id, os.environ, external)
+    existing = None if identity is None else find_run(experiment_dir, identity)
+    if existing is not None:
+        attempt = external.restart_count if external is not None else 0
+        start = continue_point(existing, first_start(existing), attempt)
+        run_dir = existing
+    else:
+        run_dir = next_run_dir(cfg.log_root, cfg.agent.experiment_name, cfg.agent.run_name)
+    if external is not None:
+        return Prepared(cfg, selection, start, run_dir, None, external, identity, existing is not None)
     workers = selection.num_gpus * cfg.workers_per_gpu or cfg.cpu_workers
     # A restart must survive the death of the worker, so it cannot be this process.
     # ``--hostnames auto`` outside a SLURM job means this machine only, like no --hostnames.
@@ -81,7 +107,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
     plan = None
     if launched:
         plan = make_plan(cfg, run_dir, selection)
-    return Prepared(cfg, selection, start, run_dir, plan)
+    return Prepared(cfg, selection, start, run_dir, plan, None, identity, existing is not None)
 
 
 def _select_devices(cfg: TrainConfig) -> DeviceSelection:
@@ -114,12 +140,20 @@ def describe(prepared: Prepared) -> str:
     lines.append(_describe_workers(prepared))
     begin = f"from {start.checkpoint} (iteration {start.start_iteration})" if start.checkpoint else "from scratch"
     lines.append(f"iterations {start.start_iteration + 1}..{start.final_iteration}, {begin}")
-    lines.append(f"run directory: {prepared.run_dir} (not created by --dry-run)")
+    if prepared.continues and prepared.identity is not None:
+        lines.append(f"run directory: {prepared.run_dir} (continued: run id {prepared.identity.value})")
+    else:
+        lines.append(f"run directory: {prepared.run_dir} (not created by --dry-run)")
     lines.append(f"collective timeout: {cfg.collective_timeout_s:g} s; automatic restarts: {cfg.max_restarts}")
     return "\n".join(lines) + "\n"
 
 
 def _describe_workers(prepared: Prepared) -> str:
+    if prepared.external is not None:
+        return (
+            f"{prepared.external.describe()} on {prepared.selection.devices[0]}, {prepared.cfg.env.num_envs} envs;"
+            " rank 0 chooses the run directory"
+        )
     if prepared.plan is None:
         return f"in-process training on {prepared.selection.devices[0]}, {prepared.cfg.env.num_envs} envs"
     return describe_plan(prepared.cfg, prepared.plan, prepared.selection)
@@ -138,8 +172,11 @@ def run(cfg_or_prepared: TrainConfig | Prepared, stop: StopRequest | None = None
     cfg = prepared.cfg
     if cfg.dry_run:
         raise UsageError("dry_run is set: describe(prepare(cfg)) shows the plan; run() would train")
-    run_dir = create_run_dir(prepared.run_dir)
-    logger.info("run directory: %s", run_dir)
+    if prepared.external is not None:
+        from mjfleet.train.as_rank import train_as_rank
+
+        return [train_as_rank(prepared, stop)]
+    run_dir = open_run_dir(prepared)
     try:
         if prepared.selection.notice:
             logger.info(prepared.selection.notice)
@@ -152,6 +189,26 @@ def run(cfg_or_prepared: TrainConfig | Prepared, stop: StopRequest | None = None
     except UsageError:
         discard_if_empty(run_dir)
         raise
+
+
+def open_run_dir(prepared: Prepared) -> Path:
+    """Create the planned run directory (recording its identity), or reopen the one the identity continues."""
+    if prepared.continues:
+        start = prepared.start
+        logger.info(
+            "continuing run %s (run id %s from %s) at iteration %d, to iteration %d",
+            prepared.run_dir,
+            prepared.identity.value if prepared.identity else "",
+            prepared.identity.source if prepared.identity else "",
+            start.start_iteration + 1,
+            start.final_iteration,
+        )
+        return prepared.run_dir
+    run_dir = create_run_dir(prepared.run_dir)
+    if prepared.identity is not None:
+        record(run_dir, prepared.identity, prepared.start)
+    logger.info("run directory: %s", run_dir)
+    return run_dir
 
 
 def _train_in_process(prepared: Prepared, stop: StopRequest | None) -> WorkerResult:

@@ -106,6 +106,17 @@ class TrainConfig:
     """Width of training clips in pixels."""
     video_height: int = 240
     """Height of training clips in pixels."""
+    run_id: str | None = None
+    """Names the job this run belongs to: a start whose run id already has a run directory under the experiment
+    continues it from its newest checkpoint to the iteration it was started for (a restarted or requeued job).
+    Default: the SLURM job (srun) or torchrun's run id when one of them started this process; otherwise every
+    start is a new run."""
+    distributed: bool = False
+    """Accepted for recipes written for mjlab (``torchrun ... train <task> --distributed True``); mjfleet reads a
+    launcher's ranks from its environment (RANK, WORLD_SIZE, ... or srun's) with or without it."""
+    rendezvous_timeout_s: float = 45.0
+    """Started by torchrun or srun: seconds a rank waits for rank 0's rendezvous address (MASTER_ADDR) to answer
+    before giving up with an error (raise it where ranks may start minutes apart, e.g. Kubernetes pods)."""
     dry_run: bool = False
     """Validate everything (arguments, devices, checkpoint to resume, log root), print the launch plan and exit
     without creating a run directory or starting workers."""
@@ -200,6 +211,13 @@ def validate(cfg: TrainConfig) -> None:
         raise UsageError(f"--seed must be between 0 and {2**32 - 1 - MAX_CPU_WORKERS} (got {cfg.seed})")
     _check_name("--agent.experiment-name", cfg.agent.experiment_name, required=True)
     _check_name("--agent.run-name", cfg.agent.run_name, required=False)
+    if cfg.run_id is not None:
+        _check_name("--run-id", cfg.run_id, required=True)
+    if not 0 < cfg.rendezvous_timeout_s <= MAX_AGENT_TIMEOUT_S:
+        raise UsageError(
+            f"--rendezvous-timeout-s must be positive and at most {MAX_AGENT_TIMEOUT_S}"
+            f" (got {cfg.rendezvous_timeout_s})"
+        )
     for flag, path in (("--log-root", cfg.log_root), ("--resume", cfg.resume)):
         if path is not None and ("\x00" in str(path) or not str(path).strip()):
             raise UsageError(f"{flag} {str(path)!r} is not a usable path")

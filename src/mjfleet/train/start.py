@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mjfleet.errors import UsageError
-from mjfleet.rl.checkpoint import load_checkpoint, resolve_checkpoint
+from mjfleet.rl.checkpoint import load_checkpoint, newest_loadable_checkpoint, resolve_checkpoint
 from mjfleet.train.checkpoint_source import is_onnx
 from mjfleet.train.config import TrainConfig
 from mjfleet.train.wandb_source import DOWNLOAD_DIR, fetch, is_wandb_ref
@@ -48,3 +48,13 @@ def plan_start(cfg: TrainConfig) -> StartPoint:
         final_iteration=start_iteration + cfg.agent.max_iterations,
         start_iteration=start_iteration,
     )
+
+
+def continue_point(run_dir: Path, first: StartPoint, attempt: int) -> StartPoint:
+    """Where a run continues (a restart, a restarted or requeued job): the newest loadable checkpoint of
+    ``run_dir``, else where its first start began (from scratch, or the checkpoint of the run it resumed)."""
+    newest = newest_loadable_checkpoint(run_dir)
+    if newest is None:
+        return replace(first, attempt=attempt)
+    path, data = newest
+    return replace(first, checkpoint=path, start_iteration=int(data["iter"]), attempt=attempt)

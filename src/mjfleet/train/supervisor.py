@@ -12,32 +12,20 @@ be imported on the workers. Neither is a run the user asked to stop.
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
 from mjfleet.launch.launcher import LaunchPlan, WorkerFailure
-from mjfleet.rl.checkpoint import newest_loadable_checkpoint
 from mjfleet.rl.records import WorkerResult
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.train.config import TrainConfig
 from mjfleet.train.launched import launch_training
-from mjfleet.train.start import StartPoint
+from mjfleet.train.start import StartPoint, continue_point
 
 logger = logging.getLogger(__name__)
 
 RESTART_LOG = "restarts.log"
 """One line per automatic restart: time, attempt, failed rank, iteration resumed from, checkpoint, cause."""
-
-
-def restart_point(run_dir: Path, first: StartPoint, attempt: int) -> StartPoint:
-    """Where restart number ``attempt`` begins: the newest loadable checkpoint of ``run_dir``, else where the
-    first attempt began (from scratch, or the checkpoint of the run it resumed)."""
-    newest = newest_loadable_checkpoint(run_dir)
-    if newest is None:
-        return replace(first, attempt=attempt)
-    path, data = newest
-    return replace(first, checkpoint=path, start_iteration=int(data["iter"]), attempt=attempt)
 
 
 def append_restart_log(
@@ -78,7 +66,7 @@ def supervise(
                     logger.info("not restarting: a restart would fail the same way")
                 raise
             attempt += 1
-            start = restart_point(run_dir, first, attempt)
+            start = continue_point(run_dir, first, attempt)
             append_restart_log(run_dir, attempt, cfg.max_restarts, failure, start)
             logger.error("%s", str(failure).splitlines()[0])
             logger.warning(

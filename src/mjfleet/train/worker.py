@@ -156,6 +156,7 @@ def _train(
             stop_signal=runner.stop_signal,
             condition_met_at=runner.condition_met_at,
             last_checkpoint=None if runner.last_checkpoint is None else str(runner.last_checkpoint),
+            run_dir=None if run_dir is None else str(run_dir),
             probes={} if probes is None else probes.results(runner),
         )
 

@@ -1,0 +1,325 @@
+"""Train as one rank of a job that another launcher started: torchrun (torch elastic, also behind Kubernetes
+PyTorchJob and most schedulers' torchrun integrations), a launcher that sets torchrun's variables itself, or srun
+with several tasks.
+
+Such a process is a worker already: it starts no workers and makes no run of its own. :func:`detect_external_job`
+reads the launcher's variables once; :func:`check_external_options` refuses the settings that belong to mjfleet's
+own launcher; :func:`external_device` picks this rank's device.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from mjfleet.errors import UsageError
+from mjfleet.runtime.devices import DeviceSelection, GpuRequest, visible_gpus
+from mjfleet.train.config import TrainConfig
+
+Launcher = Literal["torchrun", "srun"]
+
+TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+"""Variables whose presence says a launcher made this process one rank of a job (torchrun sets all of them)."""
+SLURM_PORT_BASE = 15000
+SLURM_PORT_SPAN = 20000
+"""Without ``MASTER_PORT``, an srun job's ranks meet at ``SLURM_PORT_BASE + job id % SLURM_PORT_SPAN``: the same
+number on every node, and another one for the next job on the same node."""
+
+
+@dataclass(frozen=True)
+class ExternalJob:
+    """This process's place in a job another launcher started (read once from its environment)."""
+
+    launcher: Launcher
+    rank: int
+    local_rank: int
+    world_size: int
+    local_world_size: int
+    node_rank: int
+    master_addr: str | None
+    """Where rank 0's rendezvous store listens (None only for a one-process job)."""
+    master_port: int | None
+    restart_count: int
+    """torchrun's ``TORCHELASTIC_RESTART_COUNT`` (0 for the first start), SLURM's ``SLURM_RESTART_COUNT``."""
+    agent_store: bool
+    """torchrun's agent hosts the store (``TORCHELASTIC_USE_AGENT_STORE``): rank 0 connects to it like the others."""
+
+    @property
+    def hosts_store(self) -> bool:
+        """Whether this process creates the rendezvous store the others connect to."""
+        return self.rank == 0 and not self.agent_store
+
+    def describe(self) -> str:
+        """``rank 1 of 2 (torchrun; node 0, local rank 1 of 2)``."""
+        return (
+            f"rank {self.rank} of {self.world_size} ({self.launcher}; node {self.node_rank},"
+            f" local rank {self.local_rank} of {self.local_world_size})"
+        )
+
+    def rendezvous_env(self) -> dict[str, str]:
+        """``MASTER_ADDR``/``MASTER_PORT`` for torch's ``env://`` rendezvous (derived ones for srun)."""
+        if self.master_addr is None or self.master_port is None:
+            return {}
+        return {"MASTER_ADDR": self.master_addr, "MASTER_PORT": str(self.master_port)}
+
+
+def _int(env: Mapping[str, str], name: str, default: int | None = None) -> int:
+    value = env.get(name, "").strip()
+    if not value:
+        if default is None:
+            raise UsageError(f"{name} is not set")
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise UsageError(f"{name}={value!r} is not an integer") from None
+
+
+def detect_external_job(
+    env: Mapping[str, str], expand_nodelist: Callable[[str, str], tuple[str, ...]] | None = None
+) -> ExternalJob | None:
+    """The job this process is one rank of, or None when nothing but the user started it.
+
+    torchrun's variables (``RANK``, ``WORLD_SIZE``, ...) win over SLURM's, so torchrun started by srun (one per
+    node) is recognised as torchrun. An srun step with several tasks counts (``SLURM_STEP_NUM_TASKS``, set only by
+    srun, so an sbatch script that runs ``train`` once is not a rank). ``expand_nodelist`` turns the step's node
+    list into host names (``scontrol show hostnames``) where ``MASTER_ADDR`` is unset.
+
+    Raises :class:`UsageError` for variables that contradict each other.
+    """
+    if any(env.get(name, "").strip() for name in TORCHRUN_VARS):
+        return _torchrun_job(env)
+    if env.get("SLURM_STEP_NUM_TASKS", "").strip() and _int(env, "SLURM_STEP_NUM_TASKS") > 1:
+        return _srun_job(env, expand_nodelist)
+    return None
+
+
+def _torchrun_job(env: Mapping[str, str]) -> ExternalJob:
+    for name, other in (("WORLD_SIZE", "RANK"), ("RANK", "WORLD_SIZE"), ("LOCAL_RANK", "RANK")):
+        if env.get(name, "").strip() and not env.get(other, "").strip():
+            raise UsageError(
+                f"{name}={env[name]} is set but {other} is not: a launcher that starts train as one of several"
+                f" processes sets RANK and WORLD_SIZE together (torchrun does); unset {name} to train on its own"
+            )
+    rank, world = _int(env, "RANK"), _int(env, "WORLD_SIZE")
+    local_rank = _int(env, "LOCAL_RANK", 0)
+    local_world = _int(env, "LOCAL_WORLD_SIZE", 1 if "LOCAL_RANK" not in env else max(local_rank + 1, 1))
+    _check_ranks(rank, world, local_rank, local_world, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
+    node_rank = _int(env, "GROUP_RANK", rank // local_world)
+    addr = env.get("MASTER_ADDR", "").strip() or None
+    port = _port(env) if env.get("MASTER_PORT", "").strip() else None
+    if world > 1 and (addr is None or port is None):
+        missing = [n for n, v in (("MASTER_ADDR", addr), ("MASTER_PORT", port)) if v is None]
+        raise UsageError(
+            f"RANK={rank} WORLD_SIZE={world}, but {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'}"
+            " not set: the ranks cannot find each other (torchrun sets them; a launcher of its own must too)"
+        )
+    return ExternalJob(
+        launcher="torchrun",
+        rank=rank,
+        local_rank=local_rank,
+        world_size=world,
+        local_world_size=local_world,
+        node_rank=node_rank,
+        master_addr=addr,
+        master_port=port,
+        restart_count=_int(env, "TORCHELASTIC_RESTART_COUNT", 0),
+        agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").strip().lower() == "true",
+    )
+
+
+def _srun_job(env: Mapping[str, str], expand_nodelist: Callable[[str, str], tuple[str, ...]] | None) -> ExternalJob:
+    world = _int(env, "SLURM_STEP_NUM_TASKS")
+    rank, local_rank = _int(env, "SLURM_PROCID"), _int(env, "SLURM_LOCALID", 0)
+    node = _int(env, "SLURM_NODEID", 0)
+    local_world = tasks_on_node(env.get("SLURM_STEP_TASKS_PER_NODE", ""), node) or local_rank + 1
+    _check_ranks(
+        rank, world, local_rank, local_world, "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "tasks per node"
+    )
+    addr = env.get("MASTER_ADDR", "").strip() or None
+    if addr is None:
+        nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+        if not nodelist:
+            raise UsageError("srun: neither MASTER_ADDR nor SLURM_STEP_NODELIST is set, so rank 0's host is unknown")
+        if expand_nodelist is None:
+            raise UsageError("srun: MASTER_ADDR is not set")
+        addr = expand_nodelist(nodelist, "srun")[0]
+    if env.get("MASTER_PORT", "").strip():
+        port = _port(env)
+    else:
+        job = re.sub(r"\D", "", env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or "0") or "0"
+        port = SLURM_PORT_BASE + int(job) % SLURM_PORT_SPAN
+    return ExternalJob(
+        launcher="srun",
+        rank=rank,
+        local_rank=local_rank,
+        world_size=world,
+        local_world_size=local_world,
+        node_rank=node,
+        master_addr=addr,
+        master_port=port,
+        restart_count=_int(env, "SLURM_RESTART_COUNT", 0),
+        agent_store=False,
+    )
+
+
+def tasks_on_node(tasks_per_node: str, node: int) -> int | None:
+    """Tasks on node ``node`` from SLURM's compressed count (``2(x3),1``: 2 on nodes 0-2, 1 on node 3)."""
+    counts: list[int] = []
+    for part in (p.strip() for p in tasks_per_node.split(",") if p.strip()):
+        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part)
+        if m is None:
+            return None
+        counts += [int(m.group(1))] * int(m.group(2) or 1)
+    return counts[node] if 0 <= node < len(counts) else None
+
+
+def _check_ranks(
+    rank: int, world: int, local_rank: int, local_world: int, rank_name: str, world_name: str, lr: str, lw: str
+) -> None:
+    if world < 1:
+        raise UsageError(f"{world_name}={world} must be at least 1")
+    if not 0 <= rank < world:
+        raise UsageError(f"{rank_name}={rank} is out of range for {world_name}={world} (ranks are 0..{world - 1})")
+    if not 1 <= local_world <= world:
+        raise UsageError(f"{lw}={local_world} must be between 1 and {world_name}={world}")
+    if not 0 <= local_rank < local_world:
+        raise UsageError(f"{lr}={local_rank} is out of range for {lw}={local_world}")
+
+
+def _port(env: Mapping[str, str]) -> int:
+    port = _int(env, "MASTER_PORT")
+    if not 0 < port < 65536:
+        raise UsageError(f"MASTER_PORT={port} is not a port number")
+    return port
+
+
+def launcher_hint(job: ExternalJob) -> tuple[str, str]:
+    """How this launcher sets the number of processes per node and in all (for messages)."""
+    if job.launcher == "srun":
+        return "srun --ntasks-per-node", "srun --ntasks/--nodes"
+    return "torchrun --nproc_per_node", "torchrun --nnodes/--nproc_per_node"
+
+
+def external_device(job: ExternalJob, request: GpuRequest, gpu_count: int, env: Mapping[str, str]) -> DeviceSelection:
+    """This rank's device: ``cuda:<LOCAL_RANK>`` (relative to ``CUDA_VISIBLE_DEVICES``), or the CPU.
+
+    ``auto`` without a GPU trains on the CPU. A node whose ranks each see exactly one GPU (srun's
+    ``--gpus-per-task``) uses ``cuda:0`` in every rank; that they are different GPUs is checked once the ranks
+    meet (:func:`duplicate_gpus`).
+    """
+    per_node, _ = launcher_hint(job)
+    if request is None:
+        return DeviceSelection(kind="cpu", devices=("cpu",), cuda_visible_devices="")
+    if request == "all" or (isinstance(request, tuple) and len(request) > 1):
+        given = "all" if request == "all" else " ".join(map(str, request))
+        raise UsageError(
+            f"--gpu-ids {given}: under {job.launcher} every process is one rank with one GPU (cuda:<LOCAL_RANK>);"
+            f" the launcher sets how many ({per_node}) and CUDA_VISIBLE_DEVICES which"
+        )
+    if request == "auto" and gpu_count == 0:
+        value = env.get("CUDA_VISIBLE_DEVICES")
+        reason = "" if value is None else f" (CUDA_VISIBLE_DEVICES={value!r})"
+        return DeviceSelection(
+            kind="cpu",
+            devices=("cpu",),
+            cuda_visible_devices="",
+            notice=f"CUDA not available{reason}; training on the CPU",
+        )
+    if isinstance(request, tuple):
+        gpu = next(iter(request))
+        if job.local_world_size > 1:
+            raise UsageError(
+                f"--gpu-ids {gpu}: {job.local_world_size} ranks run on this node and each uses"
+                f" cuda:<LOCAL_RANK>; leave --gpu-ids out (or set CUDA_VISIBLE_DEVICES per node)"
+            )
+        if not 0 <= gpu < gpu_count:
+            raise UsageError(f"--gpu-ids {gpu}: this node sees {gpu_count} GPU(s)")
+        index = gpu
+    elif job.local_world_size <= gpu_count:
+        index = job.local_rank
+    elif gpu_count == 1 and job.launcher == "srun":
+        index = 0  # srun bound one GPU to each task
+    else:
+        raise UsageError(
+            f"{job.local_world_size} ranks on this node but it sees {gpu_count} GPU(s): NCCL refuses two ranks on one"
+            f" GPU ('Duplicate GPU detected'); start at most {gpu_count} per node ({per_node} {gpu_count}), or train"
+            " on CPU processes with --gpu-ids None"
+        )
+    label = visible_gpus(env, gpu_count)[index]
+    return DeviceSelection(
+        kind="cuda",
+        devices=(f"cuda:{index}",),
+        cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES", ""),
+        labels=(label,),
+    )
+
+
+def duplicate_gpus(placements: list[tuple[str, str]]) -> str | None:
+    """Given each rank's ``(host, GPU UUID)``, a message naming two ranks that share a GPU, or None."""
+    seen: dict[tuple[str, str], int] = {}
+    for rank, placement in enumerate(placements):
+        if placement[1] and placement in seen:
+            return (
+                f"ranks {seen[placement]} and {rank} share one GPU on {placement[0]}: NCCL refuses two ranks on one"
+                " GPU ('Duplicate GPU detected'); give each task its own GPU (srun --gpus-per-task 1), start as many"
+                " processes per node as it has GPUs, or train on CPU processes with --gpu-ids None"
+            )
+        seen[placement] = rank
+    return None
+
+
+def wait_for_rendezvous(job: ExternalJob, timeout_s: float) -> None:
+    """Return once rank 0's rendezvous store accepts connections; a one-line :class:`UsageError` after
+    ``timeout_s`` (a wrong ``MASTER_ADDR``/``MASTER_PORT``, or rank 0 never started).
+
+    torch would otherwise retry for the whole collective timeout. The process that hosts the store does not wait.
+    """
+    if job.world_size == 1 or job.hosts_store or job.master_addr is None or job.master_port is None:
+        return
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while True:
+        try:
+            with socket.create_connection((job.master_addr, job.master_port), timeout=min(5.0, timeout_s)):
+                return
+        except OSError as e:
+            last = e.strerror or type(e).__name__
+        if time.monotonic() >= deadline:
+            raise UsageError(
+                f"nobody answers at MASTER_ADDR={job.master_addr} MASTER_PORT={job.master_port} after"
+                f" {timeout_s:g} s ({last}): is rank 0 running, and is that its address? (--rendezvous-timeout-s)"
+            )
+        time.sleep(0.5)
+
+
+def this_host() -> str:
+    """This machine's name, for the job's roll call."""
+    return os.environ.get("HOSTNAME") or socket.gethostname()
+
+
+def check_external_options(cfg: TrainConfig, job: ExternalJob) -> None:
+    """Refuse the settings of mjfleet's own launcher: under another launcher, that launcher decides them."""
+    per_node, in_all = launcher_hint(job)
+    restarts = "torchrun --max-restarts" if job.launcher == "torchrun" else "sbatch --requeue"
+    own = (
+        ("--cpu-workers", cfg.cpu_workers != 1, f"{per_node} sets the processes, each one rank"),
+        ("--workers-per-gpu", cfg.workers_per_gpu != 1, f"{per_node} sets the processes, each one rank"),
+        ("--hostnames", bool(cfg.hostnames), f"{in_all} sets the nodes"),
+        ("--workers-per-host", cfg.workers_per_host is not None, f"{per_node} sets the processes per node"),
+        ("--max-restarts", cfg.max_restarts != 0, f"{restarts} restarts the job, which continues its run"),
+        ("--launcher torchrunx", cfg.launcher == "torchrunx", "this process is already one of its workers"),
+        ("--launcher-address", cfg.launcher_address is not None, "MASTER_ADDR says where the ranks meet"),
+        ("--ssh-config", cfg.ssh_config is not None, f"{job.launcher} starts the processes on every node"),
+        ("--torchrunx-log-dir", cfg.torchrunx_log_dir is not None, f"{job.launcher} keeps each process's output"),
+    )
+    for flag, given, instead in own:
+        if given:
+            raise UsageError(
+                f"{flag} is for mjfleet's own launcher, but {job.launcher} started this process: {instead}"
+            )
