@@ -135,7 +135,7 @@ def measure_steps(spec: TaskSpec, num_envs: int, device: str, steps: int, backen
     return rows
 
 
-def release_device_memory(device: str) -> None:
+def free_device_memory(device: str) -> None:
     """Free what earlier measurements in this process left cached on a GPU (torch's caching allocator), so that
     launched workers sharing the GPU find the memory free."""
     gc.collect()

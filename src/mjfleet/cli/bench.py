@@ -66,7 +66,7 @@ class BenchConfig:
 
 def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
     """Measure and print the tables."""
-    from mjfleet.benchmark import machine_description, measure_steps, measure_training, release_device_memory
+    from mjfleet.benchmark import free_device_memory, machine_description, measure_steps, measure_training
 
     spec = get_task(task_id)
     selection = select_local_devices(parse_gpu_ids(cfg.gpu_ids))
@@ -117,7 +117,7 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
         _show(console, table)
     rows: list[tuple[str, TrainRow]] = []
     for label, launched, train_cfg in trainings:
-        release_device_memory(device)
+        free_device_memory(device)
         try:
             row = _measure_launched(train_cfg) if launched else measure_training(train_cfg)
         except Exception as e:  # one failing row (a launch, a backend) must not cost the others' figures
