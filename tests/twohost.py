@@ -60,6 +60,16 @@ class NamespaceHost:
     """An OpenSSH client config for the namespace: key, user, no host-key prompts, BatchMode."""
     sshd: subprocess.Popen[bytes]
 
+    @property
+    def host_public_key(self) -> Path:
+        """The public half of the namespace sshd's host key (``<type> <base64>``), as ``known_hosts`` records it."""
+        return self.ssh_config.parent / "host_key.pub"
+
+    @property
+    def identity(self) -> Path:
+        """The private key that logs in to the namespace host."""
+        return self.ssh_config.parent / "id_ed25519"
+
     def ssh(self, command: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
         """Run ``command`` on the namespace host through SSH."""
         return subprocess.run(
