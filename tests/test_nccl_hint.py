@@ -1,4 +1,4 @@
-"""The NCCL remedies that a failure report names (mjfleet.launch.diagnosis.nccl_hint), on the errors NCCL really gives."""
+"""The NCCL remedies a failure report names (mjfleet.launch.diagnosis.nccl_hint), on the errors NCCL really gives."""
 
 from __future__ import annotations
 
@@ -51,7 +51,8 @@ WATCHDOG = (
 def test_nccl_failures_name_the_workstation_remedies(error: str) -> None:
     hint = nccl_hint(error)
     assert hint is not None
-    for remedy in ("NCCL_P2P_DISABLE=1", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE=1", "NCCL_IB_DISABLE=1", "NCCL_DEBUG=INFO"):
+    remedies = ("NCCL_P2P_DISABLE=1", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE=1", "NCCL_IB_DISABLE=1", "NCCL_DEBUG=INFO")
+    for remedy in remedies:
         assert remedy in hint, hint
     assert "\n" not in hint and len(hint) < 400
 
