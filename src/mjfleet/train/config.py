@@ -111,7 +111,7 @@ class TrainConfig:
     continues it from its newest checkpoint to the iteration it was started for (a restarted or requeued job).
     Default: the SLURM job (srun) or torchrun's run id when one of them started this process; otherwise every
     start is a new run."""
-    distributed: bool = False
+    distributed: tyro.conf.FlagConversionOff[bool] = False
     """Accepted for recipes written for mjlab (``torchrun ... train <task> --distributed True``); mjfleet reads a
     launcher's ranks from its environment (RANK, WORLD_SIZE, ... or srun's) with or without it."""
     rendezvous_timeout_s: float = 45.0

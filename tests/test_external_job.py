@@ -1,0 +1,244 @@
+"""Reading another launcher's job (torchrun, srun) and refusing what does not fit: pure functions and the ``train``
+command in this process (nothing is launched; every refusal happens before a process group or run directory)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from mjfleet.cli import train
+from mjfleet.errors import UsageError
+from mjfleet.train.external import (
+    ExternalJob,
+    detect_external_job,
+    duplicate_gpus,
+    external_device,
+    tasks_on_node,
+)
+from mjfleet.train.run_identity import RunIdentity, find_run, first_start, record, run_identity
+from mjfleet.train.start import StartPoint
+
+from .helpers import run_main
+
+TORCHRUN = {
+    "RANK": "1",
+    "LOCAL_RANK": "1",
+    "WORLD_SIZE": "4",
+    "LOCAL_WORLD_SIZE": "2",
+    "GROUP_RANK": "0",
+    "MASTER_ADDR": "node-a",
+    "MASTER_PORT": "29500",
+    "TORCHELASTIC_RUN_ID": "job-7",
+    "TORCHELASTIC_RESTART_COUNT": "2",
+    "TORCHELASTIC_USE_AGENT_STORE": "True",
+}
+SRUN = {
+    "SLURM_JOB_ID": "4242",
+    "SLURM_STEP_ID": "0",
+    "SLURM_STEP_NUM_TASKS": "4",
+    "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
+    "SLURM_STEP_NODELIST": "node-[a-b]",
+    "SLURM_PROCID": "3",
+    "SLURM_LOCALID": "1",
+    "SLURM_NODEID": "1",
+}
+LAUNCHER_VARS = (*TORCHRUN, *SRUN, "SLURM_JOBID", "SLURM_ARRAY_TASK_ID", "SLURM_RESTART_COUNT", "SLURM_NTASKS")
+
+
+def _job(**overrides: object) -> ExternalJob:
+    fields: dict[str, object] = dict(
+        launcher="torchrun",
+        rank=0,
+        local_rank=0,
+        world_size=2,
+        local_world_size=2,
+        node_rank=0,
+        master_addr="127.0.0.1",
+        master_port=29500,
+        restart_count=0,
+        agent_store=True,
+    )
+    fields.update(overrides)
+    return ExternalJob(**fields)  # type: ignore[arg-type]
+
+
+def test_nothing_started_this_process() -> None:
+    assert detect_external_job({}) is None
+    # An sbatch script with two tasks that runs train once (mjfleet's own launcher): not a rank of anything.
+    assert detect_external_job({"SLURM_JOB_ID": "1", "SLURM_NTASKS": "2", "SLURM_PROCID": "0"}) is None
+
+
+def test_torchrun_variables_make_a_rank() -> None:
+    job = detect_external_job(TORCHRUN)
+    assert job == ExternalJob("torchrun", 1, 1, 4, 2, 0, "node-a", 29500, 2, True)
+    assert not job.hosts_store  # the agent hosts it
+    # A launcher that sets only RANK and WORLD_SIZE (a Kubernetes PyTorchJob pod running train directly).
+    pod = detect_external_job({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "master-0", "MASTER_PORT": "23456"})
+    assert pod is not None and (pod.local_rank, pod.local_world_size, pod.node_rank) == (0, 1, 0)
+    assert pod.hosts_store
+
+
+def test_srun_tasks_make_a_rank_meeting_on_the_first_node() -> None:
+    asked: list[str] = []
+
+    def expand(nodelist: str, flag: str) -> tuple[str, ...]:
+        asked.append(nodelist)
+        return ("node-a", "node-b")
+
+    job = detect_external_job(SRUN, expand)
+    assert job == ExternalJob("srun", 3, 1, 4, 2, 1, "node-a", 15000 + 4242, 0, False)
+    assert asked == ["node-[a-b]"]
+    given = detect_external_job({**SRUN, "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "1234"}, expand)
+    assert given is not None and (given.master_addr, given.master_port) == ("10.0.0.1", 1234)
+    assert asked == ["node-[a-b]"]  # nothing expanded when MASTER_ADDR is given
+    assert tasks_on_node("2(x3),1", 3) == 1 and tasks_on_node("4", 0) == 4 and tasks_on_node("x", 0) is None
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"WORLD_SIZE": "2"}, "WORLD_SIZE=2 is set but RANK is not"),
+        ({"RANK": "0"}, "RANK=0 is set but WORLD_SIZE is not"),
+        ({"LOCAL_RANK": "0"}, "LOCAL_RANK=0 is set but RANK is not"),
+        ({"RANK": "2", "WORLD_SIZE": "2"}, "RANK=2 is out of range for WORLD_SIZE=2"),
+        ({"RANK": "one", "WORLD_SIZE": "2"}, "RANK='one' is not an integer"),
+        ({**TORCHRUN, "LOCAL_RANK": "2"}, "LOCAL_RANK=2 is out of range for LOCAL_WORLD_SIZE=2"),
+        ({**TORCHRUN, "LOCAL_WORLD_SIZE": "8"}, "LOCAL_WORLD_SIZE=8 must be between 1 and WORLD_SIZE=4"),
+        ({"RANK": "1", "WORLD_SIZE": "2"}, "MASTER_ADDR and MASTER_PORT are not set"),
+        ({**TORCHRUN, "MASTER_PORT": "70000"}, "MASTER_PORT=70000 is not a port number"),
+        ({**SRUN, "SLURM_PROCID": "4"}, "SLURM_PROCID=4 is out of range for SLURM_STEP_NUM_TASKS=4"),
+    ],
+)
+def test_contradicting_variables_are_refused(env: dict[str, str], says: str) -> None:
+    with pytest.raises(UsageError, match=says.replace("(", r"\(").replace(")", r"\)")):
+        detect_external_job(env, lambda nodelist, flag: ("node-a",))
+
+
+def test_each_rank_takes_the_gpu_of_its_local_rank() -> None:
+    job = _job(rank=3, local_rank=1, world_size=4)
+    picked = external_device(job, "auto", 2, {"CUDA_VISIBLE_DEVICES": "2,3"})
+    assert (picked.devices, picked.labels) == (("cuda:1",), ("3",))
+    assert external_device(job, None, 2, {}).devices == ("cpu",)
+    cpu = external_device(job, "auto", 0, {})
+    assert cpu.devices == ("cpu",) and cpu.notice is not None
+    # srun --gpus-per-task 1: each task sees its own GPU as cuda:0.
+    assert external_device(_job(launcher="srun", local_rank=1), "auto", 1, {}).devices == ("cuda:0",)
+
+
+def test_gpu_choices_that_belong_to_the_launcher_are_refused() -> None:
+    with pytest.raises(UsageError, match=r"--nproc_per_node 1\b"):
+        external_device(_job(local_rank=1), "auto", 1, {})  # two ranks, one GPU: NCCL's "Duplicate GPU"
+    with pytest.raises(UsageError, match="--gpu-ids all: under torchrun every process is one rank"):
+        external_device(_job(), "all", 2, {})
+    with pytest.raises(UsageError, match="--gpu-ids 0 1"):
+        external_device(_job(), (0, 1), 2, {})
+    with pytest.raises(UsageError, match="2 ranks run on this node"):
+        external_device(_job(), (1,), 2, {})
+    assert external_device(_job(local_world_size=1, world_size=1), (1,), 2, {}).devices == ("cuda:1",)
+
+
+def test_two_ranks_on_one_gpu_are_named() -> None:
+    assert duplicate_gpus([("a", "GPU-1"), ("a", "GPU-2"), ("b", "GPU-1")]) is None
+    said = duplicate_gpus([("a", "GPU-1"), ("a", "GPU-1")])
+    assert said is not None and said.startswith("ranks 0 and 1 share one GPU on a")
+    assert duplicate_gpus([("a", ""), ("a", "")]) is None  # CPU ranks
+
+
+def test_the_run_identity_comes_from_the_job_first_match_wins() -> None:
+    torchrun = _job()
+    env = {**TORCHRUN, "SLURM_JOB_ID": "99", "SLURM_ARRAY_TASK_ID": "3", "SLURM_STEP_ID": "1"}
+    assert run_identity("mine", env, torchrun) == RunIdentity("mine", "--run-id")
+    assert run_identity(None, env, torchrun) == RunIdentity("slurm-99_3.1", "SLURM_JOB_ID")
+    assert run_identity(None, TORCHRUN, torchrun) == RunIdentity("torchrun-job-7", "TORCHELASTIC_RUN_ID")
+    static = run_identity(None, {**TORCHRUN, "TORCHELASTIC_RUN_ID": "none"}, torchrun)
+    assert static is not None and static.source == "torchrun" and static.value != "torchrun-none"
+    # mjfleet's own launcher (no external job) takes only --run-id: two commands of one salloc stay two runs.
+    assert run_identity(None, env, None) is None
+
+
+def test_a_run_is_found_by_its_identity(tmp_path: Path) -> None:
+    experiment = tmp_path / "exp"
+    for name, value in (("2026-01-01_00-00-00", "a"), ("2026-01-02_00-00-00", "b")):
+        (experiment / name).mkdir(parents=True)
+        record(experiment / name, RunIdentity(value, "--run-id"), StartPoint(None, 50 if value == "b" else 10))
+    (experiment / "2026-01-03_00-00-00").mkdir()  # a run without identity
+    found = find_run(experiment, RunIdentity("b", "--run-id"))
+    assert found == experiment / "2026-01-02_00-00-00"
+    assert first_start(found) == StartPoint(None, 50)
+    assert find_run(experiment, RunIdentity("c", "--run-id")) is None
+
+
+@pytest.fixture
+def launched_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in LAUNCHER_VARS:
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--cpu-workers", "2"], "--cpu-workers is for mjfleet's own launcher, but torchrun started this process"),
+        (["--hostnames", "a", "b"], "--hostnames is for mjfleet's own launcher"),
+        (["--max-restarts", "2"], "torchrun --max-restarts restarts the job"),
+        (["--workers-per-gpu", "2"], "--workers-per-gpu is for mjfleet's own launcher"),
+        (["--launcher", "torchrunx"], "--launcher torchrunx is for mjfleet's own launcher"),
+        (["--gpu-ids", "all"], "--gpu-ids all: under torchrun every process is one rank"),
+    ],
+)
+def test_own_launcher_options_under_torchrun_are_one_line_exit_2(
+    launched_env: pytest.MonkeyPatch, tmp_path: Path, flags: list[str], says: str
+) -> None:
+    for name, value in TORCHRUN.items():
+        launched_env.setenv(name, value)
+    code, _, err = run_main(train.main, ["cartpole-balance", "--log-root", str(tmp_path), *flags])
+    assert code == 2, err
+    assert says in err and len(err.strip().splitlines()) == 1
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"WORLD_SIZE": "2"}, "WORLD_SIZE=2 is set but RANK is not"),
+        ({"RANK": "3", "WORLD_SIZE": "2", "MASTER_ADDR": "x", "MASTER_PORT": "1"}, "RANK=3 is out of range"),
+    ],
+)
+def test_bad_rank_variables_are_one_line_exit_2(
+    launched_env: pytest.MonkeyPatch, tmp_path: Path, env: dict[str, str], says: str
+) -> None:
+    for name, value in env.items():
+        launched_env.setenv(name, value)
+    code, _, err = run_main(train.main, ["cartpole-balance", "--gpu-ids", "None", "--log-root", str(tmp_path)])
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_master_nobody_answers_is_one_line_exit_2(launched_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    for name, value in env.items():
+        launched_env.setenv(name, value)
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--log-root", str(tmp_path), "--rendezvous-timeout-s", "1"]
+    code, _, err = run_main(train.main, argv)
+    assert code == 2, err
+    assert f"nobody answers at MASTER_ADDR=127.0.0.1 MASTER_PORT={port} after 1 s" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not any(tmp_path.iterdir())
+
+
+def test_dry_run_under_torchrun_names_the_rank(launched_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name, value in TORCHRUN.items():
+        launched_env.setenv(name, value)
+    code, out, err = run_main(
+        train.main, ["cartpole-balance", "--gpu-ids", "None", "--log-root", str(tmp_path), "--dry-run"]
+    )
+    assert code == 0, err
+    assert "rank 1 of 4 (torchrun; node 0, local rank 1 of 2) on cpu" in out
+    # mjlab's recipe flag is accepted as it is written there.
+    code, _, err = run_main(train.main, ["cartpole-balance", "--gpu-ids", "None", "--distributed", "True", "--dry-run"])
+    assert code == 0, err

@@ -1,0 +1,264 @@
+"""``train`` started by another launcher: real torchrun and emulated srun jobs on the CPU with gloo (no mocks of
+torch.distributed). Each process is one rank of the job; rank 0 alone makes the run directory; a restarted,
+stopped or requeued job continues its own run."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+
+from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
+from mjfleet.train import run
+
+from .helpers import TOKEN_ENV, assert_no_processes_left, small_train_config
+
+pytestmark = pytest.mark.slow
+
+BIN = Path(sys.executable).parent
+SMALL = [
+    "cartpole-balance",
+    "--gpu-ids",
+    "None",
+    "--env.num-envs",
+    "64",
+    "--agent.num-steps-per-env",
+    "16",
+    "--seed",
+    "0",
+    "--no-init-at-random-ep-len",
+]
+LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK")
+
+
+@pytest.fixture
+def token() -> str:
+    return uuid.uuid4().hex
+
+
+def _env(token: str, **extra: str) -> dict[str, str]:
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "TORCHELASTIC_")) and k not in LAUNCHER_VARS
+    }
+    return {**env, TOKEN_ENV: token, "COLUMNS": "250", **extra}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _torchrun(*args: str) -> list[str]:
+    return [str(BIN / "torchrun"), *args, "--no_python", str(BIN / "train")]
+
+
+def _runs(log_root: Path) -> list[Path]:
+    return sorted((log_root / "cartpole_balance").iterdir())
+
+
+def _train_workers(launcher: psutil.Process) -> dict[int, psutil.Process]:
+    """The launcher's ``train`` processes by global rank."""
+    found = {}
+    for child in launcher.children(recursive=True):
+        try:
+            if any(part.endswith("/train") for part in child.cmdline()):
+                found[int(child.environ()["RANK"])] = child
+        except (psutil.Error, KeyError, ValueError):
+            continue
+    return found
+
+
+def _wait_for(condition: Callable[[], object], timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.2)
+
+
+def test_torchrun_two_ranks_train_one_run(tmp_path: Path, token: str) -> None:
+    log_root = tmp_path / "logs"
+    done = subprocess.run(
+        [
+            *_torchrun("--standalone", "--nproc_per_node=2"),
+            *SMALL,
+            "--agent.max-iterations",
+            "3",
+            "--log-root",
+            str(log_root),
+        ],
+        env=_env(token),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    [run_dir] = _runs(log_root)
+    assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1
+    assert "torchrun started 2 ranks on 1 node" in done.stderr
+    assert "replicas identical on all 2 ranks at iteration 3" in done.stderr
+    assert done.stderr.count("it 3/3") == 1  # rank 0 speaks for the job
+    assert_no_processes_left(token)
+
+    # One process with the same seed trains other weights: rank 1's data entered every update.
+    alone = run(small_train_config(iterations=3, log_root=tmp_path / "alone"))[0]
+    assert alone.last_checkpoint is not None
+    both = load_checkpoint(run_dir / "model_3.pt")["actor_state_dict"]
+    one = load_checkpoint(Path(alone.last_checkpoint))["actor_state_dict"]
+    assert both.keys() == one.keys()
+    assert any(not torch.equal(both[k], one[k]) for k in both)
+
+
+def test_torchrun_restarts_continue_the_run_from_its_last_checkpoint(tmp_path: Path, token: str) -> None:
+    log_root = tmp_path / "logs"
+    launcher = subprocess.Popen(
+        [
+            *_torchrun("--standalone", "--nproc_per_node=2", "--max-restarts=1"),
+            *SMALL,
+            "--agent.max-iterations",
+            "24",
+            "--agent.save-interval",
+            "4",
+            "--log-root",
+            str(log_root),
+        ],
+        env=_env(token),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        parent = psutil.Process(launcher.pid)
+        _wait_for(lambda: (log_root / "cartpole_balance").is_dir() and list_checkpoints(_runs(log_root)[0]))
+        _train_workers(parent)[1].kill()
+        _, err = launcher.communicate(timeout=300)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+    assert launcher.returncode == 0, err[-3000:]
+    [run_dir] = _runs(log_root)  # the restarted workers found their run
+    assert list_checkpoints(run_dir)[-1][0] == 24
+    resumed = re.search(r"resumed from \S+model_(\d+)\.pt at iteration (\d+)", err)
+    assert resumed is not None, err[-3000:]
+    start = int(resumed.group(2))
+    assert start >= 4 and start % 4 == 0
+    assert f"it {start + 1}/24" in err  # iteration numbers continue
+    assert "replicas identical on all 2 ranks at iteration 24" in err
+    assert_no_processes_left(token)
+
+
+def test_torchrun_sigterm_checkpoints_and_the_same_job_continues(tmp_path: Path, token: str) -> None:
+    log_root = tmp_path / "logs"
+    port = _free_port()
+    command = [
+        *_torchrun(
+            "--nnodes=1",
+            "--nproc_per_node=2",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint=127.0.0.1:{port}",
+            f"--rdzv-id={token}",
+        ),
+        *SMALL,
+        "--agent.max-iterations",
+        "30",
+        "--agent.save-interval",
+        "100",
+        "--log-root",
+        str(log_root),
+    ]
+    first = subprocess.Popen(command, env=_env(token), stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: (log_root / "cartpole_balance").is_dir() and any(_runs(log_root)[0].glob("events*")))
+        time.sleep(1.0)
+        first.send_signal(signal.SIGTERM)  # torchrun forwards it to every worker
+        _, err = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    # torchrun itself reports the signal as a failure; the workers stopped cleanly with a checkpoint.
+    stopped = re.search(r"stopped by SIGTERM after iteration (\d+)", err)
+    assert stopped is not None, err[-3000:]
+    [run_dir] = _runs(log_root)
+    assert list_checkpoints(run_dir)[-1][0] == int(stopped.group(1)) < 30
+    assert_no_processes_left(token)
+
+    again = subprocess.run(command, env=_env(token), capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert _runs(log_root) == [run_dir]
+    assert f"run id torchrun-{token} from TORCHELASTIC_RUN_ID" in " ".join(again.stderr.split())
+    assert f"it {int(stopped.group(1)) + 1}/30" in again.stderr
+    assert list_checkpoints(run_dir)[-1][0] == 30
+
+
+def _fake_scontrol(bin_dir: Path) -> Path:
+    bin_dir.mkdir(parents=True)
+    script = bin_dir / "scontrol"
+    script.write_text('#!/bin/sh\necho "$@" >> "$(dirname "$0")/calls"\necho localhost\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return bin_dir
+
+
+def _srun(tmp_path: Path, token: str, job: int, iterations: int, restart: int = 0) -> list[subprocess.Popen[str]]:
+    """What ``srun --ntasks 2`` on one node starts: two ``train`` processes with SLURM's task variables."""
+    bin_dir = tmp_path / "bin"
+    if not bin_dir.exists():
+        _fake_scontrol(bin_dir)
+    procs = []
+    for task in range(2):
+        env = _env(
+            token,
+            PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+            SLURM_JOB_ID=str(job),
+            SLURM_STEP_ID="0",
+            SLURM_STEP_NUM_TASKS="2",
+            SLURM_STEP_TASKS_PER_NODE="2",
+            SLURM_STEP_NODELIST="node1",
+            SLURM_PROCID=str(task),
+            SLURM_LOCALID=str(task),
+            SLURM_NODEID="0",
+            SLURM_RESTART_COUNT=str(restart),
+        )
+        argv = [*SMALL, "--agent.max-iterations", str(iterations), "--log-root", str(tmp_path / "logs")]
+        procs.append(subprocess.Popen([str(BIN / "train"), *argv], env=env, stderr=subprocess.PIPE, text=True))
+    return procs
+
+
+def test_srun_tasks_train_one_run_and_a_requeued_job_continues_it(tmp_path: Path, token: str) -> None:
+    log_root = tmp_path / "logs"
+    job = 10000 + os.getpid() % 20000  # its port, 15000 + job % 20000, differs between concurrent test runs
+    ranks = _srun(tmp_path, token, job, iterations=30)
+    try:
+        _wait_for(lambda: (log_root / "cartpole_balance").is_dir() and any(_runs(log_root)[0].glob("events*")))
+        time.sleep(1.0)
+        for proc in ranks:  # a preemption signals every task
+            proc.send_signal(signal.SIGTERM)
+        errs = [proc.communicate(timeout=120)[1] for proc in ranks]
+    finally:
+        for proc in ranks:
+            if proc.poll() is None:
+                proc.kill()
+    assert [proc.returncode for proc in ranks] == [143, 143], errs[0][-3000:]
+    [run_dir] = _runs(log_root)
+    stopped = re.search(r"stopped by SIGTERM after iteration (\d+)", errs[0])
+    assert stopped is not None and list_checkpoints(run_dir)[-1][0] == int(stopped.group(1)) < 30
+    assert (tmp_path / "bin" / "calls").read_text().splitlines() == ["show hostnames node1"] * 2  # once per rank
+
+    ranks = _srun(tmp_path, token, job, iterations=30, restart=1)  # the requeued job: the same command
+    errs = [proc.communicate(timeout=300)[1] for proc in ranks]
+    assert [proc.returncode for proc in ranks] == [0, 0], errs[0][-3000:]
+    assert _runs(log_root) == [run_dir]
+    assert f"run id slurm-{job}.0 from SLURM_JOB_ID" in " ".join(errs[0].split())
+    assert f"it {int(stopped.group(1)) + 1}/30" in errs[0]
+    assert list_checkpoints(run_dir)[-1][0] == 30
+    assert_no_processes_left(token)
