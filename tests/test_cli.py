@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -20,7 +21,19 @@ from mjfleet.train import supervisor as train_supervisor
 
 from .helpers import small_train_config
 
-pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="asserts the no-CUDA error paths")
+
+def gpu_less_env() -> dict[str, str]:
+    """The environment of the CLI processes these tests start: no GPU is visible to them on any machine."""
+    return {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+
+
+@pytest.fixture(autouse=True)
+def gpu_less_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test here runs on a machine without GPUs, whatever this machine has: the no-CUDA error paths are
+    asserted everywhere, CUDA machines included."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
 
 
 def _usage_error(capsys: pytest.CaptureFixture[str], main: object, argv: list[str]) -> str:
@@ -115,6 +128,7 @@ def test_console_script_error_has_no_traceback(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         cwd=tmp_path,
+        env=gpu_less_env(),
         timeout=120,
     )
     assert proc.returncode == 2
@@ -123,6 +137,7 @@ def test_console_script_error_has_no_traceback(tmp_path: Path) -> None:
     assert not (tmp_path / "logs").exists()
 
 
+@pytest.mark.slow
 def test_parsing_planning_and_listing_load_no_simulator_or_torch() -> None:
     # A mistyped command must be answered at once, and a launcher process needs only torchrunx: the heavy
     # imports (seconds each) belong to the workers.
@@ -140,7 +155,9 @@ def test_parsing_planning_and_listing_load_no_simulator_or_torch() -> None:
         "print(heavy)\n"
     )
     with tempfile.TemporaryDirectory() as logs:
-        result = subprocess.run([sys.executable, "-c", code, logs], capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [sys.executable, "-c", code, logs], capture_output=True, text=True, env=gpu_less_env(), timeout=120
+        )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
 
@@ -195,7 +212,10 @@ def test_task_help_shows_the_task_defaults_without_a_task_flag(capsys: pytest.Ca
 def test_output_into_a_closed_pipe_ends_quietly(argv: list[str]) -> None:
     # ``train <task> --help | head -3``: the reader is gone before the output is written.
     proc = subprocess.Popen(
-        [sys.executable, "-m", f"mjfleet.cli.{argv[0]}", *argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, "-m", f"mjfleet.cli.{argv[0]}", *argv[1:]],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=gpu_less_env(),
     )
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()
