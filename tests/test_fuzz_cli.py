@@ -3,13 +3,15 @@
 Every case runs ``train.main(argv)`` in-process with ``--dry-run`` (validate, print the plan, create nothing), and
 the run-directory factory is replaced by one that fails the test, so nothing can ever train. Each case must exit 0
 (valid: plan on stdout) or 2 (one ``error:`` line on stderr), never with a traceback or any other exception, and
-must not create anything under the log root.
+must create nothing: each case gets a log root of its own and an empty working directory, and both must still be
+empty (or absent) afterwards, as must the directory of hostile path targets. The machine is faked GPU-less, so
+every ``--gpu-ids`` naming a GPU is refused on CUDA machines too.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,8 +25,6 @@ from mjfleet.rl.checkpoint import save_atomic
 from mjfleet.train import api
 
 from .helpers import run_main
-
-pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="GPU ids are only invalid without CUDA")
 
 TASK = "cartpole-balance"
 # 220 + 220 + 160 = 600 generated cases in total.
@@ -92,6 +92,10 @@ def arena(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         raise AssertionError("the fuzzed command got past validation and tried to create a run directory")
 
     with pytest.MonkeyPatch.context() as mp:
+        # A machine without GPUs, whatever this one has (module scope: hypothesis reruns each test many times).
+        mp.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        mp.setattr(torch.cuda, "is_available", lambda: False)
+        mp.setattr(torch.cuda, "device_count", lambda: 0)
         mp.setattr(api, "create_run_dir", no_training)
         yield root
 
@@ -100,10 +104,25 @@ def _snapshot(root: Path) -> set[Path]:
     return set(root.rglob("*"))
 
 
-def _check(argv: list[str], root: Path) -> int:
-    """Run ``train`` and check the exit contract; returns the exit code."""
+LOG_ROOT = "<the case's log root>"
+"""Stands for the case's own log root in an argv; :func:`_check` puts a fresh path in its place."""
+
+
+def _check(argv: list[str], root: Path) -> tuple[int, str]:
+    """Run ``train`` in an empty working directory with a log root of its own and check the exit contract.
+
+    Returns the exit code and stderr. ``LOG_ROOT`` in ``argv`` becomes the case's log root, which must still be absent
+    or empty afterwards, as must the working directory; nothing under ``root`` may change either.
+    """
     before = _snapshot(root)
-    code, stdout, stderr = run_main(train.main, argv)
+    with tempfile.TemporaryDirectory() as case:
+        log_root, cwd = Path(case) / "logs", Path(case) / "cwd"
+        cwd.mkdir()
+        argv = [str(log_root) if arg == LOG_ROOT else arg for arg in argv]
+        with contextlib.chdir(cwd):
+            code, stdout, stderr = run_main(train.main, argv)
+        assert not log_root.exists() or not any(log_root.iterdir()), f"{argv} created {sorted(log_root.rglob('*'))}"
+        assert not any(cwd.iterdir()), f"{argv} created {sorted(cwd.rglob('*'))} in the working directory"
     assert "Traceback" not in stderr + stdout, (argv, stderr)
     assert code in (0, 2), (argv, code, stderr)
     if code == 2:
@@ -112,28 +131,33 @@ def _check(argv: list[str], root: Path) -> int:
     else:
         assert "iterations " in stdout and "not created by --dry-run" in stdout, (argv, stdout)
     assert _snapshot(root) == before, f"{argv} created files"
+    return code, stderr
+
+
+def _fuzz(argv: list[str], root: Path) -> None:
+    """:func:`_check` a generated case; hypothesis's statistics count the exit codes."""
+    code, _ = _check(argv, root)
     event(f"exit {code}")
-    return code
 
 
-def _base(root: Path) -> list[str]:
-    return [TASK, "--dry-run", "--log-root", str(root / "logs")]
+def _base() -> list[str]:
+    return [TASK, "--dry-run", "--log-root", LOG_ROOT]
 
 
 @settings(FUZZ, max_examples=220)
 @given(tokens=st.lists(_GPU_TOKENS, min_size=0, max_size=4), cpu=st.booleans())
 def test_fuzz_gpu_ids(arena: Path, tokens: list[str], cpu: bool) -> None:
-    argv = [*_base(arena), "--gpu-ids", *tokens]
+    argv = [*_base(), "--gpu-ids", *tokens]
     if cpu:
         argv += ["--cpu-workers", "2"]
-    _check(argv, arena)
+    _fuzz(argv, arena)
 
 
 @settings(FUZZ, max_examples=220)
 @given(flags=st.lists(st.tuples(st.sampled_from(_NUMERIC_FLAGS), _NUMBERS), min_size=1, max_size=3))
 def test_fuzz_numeric_fields(arena: Path, flags: list[tuple[str, str]]) -> None:
-    argv = [*_base(arena), "--gpu-ids", "None", *(f"{flag}={value}" for flag, value in flags)]
-    _check(argv, arena)
+    argv = [*_base(), "--gpu-ids", "None", *(f"{flag}={value}" for flag, value in flags)]
+    _fuzz(argv, arena)
 
 
 def _paths(root: Path) -> st.SearchStrategy[str]:
@@ -174,10 +198,10 @@ def test_fuzz_paths_and_names(arena: Path, data: st.DataObject) -> None:
             value = str(arena / "logs" / "rel" / value.lstrip("/"))
         argv += [f"--log-root={value}"]
     else:
-        argv += ["--log-root", str(arena / "logs")]
+        argv += ["--log-root", LOG_ROOT]
         flag = {"experiment-name": "agent.experiment-name", "run-name": "agent.run-name"}.get(which, which)
         argv += [f"--{flag}={value}"]
-    _check(argv, arena)
+    _fuzz(argv, arena)
 
 
 def test_known_hostile_values_are_refused(arena: Path) -> None:
@@ -197,9 +221,6 @@ def test_known_hostile_values_are_refused(arena: Path) -> None:
         ("--env.sim.decimation=99999999999",): "out of range",
     }
     for extra, expected in cases.items():
-        argv = [TASK, "--dry-run", "--gpu-ids", "None", "--log-root", str(arena / "logs"), *extra]
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exc:
-            train.main(argv)
-        assert exc.value.code == 2, (extra, err.getvalue())
-        assert expected in err.getvalue(), (extra, err.getvalue())
+        code, stderr = _check([*_base(), "--gpu-ids", "None", *extra], arena)
+        assert code == 2, (extra, stderr)
+        assert expected in stderr, (extra, stderr)
