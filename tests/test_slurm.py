@@ -65,11 +65,6 @@ def _gpus_on_launcher(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
     monkeypatch.setattr(api, "local_gpu_count", lambda: count)
 
 
-def _main(argv: list[str]) -> tuple[int, str, str]:
-    """``train.main`` in-process: exit code, stdout and stderr."""
-    return run_main(train.main, argv)
-
-
 TINY = ["--gpu-ids", "None", "--env.num-envs", "8", "--agent.num-steps-per-env", "4"]
 
 
@@ -146,7 +141,7 @@ def test_a_gpu_less_salloc_shell_outside_the_job_nodes_says_where_to_run(
 def test_dry_run_shows_the_job_nodes(in_job: Path, tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     argv = ["cartpole-balance", *TINY, "--cpu-workers", "2", "--hostnames", "slurm", "--log-root", str(logs)]
-    code, out, err = _main([*argv, "--dry-run"])
+    code, out, err = run_main(train.main, [*argv, "--dry-run"])
     assert code == 0, err
     assert "launch plan: 4 workers (2 CPU processes on each of 2 hosts (node-a, node-b))" in " ".join(out.split())
     assert not logs.exists(), "--dry-run creates nothing"
@@ -156,7 +151,8 @@ def test_dry_run_shows_the_job_nodes(in_job: Path, tmp_path: Path) -> None:
 
 
 def _one_line_error(argv: list[str], tmp_path: Path) -> str:
-    code, _, err = _main(["cartpole-balance", *TINY, "--log-root", str(tmp_path / "logs"), *argv, "--dry-run"])
+    command = ["cartpole-balance", *TINY, "--log-root", str(tmp_path / "logs"), *argv, "--dry-run"]
+    code, _, err = run_main(train.main, command)
     assert code == 2 and err.count("\n") == 1, err
     assert "Traceback" not in err
     return " ".join(err.split())
@@ -206,7 +202,7 @@ def test_gpu_all_in_a_job_without_gpus(in_job: Path, tmp_path: Path, monkeypatch
     _gpus_on_launcher(monkeypatch, 2)
     monkeypatch.setenv("SLURM_GPUS_ON_NODE", "0")
     argv = ["cartpole-balance", "--gpu-ids", "all", "--hostnames", "slurm", "--log-root", str(tmp_path), "--dry-run"]
-    code, _, err = _main(argv)
+    code, _, err = run_main(train.main, argv)
     assert code == 2 and err.count("\n") == 1
     assert "the SLURM job has no GPUs on this node (SLURM_GPUS_ON_NODE=0)" in " ".join(err.split())
 
@@ -216,6 +212,7 @@ def test_gpu_all_in_a_job_without_gpus(in_job: Path, tmp_path: Path, monkeypatch
 SBATCH = Path(__file__).parents[1] / "examples" / "slurm" / "train.sbatch"
 
 
+@pytest.mark.slow
 def test_example_sbatch_runs_one_launcher_with_a_valid_command(in_job: Path, tmp_path: Path) -> None:
     text = SBATCH.read_text()
     assert subprocess.run(["bash", "-n", str(SBATCH)], check=False).returncode == 0
