@@ -106,6 +106,7 @@ def _identical(a: Any, b: Any) -> bool:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("schedule", list(SETTINGS))
 def test_synced_ppo_matches_rsl_rl_bit_for_bit(results: list[dict[Any, Any]], schedule: str) -> None:
     for rank in range(2):
@@ -117,10 +118,12 @@ def test_synced_ppo_matches_rsl_rl_bit_for_bit(results: list[dict[Any, Any]], sc
     assert _identical(results[0][("SyncedPPO", schedule)]["state"], results[1][("SyncedPPO", schedule)]["state"])
 
 
+@pytest.mark.slow
 def test_adaptive_schedule_moves_the_learning_rate(results: list[dict[Any, Any]]) -> None:
     assert results[0][("SyncedPPO", "adaptive")]["learning_rate"] != pytest.approx(3e-3)
 
 
+@pytest.mark.slow
 def test_one_collective_per_mini_batch(results: list[dict[Any, Any]]) -> None:
     mini_batches = 2 * AlgorithmConfig().num_learning_epochs * AlgorithmConfig().num_mini_batches
     calls = {key: result["calls"] for key, result in results[0].items()}

@@ -138,6 +138,7 @@ def _warp_init_stderr(code: str) -> str:
     return result.stderr
 
 
+@pytest.mark.slow
 def test_cpu_runs_start_warp_without_the_no_driver_warning() -> None:
     plain = _warp_init_stderr("import warp as wp; wp.init(); print('other', file=__import__('sys').stderr)")
     if "NVIDIA CUDA driver" not in plain:

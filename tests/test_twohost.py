@@ -11,7 +11,7 @@ import pytest
 
 from tests.twohost import namespace_host, unavailable
 
-pytestmark = pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))]
 
 
 def test_namespace_host_is_reached_over_ssh_and_cleaned_up(tmp_path: Path) -> None:
