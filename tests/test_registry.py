@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import runpy
 import sys
 from pathlib import Path
@@ -70,5 +71,9 @@ def test_entry_point_plugin_is_loaded(tmp_path: Path, monkeypatch: pytest.Monkey
 def test_example_registers_a_task_that_trains() -> None:
     runpy.run_path(str(EXAMPLE))  # registers; training runs only as __main__
     cfg = small_train_config("cartpole-gentle-balance", num_envs=32, iterations=2, steps=8)
+    # The registered task brings the example's own settings, not cartpole-balance's.
+    assert cfg.env.rewards.effort == -0.5 and cfg.agent.experiment_name == "cartpole_gentle_balance"
     result = train_worker(cfg, None, DistributedContext(device="cpu"))
     assert result.final_iteration == 2
+    assert [r.iteration for r in result.records] == [1, 2]
+    assert all(r.losses and all(math.isfinite(v) for v in r.losses.values()) for r in result.records)
