@@ -16,6 +16,7 @@ import psutil
 
 from mjfleet.tasks.registry import all_tasks, get_task
 from mjfleet.train.config import TrainConfig
+from mjfleet.train.run_dir import create_run_dir, next_run_dir
 
 
 def local_task_ids() -> list[str]:
@@ -49,6 +50,11 @@ def small_train_config(
     if log_root is not None:
         cfg.log_root = log_root
     return dataclasses.replace(cfg, **overrides)  # type: ignore[arg-type]
+
+
+def make_run_dir(log_root: Path, experiment: str, run_name: str = "") -> Path:
+    """A new run directory ``<log_root>/<experiment>/<timestamp>[_<run_name>]``, named and created as a run does."""
+    return create_run_dir(next_run_dir(log_root, experiment, run_name))
 
 
 # --- process accounting for launch tests ---------------------------------------------------------------------------

@@ -15,10 +15,9 @@ from mjfleet.rl.onnx_policy import OPSET, OnnxPolicy, export_policy, metadata_pa
 from mjfleet.rl.runner import Runner
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.tasks.registry import get_task
-from mjfleet.train.run_dir import make_run_dir
 from mjfleet.train.worker import train_worker
 
-from .helpers import local_task_ids, run_main, small_train_config
+from .helpers import local_task_ids, make_run_dir, run_main, small_train_config
 
 
 def _runner(task_id: str, num_envs: int = 4) -> Runner:

@@ -28,10 +28,9 @@ from mjfleet.runtime.stop import STOP_FILE, StopRequest
 from mjfleet.train import run, supervisor
 from mjfleet.train import start as start_module
 from mjfleet.train.config import TrainConfig
-from mjfleet.train.run_dir import make_run_dir
 from mjfleet.train.worker import StartPoint, train_worker
 
-from .helpers import small_train_config
+from .helpers import make_run_dir, small_train_config
 
 CPU = DistributedContext(device="cpu")
 TINY = ["--gpu-ids", "None", "--env.num-envs", "32", "--agent.num-steps-per-env", "8"]

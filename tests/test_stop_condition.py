@@ -12,10 +12,9 @@ from mjfleet.errors import UsageError
 from mjfleet.rl.checkpoint import list_checkpoints
 from mjfleet.rl.stop_condition import StopCondition, StopConditionTracker
 from mjfleet.runtime.context import DistributedContext
-from mjfleet.train.run_dir import make_run_dir
 from mjfleet.train.worker import train_worker
 
-from .helpers import small_train_config
+from .helpers import make_run_dir, small_train_config
 
 
 @pytest.mark.parametrize(

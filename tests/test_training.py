@@ -13,10 +13,9 @@ import torch
 from mjfleet.cli import play
 from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
 from mjfleet.runtime.context import DistributedContext
-from mjfleet.train.run_dir import make_run_dir
 from mjfleet.train.worker import train_worker
 
-from .helpers import run_main, small_train_config
+from .helpers import make_run_dir, run_main, small_train_config
 
 CPU = DistributedContext(device="cpu")
 

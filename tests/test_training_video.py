@@ -11,11 +11,10 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from mjfleet.errors import UsageError
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.train.config import validate
-from mjfleet.train.run_dir import make_run_dir
 from mjfleet.train.video import TAG
 from mjfleet.train.worker import train_worker
 
-from .helpers import small_train_config
+from .helpers import make_run_dir, small_train_config
 
 
 @pytest.mark.slow

@@ -12,11 +12,10 @@ import pytest
 
 from mjfleet.cli import play, train
 from mjfleet.runtime.context import DistributedContext
-from mjfleet.train.run_dir import make_run_dir
 from mjfleet.train.wandb_source import LOCAL_DIR_ENV
 from mjfleet.train.worker import train_worker
 
-from .helpers import run_main, small_train_config
+from .helpers import make_run_dir, run_main, small_train_config
 
 
 @pytest.mark.slow

@@ -49,29 +49,9 @@ def check_log_root(parent: Path, min_free_bytes: int = MIN_FREE_BYTES) -> None:
         )
 
 
-def make_run_dir(log_root: Path, experiment: str, run_name: str = "", now: datetime | None = None) -> Path:
-    """Create ``<log_root>/<experiment>/<YYYY-MM-DD_HH-MM-SS>[_<run_name>]`` and return it.
-
-    Two runs started in the same second get ``-1``, ``-2``... suffixes instead of sharing a directory.
-    An unwritable or full log root is reported as a :class:`UsageError` before anything else happens.
-    """
-    name = run_dir_name(run_name, now)
-    parent = log_root / experiment
-    _make_parent(parent)
-    for suffix in range(1000):
-        candidate = parent / (name if suffix == 0 else f"{name}-{suffix}")
-        try:
-            candidate.mkdir()
-        except FileExistsError:
-            continue
-        except OSError as e:
-            raise UsageError(f"cannot create run directory {candidate}: {e.strerror}") from None
-        return candidate
-    raise UsageError(f"too many runs named {name} in {parent}")
-
-
 def next_run_dir(log_root: Path, experiment: str, run_name: str = "", now: datetime | None = None) -> Path:
-    """The directory :func:`make_run_dir` would create now, without creating anything.
+    """``<log_root>/<experiment>/<YYYY-MM-DD_HH-MM-SS>[_<run_name>]``, not created yet; two runs named in the same
+    second get ``-1``, ``-2``... suffixes instead of sharing a directory.
 
     A run names its directory when it is planned (the launch plan puts worker logs inside it) and
     :func:`create_run_dir` creates exactly that path when it starts.
