@@ -33,10 +33,6 @@ class StepGraph:
         """Whether calls replay a captured graph."""
         return self._graph is not None
 
-    def reset(self) -> None:
-        """Forget the captured graph; the next call captures again."""
-        self._graph = None
-
     def launch(self) -> None:
         """Run ``fn`` once, by graph replay when possible."""
         with self._scope():

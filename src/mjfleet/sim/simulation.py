@@ -166,9 +166,6 @@ class Simulation(ABC):
         """Recompute derived quantities from the current state without stepping, for ``world_ids`` (None: all;
         a backend may recompute more worlds than asked)."""
 
-    def recapture(self) -> None:  # noqa: B027 (optional hook)
-        """Drop captured graphs, if any; the next call captures again (after changing model options)."""
-
     # --- resets ------------------------------------------------------------------------------------------------
     def reset_worlds(
         self, world_ids: torch.Tensor, qpos: torch.Tensor | None = None, qvel: torch.Tensor | None = None

@@ -127,8 +127,7 @@ class WarpSimulation(Simulation):
         mjw.step(self.model, self.data)
 
     def _sensorless_model(self) -> mjw.Model:
-        """The model with sensors disabled, sharing every array; rebuilt after :meth:`recapture` so that changed
-        options carry over."""
+        """The model with sensors disabled, sharing every array."""
         if self._sensorless is None:
             opt = self.model.opt
             self._sensorless = dataclasses.replace(
@@ -146,9 +145,3 @@ class WarpSimulation(Simulation):
     def forward(self, world_ids: torch.Tensor | None = None) -> None:
         """Recompute derived quantities from the current state without stepping (every world: one graph)."""
         self._forward_graph.launch()
-
-    def recapture(self) -> None:
-        """Drop captured graphs; the next call captures again (needed after changing model options on the host)."""
-        self._step_graph.reset()
-        self._forward_graph.reset()
-        self._sensorless = None
