@@ -57,7 +57,7 @@ def restore_rank_state(env: MjEnv, states: Any, rank: int, world_size: int) -> b
     - rank r >= N keeps the fresh RNG streams of ``seed + r`` (as a fresh run would) and fresh episode counters,
       but takes the task state of saved rank ``r mod N``: the policy already masters those curriculum levels.
 
-    A format-1 checkpoint without the list restores nothing per rank.
+    A checkpoint without the list (rsl_rl's own) restores nothing per rank.
     """
     if not isinstance(states, list) or not states:
         return False

@@ -339,9 +339,6 @@ class Runner:
                     "learning_rate": self.alg.learning_rate,
                     "world_size": self.ctx.world_size,
                     "rank_states": rank_states,
-                    # Kept for readers of format 1.
-                    "torch_rng_state": torch.get_rng_state(),
-                    "env_generator_state": self.env.generator.get_state(),
                 }
             )
             try:
