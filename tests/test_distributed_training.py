@@ -16,6 +16,7 @@ from mjfleet.train import run
 from mjfleet.train.worker import WorkerResult
 
 from .helpers import TOKEN_ENV, assert_no_processes_left, small_train_config
+from .instruments import instrument, instrument_env
 
 pytestmark = pytest.mark.slow
 
@@ -46,14 +47,14 @@ def two_worker_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list
     cfg.agent.save_interval = 6
     os.environ.pop("TORCHRUNX_LOG_DIR", None)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MJFLEET_PROBES", "1")  # digests and per-rank sums in WorkerResult.probes
+        instrument(mp, probes=True)  # digests and per-rank sums in WorkerResult.extras
         return log_root, run(cfg)
 
 
 def test_two_workers_learn_and_stay_replicated(two_worker_run: tuple[Path, list[WorkerResult]]) -> None:
     _, results = two_worker_run
     assert [r.rank for r in results] == [0, 1]
-    probes = [r.probes for r in results]
+    probes = [r.extras for r in results]
     assert probes[0]["replica_digest"] == probes[1]["replica_digest"]  # parameters + optimizer, bit-identical
     assert probes[0]["first_rollout_digest"] != probes[1]["first_rollout_digest"]  # seeds differ per rank
     returns = [r.episode["Episode/return"] for r in results[0].records if "Episode/return" in r.episode]
@@ -79,8 +80,8 @@ def test_logged_statistics_are_the_mean_over_all_ranks(two_worker_run: tuple[Pat
     keys = None
     checked = 0
     r0, r1 = results
-    local0 = zip(r0.probes["local_sums"], r0.probes["local_counts"], strict=True)  # this rank's, before reduction
-    local1 = zip(r1.probes["local_sums"], r1.probes["local_counts"], strict=True)
+    local0 = zip(r0.extras["local_sums"], r0.extras["local_counts"], strict=True)  # this rank's, before reduction
+    local1 = zip(r1.extras["local_sums"], r1.extras["local_counts"], strict=True)
     for rec0, rec1, (sums0, counts0), (sums1, counts1) in zip(r0.records, r1.records, local0, local1, strict=True):
         assert rec0.episode == rec1.episode  # every rank logs the same reduced numbers
         if keys is None:
@@ -105,7 +106,7 @@ def test_logged_statistics_are_the_mean_over_all_ranks(two_worker_run: tuple[Pat
 def test_resume_two_workers_continues_and_stays_replicated(
     two_worker_run: tuple[Path, list[WorkerResult]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("MJFLEET_PROBES", "1")
+    instrument(monkeypatch, probes=True)
     # The same launch checks where worker logs go: $TORCHRUNX_LOG_DIR beats --torchrunx-log-dir.
     env_dir, flag_dir = tmp_path / "from_env", tmp_path / "from_flag"
     monkeypatch.setenv("TORCHRUNX_LOG_DIR", str(env_dir))
@@ -122,7 +123,7 @@ def test_resume_two_workers_continues_and_stays_replicated(
     )
     results = run(cfg)
     assert [r.iteration for r in results[0].records] == [13, 14]
-    assert results[0].probes["replica_digest"] == results[1].probes["replica_digest"]
+    assert results[0].extras["replica_digest"] == results[1].extras["replica_digest"]
     new_run = _runs(tmp_path / "logs")[0]
     assert [i for i, _ in list_checkpoints(new_run)] == [13, 14]
     assert list(env_dir.rglob("localhost[[]1[]].log"))
@@ -132,7 +133,7 @@ def test_resume_two_workers_continues_and_stays_replicated(
 
 def test_failing_worker_stops_the_run_quickly_and_names_the_rank(tmp_path: Path) -> None:
     token = f"fault-{os.getpid()}-{time.time_ns()}"
-    env = {**os.environ, "MJFLEET_FAULT": "raise@1:2", TOKEN_ENV: token}
+    env = {**os.environ, **instrument_env(fault="raise@1:2"), TOKEN_ENV: token}
     env.pop("TORCHRUNX_LOG_DIR", None)
     cmd = [sys.executable, "-m", "mjfleet.cli.train", "cartpole-balance", "--gpu-ids", "None", "--cpu-workers", "2"]
     cmd += ["--env.num-envs", "32", "--agent.num-steps-per-env", "8", "--agent.max-iterations", "50"]

@@ -25,6 +25,7 @@ from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
 from mjfleet.train import run
 
 from .helpers import TOKEN_ENV, assert_no_processes_left, small_train_config
+from .instruments import FAULT_ENV, instrument
 
 pytestmark = [
     pytest.mark.slow,
@@ -40,7 +41,7 @@ def token(monkeypatch: pytest.MonkeyPatch) -> str:
     value = uuid.uuid4().hex
     monkeypatch.setenv(TOKEN_ENV, value)
     monkeypatch.delenv("TORCHRUNX_LOG_DIR", raising=False)
-    monkeypatch.delenv("MJFLEET_FAULT", raising=False)
+    monkeypatch.delenv(FAULT_ENV, raising=False)
     return value
 
 
@@ -52,8 +53,7 @@ def test_killed_worker_is_restarted_from_the_newest_checkpoint_of_the_same_run(
     tmp_path: Path, token: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Rank 1 is SIGKILLed (no report, like the OOM killer) after iteration 3; model_2.pt is the newest checkpoint.
-    monkeypatch.setenv("MJFLEET_FAULT", "kill@1:3")
-    monkeypatch.setenv("MJFLEET_PROBES", "1")
+    instrument(monkeypatch, probes=True, fault="kill@1:3")
     cfg = small_train_config(num_envs=32, steps=8, iterations=6, log_root=tmp_path, cpu_workers=2, max_restarts=1)
     cfg.agent = dataclasses.replace(cfg.agent, save_interval=2)
 
@@ -62,7 +62,7 @@ def test_killed_worker_is_restarted_from_the_newest_checkpoint_of_the_same_run(
     (run_dir,) = tmp_path.glob("*/*")
     assert [r.final_iteration for r in results] == [6, 6]  # the requested final iteration, not 2 + 6
     assert [r.iteration for r in results[0].records] == [3, 4, 5, 6]  # the restart ran only what was left
-    assert results[0].probes["replica_digest"] == results[1].probes["replica_digest"]
+    assert results[0].extras["replica_digest"] == results[1].extras["replica_digest"]
     assert [i for i, _ in list_checkpoints(run_dir)] == [2, 4, 6]
     assert load_checkpoint(run_dir / "model_6.pt")["iter"] == 6
     (entry,) = (run_dir / "restarts.log").read_text().splitlines()
@@ -82,7 +82,7 @@ def test_hung_worker_aborts_the_run_within_the_timeout_and_is_named(
     tmp_path: Path, token: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     timeout_s = 15
-    monkeypatch.setenv("MJFLEET_FAULT", "hang@1:2")  # rank 1 stops participating after iteration 2
+    instrument(monkeypatch, fault="hang@1:2")  # rank 1 stops participating after iteration 2
     cfg = small_train_config(
         num_envs=32, steps=8, iterations=50, log_root=tmp_path, cpu_workers=2, collective_timeout_s=timeout_s
     )
@@ -107,7 +107,7 @@ def test_hung_worker_aborts_the_run_within_the_timeout_and_is_named(
 def test_ctrl_c_on_the_launcher_checkpoints_and_resume_continues(tmp_path: Path, token: str) -> None:
     cmd = [sys.executable, "-m", "mjfleet.cli.train", "cartpole-balance", "--gpu-ids", "None", "--cpu-workers", "2"]
     cmd += [*TINY, "--agent.max-iterations", "100000", "--agent.save-interval", "100000", "--log-root", str(tmp_path)]
-    env = {k: v for k, v in os.environ.items() if k not in ("MJFLEET_FAULT", "TORCHRUNX_LOG_DIR")}
+    env = {k: v for k, v in os.environ.items() if k not in (FAULT_ENV, "TORCHRUNX_LOG_DIR")}
     # Its own process group stands in for the terminal's foreground group: Ctrl-C signals every process in it.
     proc = subprocess.Popen(
         cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, start_new_session=True

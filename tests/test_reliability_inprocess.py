@@ -31,6 +31,7 @@ from mjfleet.train.config import TrainConfig
 from mjfleet.train.worker import StartPoint, train_worker
 
 from .helpers import make_run_dir, small_train_config
+from .instruments import FAULT_ENV, instrument
 
 CPU = DistributedContext(device="cpu")
 TINY = ["--gpu-ids", "None", "--env.num-envs", "32", "--agent.num-steps-per-env", "8"]
@@ -134,7 +135,7 @@ def test_resume_from_an_experiment_directory_picks_the_newest_run(tmp_path: Path
 def test_nan_stops_the_run_keeps_the_last_good_checkpoint_and_exits_1(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("MJFLEET_FAULT", "nan@0:2")
+    instrument(monkeypatch, fault="nan@0:2")
     argv = ["cartpole-balance", *TINY, "--agent.max-iterations", "6", "--agent.save-interval", "1"]
     code, err = _main([*argv, "--log-root", str(tmp_path)])
     assert code == 1
@@ -172,7 +173,7 @@ def test_a_nan_loss_is_caught_before_anything_is_saved(tmp_path: Path) -> None:
 def test_sigint_in_process_finishes_the_iteration_checkpoints_and_exits_130(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("MJFLEET_FAULT", "sigint@0:2")
+    instrument(monkeypatch, fault="sigint@0:2")
     argv = ["cartpole-balance", *TINY, "--agent.max-iterations", "50", "--agent.save-interval", "100"]
     before = signal.getsignal(signal.SIGINT)  # Python's default_int_handler, or SIG_IGN in a `cmd &` background job
     code, err = _main([*argv, "--log-root", str(tmp_path)])
@@ -183,13 +184,13 @@ def test_sigint_in_process_finishes_the_iteration_checkpoints_and_exits_130(
     assert f"resume with: train cartpole-balance --resume {run_dir}" in _flat(err)
     assert signal.getsignal(signal.SIGINT) is before  # handlers restored
 
-    monkeypatch.delenv("MJFLEET_FAULT")
+    monkeypatch.delenv(FAULT_ENV)
     resumed = run(small_train_config(num_envs=32, steps=8, iterations=2, log_root=tmp_path, resume=run_dir))
     assert [r.iteration for r in resumed[0].records] == [4, 5]
 
 
 def test_second_signal_stops_immediately(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MJFLEET_FAULT", "sigterm@0:1,sigterm@0:2")
+    instrument(monkeypatch, fault="sigterm@0:1,sigterm@0:2")
     argv = ["cartpole-balance", *TINY, "--agent.max-iterations", "50", "--agent.save-interval", "100"]
     code, err = _main([*argv, "--log-root", str(tmp_path)])
     assert code == 143
@@ -251,7 +252,7 @@ def test_supervisor_restarts_from_the_newest_loadable_checkpoint(
 
     monkeypatch.setattr(start_module, "newest_loadable_checkpoint", newest_after_first)
     assert supervisor.supervise(cfg, tmp_path, PLAN, first) == ["done"]  # type: ignore[comparison-overlap]
-    assert [(s.attempt, s.start_iteration, s.final_iteration) for s in starts] == [(0, 0, 10), (1, 4, 10), (2, 6, 10)]
+    assert [(s.start_iteration, s.final_iteration) for s in starts] == [(0, 10), (4, 10), (6, 10)]
     assert starts[2].checkpoint == tmp_path / "model_6.pt"
     assert all(plan is PLAN for plan in plans)  # restarts relaunch the plan that was prepared
     lines = (tmp_path / supervisor.RESTART_LOG).read_text().splitlines()
@@ -273,7 +274,7 @@ def test_supervisor_without_checkpoint_restarts_from_scratch_and_gives_up(
     first = StartPoint(checkpoint=None, final_iteration=5)
     with pytest.raises(WorkerFailure):
         supervisor.supervise(small_train_config(max_restarts=2), tmp_path, PLAN, first)
-    assert [(s.attempt, s.checkpoint) for s in starts] == [(0, None), (1, None), (2, None)]
+    assert starts == [first, first, first]  # no checkpoint: every attempt starts from scratch
     assert len((tmp_path / supervisor.RESTART_LOG).read_text().splitlines()) == 2
 
 

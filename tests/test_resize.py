@@ -20,6 +20,7 @@ from mjfleet.train.config import TrainConfig
 from mjfleet.train.start import StartPoint
 
 from .helpers import small_train_config
+from .instruments import instrument
 from .test_locomotion import make_loco_env
 
 # --- the rule, on a stand-in environment ----------------------------------------------------------------------------
@@ -177,7 +178,7 @@ def _newest_run(log_root: Path) -> Path:
 @pytest.mark.slow
 def test_resume_on_another_number_of_workers_one_to_two_to_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """1 worker -> 2 workers -> 1 worker, each resuming the previous run: one launch covers growing and shrinking."""
-    monkeypatch.setenv("MJFLEET_PROBES", "1")
+    instrument(monkeypatch, probes=True)
     monkeypatch.delenv("TORCHRUNX_LOG_DIR", raising=False)
     common: dict[str, Any] = {"num_envs": 16, "steps": 8, "iterations": 2, "torchrunx_log_dir": ""}
     first = run(small_train_config(log_root=tmp_path / "0", cpu_workers=1, **common))
@@ -191,7 +192,7 @@ def test_resume_on_another_number_of_workers_one_to_two_to_one(tmp_path: Path, m
         assert len(resumed) == workers
         assert all(r.final_iteration == final for r in resumed)
         assert [r.iteration for r in resumed[0].records] == [final - 1, final]
-        assert len({r.probes["replica_digest"] for r in resumed}) == 1, "replicas differ after the resume"
+        assert len({r.extras["replica_digest"] for r in resumed}) == 1, "replicas differ after the resume"
         previous = _newest_run(tmp_path / str(hop))
         assert [i for i, _ in list_checkpoints(previous)] == [final - 1, final]
         states = load_checkpoint(previous / f"model_{final}.pt")["rank_states"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,29 +13,29 @@ from mjfleet.cli import play
 from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.train.worker import train_worker
+from mjfleet.train.worker_hook import WORKER_HOOK_ENV
 
 from .helpers import make_run_dir, run_main, small_train_config
+from .instruments import instrument
 
 CPU = DistributedContext(device="cpu")
 
 
 def test_same_seed_same_first_iteration_losses(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MJFLEET_PROBES", "1")
+    instrument(monkeypatch, probes=True)
     a = train_worker(small_train_config(iterations=1, seed=3), None, CPU)
     b = train_worker(small_train_config(iterations=1, seed=3), None, CPU)
     c = train_worker(small_train_config(iterations=1, seed=4), None, CPU)
     assert a.records[0].losses == b.records[0].losses
-    assert a.probes["replica_digest"] == b.probes["replica_digest"]
+    assert a.extras["replica_digest"] == b.extras["replica_digest"]
     assert a.records[0].losses != c.records[0].losses
 
 
-def test_real_runs_carry_no_test_instruments_and_keep_recent_records(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("MJFLEET_PROBES", raising=False)
-    monkeypatch.delenv("MJFLEET_FAULT", raising=False)
-    monkeypatch.delitem(sys.modules, "mjfleet.rl.probes", raising=False)
+def test_runs_without_a_worker_hook_return_no_extras_and_keep_recent_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(WORKER_HOOK_ENV, raising=False)
     monkeypatch.setattr("mjfleet.train.worker.KEPT_RECORDS", 2)
     result = train_worker(small_train_config(iterations=3), None, CPU)
-    assert result.probes == {} and "mjfleet.rl.probes" not in sys.modules
+    assert result.extras == {}
     assert [r.iteration for r in result.records] == [2, 3]  # bounded: the most recent iterations only
 
 

@@ -34,7 +34,7 @@ def is_retryable(exc: BaseException) -> bool:
     """Whether an automatic restart may help after a worker raised ``exc``.
 
     Configuration and input errors, deterministic training failures and missing modules would recur on every
-    attempt; anything else (crashes, lost peers, timeouts, injected faults, transient I/O) might not.
+    attempt; anything else (crashes, lost peers, timeouts, transient I/O) might not.
     """
     return not isinstance(exc, UsageError | FatalTrainingError | ImportError)
 

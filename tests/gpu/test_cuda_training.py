@@ -17,6 +17,7 @@ from mjfleet.rl.records import WorkerResult
 from mjfleet.train import run
 
 from ..helpers import run_main, small_train_config
+from ..instruments import instrument
 
 pytestmark = pytest.mark.gpu
 
@@ -91,12 +92,12 @@ def test_play_video_renders_on_the_gpu_with_egl(launched_run: tuple[Path, list[W
 
 
 def test_two_workers_on_one_gpu_train_and_stay_replicated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MJFLEET_PROBES", "1")  # digests in WorkerResult.probes
+    instrument(monkeypatch, probes=True)  # digests in WorkerResult.extras
     cfg = small_train_config(num_envs=512, iterations=4, steps=16, log_root=tmp_path, gpu_ids=("0",), workers_per_gpu=2)
     cfg.replica_check_interval = 1  # the run itself stops on any divergence, every iteration
     results = run(cfg)
     assert [r.rank for r in results] == [0, 1]
     _check_trained(results, 4)
-    probes = [r.probes for r in results]
+    probes = [r.extras for r in results]
     assert probes[0]["replica_digest"] == probes[1]["replica_digest"]  # parameters + optimizer, bit-identical
     assert probes[0]["first_rollout_digest"] != probes[1]["first_rollout_digest"]  # own seeds, own worlds

@@ -43,5 +43,5 @@ class WorkerResult:
     """The newest checkpoint written (or resumed from) by this run."""
     run_dir: str | None = None
     """The run directory every worker wrote to (or None when writing nothing)."""
-    probes: dict[str, Any] = field(default_factory=dict)
-    """What the test probes recorded (only with ``MJFLEET_PROBES`` set; see :mod:`mjfleet.rl.probes`)."""
+    extras: dict[str, Any] = field(default_factory=dict)
+    """What the worker hook returned at the end (see :mod:`mjfleet.train.worker_hook`); empty without one."""

@@ -86,7 +86,7 @@ class Runner:
         self.run_dir = run_dir
         self.replica_check_interval = replica_check_interval
         self.hooks: list[IterationHook] = []
-        """Called after every iteration (heartbeats, the records a worker returns, test probes)."""
+        """Called after every iteration (heartbeats, the records a worker returns, a worker hook's own)."""
         self.export_info: dict[str, Any] = {}
         """Extra fields of every ONNX export's JSON (the worker adds the task id)."""
         self.step_hooks: list[StepHook] = []

@@ -91,8 +91,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
     identity = run_identity(cfg.run_id, os.environ, external)
     existing = None if identity is None else find_run(experiment_dir, identity)
     if existing is not None:
-        attempt = external.restart_count if external is not None else 0
-        start = continue_point(existing, first_start(existing), attempt)
+        start = continue_point(existing, first_start(existing))
         run_dir = existing
     else:
         run_dir = next_run_dir(cfg.log_root, cfg.agent.experiment_name, cfg.agent.run_name)

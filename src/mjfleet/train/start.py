@@ -22,8 +22,6 @@ class StartPoint:
     """Train until this iteration has completed (a restart runs only the iterations left)."""
     start_iteration: int = 0
     """Iteration stored in ``checkpoint`` (0 for a fresh start)."""
-    attempt: int = 0
-    """0 for the first launch of a run, k for its k-th automatic restart (fault injection only fires in 0)."""
 
 
 def plan_start(cfg: TrainConfig) -> StartPoint:
@@ -50,11 +48,11 @@ def plan_start(cfg: TrainConfig) -> StartPoint:
     )
 
 
-def continue_point(run_dir: Path, first: StartPoint, attempt: int) -> StartPoint:
+def continue_point(run_dir: Path, first: StartPoint) -> StartPoint:
     """Where a run continues (a restart, a restarted or requeued job): the newest loadable checkpoint of
     ``run_dir``, else where its first start began (from scratch, or the checkpoint of the run it resumed)."""
     newest = newest_loadable_checkpoint(run_dir)
     if newest is None:
-        return replace(first, attempt=attempt)
+        return first
     path, data = newest
-    return replace(first, checkpoint=path, start_iteration=int(data["iter"]), attempt=attempt)
+    return replace(first, checkpoint=path, start_iteration=int(data["iter"]))

@@ -66,7 +66,7 @@ def supervise(
                     logger.info("not restarting: a restart would fail the same way")
                 raise
             attempt += 1
-            start = continue_point(run_dir, first, attempt)
+            start = continue_point(run_dir, first)
             append_restart_log(run_dir, attempt, cfg.max_restarts, failure, start)
             logger.error("%s", str(failure).splitlines()[0])
             logger.warning(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import random
 from collections import deque
 from pathlib import Path
@@ -24,6 +23,7 @@ from mjfleet.sim.warp_runtime import scoped_device
 from mjfleet.tasks.registry import get_task
 from mjfleet.train.config import TrainConfig, stop_condition
 from mjfleet.train.start import StartPoint, plan_start
+from mjfleet.train.worker_hook import WorkerHookContext, load_worker_hook
 
 __all__ = ["StartPoint", "WorkerResult", "plan_start", "seed_everything", "train_worker", "write_params"]
 
@@ -96,6 +96,7 @@ def _train(
 ) -> WorkerResult:
     seed_everything(ctx.seed(cfg.seed))
     spec = get_task(cfg.task)
+    hook = load_worker_hook()  # before the environment is built: a bad value fails in a moment
     if start is None:
         start = plan_start(cfg)
     report_dir = local_report_dir() if launched else None
@@ -137,11 +138,8 @@ def _train(
         if launched:
             write_heartbeat(ctx.rank, runner.current_learning_iteration, phase="ready")
             runner.hooks.append(_heartbeat_hook)
-        probes = None
-        if os.environ.get("MJFLEET_PROBES") or os.environ.get("MJFLEET_FAULT"):
-            from mjfleet.rl import probes as testing  # test instruments: never imported by real runs
-
-            probes = testing.install(runner, start.attempt)
+        # Installed last, so its iteration hooks see what the built-in ones did.
+        finish = None if hook is None else hook(runner, WorkerHookContext(cfg, run_dir, start))
         remaining = start.final_iteration - runner.current_learning_iteration
         # A restart resumes with the saved episode counters; re-randomising them would desynchronise nothing but
         # makes the continuation differ from the interrupted run for no reason.
@@ -157,7 +155,7 @@ def _train(
             condition_met_at=runner.condition_met_at,
             last_checkpoint=None if runner.last_checkpoint is None else str(runner.last_checkpoint),
             run_dir=None if run_dir is None else str(run_dir),
-            probes={} if probes is None else probes.results(runner),
+            extras={} if finish is None else finish(),
         )
 
 
