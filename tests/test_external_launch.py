@@ -24,6 +24,7 @@ from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
 from mjfleet.train import run
 
 from .helpers import TOKEN_ENV, assert_no_processes_left, small_train_config
+from .twohost import namespace_host, unavailable
 
 pytestmark = pytest.mark.slow
 
@@ -107,7 +108,7 @@ def test_torchrun_two_ranks_train_one_run(tmp_path: Path, token: str) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     [run_dir] = _runs(log_root)
     assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1
-    assert "torchrun started 2 ranks on 1 node" in done.stderr
+    assert "torchrun started 2 ranks on 1 node (node 0: " in done.stderr
     assert "replicas identical on all 2 ranks at iteration 3" in done.stderr
     assert done.stderr.count("it 3/3") == 1  # rank 0 speaks for the job
     assert_no_processes_left(token)
@@ -262,3 +263,51 @@ def test_srun_tasks_train_one_run_and_a_requeued_job_continues_it(tmp_path: Path
     assert f"it {int(stopped.group(1)) + 1}/30" in errs[0]
     assert list_checkpoints(run_dir)[-1][0] == 30
     assert_no_processes_left(token)
+
+
+def _node(command: list[str], address: str, is_host: bool) -> list[str]:
+    """``command`` for one node: torchrun recognises its own host names, not every address of the machine, and
+    would announce this machine's name (which resolves to loopback here), so both are given."""
+    return [command[0], f"--rdzv-conf=is_host={str(is_host).lower()}", f"--local-addr={address}", *command[1:]]
+
+
+@pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
+def test_torchrun_on_two_nodes_meets_through_c10d(tmp_path: Path, token: str) -> None:
+    """One torchrun here and one inside the namespace host (no SSH: each node starts its own torchrun)."""
+    log_root = tmp_path / "logs"
+    with namespace_host(tmp_path / "host") as host:
+        port = _free_port()
+        command = [
+            *_torchrun(
+                "--nnodes=2",
+                "--nproc_per_node=1",
+                "--rdzv-backend=c10d",
+                f"--rdzv-endpoint={host.local_address}:{port}",
+                f"--rdzv-id={token}",
+            ),
+            *SMALL,
+            "--agent.max-iterations",
+            "3",
+            "--log-root",
+            str(log_root),
+        ]
+        env = _env(token, GLOO_SOCKET_IFNAME=host.ifname)
+        here = subprocess.Popen(_node(command, host.local_address, True), env=env, stderr=subprocess.PIPE, text=True)
+        there = subprocess.Popen(
+            ["ip", "netns", "exec", host.name, *_node(command, host.address, False)],
+            env={**env, "HOSTNAME": host.name},
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            errs = [proc.communicate(timeout=180)[1] for proc in (here, there)]
+        finally:
+            for proc in (here, there):
+                if proc.poll() is None:
+                    proc.kill()
+        assert [here.returncode, there.returncode] == [0, 0], "\n".join(e[-2000:] for e in errs)
+    log = " ".join("".join(errs).split())
+    assert "torchrun started 2 ranks on 2 nodes (node 0: " in log and f"node 1: {host.name}" in log
+    assert "replicas identical on all 2 ranks at iteration 3" in log
+    [run_dir] = _runs(log_root)
+    assert list_checkpoints(run_dir)[-1][0] == 3

@@ -3,9 +3,11 @@ directory, then the same :func:`~mjfleet.train.worker.train_worker` as every oth
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -13,7 +15,7 @@ import torch.distributed as dist
 
 from mjfleet.errors import UsageError
 from mjfleet.rl.records import WorkerResult
-from mjfleet.runtime.context import DistributedContext, process_group
+from mjfleet.runtime.context import DistributedContext, destroy_process_group, init_process_group
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.train.api import Prepared, open_run_dir
 from mjfleet.train.external import ExternalJob, duplicate_gpus, this_host, wait_for_rendezvous
@@ -39,25 +41,41 @@ def train_as_rank(prepared: Prepared, stop: StopRequest | None) -> WorkerResult:
     )
     os.environ.update(job.rendezvous_env())
     wait_for_rendezvous(job, cfg.rendezvous_timeout_s)
-    with process_group(ctx, cfg.collective_timeout_s, _store(job, cfg.collective_timeout_s)):
+    with _joined(ctx, job, cfg.collective_timeout_s, cfg.rendezvous_timeout_s):
         placements = _roll_call(ctx)
         run_dir, start = _agree_on_run(prepared, ctx)
         if ctx.is_main:
             if prepared.selection.notice:
                 logger.info(prepared.selection.notice)
-            hosts = sorted({host for host, _ in placements})
+            nodes = {node: host for host, _, node in sorted(placements, key=lambda p: p[2], reverse=True)}
             logger.info(
                 "%s started %d rank%s on %d node%s (%s); this is %s on %s",
                 job.launcher,
                 job.world_size,
                 "s" if job.world_size > 1 else "",
-                len(hosts),
-                "s" if len(hosts) > 1 else "",
-                ", ".join(hosts),
+                len(nodes),
+                "s" if len(nodes) > 1 else "",
+                ", ".join(f"node {node}: {host}" for node, host in sorted(nodes.items())),
                 job.describe(),
                 ctx.device,
             )
         return train_worker(cfg, run_dir, ctx, start, stop.poll if stop is not None else None)
+
+
+@contextlib.contextmanager
+def _joined(ctx: DistributedContext, job: ExternalJob, timeout_s: float, rendezvous_s: float) -> Iterator[None]:
+    """The job's process group; ranks that do not all arrive within ``rendezvous_s`` (one failed to start, or was
+    refused its input) end every waiting rank with one line instead of a wait of ``timeout_s``."""
+    try:
+        created = init_process_group(ctx, timeout_s, _store(job, rendezvous_s))
+    except (dist.DistError, RuntimeError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UsageError(
+            f"not every rank of the {job.world_size} joined within {rendezvous_s:g} s (--rendezvous-timeout-s): {first}"
+        ) from None
+    yield
+    if created:  # on an error the group stays: tearing it down first would hide this rank's error from the others
+        destroy_process_group()
 
 
 def _store(job: ExternalJob, timeout_s: float) -> object | None:
@@ -76,16 +94,17 @@ def _store(job: ExternalJob, timeout_s: float) -> object | None:
     return dist.PrefixStore(f"mjfleet/start-{job.restart_count}", store)  # pyright: ignore[reportPrivateImportUsage]
 
 
-def _roll_call(ctx: DistributedContext) -> list[tuple[str, str]]:
-    """Every rank's ``(host, GPU UUID)``; refuses (on every rank alike) two NCCL ranks on one GPU before NCCL does.
+def _roll_call(ctx: DistributedContext) -> list[tuple[str, str, int]]:
+    """Every rank's ``(host, GPU UUID, node rank)``; refuses (on every rank alike) two NCCL ranks on one GPU before
+    NCCL does.
 
     Travels through the store-backed gloo group: NCCL itself would fail on a shared GPU with a less clear message.
     """
     uuid = str(torch.cuda.get_device_properties(ctx.device).uuid) if ctx.device_kind == "cuda" else ""
-    mine = (this_host(), uuid)
+    mine = (this_host(), uuid, ctx.node_rank)
     if not ctx.is_distributed:
         return [mine]
-    gathered: list[tuple[str, str] | None] = [None] * ctx.world_size
+    gathered: list[tuple[str, str, int] | None] = [None] * ctx.world_size
     if ctx.backend == "nccl":
         group = dist.new_group(backend="gloo")
         assert isinstance(group, dist.ProcessGroup)
@@ -94,7 +113,7 @@ def _roll_call(ctx: DistributedContext) -> list[tuple[str, str]]:
     else:
         dist.all_gather_object(gathered, mine)
     placements = [p for p in gathered if p is not None]
-    problem = duplicate_gpus(placements) if ctx.backend == "nccl" else None
+    problem = duplicate_gpus([(host, gpu) for host, gpu, _ in placements]) if ctx.backend == "nccl" else None
     if problem is not None:
         raise UsageError(problem)
     return placements
