@@ -13,44 +13,22 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
-from pathlib import Path
 
 from mjfleet.cluster.hosts import is_own_address, resolve
 from mjfleet.cluster.slurm import expand_nodelist, resolve_hostnames
 from mjfleet.errors import UsageError
-from mjfleet.launch.launcher import LaunchPlan
 from mjfleet.rl.records import WorkerResult
 from mjfleet.runtime.devices import DeviceSelection, local_gpu_count, parse_gpu_ids, select_devices
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.train.config import TrainConfig, stop_condition, validate
-from mjfleet.train.external import ExternalJob, check_external_options, detect_external_job, external_device
+from mjfleet.train.external import check_external_options, detect_external_job, external_device
 from mjfleet.train.launched import describe_plan, make_plan
-from mjfleet.train.run_dir import check_log_root, create_run_dir, discard_if_empty, next_run_dir
-from mjfleet.train.run_identity import RunIdentity, find_run, first_start, record, run_identity
-from mjfleet.train.start import StartPoint, continue_point, plan_start
+from mjfleet.train.plan import Prepared, open_run_dir
+from mjfleet.train.run_dir import check_log_root, discard_if_empty, next_run_dir
+from mjfleet.train.run_identity import find_run, first_start, run_identity
+from mjfleet.train.start import continue_point, plan_start
 
 logger = logging.getLogger("mjfleet.train")
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A checked and planned run that has not created anything yet."""
-
-    cfg: TrainConfig
-    selection: DeviceSelection
-    start: StartPoint
-    run_dir: Path
-    """The run directory, named now and created by :func:`run` (worker logs go inside it); an existing one when
-    :attr:`continues`. Under an external launcher rank 0's choice is the one every rank uses."""
-    plan: LaunchPlan | None
-    """How mjfleet's own launcher starts the workers (restarts reuse it); None: this process trains."""
-    external: ExternalJob | None = None
-    """The job another launcher (torchrun, srun) made this process a rank of; None when it started no one."""
-    identity: RunIdentity | None = None
-    """The job the run belongs to (``--run-id``, the SLURM job, torchrun's run id); None: a new run."""
-    continues: bool = False
-    """The identity already has :attr:`run_dir`: training continues there from its newest checkpoint."""
 
 
 def prepare(cfg: TrainConfig) -> Prepared:
@@ -188,26 +166,6 @@ def run(cfg_or_prepared: TrainConfig | Prepared, stop: StopRequest | None = None
     except UsageError:
         discard_if_empty(run_dir)
         raise
-
-
-def open_run_dir(prepared: Prepared) -> Path:
-    """Create the planned run directory (recording its identity), or reopen the one the identity continues."""
-    if prepared.continues:
-        start = prepared.start
-        logger.info(
-            "continuing run %s (run id %s from %s) at iteration %d, to iteration %d",
-            prepared.run_dir,
-            prepared.identity.value if prepared.identity else "",
-            prepared.identity.source if prepared.identity else "",
-            start.start_iteration + 1,
-            start.final_iteration,
-        )
-        return prepared.run_dir
-    run_dir = create_run_dir(prepared.run_dir)
-    if prepared.identity is not None:
-        record(run_dir, prepared.identity, prepared.start)
-    logger.info("run directory: %s", run_dir)
-    return run_dir
 
 
 def _train_in_process(prepared: Prepared, stop: StopRequest | None) -> WorkerResult:

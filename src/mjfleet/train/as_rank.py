@@ -17,8 +17,8 @@ from mjfleet.errors import UsageError
 from mjfleet.rl.records import WorkerResult
 from mjfleet.runtime.context import DistributedContext, destroy_process_group, init_process_group
 from mjfleet.runtime.stop import StopRequest
-from mjfleet.train.api import Prepared, open_run_dir
 from mjfleet.train.external import ExternalJob, duplicate_gpus, this_host, wait_for_rendezvous
+from mjfleet.train.plan import Prepared, open_run_dir
 from mjfleet.train.start import StartPoint
 from mjfleet.train.worker import train_worker
 
