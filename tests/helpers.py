@@ -46,7 +46,7 @@ def small_train_config(
     spec = get_task(task_id)
     agent = dataclasses.replace(spec.agent_cfg(), max_iterations=iterations, num_steps_per_env=steps, save_interval=1)
     env = dataclasses.replace(spec.env_cfg(), num_envs=num_envs)
-    cfg = TrainConfig(env=env, agent=agent, task=task_id, seed=seed, gpu_ids=("None",), init_at_random_ep_len=False)
+    cfg = TrainConfig(env=env, agent=agent, task=task_id, seed=seed, gpu_ids=None, init_at_random_ep_len=False)
     if log_root is not None:
         cfg.log_root = log_root
     return dataclasses.replace(cfg, **overrides)  # type: ignore[arg-type]

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from mjfleet.cli import train
 from mjfleet.rl.checkpoint import save_atomic
-from mjfleet.train import api
+from mjfleet.train import plan
 
 from .helpers import run_main
 
@@ -96,7 +96,7 @@ def arena(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         mp.delenv("CUDA_VISIBLE_DEVICES", raising=False)
         mp.setattr(torch.cuda, "is_available", lambda: False)
         mp.setattr(torch.cuda, "device_count", lambda: 0)
-        mp.setattr(api, "create_run_dir", no_training)
+        mp.setattr(plan, "create_run_dir", no_training)
         yield root
 
 

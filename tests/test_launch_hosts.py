@@ -14,6 +14,7 @@ from mjfleet.errors import UsageError
 from mjfleet.launch.worker import REPORT_DIR_ENV
 from mjfleet.rl.config import AgentConfig
 from mjfleet.runtime.context import MASTER_ADDR_ENV
+from mjfleet.runtime.devices import GpuRequest, describe_gpu_request
 from mjfleet.train import api
 from mjfleet.train.config import TrainConfig, validate
 
@@ -154,16 +155,18 @@ def test_config_accepts_remote_options(tmp_path: Path) -> None:
 # --- a launcher on a login node: none of the hosts, no GPU of its own ------------------------------------------------
 
 
-@pytest.mark.parametrize("gpu_ids", [("auto",), ("all",), ("0", "1")])
+@pytest.mark.parametrize("gpu_ids", ["auto", "all", (0, 1)])
 def test_a_gpu_less_launcher_that_is_none_of_the_hosts_says_where_to_run(
-    gpu_ids: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    gpu_ids: GpuRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(api, "local_gpu_count", lambda: 0)
     cfg = small_train_config(log_root=tmp_path, gpu_ids=gpu_ids, hostnames=(REMOTE, "192.0.2.78"))
     with pytest.raises(UsageError) as info:
         api.prepare(cfg)
     message = str(info.value)
-    assert message.startswith(f"--gpu-ids {' '.join(gpu_ids)}: this machine sees no CUDA GPU and is none of the hosts")
+    assert message.startswith(
+        f"--gpu-ids {describe_gpu_request(gpu_ids)}: this machine sees no CUDA GPU and is none of the hosts"
+    )
     assert f"run train on {REMOTE} (rank 0's host), or train on the hosts' CPUs with --gpu-ids None" in message
     assert "\n" not in message
     assert not any(tmp_path.iterdir()), "nothing is created"
@@ -173,9 +176,9 @@ def test_a_gpu_less_launcher_among_the_hosts_or_asked_for_cpus_plans_as_before(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(api, "local_gpu_count", lambda: 0)
-    among = api.prepare(small_train_config(log_root=tmp_path, gpu_ids=("auto",), hostnames=("localhost", REMOTE)))
+    among = api.prepare(small_train_config(log_root=tmp_path, gpu_ids="auto", hostnames=("localhost", REMOTE)))
     assert among.selection.kind == "cpu" and (among.selection.notice or "").startswith("CUDA not available")
-    cpus = api.prepare(small_train_config(log_root=tmp_path, gpu_ids=("None",), hostnames=(REMOTE, "192.0.2.78")))
+    cpus = api.prepare(small_train_config(log_root=tmp_path, gpu_ids=None, hostnames=(REMOTE, "192.0.2.78")))
     assert cpus.plan is not None and cpus.plan.device_kind == "cpu" and cpus.plan.hostnames == (REMOTE, "192.0.2.78")
 
 
@@ -197,5 +200,5 @@ def test_this_machines_own_interface_address_is_this_machine(tmp_path: Path, mon
     assert hosts.is_own_address(own) and hosts.is_own_address("127.0.0.1")
     assert not hosts.is_own_address(REMOTE)
     monkeypatch.setattr(api, "local_gpu_count", lambda: 0)
-    prepared = api.prepare(small_train_config(log_root=tmp_path, gpu_ids=("auto",), hostnames=(own, REMOTE)))
+    prepared = api.prepare(small_train_config(log_root=tmp_path, gpu_ids="auto", hostnames=(own, REMOTE)))
     assert prepared.selection.kind == "cpu"

@@ -102,17 +102,17 @@ def test_gpu_all_takes_the_gpus_slurm_gave_each_node(
 ) -> None:
     _gpus_on_launcher(monkeypatch, 8)
     monkeypatch.setenv("SLURM_GPUS_ON_NODE", "4")
-    plan = prepare(small_train_config(log_root=tmp_path, gpu_ids=("all",), hostnames=("slurm",))).plan
+    plan = prepare(small_train_config(log_root=tmp_path, gpu_ids="all", hostnames=("slurm",))).plan
     assert plan is not None and plan.device_kind == "cuda"
     assert (plan.hostnames, plan.workers_per_host, plan.world_size) == (("node-a", "node-b"), 4, 8)
     assert plan.cuda_visible_devices == "0,1,2,3"
 
     # Without SLURM_GPUS_ON_NODE, or with explicit GPUs, the selection decides.
     monkeypatch.delenv("SLURM_GPUS_ON_NODE")
-    plan = prepare(small_train_config(log_root=tmp_path, gpu_ids=("all",), hostnames=("slurm",))).plan
+    plan = prepare(small_train_config(log_root=tmp_path, gpu_ids="all", hostnames=("slurm",))).plan
     assert plan is not None and plan.workers_per_host == 8
     monkeypatch.setenv("SLURM_GPUS_ON_NODE", "4")
-    plan = prepare(small_train_config(log_root=tmp_path, gpu_ids=("0", "1"), hostnames=("auto",))).plan
+    plan = prepare(small_train_config(log_root=tmp_path, gpu_ids=(0, 1), hostnames=("auto",))).plan
     assert plan is not None and (plan.workers_per_host, plan.world_size) == (2, 4)
 
 
@@ -121,7 +121,7 @@ def test_more_gpus_per_node_than_the_launcher_sees_leaves_each_nodes_numbering(
 ) -> None:
     _gpus_on_launcher(monkeypatch, 2)
     monkeypatch.setenv("SLURM_GPUS_ON_NODE", "4")
-    plan = prepare(small_train_config(log_root=tmp_path, gpu_ids=("all",), hostnames=("slurm",))).plan
+    plan = prepare(small_train_config(log_root=tmp_path, gpu_ids="all", hostnames=("slurm",))).plan
     assert plan is not None and (plan.workers_per_host, plan.cuda_visible_devices) == (4, None)
 
 
@@ -135,7 +135,7 @@ def test_a_gpu_less_salloc_shell_outside_the_job_nodes_says_where_to_run(
     )
     _gpus_on_launcher(monkeypatch, 0)
     with pytest.raises(UsageError, match=r"is none of the hosts \(node-a, node-b\).*run train on node-a"):
-        prepare(small_train_config(log_root=tmp_path, gpu_ids=("all",), hostnames=("slurm",)))
+        prepare(small_train_config(log_root=tmp_path, gpu_ids="all", hostnames=("slurm",)))
 
 
 def test_dry_run_shows_the_job_nodes(in_job: Path, tmp_path: Path) -> None:

@@ -28,17 +28,17 @@ from .helpers import make_run_dir, small_train_config
     ],
 )
 def test_parse(text: str, key: str, op: str, value: float) -> None:
-    assert StopCondition.parse(text, 3) == StopCondition(key, op, value, 3)
+    assert StopCondition.parse(text) == StopCondition(key, op, value)
 
 
 @pytest.mark.parametrize("text", ["success", "success==1", ">=0.9", "success>=", "success>=nan", "success>=inf"])
 def test_parse_rejects(text: str) -> None:
     with pytest.raises(UsageError, match="--stop-when"):
-        StopCondition.parse(text, 1)
+        StopCondition.parse(text)
 
 
 def test_streak_needs_consecutive_iterations_and_resets() -> None:
-    tracker = StopConditionTracker(StopCondition.parse("success>=0.9", 3))
+    tracker = StopConditionTracker(StopCondition.parse("success>=0.9"), 3)
     seen = [
         tracker.update(episode)
         for episode in (
@@ -56,10 +56,10 @@ def test_streak_needs_consecutive_iterations_and_resets() -> None:
 
 
 def test_key_must_be_one_the_task_logs() -> None:
-    condition = StopCondition.parse("Metrics/speed>1", 1)
+    condition = StopCondition.parse("Metrics/speed>1")
     with pytest.raises(UsageError, match="Metrics/pole_up_fraction"):
         condition.check_key(["Episode/return", "Episode/length", "Episode/success", "Metrics/pole_up_fraction"])
-    StopCondition.parse("Metrics/pole_up_fraction>1", 1).check_key(["Metrics/pole_up_fraction"])
+    StopCondition.parse("Metrics/pole_up_fraction>1").check_key(["Metrics/pole_up_fraction"])
 
 
 def test_training_ends_when_the_condition_holds(tmp_path: Path) -> None:

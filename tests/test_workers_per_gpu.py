@@ -77,7 +77,7 @@ def test_plan_rejects_impossible_sharing() -> None:
 
 def test_prepare_and_dry_run_show_the_shared_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     _gpus(monkeypatch, 1)
-    cfg = small_train_config(num_envs=8, steps=4, log_root=tmp_path / "logs", gpu_ids=("0",), workers_per_gpu=2)
+    cfg = small_train_config(num_envs=8, steps=4, log_root=tmp_path / "logs", gpu_ids=(0,), workers_per_gpu=2)
     prepared = prepare(cfg)
     assert prepared.plan is not None, "two workers on one GPU are launched"
     assert (prepared.plan.world_size, prepared.plan.workers_per_device) == (2, 2)
@@ -91,7 +91,7 @@ def test_prepare_and_dry_run_show_the_shared_gpu(monkeypatch: pytest.MonkeyPatch
     assert "2 workers per GPU, gloo collectives" in " ".join(out.split())
     assert not (tmp_path / "logs").exists(), "--dry-run creates nothing"
     # One worker per GPU stays in-process, as before.
-    assert prepare(small_train_config(log_root=tmp_path / "logs", gpu_ids=("0",))).plan is None
+    assert prepare(small_train_config(log_root=tmp_path / "logs", gpu_ids=(0,))).plan is None
 
 
 @pytest.mark.parametrize(
@@ -115,13 +115,13 @@ def test_bad_workers_per_gpu_is_one_line_and_exit_2(
 
 @pytest.mark.parametrize(
     ("workers", "per_gpu", "first_gpu", "expected"),
-    [(1, 1, 2, ("2",)), (2, 1, 2, ("2", "3")), (2, 2, 1, ("1",)), (4, 2, 0, ("0", "1"))],
+    [(1, 1, 2, (2,)), (2, 1, 2, (2, 3)), (2, 2, 1, (1,)), (4, 2, 0, (0, 1))],
 )
 def test_bench_training_rows_start_at_the_measured_gpu(
-    workers: int, per_gpu: int, first_gpu: int, expected: tuple[str, ...]
+    workers: int, per_gpu: int, first_gpu: int, expected: tuple[int, ...]
 ) -> None:
     from mjfleet.cli.bench import BenchConfig, _train_config
 
-    cfg = BenchConfig(gpu_ids=(str(first_gpu),), workers_per_gpu=per_gpu)
+    cfg = BenchConfig(gpu_ids=(first_gpu,), workers_per_gpu=per_gpu)
     row = _train_config("cartpole-balance", cfg, "cuda", workers, True, "warp", first_gpu)
     assert row.gpu_ids == expected and row.workers_per_gpu == min(workers, per_gpu)

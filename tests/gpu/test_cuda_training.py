@@ -34,7 +34,7 @@ def _check_trained(results: list[WorkerResult], iterations: int) -> None:
 
 @pytest.mark.parametrize("task_id", ["cartpole-balance", "go1-velocity-flat"])
 def test_trains_in_process_on_cuda(task_id: str, tmp_path: Path) -> None:
-    cfg = small_train_config(task_id, num_envs=512, iterations=3, steps=16, log_root=tmp_path, gpu_ids=("0",))
+    cfg = small_train_config(task_id, num_envs=512, iterations=3, steps=16, log_root=tmp_path, gpu_ids=(0,))
     results = run(cfg)
     assert len(results) == 1
     _check_trained(results, 3)
@@ -46,7 +46,7 @@ def launched_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[W
     """One GPU worker started by torchrunx (``--launcher torchrunx --gpu-ids 0``); returns its run directory."""
     log_root = tmp_path_factory.mktemp("logs")
     cfg = small_train_config(
-        num_envs=512, iterations=4, steps=16, log_root=log_root, gpu_ids=("0",), launcher="torchrunx"
+        num_envs=512, iterations=4, steps=16, log_root=log_root, gpu_ids=(0,), launcher="torchrunx"
     )
     results = run(cfg)
     runs = [p for p in log_root.glob("*/*") if p.is_dir()]
@@ -93,7 +93,7 @@ def test_play_video_renders_on_the_gpu_with_egl(launched_run: tuple[Path, list[W
 
 def test_two_workers_on_one_gpu_train_and_stay_replicated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     instrument(monkeypatch, probes=True)  # digests in WorkerResult.extras
-    cfg = small_train_config(num_envs=512, iterations=4, steps=16, log_root=tmp_path, gpu_ids=("0",), workers_per_gpu=2)
+    cfg = small_train_config(num_envs=512, iterations=4, steps=16, log_root=tmp_path, gpu_ids=(0,), workers_per_gpu=2)
     cfg.replica_check_interval = 1  # the run itself stops on any divergence, every iteration
     results = run(cfg)
     assert [r.rank for r in results] == [0, 1]

@@ -18,7 +18,7 @@ from mjfleet.cli.args import parse, print_help, reader_may_leave, wants_help
 from mjfleet.console import configure_logging
 from mjfleet.errors import UsageError, exception_line, exits_on_usage_error
 from mjfleet.files import write_text_atomic
-from mjfleet.runtime.devices import parse_gpu_ids, select_local_devices
+from mjfleet.runtime.devices import GpuIds, select_local_devices
 from mjfleet.sim.config import Backend
 from mjfleet.tasks.registry import get_task
 from mjfleet.train.config import TrainConfig, validate
@@ -35,7 +35,7 @@ class BenchConfig:
 
     num_envs: tuple[int, ...] = (256, 1024, 4096)
     """Numbers of parallel environments to measure."""
-    gpu_ids: tuple[str, ...] = ("auto",)
+    gpu_ids: GpuIds = "auto"
     """One GPU index, ``None`` for the CPU, or ``auto``."""
     steps: int = 100
     """Timed env steps per measurement (after 3 warm-up steps)."""
@@ -69,7 +69,7 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
     from mjfleet.benchmark import free_device_memory, machine_description, measure_steps, measure_training
 
     spec = get_task(task_id)
-    selection = select_local_devices(parse_gpu_ids(cfg.gpu_ids))
+    selection = select_local_devices(cfg.gpu_ids)
     if selection.num_gpus > 1:
         raise UsageError(
             f"--gpu-ids: bench measures on one GPU (got {selection.num_gpus}); for several, use --workers with the"
@@ -183,12 +183,12 @@ def _train_config(
     if not launched:
         return train_cfg
     if kind == "cpu":
-        train_cfg.gpu_ids, train_cfg.cpu_workers = ("None",), workers
+        train_cfg.gpu_ids, train_cfg.cpu_workers = None, workers
     else:
         per_gpu = min(workers, cfg.workers_per_gpu)
         if workers % per_gpu:
             raise UsageError(f"--workers {workers} is not a multiple of --workers-per-gpu {per_gpu}")
-        gpus = tuple(str(first_gpu + i) for i in range(workers // per_gpu))  # the measured GPU, then the next ones
+        gpus = tuple(first_gpu + i for i in range(workers // per_gpu))  # the measured GPU, then the next ones
         train_cfg.gpu_ids, train_cfg.workers_per_gpu = gpus, per_gpu
     if workers == 1:
         train_cfg.launcher = "torchrunx"

@@ -19,7 +19,7 @@ from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import UsageError, exits_on_usage_error
 from mjfleet.rl.checkpoint import list_checkpoints, newest_run
 from mjfleet.rl.config import AgentConfig
-from mjfleet.runtime.devices import parse_gpu_ids, select_local_devices
+from mjfleet.runtime.devices import GpuIds, select_local_devices
 from mjfleet.tasks.registry import get_task
 from mjfleet.train.checkpoint_source import load_policy, local_checkpoint, resolve_play_checkpoint
 from mjfleet.viewer.display import check_display
@@ -45,7 +45,7 @@ class PlayConfig:
     """``policy``: the checkpoint's deterministic policy; ``random``/``zero``: baselines."""
     num_episodes: int = 100
     """Episodes to evaluate (the first of each environment when ``env.num_envs`` is at least this)."""
-    gpu_ids: tuple[str, ...] = ("auto",)
+    gpu_ids: GpuIds = "auto"
     """One GPU index, ``None`` for the CPU, or ``auto``."""
     seed: int = 0
     """Random seed of resets and the random baseline."""
@@ -146,7 +146,7 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
     from mjfleet.sim.warp_runtime import scoped_device
     from mjfleet.train.worker import seed_everything
 
-    selection = select_local_devices(parse_gpu_ids(cfg.gpu_ids))
+    selection = select_local_devices(cfg.gpu_ids)
     if selection.num_gpus > 1:
         raise UsageError("play runs on one device; pass a single GPU index or None")
     device = selection.devices[0]

@@ -69,6 +69,9 @@ class Task(ABC, Generic[CfgT]):
     def reward_weights(self) -> dict[str, float]:
         """Weight of each reward term ``reward_<name>`` by name; terms weighted 0 are never computed.
 
+        Like :meth:`termination_names` and :meth:`metric_names`, a function of the config alone where it can be:
+        ``--stop-when`` is checked against these names before the task is built (:func:`declared_stat_keys`).
+
         The default reads every field of the config's ``rewards`` dataclass (none: no reward terms).
         """
         rewards = getattr(self.cfg, "rewards", None)
@@ -146,3 +149,17 @@ def episode_stat_keys(task: Task[Any]) -> list[str]:
     keys += [f"Episode_Termination/{k}" for k in (*task.termination_names(), *ENV_TERMINATIONS)]
     keys += [f"Metrics/{k}" for k in task.metric_names()]
     return keys
+
+
+def declared_stat_keys(task_class: type[Task[Any]], cfg: EnvConfig) -> list[str]:
+    """:func:`episode_stat_keys` without building the task (no model, no terrain): the names come from the config.
+
+    Only :class:`Task`'s own ``__init__`` runs (it stores the config); a task whose names need more than its config
+    is built after all, so the answer is the same either way.
+    """
+    declared = task_class.__new__(task_class)
+    Task.__init__(declared, cfg)
+    try:
+        return episode_stat_keys(declared)
+    except AttributeError:
+        return episode_stat_keys(task_class(cfg))

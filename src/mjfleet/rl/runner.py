@@ -97,8 +97,10 @@ class Runner:
         self.stop_signal: int | None = None
         """Signal number that stopped :meth:`learn` early, or None."""
         self.stop_condition: StopCondition | None = None
-        """``--stop-when``: :meth:`learn` ends (checkpoint written) once this held for its iterations in a row.
-        Every rank decides alike from the same all-reduced episode means."""
+        """``--stop-when``: :meth:`learn` ends (checkpoint written) once this held for :attr:`stop_when_iterations`
+        iterations in a row. Every rank decides alike from the same all-reduced episode means."""
+        self.stop_when_iterations = 1
+        """Iterations in a row :attr:`stop_condition` must hold."""
         self.condition_met_at: int | None = None
         """The iteration at which :attr:`stop_condition` ended :meth:`learn`, or None."""
         self.current_learning_iteration = 0
@@ -143,7 +145,11 @@ class Runner:
         start = self.current_learning_iteration
         total = start + num_learning_iterations
         steps_per_iteration = steps * env.num_envs * self.ctx.world_size
-        tracker = None if self.stop_condition is None else StopConditionTracker(self.stop_condition)
+        tracker = (
+            None
+            if self.stop_condition is None
+            else StopConditionTracker(self.stop_condition, self.stop_when_iterations)
+        )
         began = time.perf_counter()
         for it in range(start + 1, total + 1):
             t0 = time.perf_counter()

@@ -12,6 +12,9 @@ import operator
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Annotated, Any, TypeAlias
+
+import tyro
 
 from mjfleet.errors import UsageError
 
@@ -27,21 +30,18 @@ _CONDITION_RE = re.compile(r"\s*([A-Za-z0-9_./-]+)\s*(>=|<=|>|<)\s*(\S+)\s*")
 
 @dataclass(frozen=True)
 class StopCondition:
-    """``<statistic> <op> <value>``, required to hold for ``iterations`` consecutive iterations."""
+    """``<statistic> <op> <value>`` (how many iterations in a row it must hold is the tracker's business)."""
 
     key: str
     """The logged statistic, e.g. ``Episode/success``."""
     op: str
     """One of ``>=``, ``<=``, ``>``, ``<``."""
     value: float
-    iterations: int
 
     @classmethod
-    def parse(cls, text: str, iterations: int) -> StopCondition:
+    def parse(cls, text: str) -> StopCondition:
         """Parse ``success>=0.9`` (short names: success, return, length; otherwise the logged name, e.g.
         ``Metrics/lin_vel_error<0.2``). Raises :class:`UsageError` naming the flag."""
-        if iterations < 1:
-            raise UsageError(f"--stop-when-iterations must be at least 1 (got {iterations})")
         match = _CONDITION_RE.fullmatch(text)
         if match is None:
             raise UsageError(
@@ -55,7 +55,7 @@ class StopCondition:
             raise UsageError(f"--stop-when {text!r}: {number!r} is not a number") from None
         if not math.isfinite(value):
             raise UsageError(f"--stop-when {text!r}: the threshold must be a finite number")
-        return cls(_SHORT_NAMES.get(name, name), op, value, iterations)
+        return cls(_SHORT_NAMES.get(name, name), op, value)
 
     def check_key(self, available: Iterable[str]) -> None:
         """Raise :class:`UsageError` unless the statistic is one the task logs."""
@@ -76,14 +76,37 @@ class StopCondition:
         return f"{self.key} {self.op} {self.value:g}"
 
 
+def _parse_words(words: list[str]) -> StopCondition:
+    return StopCondition.parse(" ".join(words))
+
+
+StopWhen: TypeAlias = Annotated[
+    StopCondition,
+    tyro.constructors.PrimitiveConstructorSpec(
+        nargs=1,
+        metavar="CONDITION",
+        instance_from_str=_parse_words,
+        is_instance=lambda value: isinstance(value, StopCondition),
+        str_from_instance=lambda condition: [f"{condition.key}{condition.op}{condition.value:g}"],
+    ),
+]
+"""A config field that the command line fills with a parsed :class:`StopCondition` (``success>=0.9``)."""
+
+
+def as_condition(value: StopCondition | str | Any) -> StopCondition:
+    """A condition given from Python as text (``TrainConfig(stop_when="success>=0.9")``) parsed once, else as is."""
+    return StopCondition.parse(value) if isinstance(value, str) else value
+
+
 class StopConditionTracker:
     """Counts the consecutive iterations a :class:`StopCondition` held."""
 
-    def __init__(self, condition: StopCondition) -> None:
+    def __init__(self, condition: StopCondition, iterations: int) -> None:
         self.condition = condition
+        self.iterations = iterations
         self.streak = 0
 
     def update(self, episode: Mapping[str, float]) -> bool:
-        """Record one iteration; True once the condition held for the required iterations in a row."""
+        """Record one iteration; True once the condition held for ``iterations`` iterations in a row."""
         self.streak = self.streak + 1 if self.condition.holds(episode) else 0
-        return self.streak >= self.condition.iterations
+        return self.streak >= self.iterations

@@ -11,7 +11,9 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias
+
+import tyro
 
 from mjfleet.errors import UsageError
 
@@ -60,6 +62,33 @@ def parse_gpu_ids(tokens: Sequence[str]) -> GpuRequest:
             raise UsageError(f"--gpu-ids: GPU {gpu} is listed more than once")
         ids.append(gpu)
     return tuple(ids)
+
+
+def describe_gpu_request(request: GpuRequest) -> str:
+    """``--gpu-ids`` as the user would type it: ``0 1``, ``all``, ``auto``, ``None``."""
+    if request is None:
+        return "None"
+    return " ".join(map(str, request)) if isinstance(request, tuple) else request
+
+
+def _is_gpu_request(value: Any) -> bool:
+    if value is None or value in ("auto", "all"):
+        return True
+    return isinstance(value, tuple) and all(isinstance(i, int) for i in value)
+
+
+GpuIds: TypeAlias = Annotated[
+    GpuRequest,
+    tyro.constructors.PrimitiveConstructorSpec(
+        nargs="*",
+        metavar="{INDEX [INDEX ...]|all|auto|None}",
+        instance_from_str=lambda words: parse_gpu_ids(words),  # looked up when called: tests count the calls
+        is_instance=_is_gpu_request,
+        str_from_instance=lambda request: describe_gpu_request(request).split(),
+    ),
+]
+"""A config field of type :data:`GpuRequest` that the command line fills through :func:`parse_gpu_ids` (``0 1``,
+``[0, 1]``, ``all``, ``auto``, ``None``): parsed once, where it is declared."""
 
 
 def _cuda_visible_entries(env: Mapping[str, str]) -> list[str] | None:

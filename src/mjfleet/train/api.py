@@ -18,9 +18,9 @@ from mjfleet.cluster.hosts import is_own_address, resolve
 from mjfleet.cluster.slurm import expand_nodelist, resolve_hostnames
 from mjfleet.errors import UsageError
 from mjfleet.rl.records import WorkerResult
-from mjfleet.runtime.devices import DeviceSelection, local_gpu_count, parse_gpu_ids, select_devices
+from mjfleet.runtime.devices import DeviceSelection, describe_gpu_request, local_gpu_count, select_devices
 from mjfleet.runtime.stop import StopRequest
-from mjfleet.train.config import TrainConfig, stop_condition, validate
+from mjfleet.train.config import TrainConfig, validate
 from mjfleet.train.external import check_external_options, detect_external_job, external_device
 from mjfleet.train.launched import describe_plan, make_plan
 from mjfleet.train.plan import Prepared, open_run_dir
@@ -40,18 +40,18 @@ def prepare(cfg: TrainConfig) -> Prepared:
     external = detect_external_job(os.environ, expand_nodelist)
     if external is not None:
         check_external_options(cfg, external)
-    condition = stop_condition(cfg)
-    if condition is not None:
-        from mjfleet.envs.task import episode_stat_keys  # imports torch: only when --stop-when is given
+    if cfg.stop_when is not None:
+        from mjfleet.envs.task import declared_stat_keys  # imports torch: only when --stop-when is given
         from mjfleet.tasks.registry import get_task
 
-        condition.check_key(episode_stat_keys(get_task(cfg.task).load_task_class()(cfg.env)))
+        cfg.stop_when.check_key(declared_stat_keys(get_task(cfg.task).load_task_class(), cfg.env))
     cfg.env.prepare_assets()  # e.g. Menagerie files: missing ones fail here, once, not in every worker
+    hosts = ("localhost",) if external is not None else resolve_hostnames(cfg.hostnames)  # once: may ask scontrol
     if external is not None:
-        request = parse_gpu_ids(cfg.gpu_ids)
+        request = cfg.gpu_ids
         selection = external_device(external, request, 0 if request is None else local_gpu_count(), os.environ)
     else:
-        selection = _select_devices(cfg)
+        selection = _select_devices(cfg, hosts)
     if selection.kind == "cuda" and cfg.cpu_workers != 1:
         raise UsageError(
             "--cpu-workers applies to CPU training (--gpu-ids None); with GPUs there is one worker each"
@@ -78,33 +78,30 @@ def prepare(cfg: TrainConfig) -> Prepared:
     workers = selection.num_gpus * cfg.workers_per_gpu or cfg.cpu_workers
     # A restart must survive the death of the worker, so it cannot be this process.
     # ``--hostnames auto`` outside a SLURM job means this machine only, like no --hostnames.
-    hosts = cfg.hostnames if tuple(h.lower() for h in cfg.hostnames) != ("auto",) else resolve_hostnames(cfg.hostnames)
-    many_hosts = bool(hosts) and hosts != ("localhost",)
+    many_hosts = hosts != ("localhost",)
     launched = workers > 1 or cfg.launcher == "torchrunx" or many_hosts or cfg.max_restarts > 0
     plan = None
     if launched:
-        plan = make_plan(cfg, run_dir, selection)
+        plan = make_plan(cfg, run_dir, selection, hosts)
     return Prepared(cfg, selection, start, run_dir, plan, None, identity, existing is not None)
 
 
-def _select_devices(cfg: TrainConfig) -> DeviceSelection:
+def _select_devices(cfg: TrainConfig, hosts: tuple[str, ...]) -> DeviceSelection:
     """The GPUs (or CPU) every host trains on, chosen from this machine's GPUs.
 
     A launcher that is none of the hosts (a login node, a ``salloc`` shell) and sees no GPU cannot choose theirs:
     rather than training GPU hosts on their CPUs (``auto``) or blaming this machine's missing GPUs, say where to run
     ``train``.
     """
-    request = parse_gpu_ids(cfg.gpu_ids)
+    request = cfg.gpu_ids
     count = 0 if request is None else local_gpu_count()
-    if request is not None and count == 0 and cfg.hostnames:
-        hosts = resolve_hostnames(cfg.hostnames)  # the SLURM job's nodes for slurm/auto
-        # resolve(): an unknown name is its own error (every name is resolved before the message below).
-        if not any(is_own_address(resolve(host)) for host in hosts):
-            raise UsageError(
-                f"--gpu-ids {' '.join(cfg.gpu_ids)}: this machine sees no CUDA GPU and is none of the hosts"
-                f" ({', '.join(hosts)}), but the launcher chooses every host's GPUs from its own: run train on"
-                f" {hosts[0]} (rank 0's host), or train on the hosts' CPUs with --gpu-ids None"
-            )
+    # resolve(): an unknown name is its own error (every name is resolved before the message below).
+    if request is not None and count == 0 and cfg.hostnames and not any(is_own_address(resolve(h)) for h in hosts):
+        raise UsageError(
+            f"--gpu-ids {describe_gpu_request(request)}: this machine sees no CUDA GPU and is none of the hosts"
+            f" ({', '.join(hosts)}), but the launcher chooses every host's GPUs from its own: run train on"
+            f" {hosts[0]} (rank 0's host), or train on the hosts' CPUs with --gpu-ids None"
+        )
     return select_devices(request, device_count=count, env=os.environ)
 
 

@@ -21,8 +21,8 @@ import tyro
 from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import UsageError
 from mjfleet.rl.config import AgentConfig
-from mjfleet.rl.stop_condition import StopCondition
-from mjfleet.runtime.devices import parse_gpu_ids
+from mjfleet.rl.stop_condition import StopWhen, as_condition
+from mjfleet.runtime.devices import GpuIds
 
 MAX_CPU_WORKERS = 1024
 MAX_WORKERS_PER_GPU = 64
@@ -48,7 +48,7 @@ class TrainConfig:
     """Task id (the command's first argument, so no ``--task`` flag)."""
     seed: int = 42
     """Random seed; worker k uses seed + k (its global rank)."""
-    gpu_ids: tuple[str, ...] = ("auto",)
+    gpu_ids: GpuIds = "auto"
     """GPUs to train on, as indices relative to CUDA_VISIBLE_DEVICES: ``0``, ``0 1``, ``[0,1]``, ``all``, or
     ``None`` for the CPU. ``auto``: GPU 0 if CUDA is available, else the CPU. Several GPUs = one worker each. The
     launcher chooses for every host: one that sees no GPU and is none of the hosts needs ``None``."""
@@ -91,7 +91,7 @@ class TrainConfig:
     """After a worker dies (crash, signal, OOM kill, hang), relaunch every worker from the newest checkpoint of
     the same run directory up to this many times, finishing at the originally requested iteration. Bad input
     and NaN training are never retried. With a value above 0 even a single worker runs as a launched process."""
-    stop_when: str | None = None
+    stop_when: StopWhen | None = None
     """End training early once an episode statistic meets a condition: ``success>=0.9``, ``return>20``,
     ``length>=900`` or any logged ``Metrics/<name>``, e.g. ``Metrics/lin_vel_error<0.2`` (the mean over every
     worker's episodes that ended in an iteration). A checkpoint is written at that iteration; exit code 0."""
@@ -180,7 +180,10 @@ def validate(cfg: TrainConfig) -> None:
     if cfg.agent.logger == "wandb" and importlib.util.find_spec("wandb") is None:
         # Checked here, not at the first metrics write: that is in every worker, after the run directory exists.
         raise UsageError("--agent.logger wandb: this Python cannot import wandb (install it, or log to tensorboard)")
-    stop_condition(cfg)  # raises UsageError for a malformed --stop-when
+    if cfg.stop_when is not None:
+        cfg.stop_when = as_condition(cfg.stop_when)  # text from Python is parsed here, once; tyro parsed the CLI's
+    if cfg.stop_when_iterations < 1:
+        raise UsageError(f"--stop-when-iterations must be at least 1 (got {cfg.stop_when_iterations})")
     if cfg.video_interval < 0:
         raise UsageError(f"--video-interval must be 0 (no videos) or positive (got {cfg.video_interval})")
     size = f"{cfg.video_width}x{cfg.video_height}"
@@ -192,7 +195,7 @@ def validate(cfg: TrainConfig) -> None:
         raise UsageError(f"--cpu-workers must be at most {MAX_CPU_WORKERS} (got {cfg.cpu_workers})")
     if cfg.workers_per_gpu > MAX_WORKERS_PER_GPU:
         raise UsageError(f"--workers-per-gpu must be at most {MAX_WORKERS_PER_GPU} (got {cfg.workers_per_gpu})")
-    if cfg.workers_per_gpu > 1 and _requests_cpu(cfg.gpu_ids):
+    if cfg.workers_per_gpu > 1 and cfg.gpu_ids is None:
         raise UsageError(
             f"--workers-per-gpu {cfg.workers_per_gpu} needs GPUs, but --gpu-ids None trains on the CPU;"
             " use --cpu-workers for several CPU workers"
@@ -230,19 +233,6 @@ def validate(cfg: TrainConfig) -> None:
         raise UsageError(f"--hostnames {keywords[0]} stands for a whole list of hosts: give it alone")
     _check_remote_options(cfg)
     _check_numbers(cfg)  # last: the specific checks above word their messages better
-
-
-def stop_condition(cfg: TrainConfig) -> StopCondition | None:
-    """The parsed ``--stop-when`` condition (checked by :func:`validate`), or None."""
-    return None if cfg.stop_when is None else StopCondition.parse(cfg.stop_when, cfg.stop_when_iterations)
-
-
-def _requests_cpu(gpu_ids: tuple[str, ...]) -> bool:
-    """Whether ``--gpu-ids`` asks for the CPU; unparsable values are left to the device selection's message."""
-    try:
-        return parse_gpu_ids(gpu_ids) is None
-    except UsageError:
-        return False
 
 
 def _check_remote_options(cfg: TrainConfig) -> None:

@@ -9,11 +9,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from mjfleet.cluster.hosts import launcher_address
-from mjfleet.cluster.slurm import in_slurm_allocation, resolve_hostnames
+from mjfleet.cluster.slurm import in_slurm_allocation
 from mjfleet.errors import UsageError
 from mjfleet.launch.launcher import LaunchPlan, launch, resolve_worker_log_dir
 from mjfleet.rl.records import WorkerResult
-from mjfleet.runtime.devices import DeviceSelection, parse_gpu_ids
+from mjfleet.runtime.devices import DeviceSelection
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.train.config import TrainConfig
 from mjfleet.train.start import StartPoint
@@ -24,7 +24,7 @@ def slurm_gpus_per_node(cfg: TrainConfig, selection: DeviceSelection, env: Mappi
     on the launcher's node, so nodes are assumed alike). None where the selection decides."""
     keyword = cfg.hostnames[0].lower() if len(cfg.hostnames) == 1 else ""
     uses_slurm_nodes = keyword == "slurm" or (keyword == "auto" and in_slurm_allocation(env))
-    if selection.kind != "cuda" or not uses_slurm_nodes or parse_gpu_ids(cfg.gpu_ids) != "all":
+    if selection.kind != "cuda" or not uses_slurm_nodes or cfg.gpu_ids != "all":
         return None
     value = env.get("SLURM_GPUS_ON_NODE", "").strip()
     if not value:
@@ -39,12 +39,13 @@ def slurm_gpus_per_node(cfg: TrainConfig, selection: DeviceSelection, env: Mappi
     return int(value)
 
 
-def make_plan(cfg: TrainConfig, run_dir: Path, selection: DeviceSelection) -> LaunchPlan:
-    """The launch plan: hosts, workers per host, devices, worker logs, collective timeout."""
+def make_plan(cfg: TrainConfig, run_dir: Path, selection: DeviceSelection, hosts: tuple[str, ...]) -> LaunchPlan:
+    """The launch plan: ``hosts`` (``--hostnames`` resolved), workers per host, devices, worker logs, collective
+    timeout."""
     plan = LaunchPlan.from_selection(
         selection,
         cpu_workers=cfg.cpu_workers,
-        hostnames=resolve_hostnames(cfg.hostnames),
+        hostnames=hosts,
         log_dir=resolve_worker_log_dir(run_dir, cfg.torchrunx_log_dir, os.environ),
         worker_timeout_s=max(1, round(cfg.collective_timeout_s)),
         ssh_config=cfg.ssh_config.expanduser() if cfg.ssh_config is not None else None,

@@ -17,11 +17,12 @@ from mjfleet.envs.env import MjEnv
 from mjfleet.launch.worker import local_report_dir, write_heartbeat
 from mjfleet.rl.records import KEPT_RECORDS, IterationRecord, WorkerResult
 from mjfleet.rl.runner import Runner, StopCheck
+from mjfleet.rl.stop_condition import as_condition
 from mjfleet.runtime.context import DistributedContext, process_group
 from mjfleet.runtime.stop import file_stop_check
 from mjfleet.sim.warp_runtime import scoped_device
 from mjfleet.tasks.registry import get_task
-from mjfleet.train.config import TrainConfig, stop_condition
+from mjfleet.train.config import TrainConfig
 from mjfleet.train.start import StartPoint, plan_start
 from mjfleet.train.worker_hook import WorkerHookContext, load_worker_hook
 
@@ -118,7 +119,8 @@ def _train(
             runner.load(str(start.checkpoint))
             logger.info("resumed from %s at iteration %d", start.checkpoint, runner.current_learning_iteration)
         runner.stop_check = stop_check
-        runner.stop_condition = stop_condition(cfg)
+        runner.stop_condition = None if cfg.stop_when is None else as_condition(cfg.stop_when)  # parsed already
+        runner.stop_when_iterations = cfg.stop_when_iterations
         runner.export_info["task"] = cfg.task
         if cfg.video_interval > 0 and ctx.is_main and run_dir is not None:
             from mjfleet.train.video import TrainingVideo

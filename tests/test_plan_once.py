@@ -1,0 +1,69 @@
+"""Each input is resolved once per ``train`` command: one ``--gpu-ids`` parse, one ``--stop-when`` parse, at most one
+``scontrol`` run; checking ``--stop-when`` against a task's statistics builds no model."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import mujoco
+import pytest
+
+from mjfleet.cli import train
+from mjfleet.rl.stop_condition import StopCondition
+from mjfleet.runtime import devices
+from mjfleet.train import prepare
+
+from .helpers import run_main, small_train_config
+
+
+def _counting_scontrol(bin_dir: Path) -> Path:
+    bin_dir.mkdir()
+    script = bin_dir / "scontrol"
+    script.write_text('#!/bin/sh\necho "$@" >> "$(dirname "$0")/calls"\nprintf "localhost\\n127.0.0.1\\n"\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return bin_dir
+
+
+def test_one_parse_and_one_scontrol_per_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in [k for k in os.environ if k.startswith("SLURM_")]:
+        monkeypatch.delenv(name)
+    bin_dir = _counting_scontrol(tmp_path / "bin")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "node[1-2]")
+    calls = {"gpu": 0, "stop": 0}
+    parse_gpu_ids, parse_stop = devices.parse_gpu_ids, StopCondition.parse.__func__  # type: ignore[attr-defined]
+
+    def count_gpu(tokens: object) -> object:
+        calls["gpu"] += 1
+        return parse_gpu_ids(tokens)  # type: ignore[arg-type]
+
+    def count_stop(cls: type[StopCondition], text: str) -> StopCondition:
+        calls["stop"] += 1
+        return parse_stop(cls, text)
+
+    monkeypatch.setattr(devices, "parse_gpu_ids", count_gpu)
+    monkeypatch.setattr(StopCondition, "parse", classmethod(count_stop))
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--stop-when", "success>=0.9", "--hostnames", "slurm"]
+    code, out, err = run_main(train.main, [*argv, "--log-root", str(tmp_path / "logs"), "--dry-run"])
+    assert code == 0, err
+    assert "2 workers" in out or "on each of 2 hosts" in out
+    assert calls == {"gpu": 1, "stop": 1}
+    assert (bin_dir / "calls").read_text().splitlines() == ["show hostnames node[1-2]"]
+
+
+def test_checking_stop_when_builds_no_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def no_model(*args: object, **kwargs: object) -> None:
+        raise AssertionError("prepare() built a MuJoCo model")
+
+    for builder in ("from_xml_path", "from_xml_string", "from_binary_path"):
+        monkeypatch.setattr(mujoco.MjModel, builder, no_model)
+    monkeypatch.setattr(mujoco.MjSpec, "compile", no_model)
+    for task, condition in (
+        ("go1-velocity-rough", "Metrics/terrain_level>3"),
+        ("cartpole-balance", "Metrics/pole_up_fraction>0.9"),
+    ):
+        planned = prepare(small_train_config(task, log_root=tmp_path, stop_when=condition)).cfg.stop_when
+        assert planned == StopCondition(condition.split(">")[0], ">", float(condition.split(">")[1]))
