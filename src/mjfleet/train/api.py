@@ -58,9 +58,10 @@ def prepare(cfg: TrainConfig) -> Prepared:
             " (or --workers-per-gpu)"
         )
     if selection.kind == "cpu" and cfg.workers_per_gpu != 1:
+        why = "--gpu-ids None trains on the CPU" if cfg.gpu_ids is None else "this run trains on the CPU"
         reason = f" ({selection.notice})" if selection.notice else ""
         raise UsageError(
-            f"--workers-per-gpu {cfg.workers_per_gpu} needs GPUs, but this run trains on the CPU{reason};"
+            f"--workers-per-gpu {cfg.workers_per_gpu} needs GPUs, but {why}{reason};"
             " use --cpu-workers for several CPU workers"
         )
     start = plan_start(cfg)  # a missing, truncated or foreign checkpoint fails here

@@ -195,11 +195,6 @@ def validate(cfg: TrainConfig) -> None:
         raise UsageError(f"--cpu-workers must be at most {MAX_CPU_WORKERS} (got {cfg.cpu_workers})")
     if cfg.workers_per_gpu > MAX_WORKERS_PER_GPU:
         raise UsageError(f"--workers-per-gpu must be at most {MAX_WORKERS_PER_GPU} (got {cfg.workers_per_gpu})")
-    if cfg.workers_per_gpu > 1 and cfg.gpu_ids is None:
-        raise UsageError(
-            f"--workers-per-gpu {cfg.workers_per_gpu} needs GPUs, but --gpu-ids None trains on the CPU;"
-            " use --cpu-workers for several CPU workers"
-        )
     if not 0 <= cfg.max_restarts <= MAX_RESTARTS:
         raise UsageError(f"--max-restarts must be between 0 and {MAX_RESTARTS} (got {cfg.max_restarts})")
     batch = cfg.env.num_envs * cfg.agent.num_steps_per_env
