@@ -20,7 +20,7 @@ from mjfleet.train.external import (
 from mjfleet.train.run_identity import RunIdentity, find_run, first_start, record, run_identity
 from mjfleet.train.start import StartPoint
 
-from .helpers import run_main
+from .helpers import run_main, small_train_config
 
 TORCHRUN = {
     "RANK": "1",
@@ -242,3 +242,18 @@ def test_dry_run_under_torchrun_names_the_rank(launched_env: pytest.MonkeyPatch,
     # mjlab's recipe flag is accepted as it is written there.
     code, _, err = run_main(train.main, ["cartpole-balance", "--gpu-ids", "None", "--distributed", "True", "--dry-run"])
     assert code == 0, err
+
+
+def test_the_same_run_id_continues_its_run_with_mjfleets_own_start(tmp_path: Path) -> None:
+    from mjfleet.runtime.stop import StopRequest
+    from mjfleet.train import run
+
+    stop = StopRequest()
+    stop.signals.append(15)  # stopped (as by SIGTERM) after its first iteration, with a checkpoint
+    first = run(small_train_config(iterations=3, log_root=tmp_path, run_id="exp-1"), stop)[0]
+    assert first.final_iteration == 1 and first.stop_signal == 15
+    second = run(small_train_config(iterations=3, log_root=tmp_path, run_id="exp-1"))[0]
+    assert second.run_dir == first.run_dir  # the same run, continued to the iteration it was started for
+    assert [r.iteration for r in second.records] == [2, 3]
+    other = run(small_train_config(iterations=1, log_root=tmp_path, run_id="exp-2"))[0]
+    assert other.run_dir != first.run_dir
