@@ -40,14 +40,18 @@ class MetricsWriter:
                 run.id,
             )
             self.save_files(sorted((run_dir / "params").glob("*.yaml")))
-        from torch.utils.tensorboard import SummaryWriter
+        # torch's FileWriter and summary builders rather than SummaryWriter: the GIF summary of add_video needs the
+        # file writer, which SummaryWriter reaches only through a private method.
+        from torch.utils.tensorboard.writer import FileWriter
 
-        self._tb = SummaryWriter(log_dir=str(run_dir), flush_secs=10)
+        self._tb = FileWriter(str(run_dir), flush_secs=10)
 
     def add_scalars(self, values: dict[str, float], step: int) -> None:
         """Log each value under its key at ``step``."""
+        from torch.utils.tensorboard.summary import scalar
+
         for key, value in values.items():
-            self._tb.add_scalar(key, value, step)
+            self._tb.add_summary(scalar(key, value), step)
 
     def save_files(self, paths: list[Path]) -> None:
         """Store files of the run directory in the W&B run (same relative names), so ``wandb:`` references find
@@ -67,8 +71,8 @@ class MetricsWriter:
         imageio.mimwrite(gif, list(frames), format="GIF", duration=1000.0 / fps, loop=0)  # type: ignore[arg-type]
         height, width = frames[0].shape[:2]
         image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=gif.getvalue())
-        # SummaryWriter.add_video would need moviepy; its file writer takes the finished summary.
-        self._tb._get_file_writer().add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), step)
+        # SummaryWriter.add_video would need moviepy; the file writer takes the finished summary.
+        self._tb.add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), step)
         if self._wandb_run is not None:
             import wandb
 
