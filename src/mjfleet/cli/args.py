@@ -97,7 +97,12 @@ def write_out(text: str) -> None:
 
 
 def summarize_error(text: str) -> str:
-    """tyro's boxed error report as one line: the message, plus its suggestions or the expected form."""
+    """tyro's boxed error report as one line: the message, plus its suggestions or the expected form.
+
+    Read back from the text because tyro has no public structured parse error (``console_outputs=False`` drops the
+    message, and its error hook is the private ``tyro._errors``); pyproject.toml allows only the tyro versions whose
+    report layout tests/test_cli.py and tests/test_fuzz_cli.py checked.
+    """
     sections: list[list[str]] = []
     current: list[str] = []
     for line in text.splitlines():
