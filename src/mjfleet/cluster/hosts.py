@@ -52,14 +52,20 @@ PREFLIGHT_TIMEOUT_S = 60.0
 
 
 def is_local_host(host: str) -> bool:
-    """Whether ``host`` names this machine (torchrunx's own test: loopback, or an address shared with it)."""
+    """Whether torchrunx starts ``host``'s agent here, not over SSH: loopback, or an address of this machine's name.
+
+    Restated: torchrunx inlines this test in ``execute_command`` (no function to call), and planning imports no torch.
+    """
     try:
-        ip = ipaddress.ip_address(socket.gethostbyname(host))
+        try:
+            ip = ipaddress.ip_address(host)  # an address is taken as given, as torchrunx does (IPv6 included)
+        except ValueError:
+            ip = ipaddress.ip_address(socket.gethostbyname(host))
         if ip.is_loopback:
             return True
         host_addrs = {a[4][0] for a in socket.getaddrinfo(str(ip), None)}
         local_addrs = {a[4][0] for a in socket.getaddrinfo(socket.gethostname(), None)}
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # torchrunx raises; a name that does not resolve is not this machine
         return False
     return bool(host_addrs & local_addrs)
 

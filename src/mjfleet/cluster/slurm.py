@@ -1,4 +1,7 @@
-"""The nodes of a SLURM job, for ``--hostnames slurm`` and ``--hostnames auto``."""
+"""The nodes of a SLURM job, for ``--hostnames slurm`` and ``--hostnames auto``.
+
+Not torchrunx's ``slurm_hosts``: it imports torch, runs scontrol with no timeout or node list, fails in tracebacks.
+"""
 
 from __future__ import annotations
 
