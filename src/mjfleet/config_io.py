@@ -1,9 +1,14 @@
-"""Rebuild config dataclasses from the YAML a run wrote, so ``play`` sees the settings a policy trained with."""
+"""Rebuild config dataclasses from the YAML a run wrote, so ``play`` sees the settings a policy trained with.
+
+Not dacite (it builds from class defaults, not onto the task's values) or tyro's ``from_yaml`` (its own tags only).
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import types
 import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -12,24 +17,39 @@ import yaml
 T = TypeVar("T")
 
 
-def update_dataclass(instance: T, values: dict[str, Any]) -> T:
-    """Copy of ``instance`` with ``values`` applied recursively; unknown keys are ignored (older runs)."""
+def update_dataclass(instance: T, values: Mapping[str, Any]) -> T:
+    """Copy of ``instance`` with ``values`` applied recursively; unknown keys are ignored (older runs).
+
+    Nested dataclasses are updated, not rebuilt (a task's subclass stays itself); YAML lists become tuples and
+    strings become paths where the field's type says so (``tuple[...] | None`` included); other values, such as
+    ``Literal`` choices, are taken as written.
+    """
     assert dataclasses.is_dataclass(instance) and not isinstance(instance, type)
     hints = typing.get_type_hints(type(instance))
     changes: dict[str, Any] = {}
     for f in dataclasses.fields(instance):
-        if f.name not in values:
-            continue
-        current, new = getattr(instance, f.name), values[f.name]
-        if dataclasses.is_dataclass(current) and isinstance(new, dict):
-            changes[f.name] = update_dataclass(current, new)
-        elif isinstance(current, tuple) and isinstance(new, list):
-            changes[f.name] = tuple(new)
-        elif hints.get(f.name) is Path or isinstance(current, Path):
-            changes[f.name] = None if new is None else Path(new)
-        else:
-            changes[f.name] = new
+        if f.init and f.name in values:
+            changes[f.name] = _converted(getattr(instance, f.name), values[f.name], hints.get(f.name, Any))
     return dataclasses.replace(instance, **changes)
+
+
+def _converted(current: Any, new: Any, hint: Any) -> Any:
+    if dataclasses.is_dataclass(current) and isinstance(new, Mapping):
+        return update_dataclass(current, new)
+    if isinstance(new, list) and (isinstance(current, tuple) or _admits(hint, tuple)):
+        return tuple(new)
+    if isinstance(new, str) and (isinstance(current, Path) or _admits(hint, Path)):
+        return Path(new)
+    return new
+
+
+def _admits(hint: Any, cls: type) -> bool:
+    """Whether the annotation ``hint`` is ``cls``, a generic of it, or a union with such a member."""
+    if hint is cls or typing.get_origin(hint) is cls:
+        return True
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return any(_admits(arg, cls) for arg in typing.get_args(hint))
+    return False
 
 
 def load_yaml(path: Path) -> dict[str, Any]:
