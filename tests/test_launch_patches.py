@@ -1,59 +1,89 @@
-"""Pins what mjfleet's patches of torchrunx internals rely on (mjfleet.launch.torchrunx_patches).
+"""What mjfleet's two patches of torchrunx internals (mjfleet.launch.torchrunx_patches) do, on a real launch.
 
-A torchrunx upgrade that renames or reworks any of these must fail here, loudly, rather than silently unpatch:
-remote agents would call back to ``localhost`` again, and local agents would share the terminal's Ctrl-C.
+A torchrunx release that moves what they replace fails here, rather than silently unpatching: local agents would share
+the terminal's Ctrl-C again, and remote agents would call back to ``localhost``.
 """
 
 from __future__ import annotations
 
-import inspect
+import logging
+import os
 import socket
 import subprocess
-from importlib.metadata import version
+import sys
+import time
+from typing import Any
 
+import cloudpickle
+import psutil
 import pytest
-import torchrunx.launcher as torchrunx_launcher
-import torchrunx.worker as torchrunx_worker
 
-from mjfleet.launch.torchrunx_patches import PATCHED_NAMES, LaunchRecord, patched_torchrunx
+from mjfleet.launch.torchrunx_patches import patched_torchrunx, stop_command
 
+from .pinned import assert_checked_range
 
-def test_torchrunx_version_is_the_one_the_patches_were_written_for() -> None:
-    assert version("torchrunx") == "0.4.0", "re-check mjfleet/launch/torchrunx_patches.py against the new torchrunx"
+# Workers unpickle the worker function; pytest's module name is not importable there.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-
-def test_the_patched_names_exist_with_the_expected_shape() -> None:
-    for name in PATCHED_NAMES:
-        assert hasattr(torchrunx_launcher, name), name
-    assert torchrunx_launcher.socket is socket  # pyright: ignore[reportPrivateImportUsage]
-    params = inspect.signature(torchrunx_launcher.execute_command).parameters  # pyright: ignore[reportPrivateImportUsage]
-    assert list(params)[:2] == ["command", "hostname"]
-    assert {"ssh_config_file", "return_stdout_stderr"} <= set(params)
-    run_source = inspect.getsource(torchrunx_launcher.Launcher.run)
-    # The launcher address comes from getfqdn() and is what agents and the log collector connect to.
-    assert "launcher_hostname = socket.getfqdn()" in run_source
-    assert "execute_command(" in run_source
-    # Workers get MASTER_ADDR from torchrunx before our worker wrapper replaces it (MJFLEET_MASTER_ADDR).
-    assert 'os.environ["MASTER_ADDR"] = worker_args.master_hostname' in inspect.getsource(
-        torchrunx_worker.worker_entrypoint
-    )
-    # The agent start command carries the unique launcher port that stop_remote_agents() looks for.
-    build = inspect.getsource(torchrunx_launcher.build_launch_command)  # pyright: ignore[reportPrivateImportUsage]
-    assert "-m torchrunx" in build and "--launcher-port {launcher_port}" in build
+CHECKED = "~=0.4.0"
+"""The torchrunx versions these tests were run against (pyproject.toml must allow exactly these)."""
 
 
-def test_patches_apply_only_inside_the_block(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = torchrunx_launcher.execute_command  # pyright: ignore[reportPrivateImportUsage]
-    started: list[str] = []
-    monkeypatch.setattr(subprocess, "Popen", lambda command, **_: started.append(command))
-    with patched_torchrunx("10.9.8.7") as record:
-        assert isinstance(record, LaunchRecord)
-        assert torchrunx_launcher.socket.getfqdn() == "10.9.8.7"  # pyright: ignore[reportPrivateImportUsage]
-        assert torchrunx_launcher.socket.AF_INET == socket.AF_INET  # pyright: ignore[reportPrivateImportUsage]
+def test_pyproject_allows_the_torchrunx_versions_checked_here() -> None:
+    assert_checked_range("torchrunx", CHECKED)
+
+
+def where_i_run() -> dict[str, Any]:
+    """In a launched worker: its session, and the addresses it is connected to (torchrunx's log stream among them)."""
+    logging.getLogger("mjfleet.test").warning("a record, so that the log stream is connected")
+    peers = {c.raddr.ip for c in psutil.Process().net_connections("tcp") if c.raddr}
+    return {"sid": os.getsid(0), "peers": sorted(peers)}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="any 127.x address is this machine on Linux only")
+def test_local_agents_run_apart_and_agents_are_told_the_announced_address() -> None:
+    import torchrunx
+
+    default = socket.gethostbyname(socket.getfqdn())  # what torchrunx would announce
+    announce = next(a for a in ("127.0.0.2", "127.0.0.3") if a != default)
+    launcher = torchrunx.Launcher(hostnames=["localhost"], workers_per_host=1, backend=None, agent_timeout=60)
+    launcher.set_logging_handlers(None)
+    with patched_torchrunx(announce):
+        (seen,) = launcher.run(where_i_run).results["localhost"]
+    # The agent (and so its worker) has a session of its own: a terminal's Ctrl-C reaches only the launcher.
+    assert seen["sid"] != os.getsid(0)
+    # The worker streams its log records to the launcher at the announced address, not at socket.getfqdn().
+    assert announce in seen["peers"], seen
+
+
+def test_the_patches_apply_only_inside_the_block() -> None:
+    import torchrunx.launcher as launcher
+
+    before = (launcher.execute_command, launcher.socket)  # pyright: ignore[reportPrivateImportUsage]
+    with patched_torchrunx("10.9.8.7"):
+        assert launcher.socket.getfqdn() == "10.9.8.7"  # pyright: ignore[reportPrivateImportUsage]
+        assert launcher.socket.AF_INET == socket.AF_INET  # pyright: ignore[reportPrivateImportUsage]
         assert socket.getfqdn() != "10.9.8.7"  # the real module is untouched
-        torchrunx_launcher.execute_command("echo hi", "localhost")  # pyright: ignore[reportPrivateImportUsage]
-    assert started == ["echo hi"]
-    assert torchrunx_launcher.socket is socket  # pyright: ignore[reportPrivateImportUsage]
-    assert torchrunx_launcher.execute_command is original  # pyright: ignore[reportPrivateImportUsage]
+    assert (launcher.execute_command, launcher.socket) == before  # pyright: ignore[reportPrivateImportUsage]
     with patched_torchrunx(None):
-        assert torchrunx_launcher.socket is socket  # pyright: ignore[reportPrivateImportUsage]
+        assert launcher.socket is socket  # pyright: ignore[reportPrivateImportUsage]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_stop_command_stops_exactly_the_processes_that_carry_the_launch_marker() -> None:
+    marker = ("MJFLEET_LAUNCH_REPORT_DIR", "/tmp/mjfleet-launch-a b'c")
+    env = {**os.environ, marker[0]: marker[1]}
+    marked = subprocess.Popen(["sleep", "60"], env=env)
+    similar = subprocess.Popen(["sleep", "60"], env={**env, marker[0]: marker[1] + "d"})
+    try:
+        subprocess.run(["sh", "-c", stop_command("=".join(marker))], check=True, timeout=30)
+        deadline = time.monotonic() + 5
+        while marked.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marked.poll() is not None and similar.poll() is None
+    finally:
+        for proc in (marked, similar):
+            proc.kill()
+            proc.wait()

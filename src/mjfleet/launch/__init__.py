@@ -1,4 +1,2 @@
 """Run a function on many workers (GPUs, CPU processes, hosts) through torchrunx, and diagnose their failures.
-
-Importing this package is cheap: torchrunx is imported only when a launch needs it.
-"""
+Importing this package is cheap: torchrunx is imported only when a launch needs it."""

@@ -1,46 +1,39 @@
-"""Turn a failed launch into one readable error: which rank failed, why, and where its log is.
-
-Workers send reports (started, heartbeat, failure) that the log collector stores; a native crash leaves a
-faulthandler file.
-"""
+"""Turn a failed launch into one readable error: which rank failed, why, and where its log is, from the workers'
+reports (started, heartbeat, failure) that the log collector stored and faulthandler's file of a native crash."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mjfleet.launch.worker_logs import agent_errors_path, read_reports, worker_log_path
+from mjfleet.runtime.nccl import nccl_hint
 
 if TYPE_CHECKING:
     from mjfleet.launch.launcher import LaunchPlan
 
 
+@dataclass(eq=False)
 class WorkerFailure(RuntimeError):
     """A launched worker raised or died; the message names the rank, the error and its log."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        rank: int | None,
-        error: str,
-        details: Sequence[str] = (),
-        log_path: Path | None = None,
-        retryable: bool = True,
-        unresponsive_ranks: Sequence[int] = (),
-    ) -> None:
-        super().__init__(message)
-        self.rank = rank
-        self.error = error
-        self.details = tuple(details)
-        self.log_path = log_path
-        self.retryable = retryable
-        """False when a restart would fail the same way (bad input, NaN training, unimportable code)."""
-        self.unresponsive_ranks = tuple(unresponsive_ranks)
-        """Ranks that stopped participating while others timed out waiting for them in a collective."""
+    message: str
+    _: KW_ONLY
+    rank: int | None
+    error: str
+    details: Sequence[str] = ()
+    log_path: Path | None = None
+    retryable: bool = True
+    """False when a restart would fail the same way (bad input, unimportable code, a non-retryable error)."""
+    unresponsive_ranks: Sequence[int] = ()
+    """Ranks that stopped participating while others timed out waiting for them in a collective."""
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
+        self.details, self.unresponsive_ranks = tuple(self.details), tuple(self.unresponsive_ranks)
 
 
 def _lines(path: Path) -> list[str]:
@@ -67,52 +60,16 @@ class _Diagnosis:
 
 _TIMEOUT_RE = re.compile(r"timed?\s*out|timeout", re.IGNORECASE)
 
-# What NCCL failures look like in a Python error or traceback: torch's "NCCL error in: ...", NCCL's own result
-# names (ncclSystemError, ncclInternalError, ...), its process-group classes (the watchdog's timeouts) and warnings.
-# A bare "NCCL" is not enough: NCCL_DEBUG=INFO makes every log line mention it.
-_NCCL_ERROR_RE = re.compile(
-    r"NCCL (?:error|failure|WARN)|\bnccl[A-Z]\w*(?:Error|Usage|Argument)\b|ProcessGroupNCCL|WorkNCCL",
-    re.IGNORECASE,
-)
-_NCCL_DUPLICATE_GPU_RE = re.compile(r"Duplicate GPU detected", re.IGNORECASE)
-
-
-def nccl_hint(error_text: str) -> str | None:
-    """The known remedies when ``error_text`` (an error line or traceback) is an NCCL failure; None otherwise.
-
-    Public so that any path that reports a worker's error (the launcher's failure report, an externally launched
-    worker) prints the same advice. Workstation GPUs fail in NCCL's transports more often than in training code:
-    peer-to-peer over PCIe, shared memory and InfiniBand probing.
-    """
-    if _NCCL_DUPLICATE_GPU_RE.search(error_text):
-        return (
-            "NCCL refuses two ranks on one GPU: start at most as many ranks per node as it has visible GPUs, so"
-            " that each rank gets its own cuda:<LOCAL_RANK>"
-        )
-    if not _NCCL_ERROR_RE.search(error_text):
-        return None
-    return (
-        "NCCL failed; on workstation GPUs try NCCL_P2P_DISABLE=1 (or NCCL_P2P_LEVEL=NVL) where peer-to-peer over"
-        " PCIe hangs or is unsupported, NCCL_SHM_DISABLE=1 where /dev/shm is small (containers),"
-        " NCCL_IB_DISABLE=1 without working InfiniBand; NCCL_DEBUG=INFO shows what NCCL tried"
-        " (docs/distributed.md, NCCL on workstation GPUs)"
-    )
-
 
 def _diagnose(exc: BaseException, plan: LaunchPlan, report_dir: Path, failures: list[dict[str, Any]]) -> _Diagnosis:
-    """Find the root-cause rank and error from the workers' reports and what torchrunx raised.
-
-    In order: the earliest report that is not fallout from a lost peer (gloo/NCCL errors in healthy
-    ranks usually, but not always, come after the real failure); a native crash that faulthandler
-    recorded; ranks that went silent while the others timed out in a collective (a hang); a signal
-    death whose PID torch names; the earliest peer-loss report; nothing known.
-    """
+    """The root-cause rank and error, from the workers' reports and what torchrunx raised. In order: the earliest
+    report that is not fallout from a lost peer (which usually, not always, comes after the real failure); a native
+    crash that faulthandler recorded; ranks silent while the others timed out in a collective (a hang); a signal
+    death whose PID torch names; the earliest peer-loss report; nothing known."""
     failed_ranks = sorted({int(r["rank"]) for r in failures})
-    primary = [r for r in failures if not r.get("peer_failure")]
-    if primary:
-        first = primary[0]
-        rank = int(first["rank"])
-        # Errors whose message says it all (bad input, NaN training) are shown without their traceback.
+    if primary := [r for r in failures if not r.get("peer_failure")]:
+        first, rank = primary[0], int(primary[0]["rank"])
+        # Errors whose message says it all (bad input) are shown without their traceback.
         user_facing = bool(first.get("user_facing"))
         details = [] if user_facing else [str(x) for x in first.get("traceback", [])]
         retryable = bool(first.get("retryable", True))
@@ -163,26 +120,18 @@ def _diagnose(exc: BaseException, plan: LaunchPlan, report_dir: Path, failures: 
         error = f"worker process died: {raw}"
     else:
         error = f"worker process died without a Python traceback ({type(exc).__name__})"
-    details: list[str] = []
-    for i in range(len(plan.hostnames)):
-        # Agent errors explain deaths before run_worker ran (e.g. a function that cannot unpickle).
-        details = _lines(agent_errors_path(report_dir, i))[-15:]
-        if details:
-            break
-    note = ""
-    retryable = True
+    # Agent errors explain deaths before WorkerEntry ran (e.g. a function that cannot unpickle).
+    logged = (_lines(agent_errors_path(report_dir, i))[-15:] for i in range(len(plan.hostnames)))
+    details = next((lines for lines in logged if lines), [])
     if any("ModuleNotFoundError" in line for line in details):
         note = "\n  the launched function and its arguments must be importable on every worker"
-        retryable = False
-    return _Diagnosis(None, error, details, note, retryable=retryable)
+        return _Diagnosis(None, error, details, note, retryable=False)
+    return _Diagnosis(None, error, details)
 
 
 def _watchdog_note(rank: int, first_line: str, fault_path: Path, plan: LaunchPlan, report_dir: Path) -> str:
-    """A hint when an abort looks like NCCL's watchdog ending a rank that waited for a hung peer.
-
-    NCCL reports a collective timeout by aborting the waiting rank (SIGABRT), not with a Python error, so the
-    rank that crashed may be the victim. Only a hint: a native abort can have other causes.
-    """
+    """A hint when an abort looks like NCCL's watchdog ending a rank that waited for a hung peer: NCCL aborts the
+    waiting rank (SIGABRT) on a collective timeout, so the crashed rank may be the victim (or not: only a hint)."""
     if "Aborted" not in first_line or plan.device_kind != "cuda" or plan.workers_per_device != 1:
         return ""  # only NCCL (one worker per GPU) has the watchdog; gloo raises a Python error
     beat = {int(b["rank"]): b for b in read_reports(report_dir, "heartbeat")}.get(rank)
@@ -197,19 +146,16 @@ def _watchdog_note(rank: int, first_line: str, fault_path: Path, plan: LaunchPla
     if not 0.9 * plan.worker_timeout_s <= quiet_s <= 1.5 * plan.worker_timeout_s + 60:
         return ""
     return (
-        f"\n  it aborted {quiet_s:.0f} s after its last heartbeat, about --collective-timeout-s"
+        f"\n  it aborted {quiet_s:.0f} s after its last heartbeat, about the collective timeout"
         f" ({plan.worker_timeout_s} s): this is how NCCL's watchdog ends a rank that waited in a collective for a"
         " peer that stopped responding, so the rank at fault may be another one; check every rank's log"
     )
 
 
 def _diagnose_hang(failures: list[dict[str, Any]], plan: LaunchPlan, report_dir: Path) -> _Diagnosis | None:
-    """Name the ranks that stopped participating when the others timed out waiting for them.
-
-    A hung or stopped (SIGSTOP) rank reports nothing, while its peers' collectives time out and they report
-    lost-peer errors. The silent ranks are the suspects; if every rank timed out, the ones whose heartbeat
-    (last completed iteration) is behind are.
-    """
+    """The ranks that stopped participating while the others timed out waiting for them: a hung or stopped (SIGSTOP)
+    rank reports nothing while its peers report lost-peer errors. If every rank timed out, those whose heartbeat (last
+    completed iteration) is behind are the suspects."""
     timeouts = [r for r in failures if _TIMEOUT_RE.search(" ".join([str(r.get("error")), *r.get("traceback", [])]))]
     if not timeouts:
         return None
@@ -227,7 +173,7 @@ def _diagnose_hang(failures: list[dict[str, Any]], plan: LaunchPlan, report_dir:
     waiting = ", ".join(str(r) for r in sorted({int(r["rank"]) for r in timeouts}))
     error = (
         f"stopped responding ({_progress(beats.get(rank), gave_up)}); rank {waiting} timed out after"
-        f" {plan.worker_timeout_s} s waiting for it in a collective (--collective-timeout-s)"
+        f" {plan.worker_timeout_s} s waiting for it in a collective"
     )
     if len(silent) > 1:
         error += f"; ranks {', '.join(map(str, silent[1:]))} stopped responding too"

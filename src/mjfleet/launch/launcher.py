@@ -1,27 +1,12 @@
-"""Run a function on many workers (GPUs, CPU processes, hosts) through torchrunx.
+"""Run a function on many workers (GPUs, CPU processes, hosts) through torchrunx's public ``Launcher``.
 
-torchrunx 0.4.0 quirks handled here:
-
-* ``backend=None``: workers initialise their own process group (see
-  :func:`mjfleet.runtime.context.init_process_group`), exactly once.
-* Explicit ``hostnames`` and ``workers_per_host`` counts: ``"auto"`` fans out to SLURM nodes and
-  ``"gpu"`` counts GPUs ignoring the ``CUDA_VISIBLE_DEVICES`` we export.
-* It never sets ``CUDA_VISIBLE_DEVICES`` per worker; we export the selected GPUs to every worker
-  and worker ``LOCAL_RANK`` k uses ``cuda:k`` (``cuda:<k // N>`` with N workers per GPU).
-* Our own log handlers (known log paths; agent records never reach the console, which keeps
-  torchrunx's spurious post-success ``SignalException`` off it).
-* Fast failure: :func:`mjfleet.launch.worker.run_worker` hard-exits failing workers, and the
-  failure surfaces here as :class:`WorkerFailure` naming the rank and its log file.
-* Local agents run in their own session, SIGINT/SIGTERM are the launcher's to handle (stop cleanly or at
-  once), and leftover processes are swept, so neither Ctrl-C nor ``kill`` leaves workers or torchrunx's
-  log collector behind.
-* Remote hosts: torchrunx announces ``socket.getfqdn()`` (often ``localhost``) and workers meet at the agent's
-  ``getfqdn()``; we announce a routable launcher address and give workers a routable ``MASTER_ADDR``, after a
-  pre-flight check of every remote host (:mod:`~mjfleet.cluster.hosts`). Agents that do not join within
-  ``agent_timeout_s`` fail the launch with one line, and agents left on remote hosts are stopped over SSH.
-
-Log routing lives in :mod:`~mjfleet.launch.worker_logs`, failure diagnosis in :mod:`~mjfleet.launch.diagnosis` and
-process hygiene in :mod:`~mjfleet.launch.processes`, every patch of torchrunx internals in
+Workers make their own process group (``backend=None``); hosts and worker counts are explicit (``"auto"`` would fan
+out to SLURM nodes, ``"gpu"`` ignores the exported ``CUDA_VISIBLE_DEVICES``); worker ``LOCAL_RANK`` k uses
+``cuda:<k // workers_per_device>``. A failing worker is reported and hard-exits (:mod:`~mjfleet.launch.worker`), so
+the failure surfaces in seconds as :class:`WorkerFailure`. SIGINT/SIGTERM are the launcher's to handle and leftover
+processes are swept (:func:`sweep`). Remote hosts pass a pre-flight check first (:mod:`~mjfleet.cluster.hosts`),
+are told a routable launcher address and ``MASTER_ADDR``, and agents left on them are stopped over SSH. Log routing:
+:mod:`~mjfleet.launch.worker_logs`; diagnosis: :mod:`~mjfleet.launch.diagnosis`; the patches of torchrunx internals:
 :mod:`~mjfleet.launch.torchrunx_patches`.
 """
 
@@ -35,6 +20,7 @@ import importlib.util
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -42,6 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
+
+import psutil
 
 from mjfleet.cluster.hosts import (
     HostError,
@@ -55,12 +43,6 @@ from mjfleet.cluster.hosts import (
 from mjfleet.errors import UsageError
 from mjfleet.launch.diagnosis import WorkerFailure as WorkerFailure  # What launch() raises; callers catch it here.
 from mjfleet.launch.diagnosis import build_failure
-from mjfleet.launch.processes import (
-    SWEEP_GRACE_INTERRUPTED_S,
-    SWEEP_GRACE_S,
-    launch_children,
-    sweep,
-)
 from mjfleet.launch.torchrunx_patches import patched_torchrunx, stop_remote_agents
 from mjfleet.launch.worker import REPORT_DIR_ENV, WorkerEntry
 from mjfleet.launch.worker_logs import make_log_handlers, read_reports, worker_log_path
@@ -94,7 +76,7 @@ class LaunchPlan:
     """How to launch workers: where, how many, on which devices, with which logs."""
 
     device_kind: Literal["cpu", "cuda"]
-    """What the workers train on; worker ``LOCAL_RANK`` k uses ``cuda:<k // workers_per_device>``."""
+    """What the workers run on; worker ``LOCAL_RANK`` k uses ``cuda:<k // workers_per_device>``."""
     workers_per_host: int
     """Workers started on every host."""
     hostnames: tuple[str, ...] = ("localhost",)
@@ -116,22 +98,24 @@ class LaunchPlan:
     """GPU workers sharing each GPU (consecutive local ranks); above 1 their collectives use gloo."""
 
     def __post_init__(self) -> None:
-        if self.workers_per_host < 1:
-            raise UsageError(f"need at least one worker per host, got {self.workers_per_host}")
-        if not self.hostnames:
-            raise UsageError("no hosts to launch on")
-        if len(set(self.hostnames)) != len(self.hostnames):
-            raise UsageError(f"hosts listed more than once: {', '.join(self.hostnames)}")
-        if self.workers_per_device < 1 or (self.device_kind == "cpu" and self.workers_per_device != 1):
-            raise UsageError(f"{self.workers_per_device} workers per device: only GPUs can be shared, by 1 or more")
-        if self.device_kind == "cuda" and self.cuda_visible_devices is not None:
-            listed = [e for e in self.cuda_visible_devices.split(",") if e.strip()]
-            if len(listed) * self.workers_per_device < self.workers_per_host:
-                shared = f" x {self.workers_per_device} workers each" if self.workers_per_device > 1 else ""
-                raise UsageError(
-                    f"{self.workers_per_host} GPU workers per host but only {len(listed)} GPUs{shared}"
-                    f" selected ({self.cuda_visible_devices!r})"
-                )
+        # The plan's invariants, in its own terms: what a command asked for wrongly is said in its flags upstream.
+        if self.workers_per_host < 1 or self.workers_per_device < 1:
+            raise UsageError(
+                f"workers per host ({self.workers_per_host}) and per device ({self.workers_per_device}) must be at"
+                " least 1"
+            )
+        if not self.hostnames or len(set(self.hostnames)) != len(self.hostnames):
+            raise UsageError(f"no hosts, or hosts listed more than once: {', '.join(self.hostnames)}")
+        if self.device_kind == "cpu" and self.workers_per_device != 1:
+            raise UsageError(f"{self.workers_per_device} workers per device needs GPUs: a CPU is not shared")
+        gpus = len([e for e in (self.cuda_visible_devices or "").split(",") if e.strip()])
+        too_few = gpus * self.workers_per_device < self.workers_per_host
+        if self.device_kind == "cuda" and self.cuda_visible_devices is not None and too_few:
+            shared = f" x {self.workers_per_device} workers each" if self.workers_per_device > 1 else ""
+            raise UsageError(
+                f"{self.workers_per_host} GPU workers per host but only {gpus} GPUs{shared}"
+                f" selected ({self.cuda_visible_devices!r})"
+            )
 
     @classmethod
     def from_selection(
@@ -148,25 +132,11 @@ class LaunchPlan:
         workers_per_gpu: int = 1,
     ) -> LaunchPlan:
         """``workers_per_gpu`` workers per selected GPU, or ``cpu_workers`` CPU workers, on each host."""
-        if cpu_workers < 1:
-            raise UsageError(f"--cpu-workers must be at least 1, got {cpu_workers}")
-        if workers_per_gpu < 1:
-            raise UsageError(f"--workers-per-gpu must be at least 1, got {workers_per_gpu}")
-        if selection.kind == "cpu" and workers_per_gpu != 1:
-            raise UsageError(
-                f"--workers-per-gpu {workers_per_gpu} needs GPUs (training on the CPU); use --cpu-workers instead"
-            )
-        if selection.kind == "cuda":
-            if cpu_workers != 1:
-                raise UsageError(
-                    f"--cpu-workers {cpu_workers} needs --gpu-ids None (GPUs selected: {selection.describe()})"
-                )
-            workers = selection.num_gpus * workers_per_gpu
-        else:
-            workers = cpu_workers
+        if selection.kind == "cuda" and cpu_workers != 1:
+            raise UsageError(f"{cpu_workers} CPU workers per host, but GPUs are selected ({selection.describe()})")
         return cls(
             device_kind=selection.kind,
-            workers_per_host=workers,
+            workers_per_host=selection.num_gpus * workers_per_gpu if selection.kind == "cuda" else cpu_workers,
             hostnames=tuple(hostnames) if hostnames else ("localhost",),
             cuda_visible_devices=selection.cuda_visible_devices,
             log_dir=log_dir,
@@ -187,12 +157,10 @@ class LaunchPlan:
         return self.hostnames[rank // self.workers_per_host], rank % self.workers_per_host
 
 
-def resolve_worker_log_dir(run_dir: Path, flag: str | None, env: Mapping[str, str]) -> Path | None:
-    """Where worker logs go: ``$TORCHRUNX_LOG_DIR`` beats ``flag``; None flag = ``<run_dir>/torchrunx``.
-
-    An empty string from either source disables worker log files.
-    """
-    value = env.get(LOG_DIR_ENV, flag)
+def resolve_worker_log_dir(run_dir: Path, configured: str | None, env: Mapping[str, str]) -> Path | None:
+    """Where worker logs go: ``$TORCHRUNX_LOG_DIR``, else ``configured``, else ``<run_dir>/torchrunx``; an empty
+    string from either source disables worker log files."""
+    value = env.get(LOG_DIR_ENV, configured)
     if value is None:
         return run_dir / "torchrunx"
     if not value.strip():
@@ -203,15 +171,14 @@ def resolve_worker_log_dir(run_dir: Path, flag: str | None, env: Mapping[str, st
 def _make_log_run_dir(log_dir: Path) -> Path:
     """Create a fresh ``<log_dir>/<timestamp>`` (suffixed if two launches share a second)."""
     stamp = datetime.datetime.now().strftime("%Y-%m-%dT%H-%M-%S")
-    for n in range(1000):
-        candidate = log_dir / (stamp if n == 0 else f"{stamp}-{n}")
+    for candidate in (log_dir / (f"{stamp}-{n}" if n else stamp) for n in range(1000)):
         try:
             candidate.mkdir(parents=True)
+            return candidate.absolute()
         except FileExistsError:
             continue
         except OSError as exc:
             raise UsageError(f"cannot create worker log directory {candidate}: {exc}") from exc
-        return candidate.absolute()
     raise UsageError(f"cannot create a fresh worker log directory under {log_dir}")
 
 
@@ -258,45 +225,83 @@ def _warn_if_bytecode_missing() -> None:
         logger.warning(hint)
 
 
-def _agents_failed(exc: BaseException, plan: LaunchPlan, log_run_dir: Path | None) -> HostError:
-    """One line for agents that did not start or join although every host passed its pre-flight check."""
-    error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    logs = f" (agent logs: {log_run_dir}/<host>.log)" if log_run_dir is not None else ""
-    return HostError(
-        f"the torchrunx agents on {', '.join(plan.hostnames)} did not all start and join within"
-        f" --agent-timeout-s {plan.agent_timeout_s} ({type(exc).__name__}: {error}); check that every host can"
-        f" reach the launcher address and the others (firewalls, GLOO_SOCKET_IFNAME){logs}"
-    )
+class AgentsDidNotJoin(HostError):
+    """The agents did not all start and join within ``plan.agent_timeout_s``, though every host passed its pre-flight
+    check; ``timeout_s`` is that limit."""
 
-
-def _check_local_gpu_sharing(plan: LaunchPlan, remote: list[str]) -> None:
-    """Refuse two hosts that are both this machine with one GPU worker each: their workers get the same GPUs
-    (the same ``CUDA_VISIBLE_DEVICES`` and local ranks), and NCCL fails on the second rank of a device ("Duplicate GPU
-    detected") only once every agent has started."""
-    local = [h for h in plan.hostnames if h not in remote]
-    if plan.device_kind == "cuda" and plan.workers_per_device == 1 and len(local) > 1:
-        raise UsageError(
-            f"hosts {', '.join(local)} are all this machine, so their GPU workers would share its GPUs, which NCCL"
-            " refuses; list this machine once, or share each GPU explicitly with --workers-per-gpu 2 (gloo)"
+    def __init__(self, exc: BaseException, plan: LaunchPlan, log_run_dir: Path | None) -> None:
+        self.timeout_s = plan.agent_timeout_s
+        error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        logs = f" (agent logs: {log_run_dir}/<host>.log)" if log_run_dir is not None else ""
+        super().__init__(
+            f"the torchrunx agents on {', '.join(plan.hostnames)} did not all start and join within"
+            f" {self.timeout_s} s ({type(exc).__name__}: {error}); check that every host can reach the launcher"
+            f" address and the others (firewalls, GLOO_SOCKET_IFNAME){logs}"
         )
 
 
-def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest | None = None) -> list[T]:
-    """Run ``fn(*args)`` on every worker of ``plan``; return the results indexed by global rank.
+SWEEP_GRACE_S = 10.0
+# After an interrupt torchrunx has already asked its agents to stop; an agent blocked in its gloo sync with the
+# launcher ignores SIGTERM until that sync times out, so waiting longer is pointless.
+SWEEP_GRACE_INTERRUPTED_S = 2.0
 
-    ``fn`` and ``args`` must be picklable (cloudpickle; importable top-level functions are safest).
-    Raises :class:`WorkerFailure` when any worker raises or dies, after every worker is stopped.
+
+def _alive(procs: list[psutil.Process]) -> dict[psutil.Process, str]:
+    """``process -> status`` of those still running; a zombie has exited and a reused PID is another process."""
+    alive = {}
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            if proc.is_running() and (status := proc.status()) not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+                alive[proc] = status
+    return alive
+
+
+def _signal(procs: list[psutil.Process], sig: signal.Signals) -> None:
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(sig)
+
+
+def sweep(children_before: set[psutil.Process], grace_s: float) -> None:
+    """Wait for, then SIGTERM, then SIGKILL every process the launch started (agents, workers, log collector).
+    Stopped processes (SIGSTOP, a debugger) are SIGKILLed at once: they can neither exit nor handle SIGTERM."""
+    procs: list[psutil.Process] = []
+    for child in set(psutil.Process().children()) - children_before:
+        with contextlib.suppress(psutil.Error):
+            procs += [child, *child.children(recursive=True)]
+    deadline = time.monotonic() + grace_s
+    while (left := _alive(procs)) and time.monotonic() < deadline:
+        if stopped := [p for p, s in left.items() if s in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)]:
+            logger.warning("killing stopped launch process(es) %s", ", ".join(str(p.pid) for p in stopped))
+            _signal(stopped, signal.SIGKILL)
+        time.sleep(0.1)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not (left := list(_alive(procs))):
+            return
+        logger.warning("stopping %d leftover launch process(es) with %s", len(left), sig.name)
+        _signal(left, sig)
+        deadline = time.monotonic() + 3.0
+        while _alive(left) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
+def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest | None = None) -> list[T]:
+    """Run ``fn(*args)`` (picklable; importable top-level functions are safest) on every worker of ``plan``; return
+    the results by global rank. Raises :class:`WorkerFailure` when a worker raises or dies, once all are stopped.
 
     Without ``stop``, SIGINT and SIGTERM become KeyboardInterrupt (every worker is stopped). With ``stop`` (installed by
-    the caller), the first SIGINT/SIGTERM writes a stop request that rank 0 reads between iterations, so the
-    workers finish their iteration, checkpoint and return normally; a second signal stops everything at once.
-    A clean stop needs rank 0 on this machine (``hostnames[0]`` local); otherwise the first signal stops at once.
+    the caller), the first one writes a stop request for ``fn`` to read on rank 0 and return normally, if rank 0 runs
+    on this machine; a second signal stops everything at once.
     """
     import torchrunx
     from torchrunx import AgentFailedError, WorkerFailedError
 
     remote = remote_hosts(plan.hostnames)  # every name must resolve
-    _check_local_gpu_sharing(plan, remote)
+    local = [h for h in plan.hostnames if h not in remote]
+    if plan.device_kind == "cuda" and plan.workers_per_device == 1 and len(local) > 1:
+        # Refused up front: NCCL fails on the second rank of a device ("Duplicate GPU detected") only once every
+        # agent has started.
+        raise UsageError(f"hosts {', '.join(local)} are all this machine: their GPU workers would share its GPUs")
     address = launcher_address(plan.hostnames, plan.launcher_address) if remote else None
     if address is not None:
         check_gloo_interface(address)
@@ -325,14 +330,9 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
     )
     launcher.set_logging_handlers(functools.partial(make_log_handlers, plan, log_run_dir, report_dir, os.getpid()))
     name = getattr(fn, "__name__", type(fn).__name__)
-    logger.info(
-        "launching %s on %d %s worker(s) across %s%s",
-        name,
-        plan.world_size,
-        plan.device_kind,
-        ", ".join(plan.hostnames),
-        f"; worker logs in {log_run_dir}" if log_run_dir else "",
-    )
+    logs = f"; worker logs in {log_run_dir}" if log_run_dir else ""
+    where = ", ".join(plan.hostnames)
+    logger.info("launching %s on %d %s worker(s) across %s%s", name, plan.world_size, plan.device_kind, where, logs)
     if address is not None:
         logger.info("launcher address for remote hosts: %s; workers meet at %s", address, master_addr)
     _warn_if_bytecode_missing()
@@ -342,16 +342,15 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
         graceful = False
     elif not (graceful := is_local_host(plan.hostnames[0])):
         logger.warning(
-            "rank 0 runs on %s, not on this machine: Ctrl-C/SIGTERM will stop the workers at once instead of"
-            " after a final checkpoint",
+            "rank 0 runs on %s, not on this machine: Ctrl-C/SIGTERM will stop the workers at once, not cleanly",
             plan.hostnames[0],
         )
-    children_before = launch_children()
+    children_before = set(psutil.Process().children())
     started = time.monotonic()
     grace_s = SWEEP_GRACE_S
     handling = own_stop.install() if own_stop is not None else contextlib.nullcontext()
     succeeded = False
-    with handling, stop.attach(report_dir, graceful), patched_torchrunx(address) as record:
+    with handling, stop.attach(report_dir, graceful), patched_torchrunx(address):
         try:
             result = launcher.run(WorkerEntry(fn, args))
             succeeded = True
@@ -365,12 +364,12 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
             if read_reports(report_dir, "failure"):
                 raise build_failure(exc, plan, report_dir, log_run_dir) from exc
             if remote and not read_reports(report_dir, "started"):
-                raise _agents_failed(exc, plan, log_run_dir) from exc
+                raise AgentsDidNotJoin(exc, plan, log_run_dir) from exc
             raise
         finally:
             with stop.deferring():  # Every process must be stopped before a signal may interrupt us.
-                if not succeeded and record.remote_agents:
-                    stop_remote_agents(record, ssh_config)
+                if not succeeded and remote:
+                    stop_remote_agents(remote, f"{REPORT_DIR_ENV}={report_dir}", ssh_config)
                 sweep(children_before, grace_s)
                 shutil.rmtree(report_dir, ignore_errors=True)
     if own_stop is not None and own_stop.signum is not None:

@@ -1,15 +1,12 @@
 """Worker-side wrapper: turn any failure into a fast, reported process death.
 
-torchrunx only notices a worker that *raises* once every other worker has finished, so a rank that
-fails while its peers wait in a collective would surface only after the collective timeout, as the
-waiting rank's error. :func:`run_worker` instead logs the traceback (it lands in that rank's log
-file), publishes a short report for the launcher, and hard-exits so the agent sees the death in
-seconds and stops the other workers.
+torchrunx notices a worker that *raises* only once every other worker has finished, so a rank failing while its peers
+wait in a collective would surface after the collective timeout, as the waiting rank's error. :class:`WorkerEntry`
+instead logs the traceback (to the rank's log file), reports it and hard-exits: the agent sees the death in seconds.
 
-Everything a worker tells the launcher travels as a report attached to a log record (started, heartbeat, failure):
-torchrunx forwards worker records to the launcher's log collector from any host, and the collector stores the
-reports (:mod:`~mjfleet.launch.worker_logs`). Only what cannot be a log record uses the launch report directory, and
-only where it is on this machine: faulthandler's crash file and the launcher's stop request.
+What a worker tells the launcher (started, heartbeat, failure) is a report attached to a log record, which torchrunx
+forwards from any host to the launcher's log collector (:mod:`~mjfleet.launch.worker_logs`). Only faulthandler's crash
+file and the launcher's stop request use the launch report directory, and only on the launcher's machine.
 """
 
 from __future__ import annotations
@@ -52,22 +49,15 @@ _reports.setLevel(logging.DEBUG)
 
 
 def set_parent_death_signal() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies, so nothing is orphaned."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
-            logger.debug("prctl(PR_SET_PDEATHSIG) failed: errno %d", ctypes.get_errno())
-    except (OSError, AttributeError):
-        logger.debug("prctl unavailable; parent-death signal not set", exc_info=True)
+    """Ask Linux to SIGKILL this process when its parent dies, so nothing is orphaned (elsewhere: nothing)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
 
 
 def write_heartbeat(rank: int, iteration: int, phase: str = "iteration") -> None:
-    """Tell the launcher that ``rank`` completed ``iteration`` (``phase="ready"``: finished setting up at that one).
-
-    The launcher names the rank whose heartbeat is behind when a collective times out. Outside a launch: nothing.
-    """
+    """Tell the launcher that ``rank`` completed ``iteration`` of the launched function's loop (``phase="ready"``:
+    set up after it); outside a launch, nothing. A collective timeout names the rank whose heartbeat is behind."""
     if os.environ.get(REPORT_DIR_ENV):
         report = {"kind": "heartbeat", "rank": rank, "iteration": iteration, "phase": phase, "time": time.time()}
         _reports.debug("rank %d: %s %d", rank, phase, iteration, extra={REPORT_ATTR: report})
@@ -140,11 +130,8 @@ def _drop_console_handlers() -> None:
 
 
 def _hard_exit(code: int) -> None:
-    """Flush logs, give torchrunx's stdio-forwarding threads a moment, then exit immediately.
-
-    The moment also lets the log collector store a failure report before the launcher hears of the death: torchrunx
-    kills the collector as soon as it does.
-    """
+    """Flush logs, give torchrunx's stdio-forwarding threads a moment, then exit immediately. The moment also lets
+    the log collector store a failure report before the launcher hears of the death (and torchrunx kills it)."""
     # A broken handler or stream must not keep a dead worker alive.
     for handler in logging.getLogger().handlers:
         with contextlib.suppress(Exception):
@@ -169,40 +156,11 @@ def _enable_faulthandler(rank: int) -> None:
         logger.debug("faulthandler not enabled", exc_info=True)
 
 
-def run_worker(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run ``fn`` in a launched worker; on any exception report it and ``os._exit(1)``.
-
-    SIGINT is ignored: stopping is the launcher's decision (it asks rank 0 to stop cleanly, or stops every
-    worker), and a stray Ctrl-C sent to the whole process group must not kill one rank mid-collective.
-    KeyboardInterrupt raised otherwise exits with 130 without a report.
-    """
-    set_parent_death_signal()
-    if master_addr := os.environ.get(MASTER_ADDR_ENV):
-        os.environ["MASTER_ADDR"] = master_addr
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _drop_console_handlers()
-    identity = _identity()
-    rank = identity["rank"]
-    _enable_faulthandler(rank)
-    report = {**identity, "kind": "started"}
-    _reports.debug("worker rank %d started (pid %d)", rank, identity["pid"], extra={REPORT_ATTR: report})
-    try:
-        return fn(*args, **kwargs)
-    except KeyboardInterrupt:
-        logger.warning("worker rank %d interrupted", rank)
-        _hard_exit(130)
-        raise  # Unreachable; keeps type checkers happy.
-    except BaseException as exc:  # SystemExit too: a worker must never hang its peers.
-        # ERROR, with the traceback: this record is also the failure's entry in the rank's log file.
-        report = failure_report(exc)
-        _reports.error("worker rank %d failed: %s", rank, report["error"], exc_info=exc, extra={REPORT_ATTR: report})
-        _hard_exit(1)
-        raise
-
-
 class WorkerEntry(Generic[T]):
-    """Picklable ``run_worker(fn, *args)`` closure; torchrunx wants a ``__name__`` to log."""
+    """Picklable (with the ``__name__`` torchrunx logs): runs ``fn(*args)`` in a launched worker; on any exception
+    reports it and ``os._exit(1)``. SIGINT is ignored: stopping is the launcher's decision, and a stray Ctrl-C to the
+    process group must not kill one rank mid-collective (a KeyboardInterrupt raised otherwise exits 130, unreported).
+    """
 
     def __init__(self, fn: Callable[..., T], args: tuple[Any, ...]) -> None:
         self.fn = fn
@@ -210,4 +168,28 @@ class WorkerEntry(Generic[T]):
         self.__name__ = getattr(fn, "__name__", type(fn).__name__)
 
     def __call__(self) -> T:
-        return run_worker(self.fn, *self.args)
+        set_parent_death_signal()
+        if master_addr := os.environ.get(MASTER_ADDR_ENV):
+            os.environ["MASTER_ADDR"] = master_addr
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _drop_console_handlers()
+        identity = _identity()
+        rank = identity["rank"]
+        _enable_faulthandler(rank)
+        started = {**identity, "kind": "started"}
+        _reports.debug("worker rank %d started (pid %d)", rank, identity["pid"], extra={REPORT_ATTR: started})
+        try:
+            return self.fn(*self.args)
+        except KeyboardInterrupt:
+            logger.warning("worker rank %d interrupted", rank)
+            _hard_exit(130)
+            raise  # Unreachable; keeps type checkers happy.
+        except BaseException as exc:  # SystemExit too: a worker must never hang its peers.
+            # ERROR, with the traceback: this record is also the failure's entry in the rank's log file.
+            report = failure_report(exc)
+            _reports.error(
+                "worker rank %d failed: %s", rank, report["error"], exc_info=exc, extra={REPORT_ATTR: report}
+            )
+            _hard_exit(1)
+            raise

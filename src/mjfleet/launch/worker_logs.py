@@ -1,8 +1,8 @@
 """The launcher's side of what workers log: per-worker log files, rank 0's records on the console, and the reports
-that workers attach to log records, stored in the launch report directory for :mod:`~mjfleet.launch.diagnosis`.
+workers attach to log records, stored in the launch report directory for :mod:`~mjfleet.launch.diagnosis`.
 
-The handlers run in torchrunx's log-collector process, which the launcher forks; every record a worker or agent
-emits reaches it over the network, so this works for remote hosts too.
+The handlers run in torchrunx's log collector, which the launcher forks; every record a worker or agent emits reaches
+it over the network, remote hosts included.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import signal
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,27 +63,34 @@ class _ReportHandler(logging.Handler):
                 self.handleError(record)
 
 
-def _record_filter(host: str, local_rank: int | None, level: int) -> Callable[[Any], bool]:
+class _Echo(logging.Handler):
+    """Hands a record to the logger of its name: the forked collector inherited the launcher's (console) handlers."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        named = logging.getLogger(record.name)
+        if named.isEnabledFor(record.levelno):
+            named.handle(record)
+
+
+def _only(handler: logging.Handler, host: str, local_rank: int | None, level: int, fmt: str = "") -> logging.Handler:
+    """``handler`` for the records of one agent (``local_rank`` None) or worker at ``level`` and above."""
+
     # torchrunx tags every record with the launcher's name for the host and the local rank (None for the agent).
     def keep(record: Any) -> bool:
-        return (
-            getattr(record, "hostname", None) == host
-            and getattr(record, "local_rank", "?") == local_rank
-            and record.levelno >= level
-        )
+        ours = getattr(record, "hostname", None) == host and getattr(record, "local_rank", "?") == local_rank
+        return ours and record.levelno >= level
 
-    return keep
+    handler.addFilter(keep)
+    handler.setFormatter(logging.Formatter(fmt or None))
+    return handler
 
 
 def make_log_handlers(
     plan: LaunchPlan, log_run_dir: Path | None, report_dir: Path, launcher_pid: int
 ) -> list[logging.Handler]:
-    """torchrunx handler factory; called once inside the log collector process.
-
-    Started and heartbeat reports are DEBUG records: below the INFO that files and the console show. A failure
-    report is an ERROR record with the traceback: it goes to the rank's log file, but not to the console, where
-    ``launch()`` raises a :class:`~mjfleet.launch.diagnosis.WorkerFailure` that names the root cause instead.
-    """
+    """torchrunx handler factory, called once in the log collector. Started and heartbeat reports are DEBUG records,
+    below the INFO that files and the console show; a failure report is an ERROR record with the traceback, for the
+    rank's log file but not the console, where ``launch()`` raises a ``WorkerFailure`` naming the root cause."""
     # The collector is a forked daemon that SIGTERM/SIGKILL of the launcher would orphan.
     set_parent_death_signal()
     if os.getppid() != launcher_pid:
@@ -94,26 +100,19 @@ def make_log_handlers(
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
 
-    from torchrunx.utils.log_handling import RedirectHandler
-
+    # Agent errors (e.g. a function workers cannot unpickle) explain failures with no report.
     handlers: list[logging.Handler] = [_ReportHandler(report_dir)]
     for i, host in enumerate(plan.hostnames):
-        # Agent errors (e.g. a function workers cannot unpickle) explain failures with no report.
-        agent_errors = logging.FileHandler(agent_errors_path(report_dir, i), delay=True)
-        agent_errors.addFilter(_record_filter(host, None, logging.ERROR))
-        agent_errors.setFormatter(logging.Formatter("%(message)s"))
-        handlers.append(agent_errors)
-    # Rank 0's records go to the launcher's "torchrunx.<host>.0" logger.
-    echo = RedirectHandler()
-    echo.addFilter(_record_filter(plan.hostnames[0], 0, logging.INFO))
+        errors = logging.FileHandler(agent_errors_path(report_dir, i), delay=True)
+        handlers.append(_only(errors, host, None, logging.ERROR, "%(message)s"))
+    # Rank 0's records go to the launcher's "torchrunx.<host>.0" logger, reports aside; no agent's record does, which
+    # keeps torchrunx's spurious SignalException after a success off the console.
+    echo = _only(_Echo(), plan.hostnames[0], 0, logging.INFO)
     echo.addFilter(lambda record: not hasattr(record, REPORT_ATTR))
     handlers.append(echo)
     if log_run_dir is not None:
-        formatter = logging.Formatter("%(asctime)s %(levelname)s %(message)s")
         for host in plan.hostnames:
             for local_rank in [None, *range(plan.workers_per_host)]:
-                handler = logging.FileHandler(worker_log_path(log_run_dir, host, local_rank))
-                handler.addFilter(_record_filter(host, local_rank, logging.INFO))
-                handler.setFormatter(formatter)
-                handlers.append(handler)
+                file = logging.FileHandler(worker_log_path(log_run_dir, host, local_rank))
+                handlers.append(_only(file, host, local_rank, logging.INFO, "%(asctime)s %(levelname)s %(message)s"))
     return handlers
