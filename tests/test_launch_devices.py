@@ -170,10 +170,10 @@ def test_plan_from_selection() -> None:
     assert two_hosts.world_size == 4
     assert two_hosts.locate(3) == ("b", 1)
 
-    with pytest.raises(UsageError, match="needs --gpu-ids None"):
+    with pytest.raises(UsageError, match="2 CPU workers per host, but GPUs are selected"):
         LaunchPlan.from_selection(gpus, cpu_workers=2)
     with pytest.raises(UsageError, match="at least 1"):
-        LaunchPlan.from_selection(gpus, cpu_workers=0)
+        LaunchPlan.from_selection(select_devices(None, device_count=0, env={}), cpu_workers=0)
     with pytest.raises(UsageError, match="more than once"):
         LaunchPlan(device_kind="cpu", workers_per_host=1, hostnames=("a", "a"))
 

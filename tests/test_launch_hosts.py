@@ -110,8 +110,9 @@ def test_the_preflight_sees_the_variables_torchrunx_exports_to_agents(monkeypatc
     assert not Path(seen[REPORT_DIR_ENV]).exists(), "the launch's report directory was left behind"
 
 
-def test_two_names_of_this_machine_cannot_each_take_its_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Measured on an H100: the two agents start, then NCCL fails with "Duplicate GPU detected"; refused up front."""
+def test_two_names_of_this_machine_cannot_each_take_its_gpus(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Measured on an H100: the two agents start, then NCCL fails with "Duplicate GPU detected"; refused up front,
+    by the launcher as an invariant and by prepare() with the settings that fix it."""
     from mjfleet.launch import launcher
 
     def no_launch(*args: object, **kwargs: object) -> None:
@@ -119,8 +120,12 @@ def test_two_names_of_this_machine_cannot_each_take_its_gpus(monkeypatch: pytest
 
     monkeypatch.setattr(launcher, "_worker_env", no_launch)
     plan = launcher.LaunchPlan(device_kind="cuda", workers_per_host=1, hostnames=("localhost", "127.0.0.1"))
-    with pytest.raises(UsageError, match=r"hosts localhost, 127\.0\.0\.1 are all this machine.*--workers-per-gpu 2"):
+    with pytest.raises(UsageError, match=r"hosts localhost, 127\.0\.0\.1 are all this machine"):
         launcher.launch(print, plan=plan, stop=None)
+    monkeypatch.setattr(api, "local_gpu_count", lambda: 1)
+    cfg = small_train_config(log_root=tmp_path, gpu_ids=(0,), hostnames=("localhost", "127.0.0.1"))
+    with pytest.raises(UsageError, match=r"localhost, 127\.0\.0\.1 are all this machine.*--workers-per-gpu 2"):
+        api.prepare(cfg)
 
 
 @pytest.mark.parametrize(

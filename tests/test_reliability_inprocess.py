@@ -351,7 +351,7 @@ def test_an_abort_a_collective_timeout_after_the_last_heartbeat_hints_at_nccls_w
     os.utime(fault, (now, now))
     failure = build_failure(RuntimeError("Signal 6 (SIGABRT) received by PID 100"), plan, tmp_path, None)
     assert failure.rank == 0 and "worker process crashed: Fatal Python error: Aborted" in str(failure)
-    hint = f"it aborted {quiet_s:.0f} s after its last heartbeat, about --collective-timeout-s (120 s)"
+    hint = f"it aborted {quiet_s:.0f} s after its last heartbeat, about the collective timeout (120 s)"
     assert (hint in str(failure)) is hinted
     assert ("the rank at fault may be another one" in str(failure)) is hinted
 

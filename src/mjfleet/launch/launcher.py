@@ -231,12 +231,17 @@ class AgentsDidNotJoin(HostError):
 
     def __init__(self, exc: BaseException, plan: LaunchPlan, log_run_dir: Path | None) -> None:
         self.timeout_s = plan.agent_timeout_s
-        error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        logs = f" (agent logs: {log_run_dir}/<host>.log)" if log_run_dir is not None else ""
-        super().__init__(
-            f"the torchrunx agents on {', '.join(plan.hostnames)} did not all start and join within"
-            f" {self.timeout_s} s ({type(exc).__name__}: {error}); check that every host can reach the launcher"
-            f" address and the others (firewalls, GLOO_SOCKET_IFNAME){logs}"
+        self.hosts = plan.hostnames
+        self.error = f"{type(exc).__name__}: " + (str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+        self.logs = f" (agent logs: {log_run_dir}/<host>.log)" if log_run_dir is not None else ""
+        super().__init__(self.message(f"{self.timeout_s} s"))
+
+    def message(self, limit: str) -> str:
+        """The one-line message, with ``limit`` saying how long the agents had (a caller may name its setting)."""
+        return (
+            f"the torchrunx agents on {', '.join(self.hosts)} did not all start and join within {limit}"
+            f" ({self.error.rstrip(': ')}); check that every host can reach the launcher address and the others"
+            f" (firewalls, GLOO_SOCKET_IFNAME){self.logs}"
         )
 
 

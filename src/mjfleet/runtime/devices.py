@@ -77,14 +77,22 @@ def _is_gpu_request(value: Any) -> bool:
     return isinstance(value, tuple) and all(isinstance(i, int) for i in value)
 
 
+def _parse_words(words: list[str]) -> GpuRequest:
+    return parse_gpu_ids(words)  # looked up when called: tests count the calls
+
+
+def _words(request: GpuRequest) -> list[str]:
+    return describe_gpu_request(request).split()
+
+
 GpuIds: TypeAlias = Annotated[
     GpuRequest,
     tyro.constructors.PrimitiveConstructorSpec(
         nargs="*",
         metavar="{INDEX [INDEX ...]|all|auto|None}",
-        instance_from_str=lambda words: parse_gpu_ids(words),  # looked up when called: tests count the calls
+        instance_from_str=_parse_words,
         is_instance=_is_gpu_request,
-        str_from_instance=lambda request: describe_gpu_request(request).split(),
+        str_from_instance=_words,
     ),
 ]
 """A config field of type :data:`GpuRequest` that the command line fills through :func:`parse_gpu_ids` (``0 1``,

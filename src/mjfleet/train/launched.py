@@ -8,10 +8,10 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from mjfleet.cluster.hosts import launcher_address
+from mjfleet.cluster.hosts import HostError, launcher_address, remote_hosts
 from mjfleet.cluster.slurm import in_slurm_allocation
 from mjfleet.errors import UsageError
-from mjfleet.launch.launcher import LaunchPlan, launch, resolve_worker_log_dir
+from mjfleet.launch.launcher import AgentsDidNotJoin, LaunchPlan, launch, resolve_worker_log_dir
 from mjfleet.rl.records import WorkerResult
 from mjfleet.runtime.devices import DeviceSelection
 from mjfleet.runtime.stop import StopRequest
@@ -61,6 +61,15 @@ def make_plan(cfg: TrainConfig, run_dir: Path, selection: DeviceSelection, hosts
         plan = dataclasses.replace(plan, workers_per_host=gpus * plan.workers_per_device, cuda_visible_devices=visible)
     if cfg.workers_per_host is not None:
         plan = dataclasses.replace(plan, workers_per_host=cfg.workers_per_host)
+    remote = remote_hosts(plan.hostnames)  # every name must resolve
+    local = [h for h in plan.hostnames if h not in remote]
+    if plan.device_kind == "cuda" and plan.workers_per_device == 1 and len(local) > 1:
+        # NCCL fails on the second rank of a device ("Duplicate GPU detected"), but only once every agent started.
+        raise UsageError(
+            f"--hostnames: {', '.join(local)} are all this machine, and with one worker per GPU their workers would"
+            " share its GPUs, which NCCL refuses; list this machine once, or share each GPU explicitly with"
+            " --workers-per-gpu 2 (gloo)"
+        )
     # Unresolvable names and an unreachable launcher address are found before the run directory exists.
     address = launcher_address(plan.hostnames, cfg.launcher_address)
     if address is not None:
@@ -96,7 +105,10 @@ def launch_training(
     """
     # Rank 0's records arrive on the launcher as "torchrunx.<host>.0"; show its progress lines like in-process.
     logging.getLogger("torchrunx").setLevel(logging.INFO)
-    return launch(run_train_worker, cfg, run_dir, None, start, plan=plan, stop=stop)
+    try:
+        return launch(run_train_worker, cfg, run_dir, None, start, plan=plan, stop=stop)
+    except AgentsDidNotJoin as e:
+        raise HostError(e.message(f"--agent-timeout-s {e.timeout_s}")) from None
 
 
 def run_train_worker(
