@@ -186,24 +186,39 @@ def humanoid_rough_agent() -> AgentConfig:
 # elliptic condim-6 feet (6 rows per contact) and self-collisions; the G1 has 29 joints.
 
 
+def _menagerie(cfg: LocomotionConfig, robot: str, sim: SimConfig) -> LocomotionConfig:
+    """The same MDP on a Menagerie robot, with mjlab's share of standing commands (its velocity tasks on the same
+    robots: docs/tasks.md, "Against mjlab 1.6.0"); a robot that must learn to stand still sees it 10% of the time."""
+    commands = dataclasses.replace(cfg.commands, standing_fraction=0.1)
+    return dataclasses.replace(cfg, robot=robot, sim=sim, commands=commands)
+
+
 def unitree_go1_flat_config() -> LocomotionConfig:
-    """``go1_flat_config`` on Menagerie's Unitree Go1 (its own position actuators and collision geoms)."""
-    return dataclasses.replace(go1_flat_config(), robot="unitree_go1", sim=_sim(nconmax=32, njmax=128))
+    """``go1_flat_config`` on Menagerie's Unitree Go1 (its own position actuators and collision geoms), with mjlab's
+    joint-limit penalty."""
+    cfg = _menagerie(go1_flat_config(), "unitree_go1", _sim(nconmax=32, njmax=128))
+    return dataclasses.replace(cfg, rewards=dataclasses.replace(cfg.rewards, joint_limits=-1.0))
 
 
 def unitree_go1_rough_config() -> LocomotionConfig:
-    """``go1_rough_config`` on Menagerie's Unitree Go1."""
-    return dataclasses.replace(go1_rough_config(), robot="unitree_go1", sim=_sim(nconmax=48, njmax=192))
+    """``go1_rough_config`` on Menagerie's Unitree Go1, with mjlab's joint-limit penalty. No actuator damping
+    randomization: Menagerie's Go1 damps in its joints, its actuators' damping gain is 0."""
+    cfg = _menagerie(go1_rough_config(), "unitree_go1", _sim(nconmax=48, njmax=192))
+    return dataclasses.replace(
+        cfg,
+        rewards=dataclasses.replace(cfg.rewards, joint_limits=-1.0),
+        randomization=dataclasses.replace(cfg.randomization, kd_scale=None),
+    )
 
 
 def unitree_g1_flat_config() -> LocomotionConfig:
     """``humanoid_flat_config`` on Menagerie's Unitree G1 (29 position servos)."""
-    return dataclasses.replace(humanoid_flat_config(), robot="unitree_g1", sim=_sim(nconmax=48, njmax=200))
+    return _menagerie(humanoid_flat_config(), "unitree_g1", _sim(nconmax=48, njmax=200))
 
 
 def unitree_g1_rough_config() -> LocomotionConfig:
     """``humanoid_rough_config`` on Menagerie's Unitree G1."""
-    return dataclasses.replace(humanoid_rough_config(), robot="unitree_g1", sim=_sim(nconmax=64, njmax=256))
+    return _menagerie(humanoid_rough_config(), "unitree_g1", _sim(nconmax=64, njmax=256))
 
 
 def unitree_go1_flat_agent() -> AgentConfig:
@@ -214,9 +229,14 @@ def unitree_go1_rough_agent() -> AgentConfig:
     return dataclasses.replace(go1_rough_agent(), experiment_name="unitree_go1_velocity_rough")
 
 
+def _mjlab_entropy(agent: AgentConfig) -> AgentConfig:
+    """mjlab's G1 entropy bonus (0.01) instead of the primitive humanoid's 0.008."""
+    return dataclasses.replace(agent, algorithm=dataclasses.replace(agent.algorithm, entropy_coef=0.01))
+
+
 def unitree_g1_flat_agent() -> AgentConfig:
-    return dataclasses.replace(humanoid_flat_agent(), experiment_name="unitree_g1_velocity_flat")
+    return _mjlab_entropy(dataclasses.replace(humanoid_flat_agent(), experiment_name="unitree_g1_velocity_flat"))
 
 
 def unitree_g1_rough_agent() -> AgentConfig:
-    return dataclasses.replace(humanoid_rough_agent(), experiment_name="unitree_g1_velocity_rough")
+    return _mjlab_entropy(dataclasses.replace(humanoid_rough_agent(), experiment_name="unitree_g1_velocity_rough"))
