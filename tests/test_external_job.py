@@ -257,3 +257,19 @@ def test_the_same_run_id_continues_its_run_with_mjfleets_own_start(tmp_path: Pat
     assert [r.iteration for r in second.records] == [2, 3]
     other = run(small_train_config(iterations=1, log_root=tmp_path, run_id="exp-2"))[0]
     assert other.run_dir != first.run_dir
+
+
+def test_an_nccl_failure_of_a_rank_names_the_remedies(
+    launched_env: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, value in {**TORCHRUN, "RANK": "0", "LOCAL_RANK": "0"}.items():
+        launched_env.setenv(name, value)
+
+    def nccl_fails(*args: object) -> None:
+        raise RuntimeError("NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error")
+
+    launched_env.setattr(train, "run", nccl_fails)
+    with pytest.raises(RuntimeError, match="NCCL error"):
+        train.main(["cartpole-balance", "--gpu-ids", "None", "--log-root", str(tmp_path)])
+    err = " ".join(capsys.readouterr().err.split())
+    assert "hint:" in err and "NCCL_P2P_DISABLE" in err and "NCCL_DEBUG=INFO" in err

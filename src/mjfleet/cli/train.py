@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import traceback
 from pathlib import Path
 
 from mjfleet.cli.args import parse, print_help, wants_help, write_out
@@ -17,6 +18,7 @@ from mjfleet.errors import FatalTrainingError, UsageError, exits_on_usage_error
 from mjfleet.launch.diagnosis import WorkerFailure
 from mjfleet.rl.checkpoint import list_checkpoints
 from mjfleet.rl.config import AgentConfig
+from mjfleet.runtime.nccl import nccl_hint
 from mjfleet.runtime.stop import StopRequest, exit_code, signal_name
 from mjfleet.tasks.registry import get_task
 from mjfleet.train import Prepared, TrainConfig, describe, prepare, run
@@ -70,6 +72,14 @@ def main(argv: list[str] | None = None) -> None:
         except (WorkerFailure, FatalTrainingError) as failure:
             logger.error("%s", failure)
             raise SystemExit(1) from None
+        except UsageError:
+            raise
+        except Exception as e:
+            # One rank of another launcher's job: its traceback is the report; add what helps with NCCL.
+            hint = nccl_hint("".join(traceback.format_exception(e))) if prepared.external is not None else None
+            if hint is not None:
+                logger.error("hint: %s", hint)
+            raise
         except KeyboardInterrupt:
             signum = stop.signum or 2
             hint = _resume_hint(prepared, prepared.run_dir)
