@@ -1,4 +1,4 @@
-"""The NCCL remedies a failure report names (mjfleet.launch.diagnosis.nccl_hint), on the errors NCCL really gives."""
+"""The NCCL remedies a failure report names (mjfleet.runtime.nccl.nccl_hint), on the errors NCCL really gives."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from mjfleet.launch.diagnosis import build_failure, nccl_hint
+from mjfleet.launch.diagnosis import build_failure
+from mjfleet.runtime.nccl import nccl_hint
 from mjfleet.launch.launcher import LaunchPlan
 from mjfleet.launch.worker_logs import write_report
 

@@ -177,4 +177,4 @@ class MjEnv(VecEnv):
         return fn
 
     def close(self) -> None:
-        """Release nothing explicitly; the simulation frees its arrays and threads with itself."""
+        """Free nothing explicitly; the simulation frees its arrays and threads with itself."""

@@ -40,7 +40,7 @@ from mjfleet.cluster.hosts import (
     preflight,
     remote_hosts,
 )
-from mjfleet.errors import UsageError
+from mjfleet.errors import UsageError, exception_line
 from mjfleet.launch.diagnosis import WorkerFailure as WorkerFailure  # What launch() raises; callers catch it here.
 from mjfleet.launch.diagnosis import build_failure
 from mjfleet.launch.torchrunx_patches import patched_torchrunx, stop_remote_agents
@@ -226,21 +226,19 @@ def _warn_if_bytecode_missing() -> None:
 
 
 class AgentsDidNotJoin(HostError):
-    """The agents did not all start and join within ``plan.agent_timeout_s``, though every host passed its pre-flight
-    check; ``timeout_s`` is that limit."""
+    """The agents did not all start and join within ``timeout_s`` (the plan's ``agent_timeout_s``), though every
+    host passed its pre-flight check."""
 
     def __init__(self, exc: BaseException, plan: LaunchPlan, log_run_dir: Path | None) -> None:
-        self.timeout_s = plan.agent_timeout_s
-        self.hosts = plan.hostnames
-        self.error = f"{type(exc).__name__}: " + (str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+        self.timeout_s, self.hosts, self.error = plan.agent_timeout_s, plan.hostnames, exception_line(exc)
         self.logs = f" (agent logs: {log_run_dir}/<host>.log)" if log_run_dir is not None else ""
         super().__init__(self.message(f"{self.timeout_s} s"))
 
     def message(self, limit: str) -> str:
-        """The one-line message, with ``limit`` saying how long the agents had (a caller may name its setting)."""
+        """The one-line message; ``limit`` says how long the agents had (a caller may name its setting)."""
         return (
             f"the torchrunx agents on {', '.join(self.hosts)} did not all start and join within {limit}"
-            f" ({self.error.rstrip(': ')}); check that every host can reach the launcher address and the others"
+            f" ({self.error}); check that every host can reach the launcher address and the others"
             f" (firewalls, GLOO_SOCKET_IFNAME){self.logs}"
         )
 

@@ -45,8 +45,7 @@ def patched_torchrunx(announce: str | None) -> Iterator[None]:
     try:
         yield
     finally:
-        launcher.execute_command = original_execute  # pyright: ignore[reportPrivateImportUsage]
-        launcher.socket = original_socket  # pyright: ignore[reportPrivateImportUsage]
+        launcher.execute_command, launcher.socket = original_execute, original_socket  # pyright: ignore[reportPrivateImportUsage]
 
 
 def stop_command(marker: str) -> str:

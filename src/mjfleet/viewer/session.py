@@ -79,14 +79,14 @@ class ViewerSession:
             self._pending_steps += 1
 
     def hold_commands(self, values: dict[str, float] | None) -> None:
-        """Keep every environment's commands at ``values`` (names of :attr:`command_ranges`); None releases them to
-        the task's own schedule."""
+        """Keep every environment's commands at ``values`` (names of :attr:`command_ranges`); None hands them back
+        to the task's own schedule."""
         if values is not None and (unknown := set(values) - set(self.command_ranges)):
             raise KeyError(f"unknown commands {sorted(unknown)}; this task has {sorted(self.command_ranges)}")
         with self._lock:
-            released = values is None and self._held is not None
+            let_go = values is None and self._held is not None
             self._held = dict(values) if values is not None else None
-        if released:
+        if let_go:
             with torch.inference_mode():  # the task's buffers are inference tensors once a step ran
                 self.env.task.hold_commands(self.env, None)
 
