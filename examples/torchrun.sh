@@ -4,6 +4,8 @@
 # needed. Rank k uses seed + k and cuda:<LOCAL_RANK> (or the CPU), gradients are averaged every mini-batch, and
 # rank 0 alone creates the run directory and logs progress. See docs/distributed.md, "Under another launcher".
 #
+# Run it after `uv sync`, from any directory: it uses the project's environment (.venv) directly.
+#
 # One node, NPROC ranks on this machine (default 2; at most one per GPU):
 #   bash examples/torchrun.sh                                        # cartpole-balance, one GPU per rank
 #   GPU_IDS=None bash examples/torchrun.sh --agent.max-iterations 50 # CPU ranks (gloo); extra arguments go to train
@@ -33,12 +35,21 @@ GPU_IDS="${GPU_IDS:-auto}"
 NNODES="${NNODES:-1}"
 TORCHRUN_OPTS="${TORCHRUN_OPTS:-}"
 
+# The environment's torchrun and train, not `uv run torchrun`: a Ctrl-C reaches uv and torchrun alike, uv passes it on
+# to torchrun a second time, and torchrun's ranks then stop at once instead of after the iteration with a checkpoint.
+VENV_BIN="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.venv/bin"
+if [ ! -x "${VENV_BIN}/torchrun" ] || [ ! -x "${VENV_BIN}/train" ]; then
+    echo "error: ${VENV_BIN} has no torchrun and train: run \`uv sync\` in the project first" >&2
+    exit 2
+fi
+export PATH="${VENV_BIN}:${PATH}"
+
 if [ "${NNODES}" = 1 ]; then
     # --standalone: a rendezvous of its own on a free local port and a new run id for every invocation. torchrun's
     # own restarts (--max-restarts) keep the id, so they continue the run; a new invocation starts a new run (add
     # `--run-id NAME` to continue one instead).
     # shellcheck disable=SC2086  # TORCHRUN_OPTS is a list of options
-    exec uv run torchrun --standalone --nproc_per_node="${NPROC}" ${TORCHRUN_OPTS} \
+    exec torchrun --standalone --nproc_per_node="${NPROC}" ${TORCHRUN_OPTS} \
         --no_python train "${TASK}" --gpu-ids "${GPU_IDS}" "$@"
 fi
 
@@ -50,6 +61,6 @@ RDZV_PORT="${RDZV_PORT:-29400}"
 # joined (torchrun waits up to 600 s for them). --rdzv-id is the run's identity: a restart, or a later job with the
 # same RUN_ID, continues the same run directory from its newest checkpoint.
 # shellcheck disable=SC2086  # TORCHRUN_OPTS is a list of options
-exec uv run torchrun --nnodes="${NNODES}" --nproc_per_node="${NPROC}" \
+exec torchrun --nnodes="${NNODES}" --nproc_per_node="${NPROC}" \
     --rdzv-backend=c10d --rdzv-endpoint="${RDZV_HOST}:${RDZV_PORT}" --rdzv-id="${RUN_ID}" ${TORCHRUN_OPTS} \
     --no_python train "${TASK}" --gpu-ids "${GPU_IDS}" "$@"

@@ -66,18 +66,35 @@ def _commands(shell: str) -> list[list[str]]:
     for line in shell.replace("\\\n", " ").splitlines():
         if line.strip().startswith("#") or not line.strip():
             continue
-        if any(_is_train(w) for w in shlex.split(line, comments=True)):
+        if _train_at(shlex.split(line, comments=True)) is not None:
             found.append(_words(line))
     return found
 
 
-def _is_train(word: str) -> bool:
-    return word == "train" or word.endswith("/train")
+def _train_at(words: list[str]) -> int | None:
+    """Where ``words`` run ``train``: as the command (after ``exec``), as torchrun's program after ``--no_python``,
+    or as the program of ``srun`` or ``uv run``; None when they do not (e.g. a test of the file)."""
+
+    def is_train(i: int) -> bool:
+        return i < len(words) and (words[i] == "train" or words[i].endswith("/train"))
+
+    first = 1 if words[:1] == ["exec"] else 0
+    if is_train(first):
+        return first
+    if "--no_python" in words and is_train(words.index("--no_python") + 1):
+        return words.index("--no_python") + 1
+    for wrapper in (["srun"], ["uv", "run"]):
+        if words[first : first + len(wrapper)] == wrapper:
+            after = first + len(wrapper)
+            program = next((i for i in range(after, len(words)) if not words[i].startswith("-")), len(words))
+            return program if is_train(program) else None
+    return None
 
 
 def _split(command: list[str]) -> tuple[list[str], list[str]]:
     """``(what comes before train, train's arguments)``, the arguments ending at a shell operator."""
-    at = next(i for i, w in enumerate(command) if _is_train(w))
+    at = _train_at(command)
+    assert at is not None
     args = command[at + 1 :]
     end = next((i for i, w in enumerate(args) if w in SHELL_OPERATORS), len(args))
     return command[:at], args[:end]
