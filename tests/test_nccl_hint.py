@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from mjfleet.launch.diagnosis import build_failure
-from mjfleet.runtime.nccl import nccl_hint
 from mjfleet.launch.launcher import LaunchPlan
 from mjfleet.launch.worker_logs import write_report
+from mjfleet.runtime.nccl import nccl_hint
 
 # As torch and NCCL print them (paths and versions vary).
 SHM = (
