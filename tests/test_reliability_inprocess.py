@@ -23,6 +23,7 @@ from mjfleet.launch.launcher import LaunchPlan
 from mjfleet.launch.worker_logs import write_report
 from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint, resolve_checkpoint, save_atomic
 from mjfleet.rl.runner import NonFiniteTrainingError, Runner
+from mjfleet.runtime import stop as stop_module
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.runtime.stop import STOP_FILE, StopRequest
 from mjfleet.train import run, supervisor
@@ -190,11 +191,24 @@ def test_sigint_in_process_finishes_the_iteration_checkpoints_and_exits_130(
 
 
 def test_second_signal_stops_immediately(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stop_module, "REPEAT_WINDOW_S", 0.0)  # the iterations here are shorter than the window
     instrument(monkeypatch, fault="sigterm@0:1,sigterm@0:2")
     argv = ["cartpole-balance", *TINY, "--agent.max-iterations", "50", "--agent.save-interval", "100"]
     code, err = _main([*argv, "--log-root", str(tmp_path)])
     assert code == 143
     assert "stopped immediately by SIGTERM" in _flat(err) and "Traceback" not in err
+
+
+def test_the_same_signal_passed_on_twice_is_one_request() -> None:
+    stop = StopRequest()
+    with stop.install():
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)  # e.g. `uv run` passing on what reached its process group
+        assert stop.signals == [signal.SIGTERM]
+        time.sleep(stop_module.REPEAT_WINDOW_S)
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
 
 
 def test_stop_request_file_and_deferral(tmp_path: Path) -> None:

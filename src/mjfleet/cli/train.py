@@ -85,13 +85,16 @@ def main(argv: list[str] | None = None) -> None:
             hint = _resume_hint(prepared, prepared.run_dir)
             logger.warning("stopped immediately by %s; %s", signal_name(signum), hint)
             raise SystemExit(exit_code(signum)) from None
-    if stop.signum is not None:
+    # Another rank's signal stops this one too (a scheduler may signal only some ranks): exit as stopped, so the
+    # launcher restarts or requeues the job rather than taking it as done.
+    signum = stop.signum or results[0].stop_signal
+    if signum is not None:
         final = results[0].final_iteration
         if results[0].stop_signal is None:
             logger.warning("finished at iteration %d before the stop request took effect", final)
         hint = _resume_hint(prepared, Path(results[0].run_dir or prepared.run_dir))
-        logger.warning("stopped by %s after iteration %d; %s", signal_name(stop.signum), final, hint)
-        raise SystemExit(exit_code(stop.signum))
+        logger.warning("stopped by %s after iteration %d; %s", signal_name(signum), final, hint)
+        raise SystemExit(exit_code(signum))
     met = results[0].condition_met_at
     if met is not None:
         logger.info("finished at iteration %d: --stop-when %s was met", met, cfg.stop_when)

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
@@ -21,6 +22,9 @@ logger = logging.getLogger(__name__)
 STOP_FILE = "stop-request"
 """Name of the file in the launch report directory whose presence asks rank 0 to stop (content: signal number)."""
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+REPEAT_WINDOW_S = 0.5
+"""The same signal again within this many seconds is one request delivered twice, not a second one: wrappers such
+as ``uv run`` pass on a signal that reached their whole process group, and SLURM signals every process of a task."""
 
 
 def exit_code(signum: int) -> int:
@@ -40,12 +44,14 @@ class StopRequest:
     """Handler for SIGINT and SIGTERM that turns the first one into a stop request.
 
     - First signal: remembered (:attr:`signum`); if a launch is attached, its stop-request file is written.
-    - Second signal: ``KeyboardInterrupt`` right away, unless cleanup is running (:meth:`deferring`) or the
-      attached launch cannot stop cleanly (then already the first signal raises).
+    - Second signal: ``KeyboardInterrupt`` right away, unless cleanup is running (:meth:`deferring`), it is the
+      first one again within :data:`REPEAT_WINDOW_S`, or the attached launch cannot stop cleanly (then already the
+      first signal raises).
     """
 
     def __init__(self) -> None:
         self.signals: list[int] = []
+        self._first_at = 0.0
         self._stop_file: Path | None = None
         self._graceful = True
         self._deferring = False
@@ -101,6 +107,11 @@ class StopRequest:
             self._deferring = False
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        now = time.monotonic()
+        if not self.signals:
+            self._first_at = now
+        elif signum == self.signals[0] and now - self._first_at < REPEAT_WINDOW_S:
+            return  # the first signal again, passed on by a wrapper
         self.signals.append(signum)
         if self._deferring:
             return
