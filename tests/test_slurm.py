@@ -17,7 +17,7 @@ import pytest
 from mjfleet.cli import train
 from mjfleet.cli.train import parse_args
 from mjfleet.errors import UsageError
-from mjfleet.train import api, prepare
+from mjfleet.train import api, launched, prepare
 
 from .helpers import run_main, small_train_config
 
@@ -53,9 +53,11 @@ def in_job(outside_slurm: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     outside_slurm.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     outside_slurm.setenv("SLURM_JOB_ID", "4242")
     outside_slurm.setenv("SLURM_JOB_NODELIST", "node-[a-b]")
-    # The plan resolves every host name before anything starts; the fake nodes are names of this machine here.
+    # The plan resolves every host name before anything starts; the fake nodes are names of this machine here, and
+    # count as two machines where the plan asks (two names of one machine cannot each take its GPUs).
     real = socket.gethostbyname
     outside_slurm.setattr(socket, "gethostbyname", lambda name: "127.0.0.1" if name.startswith("node-") else real(name))
+    outside_slurm.setattr(launched, "remote_hosts", lambda hosts: [h for h in hosts if h.startswith("node-")])
     return bin_dir
 
 
