@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from mjfleet.errors import UsageError
-from mjfleet.runtime.devices import DeviceSelection, GpuRequest, visible_gpus
+from mjfleet.runtime.devices import DeviceSelection, GpuRequest, select_devices, visible_gpus
 from mjfleet.train.config import TrainConfig
 
 Launcher = Literal["torchrun", "srun"]
@@ -214,22 +214,13 @@ def external_device(job: ExternalJob, request: GpuRequest, gpu_count: int, env: 
     meet (:func:`duplicate_gpus`).
     """
     per_node, _ = launcher_hint(job)
-    if request is None:
-        return DeviceSelection(kind="cpu", devices=("cpu",), cuda_visible_devices="")
+    if request is None or (request == "auto" and gpu_count == 0):
+        return select_devices(request, device_count=0, env=env)  # the CPU (with a notice for auto)
     if request == "all" or (isinstance(request, tuple) and len(request) > 1):
         given = "all" if request == "all" else " ".join(map(str, request))
         raise UsageError(
             f"--gpu-ids {given}: under {job.launcher} every process is one rank with one GPU (cuda:<LOCAL_RANK>);"
             f" the launcher sets how many ({per_node}) and CUDA_VISIBLE_DEVICES which"
-        )
-    if request == "auto" and gpu_count == 0:
-        value = env.get("CUDA_VISIBLE_DEVICES")
-        reason = "" if value is None else f" (CUDA_VISIBLE_DEVICES={value!r})"
-        return DeviceSelection(
-            kind="cpu",
-            devices=("cpu",),
-            cuda_visible_devices="",
-            notice=f"CUDA not available{reason}; training on the CPU",
         )
     if isinstance(request, tuple):
         gpu = next(iter(request))
