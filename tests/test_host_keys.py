@@ -1,4 +1,4 @@
-"""The pre-flight checks each remote host's SSH key against known_hosts (mjfleet.cluster.hosts).
+"""The pre-flight checks each remote host's SSH key against known_hosts (mjfleet.cluster.host_keys).
 
 fabric and torchrunx accept any host key; the pre-flight, which runs before torchrunx connects, refuses a key that
 differs from the recorded one, and records an unknown host's key the way ``StrictHostKeyChecking accept-new`` does.
@@ -20,8 +20,9 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from mjfleet.cluster import hosts
-from mjfleet.cluster.hosts import HostError, known_hosts_policy, preflight, read_known_hosts
+from mjfleet.cluster import host_keys
+from mjfleet.cluster.host_keys import known_hosts_policy, read_known_hosts
+from mjfleet.cluster.hosts import HostError, preflight
 from tests.twohost import NamespaceHost, namespace_host, unavailable
 
 # --- which files, which mode (no SSH) ----------------------------------------------------------------------------
@@ -88,7 +89,7 @@ def test_a_first_contact_is_recorded_once_as_ssh_would(tmp_path: Path, hashed: b
     known = tmp_path / "ssh" / "known_hosts"
     config = {"userknownhostsfile": str(known), "hashknownhosts": "yes" if hashed else "no"}
     policy = known_hosts_policy(config, "node2")
-    first_contact = hosts._first_contact_policy(policy, 2222)
+    first_contact = host_keys._first_contact_policy(policy, 2222)
     key = paramiko.ECDSAKey.generate()
     client = paramiko.SSHClient()
     for _ in range(2):  # the second contact finds the key recorded
@@ -103,8 +104,8 @@ def test_a_first_contact_is_recorded_once_as_ssh_would(tmp_path: Path, hashed: b
 def test_strict_checking_refuses_an_unknown_host_saying_how_to_record_it(tmp_path: Path) -> None:
     known = tmp_path / "known_hosts"
     policy = known_hosts_policy({"userknownhostsfile": str(known), "stricthostkeychecking": "yes"}, "node2")
-    with pytest.raises(hosts.HostKeyRefused, match=f"record it with `ssh-keyscan -p 2222 node2 >> {known}`"):
-        hosts._first_contact_policy(policy, 2222).missing_host_key(
+    with pytest.raises(host_keys.HostKeyRefused, match=f"record it with `ssh-keyscan -p 2222 node2 >> {known}`"):
+        host_keys._first_contact_policy(policy, 2222).missing_host_key(
             paramiko.SSHClient(), "[node2]:2222", paramiko.ECDSAKey.generate()
         )
     assert not known.exists()
