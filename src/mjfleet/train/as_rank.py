@@ -39,6 +39,7 @@ def train_as_rank(prepared: Prepared, stop: StopRequest | None) -> WorkerResult:
         device=prepared.selection.devices[0],
         is_main=job.rank == 0,
     )
+    # Exported although the group gets its own store: without them srun's ranks never met (tried; torch reads them).
     os.environ.update(job.rendezvous_env())
     wait_for_rendezvous(job, cfg.rendezvous_timeout_s)
     with _joined(ctx, job, cfg.collective_timeout_s, cfg.rendezvous_timeout_s):
