@@ -104,6 +104,43 @@ def test_termination_names_are_declared_not_probed() -> None:
         env.step(torch.zeros(2, 1))
 
 
+class _LeavesTheTrack(CartpoleTask):
+    """Ends an episode as a time-out when the cart is right of the centre (not a failure, like leaving a terrain)."""
+
+    def time_out_names(self) -> tuple[str, ...]:
+        return ("right_of_centre",)
+
+    def time_outs(self, env: MjEnv) -> dict[str, torch.Tensor]:
+        return {"right_of_centre": env.sim.qpos[:, 0] > 0.0}
+
+
+def test_a_task_time_out_is_a_time_out_with_its_own_statistic() -> None:
+    env = MjEnv(_LeavesTheTrack(dataclasses.replace(balance_config(), num_envs=4)))
+    assert env.termination_names == ("pole_fallen", "cart_out_of_range", "right_of_centre", "time_out", "nonfinite")
+    env.sim.qpos[:, 0] = torch.tensor([0.5, 0.5, -0.5, -0.5])
+    env.sim.qpos[1, 1] = 1.2  # also fallen: the termination takes precedence
+    _, _, dones, extras = env.step(torch.zeros(4, 1))
+    assert dones.tolist() == [True, True, False, False]
+    assert extras["time_outs"].tolist() == [True, False, False, False]  # bootstrapped, not a failure
+    ids, values = extras["episodes"]
+    assert ids.tolist() == [0, 1]
+    assert values["Episode_Termination/right_of_centre"].tolist() == [1.0, 0.0]
+    assert values["Episode_Termination/pole_fallen"].tolist() == [0.0, 1.0]
+    assert values["Episode_Termination/time_out"].tolist() == [0.0, 0.0]  # the episode-length limit only
+    assert set(env.stats.keys) >= {"Episode_Termination/right_of_centre", "Episode_Termination/time_out"}
+
+
+class _UndeclaredTimeOut(CartpoleTask):
+    def time_outs(self, env: MjEnv) -> dict[str, torch.Tensor]:
+        return {"extra": torch.zeros(env.num_envs, dtype=torch.bool)}
+
+
+def test_time_out_names_are_declared_not_probed() -> None:
+    env = MjEnv(_UndeclaredTimeOut(dataclasses.replace(balance_config(), num_envs=2)))
+    with pytest.raises(RuntimeError, match="time_out_names"):
+        env.step(torch.zeros(2, 1))
+
+
 def test_a_weighted_reward_term_needs_its_method() -> None:
     @dataclasses.dataclass
     class Rewards:

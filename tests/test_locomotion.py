@@ -335,6 +335,27 @@ def test_env_curriculum_promotes_far_walkers_and_demotes_laggards() -> None:
     torch.testing.assert_close(env.sim.qpos[:2, 2] - ground, torch.full((2,), task.target_height + 0.02))
 
 
+def test_leaving_the_terrain_is_a_time_out_not_a_fall() -> None:
+    env = make_loco_env("go1-velocity-rough", num_envs=3)
+    task = _task(env)
+    assert task.time_out_names() == ("out_of_terrain",)
+    assert task.terrain is not None
+    half_x, half_y = task.terrain.half_extent
+    env.step(torch.zeros(3, env.num_actions))
+    # World 0 stands at the x edge, world 1 near the y edge (inside the margin); world 2 stays on its tile.
+    env.sim.qpos[0, 0] = half_x - 0.1
+    env.sim.qpos[1, 1] = -(half_y - 0.2)
+    env.sim.qpos[:2, 2] = task.ground_height(env.sim.qpos[:2, :2]) + task.target_height  # standing on the border
+    _, _, dones, extras = env.step(torch.zeros(3, env.num_actions))
+    assert dones.tolist() == [True, True, False]
+    assert extras["time_outs"].tolist() == [True, True, False]
+    values = extras["episodes"][1]
+    assert values["Episode_Termination/out_of_terrain"].tolist() == [1.0, 1.0]
+    assert values["Episode_Termination/fall"].tolist() == [0.0, 0.0]
+    assert values["Episode_Termination/time_out"].tolist() == [0.0, 0.0]
+    assert _task(make_loco_env("go1-velocity-flat", num_envs=1)).time_out_names() == ()
+
+
 # --- domain randomization ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("backend", ["warp", "mujoco"])
 def test_friction_change_in_one_world_changes_only_that_world(backend: Backend) -> None:

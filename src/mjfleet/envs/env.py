@@ -62,7 +62,10 @@ class MjEnv(VecEnv):
 
         self.task.setup(self)
         self._task_terminations = tuple(task.termination_names())
-        self.termination_names = (*self._task_terminations, *ENV_TERMINATIONS)
+        self._task_time_outs = tuple(task.time_out_names())
+        self.termination_names = (*self._task_terminations, *self._task_time_outs, *ENV_TERMINATIONS)
+        """Every way an episode ends, as logged under ``Episode_Termination/``: the task's terminations, the task's
+        time-outs, the episode-length limit (``time_out``) and diverged physics."""
         if len(set(self.termination_names)) != len(self.termination_names):
             raise ValueError(
                 f"termination names must be unique and not the environment's own: {self.termination_names}"
@@ -97,14 +100,24 @@ class MjEnv(VecEnv):
         for flag in terms.values():
             terminated |= flag
         self.terminated = terminated
-        time_outs = (self.episode_length_buf >= self.max_episode_length) & ~terminated
+        ends = self.task.time_outs(self)
+        if tuple(ends) != self._task_time_outs:
+            raise RuntimeError(
+                f"{type(self.task).__name__}.time_outs() returned {tuple(ends)}, "
+                f"but time_out_names() declares {self._task_time_outs}"
+            )
+        limit = (self.episode_length_buf >= self.max_episode_length) & ~terminated
+        time_outs = limit.clone()
+        for flag in ends.values():
+            time_outs |= flag & ~terminated
 
         reward = self._reward(nonfinite)
         dones = terminated | time_outs
         extras: dict[str, Any] = {"time_outs": time_outs}
         reset_ids = dones.nonzero(as_tuple=False).squeeze(-1)
         if reset_ids.numel() > 0:
-            extras["episodes"] = (reset_ids, self._finish_episodes(reset_ids, terms, nonfinite, time_outs))
+            ended = {**terms, **{name: flag & ~terminated for name, flag in ends.items()}, "time_out": limit}
+            extras["episodes"] = (reset_ids, self._finish_episodes(reset_ids, ended, nonfinite, time_outs))
             self._reset_envs(reset_ids)
         self._obs = self._observations()
         return self._obs, reward, dones, extras
@@ -130,11 +143,14 @@ class MjEnv(VecEnv):
     def _finish_episodes(
         self,
         env_ids: torch.Tensor,
-        terms: dict[str, torch.Tensor],
+        ended: dict[str, torch.Tensor],
         nonfinite: torch.Tensor,
         time_outs: torch.Tensor,
     ) -> dict[str, torch.Tensor]:
-        """Record statistics of the episodes ending in ``env_ids``; returns one value per episode and key."""
+        """Record statistics of the episodes ending in ``env_ids``; returns one value per episode and key.
+
+        ``ended``: each termination and time-out condition by name (the episode-length limit as ``time_out``);
+        ``time_outs``: all time-outs together, which is what success is judged on."""
         done_time_outs = time_outs[env_ids]
         values: dict[str, torch.Tensor] = {
             "Episode/return": self._episode_return[env_ids],
@@ -143,9 +159,8 @@ class MjEnv(VecEnv):
         }
         for name, buf in self._episode_sums.items():
             values[f"Episode_Reward/{name}"] = buf[env_ids]
-        for name, flag in terms.items():
+        for name, flag in ended.items():
             values[f"Episode_Termination/{name}"] = flag[env_ids].float()
-        values["Episode_Termination/time_out"] = done_time_outs.float()
         values[f"Episode_Termination/{TERMINATION_NONFINITE}"] = nonfinite[env_ids].float()
         for name, metric in self.task.episode_metrics(self, env_ids).items():
             values[f"Metrics/{name}"] = metric.float()

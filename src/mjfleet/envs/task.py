@@ -98,11 +98,23 @@ class Task(ABC, Generic[CfgT]):
 
     @abstractmethod
     def terminations(self, env: MjEnv) -> dict[str, torch.Tensor]:
-        """Boolean terminal conditions, keyed by :meth:`termination_names` (time-outs are the environment's).
+        """Boolean terminal conditions, keyed by :meth:`termination_names` (time-outs: :meth:`time_outs`).
 
         Pure: reward terms that depend on termination read ``env.terminated``, which the environment fills from
         these conditions before computing rewards.
         """
+
+    def time_out_names(self) -> tuple[str, ...]:
+        """Names of the conditions :meth:`time_outs` returns, in its key order (none by default); fixed for the
+        task's life, like :meth:`termination_names`, and distinct from every termination name."""
+        return ()
+
+    def time_outs(self, env: MjEnv) -> dict[str, torch.Tensor]:
+        """Boolean conditions that end an episode without failing it, keyed by :meth:`time_out_names` (e.g. a robot
+        leaving a finite terrain). Like the episode-length limit, the environment's own time-out, they are reported
+        to the learner as time-outs: the value after them is bootstrapped, not zero. A termination in the same step
+        takes precedence."""
+        return {}
 
     @abstractmethod
     def observations(self, env: MjEnv) -> dict[str, torch.Tensor]:
@@ -146,7 +158,8 @@ def episode_stat_keys(task: Task[Any]) -> list[str]:
     ``--stop-when`` against them before any simulation exists)."""
     keys = ["Episode/return", "Episode/length", "Episode/success"]
     keys += [f"Episode_Reward/{k}" for k, w in task.reward_weights().items() if w != 0.0]
-    keys += [f"Episode_Termination/{k}" for k in (*task.termination_names(), *ENV_TERMINATIONS)]
+    ends = (*task.termination_names(), *task.time_out_names(), *ENV_TERMINATIONS)
+    keys += [f"Episode_Termination/{k}" for k in ends]
     keys += [f"Metrics/{k}" for k in task.metric_names()]
     return keys
 

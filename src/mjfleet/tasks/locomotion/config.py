@@ -87,6 +87,9 @@ class TerrainConfig:
     """Side of a square tile (metres)."""
     border: float = 4.0
     """Flat margin around the tiles (metres)."""
+    edge_margin: float = 0.3
+    """A robot whose base comes this close to the heightfield's outer edge ends its episode as a time-out
+    (``out_of_terrain``), before it walks off the terrain and falls (metres; mjlab's margin)."""
     resolution: float = 0.1
     """Heightfield grid spacing (metres)."""
     platform_size: float = 1.6

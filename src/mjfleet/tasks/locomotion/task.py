@@ -317,6 +317,18 @@ class LocomotionTask(Task[LocomotionConfig]):
     def termination_names(self) -> tuple[str, ...]:
         return ("base_contact", "fall")
 
+    def time_out_names(self) -> tuple[str, ...]:
+        # Leaving the heightfield is not the policy's failure: a robot that walks well for long enough reaches it.
+        return ("out_of_terrain",) if self.cfg.terrain.kind == "rough" else ()
+
+    def time_outs(self, env: MjEnv) -> dict[str, torch.Tensor]:
+        if self.terrain is None:
+            return {}
+        half_x, half_y = self.terrain.half_extent
+        margin = self.cfg.terrain.edge_margin
+        xy = env.sim.qpos[:, :2]
+        return {"out_of_terrain": (xy[:, 0].abs() > half_x - margin) | (xy[:, 1].abs() > half_y - margin)}
+
     def terminations(self, env: MjEnv) -> dict[str, torch.Tensor]:
         fallen = (self.base_height < self.cfg.termination_height) | (
             self.gravity[:, 2] > -math.cos(self.cfg.termination_tilt)
