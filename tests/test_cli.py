@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import subprocess
@@ -87,6 +88,21 @@ def test_train_resume_missing_or_corrupt(capsys: pytest.CaptureFixture[str], tmp
     empty.mkdir()
     assert "no model_" in _usage_error(capsys, train.main, [*base, "--resume", str(empty)])
     assert not (tmp_path / "logs").exists()
+
+
+def test_train_resume_with_other_networks(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    def mlp(*widths: int) -> dict[str, torch.Tensor]:  # an rsl_rl MLP's weights: Linear, activation, Linear, ...
+        return {f"mlp.{2 * i}.weight": torch.zeros(o, n) for i, (n, o) in enumerate(itertools.pairwise(widths))}
+
+    saved = tmp_path / "model_3.pt"
+    nets = {"actor_state_dict": mlp(5, 64, 64, 1), "critic_state_dict": mlp(5, 64, 64, 1)}
+    save_atomic({**nets, "optimizer_state_dict": {}, "iter": 3}, saved)
+    base = ["cartpole-balance", "--gpu-ids", "None", "--log-root", str(tmp_path / "logs"), "--resume", str(saved)]
+    line = _usage_error(capsys, train.main, [*base, "--agent.policy.critic-hidden-dims", "32", "32"])
+    assert "its critic has hidden layers 64 64, this run's 32 32" in line
+    assert "--agent.policy.critic-hidden-dims 64 64" in line
+    assert not (tmp_path / "logs").exists()
+    assert train.main([*base, "--dry-run"]) is None  # the task's own networks (64 64) fit
 
 
 def test_play_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ FORMAT = "mjfleet-checkpoint"
 """Marker stored in every checkpoint so foreign or truncated files are refused at load."""
 FORMAT_VERSION = 1
 _MODEL_RE = re.compile(r"^model_(\d+)\.pt$")
+_MLP_WEIGHT_RE = re.compile(r"mlp\.(\d+)\.weight")
 _DIGITS_RE = re.compile(r"(\d+)")
 _REQUIRED_KEYS = ("actor_state_dict", "critic_state_dict", "optimizer_state_dict", "iter")
 
@@ -66,6 +67,17 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     if missing:
         raise UsageError(f"checkpoint {path} is not an mjfleet/rsl_rl checkpoint (missing {', '.join(missing)})")
     return data
+
+
+def hidden_dims(state_dict: dict[str, Any]) -> tuple[int, ...] | None:
+    """Hidden layer sizes of the MLP in an actor's or critic's saved state (the widths of its ``mlp.<i>`` linear
+    layers but the output), or None where it holds no such MLP."""
+    layers = sorted(
+        (int(m.group(1)), tuple(value.shape))
+        for key, value in state_dict.items()
+        if (m := _MLP_WEIGHT_RE.fullmatch(key)) is not None and len(getattr(value, "shape", ())) == 2
+    )
+    return tuple(shape[0] for _, shape in layers[:-1]) if layers else None
 
 
 def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from mjfleet.errors import UsageError
-from mjfleet.rl.checkpoint import load_checkpoint, newest_loadable_checkpoint, resolve_checkpoint
+from mjfleet.rl.checkpoint import hidden_dims, load_checkpoint, newest_loadable_checkpoint, resolve_checkpoint
 from mjfleet.train.checkpoint_source import is_onnx
 from mjfleet.train.config import TrainConfig
 from mjfleet.train.wandb_source import DOWNLOAD_DIR, fetch, is_wandb_ref
@@ -40,12 +41,28 @@ def plan_start(cfg: TrainConfig) -> StartPoint:
         if is_onnx(resume):
             raise UsageError(f"--resume {cfg.resume}: an ONNX export holds no training state; name a model_<it>.pt")
     checkpoint = resolve_checkpoint(resume)
-    start_iteration = int(load_checkpoint(checkpoint)["iter"])
+    data = load_checkpoint(checkpoint)
+    _check_networks(cfg, checkpoint, data)
+    start_iteration = int(data["iter"])
     return StartPoint(
         checkpoint=checkpoint,
         final_iteration=start_iteration + cfg.agent.max_iterations,
         start_iteration=start_iteration,
     )
+
+
+def _check_networks(cfg: TrainConfig, checkpoint: Path, data: dict[str, Any]) -> None:
+    """The networks this run builds must take the checkpoint's weights (otherwise every worker would fail to load
+    them after the run directory exists)."""
+    for role in ("actor", "critic"):
+        saved = hidden_dims(data.get(f"{role}_state_dict") or {})
+        wanted = getattr(cfg.agent.policy, f"{role}_hidden_dims")
+        if saved is not None and saved != tuple(wanted):
+            flag = f"--agent.policy.{role}-hidden-dims"
+            raise UsageError(
+                f"--resume {checkpoint}: its {role} has hidden layers {' '.join(map(str, saved))}, this run's"
+                f" {' '.join(map(str, wanted))}; pass {flag} {' '.join(map(str, saved))} to continue it"
+            )
 
 
 def continue_point(run_dir: Path, first: StartPoint) -> StartPoint:
