@@ -76,6 +76,19 @@ def test_nonfinite_world_is_reset_alone_and_counted() -> None:
     assert means["Episode_Termination/nonfinite"] == 1.0
 
 
+def test_a_finite_explosion_is_a_divergence_too() -> None:
+    env = make_env(num_envs=3)
+    env.step(torch.zeros(3, 1))
+    env.sim.qvel[1, 1] = 1e5  # a pole spinning at 1e5 rad/s: finite, and nothing a real system does
+    _, rewards, dones, extras = env.step(torch.zeros(3, 1))
+    assert dones.tolist() == [False, True, False] and rewards[1] == 0.0
+    assert extras["episodes"][1]["Episode_Termination/nonfinite"].tolist() == [1.0]
+    assert float(env.sim.qvel[1].abs().max()) < 10.0  # reset
+    unguarded = make_env(num_envs=1, sim=dataclasses.replace(env.cfg.sim, divergence_speed=None))
+    unguarded.sim.qvel[0, 1] = 1e5
+    assert not unguarded.sim.nonfinite_worlds().any()
+
+
 def test_same_seed_same_resets_different_seed_different() -> None:
     a, b, c = make_env(seed=1), make_env(seed=1), make_env(seed=2)
     assert torch.equal(a.sim.qpos, b.sim.qpos)

@@ -30,6 +30,11 @@ class SimConfig:
     use_graph: bool = True
     """Warp backend: capture the decimated physics step as a Warp graph and replay it (CPU and CUDA); falls back to
     eager launches if capture fails."""
+    divergence_speed: float | None = 1000.0
+    """A world with a generalized velocity beyond this magnitude (m/s, rad/s) has diverged as surely as one with a
+    NaN: it is reset, earns nothing for that step and counts as ``Episode_Termination/nonfinite``. A contact that
+    explodes can spin a body at 1e5 rad/s while every number stays finite, and one such step's penalties (-7e7 in
+    a real run) poison the value function. None: only NaN/Inf count."""
     nconmax: int | None = None
     """Warp backend: contacts to allocate per world (None: MuJoCo Warp's default for the model)."""
     njmax: int | None = None

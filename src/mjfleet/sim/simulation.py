@@ -189,6 +189,9 @@ class Simulation(ABC):
         self.view(name)[world_ids] = 0.0
 
     def nonfinite_worlds(self) -> torch.Tensor:
-        """Boolean mask of worlds whose state holds NaN or Inf (a diverged simulation), ``(num_worlds,)``."""
+        """Boolean mask of diverged worlds, ``(num_worlds,)``: a NaN or Inf in the state, or a velocity beyond
+        ``cfg.divergence_speed``."""
         finite = torch.isfinite(self.qpos).all(dim=-1) & torch.isfinite(self.qvel).all(dim=-1)
+        if self.cfg.divergence_speed is not None:
+            finite &= self.qvel.abs().amax(dim=-1) <= self.cfg.divergence_speed
         return ~finite
