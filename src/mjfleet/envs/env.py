@@ -106,17 +106,18 @@ class MjEnv(VecEnv):
                 f"{type(self.task).__name__}.time_outs() returned {tuple(ends)}, "
                 f"but time_out_names() declares {self._task_time_outs}"
             )
+        ends = {name: flag & ~terminated for name, flag in ends.items()}  # a termination takes precedence
         limit = (self.episode_length_buf >= self.max_episode_length) & ~terminated
         time_outs = limit.clone()
         for flag in ends.values():
-            time_outs |= flag & ~terminated
+            time_outs |= flag
 
         reward = self._reward(nonfinite)
         dones = terminated | time_outs
         extras: dict[str, Any] = {"time_outs": time_outs}
         reset_ids = dones.nonzero(as_tuple=False).squeeze(-1)
         if reset_ids.numel() > 0:
-            ended = {**terms, **{name: flag & ~terminated for name, flag in ends.items()}, "time_out": limit}
+            ended = {**terms, **ends, "time_out": limit}
             extras["episodes"] = (reset_ids, self._finish_episodes(reset_ids, ended, nonfinite, time_outs))
             self._reset_envs(reset_ids)
         self._obs = self._observations()

@@ -62,6 +62,8 @@ class LocomotionTask(Task[LocomotionConfig]):
         self.dt = env.step_dt
         self._lookup_model(env.sim.mj_model, dev)
         self.heights = HeightLookup(self.terrain, dev) if self.terrain is not None else None
+        half = self.terrain.half_extent if self.terrain is not None else (math.inf, math.inf)
+        self._inner_half = torch.tensor(half, device=dev) - cfg.terrain.edge_margin  # |x| or |y| beyond: left it
         self.curriculum = TerrainCurriculum(cfg.terrain, self.terrain, n, dev, g) if self.terrain is not None else None
         self.commands = VelocityCommands(cfg.commands, n, self.dt, dev, g)
         self.randomizer = DomainRandomizer(cfg.randomization, env.sim, self.base_body, g)
@@ -324,10 +326,7 @@ class LocomotionTask(Task[LocomotionConfig]):
     def time_outs(self, env: MjEnv) -> dict[str, torch.Tensor]:
         if self.terrain is None:
             return {}
-        half_x, half_y = self.terrain.half_extent
-        margin = self.cfg.terrain.edge_margin
-        xy = env.sim.qpos[:, :2]
-        return {"out_of_terrain": (xy[:, 0].abs() > half_x - margin) | (xy[:, 1].abs() > half_y - margin)}
+        return {"out_of_terrain": (env.sim.qpos[:, :2].abs() > self._inner_half).any(dim=-1)}
 
     def terminations(self, env: MjEnv) -> dict[str, torch.Tensor]:
         fallen = (self.base_height < self.cfg.termination_height) | (
