@@ -186,8 +186,9 @@ UNITREE_G1 = RobotSpec(
         (r"right_shoulder_roll_joint", -0.2),
         (r".*_shoulder_pitch_joint", 0.2),
     ),
-    # Menagerie's G1 (g1.xml) drives torque motors; the position gains, torque limits and rotor inertias are those
-    # of Menagerie's own position-controlled G1 variant (g1_mjx.xml).
+    # Menagerie's G1 (g1.xml) gives every joint the same kp-500 position actuator; the servos' gains, torque limits
+    # and rotor inertias are those of Menagerie's MJX variant (g1_mjx.xml). The file's own armature (0.01 on every
+    # joint) wins over the servos' (they fill only joints without one).
     servos=(
         Servo(r".*_hip_(pitch|yaw)_joint|waist_yaw_joint", kp=75.0, kd=2.0, effort=88.0, armature=0.01017752),
         Servo(r".*_hip_roll_joint|.*_knee_joint", kp=75.0, kd=2.0, effort=139.0, armature=0.025101925),
