@@ -14,9 +14,8 @@
 #
 # Environment: MJLAB_VERSION (default 1.6.0), MJLAB_VENV (default .mjlab-venv), MJLAB_COMPARE_OUT (default
 # mjlab-compare/<timestamp>); offline: MJLAB_SITE (a bundle's site folder: mjlab runs on MJLAB_PYTHON, default
-# python3, with it first on PYTHONPATH; nothing is installed) and MJFLEET_PYTHON (the command of the Python that imports mjfleet there,
-# default python3, e.g. with PYTHONPATH=src:<mjfleet's site>). Results: mjlab.json, the exported scene/ and
-# table.txt in that folder.
+# python3, with it first on PYTHONPATH; nothing is installed) and MJFLEET_PYTHON (the command of the Python that
+# imports mjfleet there, default python3). Results: mjlab.json, the exported scene/ and table.txt in that folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,14 +33,15 @@ while [ $# -gt 0 ]; do
     --bundle) bundle="$2"; shift 2 ;;
     --python) target_python="$2"; shift 2 ;;
     --beside) beside="$2"; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare_mjlab.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 version="${MJLAB_VERSION:-1.6.0}"
 
 if [ -n "$bundle" ]; then
-  command -v uv >/dev/null 2>&1 || { echo "compare_mjlab.sh: --bundle needs uv (it resolves mjlab from PyPI)" >&2; exit 2; }
+  command -v uv >/dev/null 2>&1 ||
+    { echo "compare_mjlab.sh: --bundle needs uv (it resolves mjlab from PyPI)" >&2; exit 2; }
   [ -z "$beside" ] || [ -d "$beside" ] || { echo "compare_mjlab.sh: --beside $beside is not a folder" >&2; exit 2; }
   platform=x86_64-manylinux_2_28
   mkdir -p "$bundle"
@@ -52,13 +52,13 @@ if [ -n "$bundle" ]; then
   grep -v -E '^(torch|torchvision|torchaudio|triton|nvidia-[a-z0-9-]+|cuda-[a-z0-9-]+)==' "$bundle/resolved.txt" \
     >"$bundle/requirements.txt"
   if [ -n "$beside" ]; then
-    # name==version of every distribution there; names lower-cased, runs of -, _ and . as one _ (as in wheels)
-    held="$(find "$beside" -maxdepth 1 -name '*.dist-info' -printf '%f\n' | sed 's/\.dist-info$//' |
-      awk -F- '{n=tolower($1); gsub(/[-_.]+/, "_", n); print n "==" $2}')"
-    while IFS= read -r req; do
-      name="$(printf '%s' "${req%%==*}" | tr 'A-Z' 'a-z' | sed -E 's/[-_.]+/_/g')"
-      grep -qxF -- "$name==${req#*==}" <<<"$held" || printf '%s\n' "$req"
-    done <"$bundle/requirements.txt" >"$bundle/requirements.own.txt"
+    # Drop what SITE holds at the same version; names compared lower-cased, runs of -, _ and . as one _ (as in wheels).
+    find "$beside" -maxdepth 1 -name '*.dist-info' -printf '%f\n' | sed 's/\.dist-info$//' >"$bundle/beside.txt"
+    awk -v held_file="$bundle/beside.txt" '
+      function key(name, version) { name = tolower(name); gsub(/[-_.]+/, "_", name); return name "==" version }
+      FILENAME == held_file { split($0, d, "-"); held[key(d[1], d[2])]; next }
+      { split($0, r, "=="); if (!(key(r[1], r[2]) in held)) print }' "$bundle/beside.txt" "$bundle/requirements.txt" \
+      >"$bundle/requirements.own.txt"
     mv "$bundle/requirements.own.txt" "$bundle/requirements.txt"
   fi
   rm -rf "$bundle/site"
@@ -76,25 +76,25 @@ out="${MJLAB_COMPARE_OUT:-mjlab-compare/$(date +%Y%m%d-%H%M%S)}"
 export MUJOCO_GL="${MUJOCO_GL:-egl}"
 
 if [ -n "${MJLAB_SITE:-}" ]; then
-  [ -d "${MJLAB_SITE%%:*}/mjlab" ] || { echo "compare_mjlab.sh: MJLAB_SITE=$MJLAB_SITE has no mjlab/ (make it with --bundle)" >&2; exit 2; }
+  [ -d "${MJLAB_SITE%%:*}/mjlab" ] ||
+    { echo "compare_mjlab.sh: MJLAB_SITE=$MJLAB_SITE has no mjlab/ (make it with --bundle)" >&2; exit 2; }
+  mjlab_python=(env PYTHONPATH="$MJLAB_SITE" "${MJLAB_PYTHON:-python3}")
   read -r -a mjfleet_python <<<"${MJFLEET_PYTHON:-python3}"
-  PYTHONPATH="$MJLAB_SITE" "${MJLAB_PYTHON:-python3}" scripts/mjlab_compare/mjlab_side.py --num-envs "$num_envs" --steps "$steps" \
-    --device "$device" --out "$out"
-  "${mjfleet_python[@]}" scripts/mjlab_compare/model_side.py "$out" --device "$device" | tee "$out/table.txt"
-  exit 0
+else
+  if ! command -v uv >/dev/null 2>&1; then
+    echo "compare_mjlab.sh: needs uv (mjlab is installed from PyPI into its own environment)" >&2
+    exit 2
+  fi
+  venv="${MJLAB_VENV:-.mjlab-venv}"
+  # The same interpreter and torch as mjfleet's environment, so that only mjlab and its physics versions differ.
+  python="$(uv run --locked python -c 'import sys; print(sys.executable)')"
+  torch_version="$(uv run --locked python -c 'import torch; print(torch.__version__.split("+")[0])')"
+  [ -x "$venv/bin/python" ] || uv venv -q -p "$python" "$venv"
+  VIRTUAL_ENV="$venv" uv pip install -q "mjlab==$version" "torch==$torch_version"
+  mjlab_python=("$venv/bin/python")
+  mjfleet_python=(uv run --locked python)
 fi
 
-if ! command -v uv >/dev/null 2>&1; then
-  echo "compare_mjlab.sh: needs uv (mjlab is installed from PyPI into its own environment)" >&2
-  exit 2
-fi
-venv="${MJLAB_VENV:-.mjlab-venv}"
-# The same interpreter and torch as mjfleet's environment, so that only mjlab and its physics versions differ.
-python="$(uv run --locked python -c 'import sys; print(sys.executable)')"
-torch_version="$(uv run --locked python -c 'import torch; print(torch.__version__.split("+")[0])')"
-[ -x "$venv/bin/python" ] || uv venv -q -p "$python" "$venv"
-VIRTUAL_ENV="$venv" uv pip install -q "mjlab==$version" "torch==$torch_version"
-
-"$venv/bin/python" scripts/mjlab_compare/mjlab_side.py --num-envs "$num_envs" --steps "$steps" --device "$device" \
+"${mjlab_python[@]}" scripts/mjlab_compare/mjlab_side.py --num-envs "$num_envs" --steps "$steps" --device "$device" \
   --out "$out"
-uv run --locked python scripts/mjlab_compare/model_side.py "$out" --device "$device" | tee "$out/table.txt"
+"${mjfleet_python[@]}" scripts/mjlab_compare/model_side.py "$out" --device "$device" | tee "$out/table.txt"

@@ -22,7 +22,7 @@ warp-lang==1.19.0
 """
 
 FAKE_UV = f"""#!/usr/bin/env bash
-# pip compile ... -o FILE: write the fixed resolution; pip install ... -r FILE: record the arguments and FILE.
+# pip compile ... -o FILE: write the fixed resolution there; pip install ... -r FILE: copy FILE to $FAKE_UV_LOG.
 out=""; req=""
 while [ $# -gt 0 ]; do
   case "$1" in -o) out="$2"; shift ;; -r) req="$2"; shift ;; esac

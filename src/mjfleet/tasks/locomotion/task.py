@@ -62,8 +62,6 @@ class LocomotionTask(Task[LocomotionConfig]):
         self.dt = env.step_dt
         self._lookup_model(env.sim.mj_model, dev)
         self.heights = HeightLookup(self.terrain, dev) if self.terrain is not None else None
-        half = self.terrain.half_extent if self.terrain is not None else (math.inf, math.inf)
-        self._inner_half = torch.tensor(half, device=dev) - cfg.terrain.edge_margin  # |x| or |y| beyond: left it
         self.curriculum = TerrainCurriculum(cfg.terrain, self.terrain, n, dev, g) if self.terrain is not None else None
         self.commands = VelocityCommands(cfg.commands, n, self.dt, dev, g)
         self.randomizer = DomainRandomizer(cfg.randomization, env.sim, self.base_body, g)
@@ -324,9 +322,9 @@ class LocomotionTask(Task[LocomotionConfig]):
         return ("out_of_terrain",) if self.cfg.terrain.kind == "rough" else ()
 
     def time_outs(self, env: MjEnv) -> dict[str, torch.Tensor]:
-        if self.terrain is None:
+        if self.heights is None:
             return {}
-        return {"out_of_terrain": (env.sim.qpos[:, :2].abs() > self._inner_half).any(dim=-1)}
+        return {"out_of_terrain": self.heights.near_edge(env.sim.qpos[:, :2], self.cfg.terrain.edge_margin)}
 
     def terminations(self, env: MjEnv) -> dict[str, torch.Tensor]:
         fallen = (self.base_height < self.cfg.termination_height) | (

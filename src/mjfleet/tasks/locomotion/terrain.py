@@ -136,6 +136,10 @@ class HeightLookup:
         self.half_x, self.half_y = terrain.half_extent
         self._max_r, self._max_c = self.heights.shape[0] - 1, self.heights.shape[1] - 1
 
+    def near_edge(self, xy: torch.Tensor, margin: float) -> torch.Tensor:
+        """Whether each point of ``xy`` (..., 2) lies within ``margin`` of the grid's edge or beyond it."""
+        return (xy[..., 0].abs() > self.half_x - margin) | (xy[..., 1].abs() > self.half_y - margin)
+
     def __call__(self, xy: torch.Tensor) -> torch.Tensor:
         """Heights at ``xy`` (..., 2), shape (...)."""
         fc = ((xy[..., 0] + self.half_x) / self.resolution).clamp(0.0, self._max_c - 1e-3)
