@@ -17,6 +17,7 @@ import torch
 from mjfleet.cli import bench, list_tasks, play, train
 from mjfleet.errors import UsageError
 from mjfleet.rl.checkpoint import save_atomic
+from mjfleet.tasks.registry import get_task
 from mjfleet.train import api, prepare, run
 from mjfleet.train import supervisor as train_supervisor
 
@@ -212,6 +213,34 @@ def test_task_help_shows_the_task_defaults_without_a_task_flag(capsys: pytest.Ca
     assert out.startswith("usage: train go1-velocity-rough")
     assert "--env.terrain.kind" in out and "--hostnames" in out
     assert "--task" not in out
+
+
+def test_a_run_on_the_cpu_takes_the_tasks_cpu_ppo_defaults_and_flags_still_win() -> None:
+    spec = get_task("go1-velocity-flat")
+    assert spec.cpu_agent_cfg is not None and spec.cpu_agent_cfg() != spec.agent_cfg()
+    assert train.parse_args(["go1-velocity-flat", "--gpu-ids", "None"]).agent == spec.cpu_agent_cfg()
+    assert train.parse_args(["go1-velocity-flat", "--gpu-ids", "0"]).agent == spec.agent_cfg()
+    mine = train.parse_args(["go1-velocity-flat", "--gpu-ids", "None", "--agent.algorithm.desired-kl", "0.01"])
+    assert mine.agent.algorithm.desired_kl == 0.01
+    assert mine.agent.policy == spec.cpu_agent_cfg().policy
+    # The same defaults where bench measures training on the CPU; a task without CPU defaults keeps its one set.
+    measured = bench._train_config("go1-velocity-flat", bench.BenchConfig(), "cpu", 1, False, "mujoco").agent
+    assert (measured.policy, measured.algorithm) == (spec.cpu_agent_cfg().policy, spec.cpu_agent_cfg().algorithm)
+    cartpole = get_task("cartpole-balance")
+    assert train.parse_args(["cartpole-balance", "--gpu-ids", "None"]).agent == cartpole.agent_cfg()
+
+
+def test_task_help_on_the_cpu_shows_the_cpu_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    spec = get_task("go1-velocity-flat")
+    assert spec.cpu_agent_cfg is not None
+    hidden = " ".join(map(str, spec.cpu_agent_cfg().policy.actor_hidden_dims))
+    for argv, cpu in ((["--gpu-ids", "None", "--help"], True), (["--gpu-ids", "0", "--help"], False)):
+        with pytest.raises(SystemExit) as exc:
+            train.main(["go1-velocity-flat", *argv])
+        assert exc.value.code == 0
+        out = " ".join(capsys.readouterr().out.split())
+        assert (train.CPU_DEFAULTS_NOTE in out) == cpu
+        assert (f"(default: {hidden})" in out) == cpu, out
 
 
 @pytest.mark.slow

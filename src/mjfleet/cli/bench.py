@@ -175,7 +175,8 @@ def _train_config(
 ) -> TrainConfig:
     """The training run one row of the scaling table measures."""
     spec = get_task(task_id)
-    train_cfg = TrainConfig(env=spec.env_cfg(), agent=spec.agent_cfg(), task=task_id, gpu_ids=cfg.gpu_ids)
+    agent = spec.agent_defaults(on_cpu=kind == "cpu")  # what train would use on this device
+    train_cfg = TrainConfig(env=spec.env_cfg(), agent=agent, task=task_id, gpu_ids=cfg.gpu_ids)
     train_cfg.env.sim = dataclasses.replace(train_cfg.env.sim, backend=backend)
     train_cfg.agent = dataclasses.replace(train_cfg.agent, max_iterations=cfg.train_iterations)
     if cfg.train_num_envs:

@@ -18,9 +18,11 @@ from mjfleet.errors import FatalTrainingError, UsageError, exits_on_usage_error
 from mjfleet.launch.diagnosis import WorkerFailure
 from mjfleet.rl.checkpoint import list_checkpoints
 from mjfleet.rl.config import AgentConfig
+from mjfleet.runtime.devices import trains_on_cpu
 from mjfleet.runtime.nccl import nccl_hint
 from mjfleet.runtime.stop import StopRequest, exit_code, signal_name
 from mjfleet.tasks.registry import get_task
+from mjfleet.tasks.spec import TaskSpec
 from mjfleet.train import Prepared, TrainConfig, describe, prepare, run
 
 logger = logging.getLogger("mjfleet.train")
@@ -35,10 +37,31 @@ def parse_args(argv: list[str], prog: str = "train") -> TrainConfig:
             print_help(TrainConfig, generic, prog, "Train a task. Defaults below are generic; each task sets its own.")
         raise UsageError(f"usage: {prog} <task> [OPTIONS]; run list-tasks to see the task ids")
     spec = get_task(argv[0])
-    default = TrainConfig(env=spec.env_cfg(), agent=spec.agent_cfg(), task=spec.id)
-    cfg = parse(TrainConfig, argv[1:], f"{prog} {spec.id}", default)
+    command = f"{prog} {spec.id}"
+    on_cpu = _trains_on_cpu(spec, argv[1:], command)
+    default = TrainConfig(env=spec.env_cfg(), agent=spec.agent_defaults(on_cpu), task=spec.id)
+    description = f"{CPU_DEFAULTS_NOTE}\n\n{TrainConfig.__doc__}" if on_cpu else None
+    cfg = parse(TrainConfig, argv[1:], command, default, description)
     cfg.task = spec.id
     return cfg
+
+
+CPU_DEFAULTS_NOTE = "PPO defaults below: this task's for training on the CPU (with a GPU it uses others)."
+
+
+def _trains_on_cpu(spec: TaskSpec, args: list[str], command: str) -> bool:
+    """Whether the command trains on the CPU, for a task with PPO defaults of its own there: the device is read
+    from a first parse, before the defaults are chosen (without ``--help``, so help shows the ones that apply)."""
+    if spec.cpu_agent_cfg is None:
+        return False
+    probe = TrainConfig(env=spec.env_cfg(), agent=spec.agent_cfg(), task=spec.id)
+    try:
+        gpu_ids = parse(TrainConfig, [a for a in args if a not in ("-h", "--help")], command, probe).gpu_ids
+    except UsageError:
+        if not wants_help(args):
+            raise
+        return False  # help for a command with other errors: the GPU defaults
+    return trains_on_cpu(gpu_ids)
 
 
 def _resume_hint(prepared: Prepared, run_dir: Path) -> str:
@@ -62,6 +85,8 @@ def main(argv: list[str] | None = None) -> None:
     prepared = prepare(cfg)
     if prepared.external is not None and prepared.external.rank != 0:
         logging.getLogger("mjfleet").setLevel(logging.WARNING)  # rank 0 speaks for the job
+    if prepared.selection.kind == "cpu" and get_task(cfg.task).cpu_agent_cfg is not None:
+        logger.info("PPO defaults of %s on the CPU (train %s --gpu-ids None --help shows them)", cfg.task, cfg.task)
     if cfg.dry_run:
         write_out(describe(prepared))
         return

@@ -220,6 +220,11 @@ def local_gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+def trains_on_cpu(request: GpuRequest) -> bool:
+    """Whether ``--gpu-ids`` puts a run on this machine's CPU: ``None``, or ``auto`` where no CUDA GPU is visible."""
+    return request is None or (request == "auto" and local_gpu_count() == 0)
+
+
 def select_local_devices(request: GpuRequest) -> DeviceSelection:
     """:func:`select_devices` against this machine's GPUs; CPU requests never import torch to count them."""
     count = 0 if request is None else local_gpu_count()

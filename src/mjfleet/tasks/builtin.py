@@ -68,6 +68,7 @@ def tasks() -> list[TaskSpec]:
             _LOCOMOTION,
             loco.go1_flat_config,
             loco.go1_flat_agent,
+            cpu_agent_cfg=loco.go1_flat_cpu_agent,
         ),
         TaskSpec(
             "go1-velocity-rough",

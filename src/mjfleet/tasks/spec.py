@@ -29,6 +29,13 @@ class TaskSpec:
     """Returns a complete default environment config."""
     agent_cfg: Callable[[], AgentConfig]
     """Returns a complete default PPO config."""
+    cpu_agent_cfg: Callable[[], AgentConfig] | None = None
+    """Returns the PPO defaults of a run that trains on the CPU, where the physics and the update share a few
+    cores; None: ``agent_cfg``'s. Flags given on the command line override either."""
+
+    def agent_defaults(self, on_cpu: bool) -> AgentConfig:
+        """The default PPO config of a run on the CPU (``on_cpu``) or on GPUs."""
+        return self.cpu_agent_cfg() if on_cpu and self.cpu_agent_cfg is not None else self.agent_cfg()
 
     def load_task_class(self) -> type[Task[Any]]:
         """The task class (imported now if given as ``"module:Class"``)."""
