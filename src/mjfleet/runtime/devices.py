@@ -220,9 +220,12 @@ def local_gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def trains_on_cpu(request: GpuRequest) -> bool:
-    """Whether ``--gpu-ids`` puts a run on this machine's CPU: ``None``, or ``auto`` where no CUDA GPU is visible."""
-    return request is None or (request == "auto" and local_gpu_count() == 0)
+def trains_on_cpu(request: GpuRequest, gpu_count: int | None = None) -> bool:
+    """Whether ``--gpu-ids`` puts a run on this machine's CPU: ``None``, or ``auto`` where no CUDA GPU is visible
+    (``gpu_count``: this machine's GPUs, counted here only when needed and not given)."""
+    if request != "auto":
+        return request is None
+    return (local_gpu_count() if gpu_count is None else gpu_count) == 0
 
 
 def select_local_devices(request: GpuRequest) -> DeviceSelection:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from mjfleet.errors import UsageError
-from mjfleet.runtime.devices import DeviceSelection, GpuRequest, select_devices, visible_gpus
+from mjfleet.runtime.devices import DeviceSelection, GpuRequest, select_devices, trains_on_cpu, visible_gpus
 from mjfleet.train.config import TrainConfig
 
 Launcher = Literal["torchrun", "srun"]
@@ -214,7 +214,7 @@ def external_device(job: ExternalJob, request: GpuRequest, gpu_count: int, env: 
     meet (:func:`duplicate_gpus`).
     """
     per_node, _ = launcher_hint(job)
-    if request is None or (request == "auto" and gpu_count == 0):
+    if trains_on_cpu(request, gpu_count):
         return select_devices(request, device_count=0, env=env)  # the CPU (with a notice for auto)
     if request == "all" or (isinstance(request, tuple) and len(request) > 1):
         given = "all" if request == "all" else " ".join(map(str, request))
