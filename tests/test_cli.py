@@ -215,16 +215,17 @@ def test_task_help_shows_the_task_defaults_without_a_task_flag(capsys: pytest.Ca
     assert "--task" not in out
 
 
-def test_a_run_on_the_cpu_takes_the_tasks_cpu_ppo_defaults_and_flags_still_win() -> None:
-    spec = get_task("go1-velocity-flat")
+@pytest.mark.parametrize("task", ["go1-velocity-flat", "humanoid-velocity-flat"])
+def test_a_run_on_the_cpu_takes_the_tasks_cpu_ppo_defaults_and_flags_still_win(task: str) -> None:
+    spec = get_task(task)
     assert spec.cpu_agent_cfg is not None and spec.cpu_agent_cfg() != spec.agent_cfg()
-    assert train.parse_args(["go1-velocity-flat", "--gpu-ids", "None"]).agent == spec.cpu_agent_cfg()
-    assert train.parse_args(["go1-velocity-flat", "--gpu-ids", "0"]).agent == spec.agent_cfg()
-    mine = train.parse_args(["go1-velocity-flat", "--gpu-ids", "None", "--agent.algorithm.desired-kl", "0.01"])
+    assert train.parse_args([task, "--gpu-ids", "None"]).agent == spec.cpu_agent_cfg()
+    assert train.parse_args([task, "--gpu-ids", "0"]).agent == spec.agent_cfg()
+    mine = train.parse_args([task, "--gpu-ids", "None", "--agent.algorithm.desired-kl", "0.01"])
     assert mine.agent.algorithm.desired_kl == 0.01
     assert mine.agent.policy == spec.cpu_agent_cfg().policy
     # The same defaults where bench measures training on the CPU; a task without CPU defaults keeps its one set.
-    measured = bench._train_config("go1-velocity-flat", bench.BenchConfig(), "cpu", 1, False, "mujoco").agent
+    measured = bench._train_config(task, bench.BenchConfig(), "cpu", 1, False, "mujoco").agent
     assert (measured.policy, measured.algorithm) == (spec.cpu_agent_cfg().policy, spec.cpu_agent_cfg().algorithm)
     cartpole = get_task("cartpole-balance")
     assert train.parse_args(["cartpole-balance", "--gpu-ids", "None"]).agent == cartpole.agent_cfg()

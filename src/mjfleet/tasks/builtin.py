@@ -83,6 +83,7 @@ def tasks() -> list[TaskSpec]:
             _LOCOMOTION,
             loco.humanoid_flat_config,
             loco.humanoid_flat_agent,
+            cpu_agent_cfg=loco.humanoid_flat_cpu_agent,
         ),
         TaskSpec(
             "humanoid-velocity-rough",
