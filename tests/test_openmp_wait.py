@@ -1,0 +1,32 @@
+"""Importing mjfleet sets how torch's OpenMP workers wait, before torch loads, unless the user chose it already."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+_KEYS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+
+
+def _after_import(**given: str) -> dict[str, str | None]:
+    """The two variables as a fresh interpreter sees them after ``import mjfleet``, started with ``given`` set."""
+    env = {k: v for k, v in os.environ.items() if k not in _KEYS} | given
+    code = f"import json, os, mjfleet; print(json.dumps({{k: os.environ.get(k) for k in {_KEYS!r}}}))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def test_defaults_wait_passively_after_a_short_spin() -> None:
+    assert _after_import() == {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "10000"}
+
+
+@pytest.mark.parametrize(
+    "given",
+    [{"OMP_WAIT_POLICY": "ACTIVE"}, {"GOMP_SPINCOUNT": "0"}, {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "5"}],
+)
+def test_a_choice_of_the_user_is_left_alone(given: dict[str, str]) -> None:
+    assert _after_import(**given) == {k: given.get(k) for k in _KEYS}
