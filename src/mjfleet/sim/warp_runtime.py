@@ -8,8 +8,6 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import warp as wp
-
 _NO_DRIVER = "Could not find or load the NVIDIA CUDA driver"
 
 
@@ -20,6 +18,8 @@ def init_warp(device: str) -> None:
     machine; launched workers' stderr reaches the console as ERROR records, so a healthy CPU run looked broken.
     Everything else Warp writes to stderr during initialisation is passed through.
     """
+    import warp as wp  # here, not at module level: a CPU run on MuJoCo C never loads Warp (about a second)
+
     # Warp's start-up banner (info level) goes to stdout, which is where `play` writes its JSON result.
     wp.config.log_level = max(wp.config.log_level, wp.LOG_WARNING)
     if not device.startswith("cpu"):
@@ -48,6 +48,8 @@ def scoped_device(device: str) -> Iterator[None]:
     if device.startswith("cpu"):
         yield
         return
+    import warp as wp
+
     init_warp(device)
     with wp.ScopedDevice(device):
         yield
