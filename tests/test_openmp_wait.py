@@ -30,3 +30,17 @@ def test_defaults_wait_passively_after_a_short_spin() -> None:
 )
 def test_a_choice_of_the_user_is_left_alone(given: dict[str, str]) -> None:
     assert _after_import(**given) == {k: given.get(k) for k in _KEYS}
+
+
+@pytest.mark.parametrize("given", [{}, {"GOMP_SPINCOUNT": "0"}])
+def test_remote_workers_wait_as_the_launching_host_does(given: dict[str, str]) -> None:
+    # Local workers inherit the launcher's environment; a worker on another host gets only the copied variables and
+    # would otherwise apply mjfleet's defaults over the user's choice.
+    code = (
+        "import json, os; from mjfleet.launch.launcher import REMOTE_ENV_PATTERNS, agent_environment; "
+        f"env = agent_environment(REMOTE_ENV_PATTERNS, {{}}); print(json.dumps({{k: env.get(k) for k in {_KEYS!r}}}))"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in _KEYS} | given
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    expected = {k: given.get(k) for k in _KEYS} if given else {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "10000"}
+    assert json.loads(out) == expected

@@ -56,7 +56,17 @@ T = TypeVar("T")
 
 LOG_DIR_ENV = "TORCHRUNX_LOG_DIR"
 # Copied to remote hosts on top of torchrunx's defaults (local agents inherit the launcher's whole environment).
-_COPY_ENV_PATTERNS = ("GLOO*", "OMP_NUM_THREADS", "MUJOCO*", "WANDB*", "MJFLEET*")
+# The OpenMP wait settings travel too, so a remote worker waits as the local ones do: importing mjfleet here set
+# them (or the user did, e.g. GOMP_SPINCOUNT=0 on a shared machine), and a remote mjfleet leaves set values alone.
+REMOTE_ENV_PATTERNS = (
+    "GLOO*",
+    "OMP_NUM_THREADS",
+    "OMP_WAIT_POLICY",
+    "GOMP_SPINCOUNT",
+    "MUJOCO*",
+    "WANDB*",
+    "MJFLEET*",
+)
 TORCH_LOGS_FORMAT_ENV = "TORCH_LOGS_FORMAT"
 # torch's default log formatter imports torch._dynamo (and sympy, triton) the first time it formats an exception.
 # An agent does exactly that when one of its workers fails, so every failure and restart waited for that import
@@ -311,7 +321,7 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
     log_run_dir = _make_log_run_dir(plan.log_dir) if plan.log_dir is not None else None
     master_addr = master_address(plan.hostnames, address) if address is not None else None
     report_dir = Path(tempfile.mkdtemp(prefix="mjfleet-launch-"))
-    copy_env = (*torchrunx.DEFAULT_ENV_VARS_FOR_COPY, *_COPY_ENV_PATTERNS)
+    copy_env = (*torchrunx.DEFAULT_ENV_VARS_FOR_COPY, *REMOTE_ENV_PATTERNS)
     extra_env = _worker_env(plan, report_dir, master_addr)
     if address is not None:
         agent_log = None if log_run_dir is None else functools.partial(worker_log_path, log_run_dir, local_rank=None)
