@@ -12,16 +12,20 @@ import pytest
 _KEYS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 
 
-def _after_import(**given: str) -> dict[str, str | None]:
-    """The two variables as a fresh interpreter sees them after ``import mjfleet``, started with ``given`` set."""
+_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "10000"}
+
+
+def _after_import(setup: str = "import mjfleet; env = os.environ", **given: str) -> dict[str, str | None]:
+    """The two variables of ``env`` after ``setup`` runs in a fresh interpreter started with ``given`` set (by
+    default: its own environment after ``import mjfleet``)."""
     env = {k: v for k, v in os.environ.items() if k not in _KEYS} | given
-    code = f"import json, os, mjfleet; print(json.dumps({{k: os.environ.get(k) for k in {_KEYS!r}}}))"
+    code = f"import json, os; {setup}; print(json.dumps({{k: env.get(k) for k in {_KEYS!r}}}))"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     return json.loads(out)
 
 
 def test_defaults_wait_passively_after_a_short_spin() -> None:
-    assert _after_import() == {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "10000"}
+    assert _after_import() == _DEFAULTS
 
 
 @pytest.mark.parametrize(
@@ -36,11 +40,9 @@ def test_a_choice_of_the_user_is_left_alone(given: dict[str, str]) -> None:
 def test_remote_workers_wait_as_the_launching_host_does(given: dict[str, str]) -> None:
     # Local workers inherit the launcher's environment; a worker on another host gets only the copied variables and
     # would otherwise apply mjfleet's defaults over the user's choice.
-    code = (
-        "import json, os; from mjfleet.launch.launcher import REMOTE_ENV_PATTERNS, agent_environment; "
-        f"env = agent_environment(REMOTE_ENV_PATTERNS, {{}}); print(json.dumps({{k: env.get(k) for k in {_KEYS!r}}}))"
+    setup = (
+        "from mjfleet.launch.launcher import REMOTE_ENV_PATTERNS, agent_environment; "
+        "env = agent_environment(REMOTE_ENV_PATTERNS, {})"
     )
-    env = {k: v for k, v in os.environ.items() if k not in _KEYS} | given
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
-    expected = {k: given.get(k) for k in _KEYS} if given else {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "10000"}
-    assert json.loads(out) == expected
+    expected = {k: given.get(k) for k in _KEYS} if given else _DEFAULTS
+    assert _after_import(setup, **given) == expected
