@@ -166,7 +166,7 @@ def test_parsing_planning_and_listing_load_no_simulator_or_torch() -> None:
         "assert len(all_tasks()) >= 6\n"
         "for task in ('cartpole-balance', 'go1-velocity-rough'):\n"
         "    cfg = train.parse_args([task, '--gpu-ids', 'None', '--cpu-workers', '2', '--log-root', sys.argv[1]])\n"
-        "    assert prepare(cfg).plan is not None\n"
+        "    assert prepare(cfg).launch_plan is not None\n"
         "heavy = sorted(m for m in ('torch', 'warp', 'mujoco', 'mujoco_warp', 'rsl_rl', 'tensordict', 'torchrunx')\n"
         "               if m in sys.modules)\n"
         "print(heavy)\n"
@@ -288,10 +288,11 @@ def test_the_api_refuses_what_the_cli_refuses(tmp_path: Path, capsys: pytest.Cap
 def test_the_planned_run_is_the_one_that_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TORCHRUNX_LOG_DIR", raising=False)
     prepared = prepare(small_train_config(log_root=tmp_path, cpu_workers=2, max_restarts=1))
-    assert prepared.plan is not None and prepared.plan.world_size == 2
-    assert prepared.plan.log_dir == prepared.run_dir / "torchrunx"
-    assert f"run directory: {prepared.run_dir} (not created" in api.describe(prepared)
-    assert not prepared.run_dir.exists()
+    assert prepared.launch_plan is not None and prepared.launch_plan.world_size == 2
+    assert prepared.run is not None
+    assert prepared.launch_plan.log_dir == prepared.run.run_dir / "torchrunx"
+    assert f"run directory: {prepared.run.run_dir} (not created" in api.describe(prepared)
+    assert not prepared.run.run_dir.exists()
     launched: list[tuple[Path, object]] = []
 
     def fake_launch(cfg: object, run_dir: Path, plan: object, start: object, stop: object) -> list[str]:
@@ -300,7 +301,7 @@ def test_the_planned_run_is_the_one_that_runs(tmp_path: Path, monkeypatch: pytes
 
     monkeypatch.setattr(train_supervisor, "launch_training", fake_launch)
     assert run(prepared) == ["done"]  # type: ignore[comparison-overlap]
-    assert launched == [(prepared.run_dir, prepared.plan)] and launched[0][1] is prepared.plan
-    assert prepared.run_dir.is_dir()
+    assert launched == [(prepared.run.run_dir, prepared.launch_plan)] and launched[0][1] is prepared.launch_plan
+    assert prepared.run.run_dir.is_dir()
     with pytest.raises(UsageError, match="already exists"):
         run(prepared)  # its directory exists now: never two runs in one directory

@@ -4,6 +4,7 @@ command in this process (nothing is launched; every refusal happens before a pro
 from __future__ import annotations
 
 import socket
+import zlib
 from pathlib import Path
 
 import pytest
@@ -11,16 +12,16 @@ import pytest
 from mjfleet.cli import train
 from mjfleet.errors import UsageError
 from mjfleet.train.external import (
+    SLURM_PORT_BASE,
+    SLURM_PORT_SPAN,
     ExternalJob,
     detect_external_job,
     duplicate_gpus,
     external_device,
     tasks_on_node,
 )
-from mjfleet.train.run_identity import RunIdentity, find_run, first_start, record, run_identity
-from mjfleet.train.start import StartPoint
 
-from .helpers import run_main, small_train_config
+from .helpers import run_main
 
 TORCHRUN = {
     "RANK": "1",
@@ -72,7 +73,7 @@ def test_nothing_started_this_process() -> None:
 
 def test_torchrun_variables_make_a_rank() -> None:
     job = detect_external_job(TORCHRUN)
-    assert job == ExternalJob("torchrun", 1, 1, 4, 2, 0, "node-a", 29500, 2, True)
+    assert job == ExternalJob("torchrun", 1, 1, 4, 2, 0, "node-a", 29500, 2, True, key="torchrun-job-7")
     assert not job.hosts_store  # the agent hosts it
     # A launcher that sets only RANK and WORLD_SIZE (a Kubernetes PyTorchJob pod running train directly).
     pod = detect_external_job({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "master-0", "MASTER_PORT": "23456"})
@@ -88,11 +89,15 @@ def test_srun_tasks_make_a_rank_meeting_on_the_first_node() -> None:
         return ("node-a", "node-b")
 
     job = detect_external_job(SRUN, expand)
-    assert job == ExternalJob("srun", 3, 1, 4, 2, 1, "node-a", 15000 + 4242, 0, False)
+    port = SLURM_PORT_BASE + zlib.crc32(b"slurm-4242.0") % SLURM_PORT_SPAN
+    assert job == ExternalJob("srun", 3, 1, 4, 2, 1, "node-a", port, 0, False, key="slurm-4242.0")
+    assert 15000 <= port < 32768  # below Linux's ephemeral ports
     assert asked == ["node-[a-b]"]
     given = detect_external_job({**SRUN, "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "1234"}, expand)
     assert given is not None and (given.master_addr, given.master_port) == ("10.0.0.1", 1234)
     assert asked == ["node-[a-b]"]  # nothing expanded when MASTER_ADDR is given
+    other_step = detect_external_job({**SRUN, "SLURM_STEP_ID": "1"}, expand)
+    assert other_step is not None and other_step.master_port != port  # two steps of one job meet apart
     assert tasks_on_node("2(x3),1", 3) == 1 and tasks_on_node("4", 0) == 4 and tasks_on_node("x", 0) is None
 
 
@@ -144,30 +149,6 @@ def test_two_ranks_on_one_gpu_are_named() -> None:
     said = duplicate_gpus([("a", "GPU-1"), ("a", "GPU-1")])
     assert said is not None and said.startswith("ranks 0 and 1 share one GPU on a")
     assert duplicate_gpus([("a", ""), ("a", "")]) is None  # CPU ranks
-
-
-def test_the_run_identity_comes_from_the_job_first_match_wins() -> None:
-    torchrun = _job()
-    env = {**TORCHRUN, "SLURM_JOB_ID": "99", "SLURM_ARRAY_TASK_ID": "3", "SLURM_STEP_ID": "1"}
-    assert run_identity("mine", env, torchrun) == RunIdentity("mine", "--run-id")
-    assert run_identity(None, env, torchrun) == RunIdentity("slurm-99_3.1", "SLURM_JOB_ID")
-    assert run_identity(None, TORCHRUN, torchrun) == RunIdentity("torchrun-job-7", "TORCHELASTIC_RUN_ID")
-    static = run_identity(None, {**TORCHRUN, "TORCHELASTIC_RUN_ID": "none"}, torchrun)
-    assert static is not None and static.source == "torchrun" and static.value != "torchrun-none"
-    # mjfleet's own launcher (no external job) takes only --run-id: two commands of one salloc stay two runs.
-    assert run_identity(None, env, None) is None
-
-
-def test_a_run_is_found_by_its_identity(tmp_path: Path) -> None:
-    experiment = tmp_path / "exp"
-    for name, value in (("2026-01-01_00-00-00", "a"), ("2026-01-02_00-00-00", "b")):
-        (experiment / name).mkdir(parents=True)
-        record(experiment / name, RunIdentity(value, "--run-id"), StartPoint(None, 50 if value == "b" else 10))
-    (experiment / "2026-01-03_00-00-00").mkdir()  # a run without identity
-    found = find_run(experiment, RunIdentity("b", "--run-id"))
-    assert found == experiment / "2026-01-02_00-00-00"
-    assert first_start(found) == StartPoint(None, 50)
-    assert find_run(experiment, RunIdentity("c", "--run-id")) is None
 
 
 @pytest.fixture
@@ -244,32 +225,22 @@ def test_dry_run_under_torchrun_names_the_rank(launched_env: pytest.MonkeyPatch,
     assert code == 0, err
 
 
-def test_the_same_run_id_continues_its_run_with_mjfleets_own_start(tmp_path: Path) -> None:
-    from mjfleet.runtime.stop import StopRequest
-    from mjfleet.train import run
-
-    stop = StopRequest()
-    stop.signals.append(15)  # stopped (as by SIGTERM) after its first iteration, with a checkpoint
-    first = run(small_train_config(iterations=3, log_root=tmp_path, run_id="exp-1"), stop)[0]
-    assert first.final_iteration == 1 and first.stop_signal == 15
-    second = run(small_train_config(iterations=3, log_root=tmp_path, run_id="exp-1"))[0]
-    assert second.run_dir == first.run_dir  # the same run, continued to the iteration it was started for
-    assert [r.iteration for r in second.records] == [2, 3]
-    other = run(small_train_config(iterations=1, log_root=tmp_path, run_id="exp-2"))[0]
-    assert other.run_dir != first.run_dir
-
-
 def test_an_nccl_failure_of_a_rank_names_the_remedies(
     launched_env: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for name, value in {**TORCHRUN, "RANK": "0", "LOCAL_RANK": "0"}.items():
         launched_env.setenv(name, value)
 
-    def nccl_fails(*args: object) -> None:
+    def nccl_fails(*args: object, **kwargs: object) -> None:
         raise RuntimeError("NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error")
 
+    def exit_now(code: int) -> None:  # the real one ends the process at once, pytest with it
+        raise SystemExit(code)
+
     launched_env.setattr(train, "run", nccl_fails)
-    with pytest.raises(RuntimeError, match="NCCL error"):
+    launched_env.setattr(train, "hard_exit", exit_now)
+    with pytest.raises(SystemExit) as exited:
         train.main(["cartpole-balance", "--gpu-ids", "None", "--log-root", str(tmp_path)])
+    assert exited.value.code == 1
     err = " ".join(capsys.readouterr().err.split())
     assert "hint:" in err and "NCCL_P2P_DISABLE" in err and "NCCL_DEBUG=INFO" in err

@@ -184,7 +184,11 @@ def test_a_gpu_less_launcher_among_the_hosts_or_asked_for_cpus_plans_as_before(
     among = api.prepare(small_train_config(log_root=tmp_path, gpu_ids="auto", hostnames=("localhost", REMOTE)))
     assert among.selection.kind == "cpu" and (among.selection.notice or "").startswith("CUDA not available")
     cpus = api.prepare(small_train_config(log_root=tmp_path, gpu_ids=None, hostnames=(REMOTE, "192.0.2.78")))
-    assert cpus.plan is not None and cpus.plan.device_kind == "cpu" and cpus.plan.hostnames == (REMOTE, "192.0.2.78")
+    assert (
+        cpus.launch_plan is not None
+        and cpus.launch_plan.device_kind == "cpu"
+        and cpus.launch_plan.hostnames == (REMOTE, "192.0.2.78")
+    )
 
 
 def test_this_machines_own_interface_address_is_this_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

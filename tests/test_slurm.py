@@ -75,7 +75,7 @@ TINY = ["--gpu-ids", "None", "--env.num-envs", "8", "--agent.num-steps-per-env",
 
 @pytest.mark.parametrize("keyword", ["slurm", "auto", "SLURM"])
 def test_cpu_workers_on_every_node_of_the_job(keyword: str, in_job: Path, tmp_path: Path) -> None:
-    plan = prepare(small_train_config(log_root=tmp_path, cpu_workers=2, hostnames=(keyword,))).plan
+    plan = prepare(small_train_config(log_root=tmp_path, cpu_workers=2, hostnames=(keyword,))).launch_plan
     assert plan is not None
     assert plan.hostnames == ("node-a", "node-b")
     assert (plan.workers_per_host, plan.world_size) == (2, 4)
@@ -84,17 +84,17 @@ def test_cpu_workers_on_every_node_of_the_job(keyword: str, in_job: Path, tmp_pa
 
 def test_workers_per_host_beats_cpu_workers(in_job: Path, tmp_path: Path) -> None:
     cfg = small_train_config(log_root=tmp_path, cpu_workers=2, hostnames=("slurm",), workers_per_host=3)
-    plan = prepare(cfg).plan
+    plan = prepare(cfg).launch_plan
     assert plan is not None and (plan.workers_per_host, plan.world_size) == (3, 6)
 
 
 def test_auto_outside_a_job_is_this_machine_only(outside_slurm: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    plan = prepare(small_train_config(log_root=tmp_path, cpu_workers=2, hostnames=("auto",))).plan
+    plan = prepare(small_train_config(log_root=tmp_path, cpu_workers=2, hostnames=("auto",))).launch_plan
     assert plan is not None and plan.hostnames == ("localhost",) and plan.world_size == 2
 
 
 def test_no_hostnames_inside_a_job_stays_on_this_machine(in_job: Path, tmp_path: Path) -> None:
-    plan = prepare(small_train_config(log_root=tmp_path, cpu_workers=2)).plan
+    plan = prepare(small_train_config(log_root=tmp_path, cpu_workers=2)).launch_plan
     assert plan is not None and plan.hostnames == ("localhost",)
     assert not (in_job / "args").exists(), "scontrol is not asked unless --hostnames says so"
 
@@ -104,17 +104,17 @@ def test_gpu_all_takes_the_gpus_slurm_gave_each_node(
 ) -> None:
     _gpus_on_launcher(monkeypatch, 8)
     monkeypatch.setenv("SLURM_GPUS_ON_NODE", "4")
-    plan = prepare(small_train_config(log_root=tmp_path, gpu_ids="all", hostnames=("slurm",))).plan
+    plan = prepare(small_train_config(log_root=tmp_path, gpu_ids="all", hostnames=("slurm",))).launch_plan
     assert plan is not None and plan.device_kind == "cuda"
     assert (plan.hostnames, plan.workers_per_host, plan.world_size) == (("node-a", "node-b"), 4, 8)
     assert plan.cuda_visible_devices == "0,1,2,3"
 
     # Without SLURM_GPUS_ON_NODE, or with explicit GPUs, the selection decides.
     monkeypatch.delenv("SLURM_GPUS_ON_NODE")
-    plan = prepare(small_train_config(log_root=tmp_path, gpu_ids="all", hostnames=("slurm",))).plan
+    plan = prepare(small_train_config(log_root=tmp_path, gpu_ids="all", hostnames=("slurm",))).launch_plan
     assert plan is not None and plan.workers_per_host == 8
     monkeypatch.setenv("SLURM_GPUS_ON_NODE", "4")
-    plan = prepare(small_train_config(log_root=tmp_path, gpu_ids=(0, 1), hostnames=("auto",))).plan
+    plan = prepare(small_train_config(log_root=tmp_path, gpu_ids=(0, 1), hostnames=("auto",))).launch_plan
     assert plan is not None and (plan.workers_per_host, plan.world_size) == (2, 4)
 
 
@@ -123,7 +123,7 @@ def test_more_gpus_per_node_than_the_launcher_sees_leaves_each_nodes_numbering(
 ) -> None:
     _gpus_on_launcher(monkeypatch, 2)
     monkeypatch.setenv("SLURM_GPUS_ON_NODE", "4")
-    plan = prepare(small_train_config(log_root=tmp_path, gpu_ids="all", hostnames=("slurm",))).plan
+    plan = prepare(small_train_config(log_root=tmp_path, gpu_ids="all", hostnames=("slurm",))).launch_plan
     assert plan is not None and (plan.workers_per_host, plan.cuda_visible_devices) == (4, None)
 
 
@@ -231,4 +231,4 @@ def test_example_sbatch_runs_one_launcher_with_a_valid_command(in_job: Path, tmp
 def test_hostnames_auto_outside_slurm_trains_in_process(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for var in ("SLURM_JOB_ID", "SLURM_JOBID"):
         monkeypatch.delenv(var, raising=False)
-    assert prepare(small_train_config(log_root=tmp_path, hostnames=("auto",))).plan is None
+    assert prepare(small_train_config(log_root=tmp_path, hostnames=("auto",))).launch_plan is None

@@ -65,7 +65,7 @@ def test_planning_on_the_nodes_of_a_slurm_job_imports_no_torch(tmp_path: Path) -
         "from mjfleet.train import prepare\n"
         "cfg = train.parse_args(['cartpole-balance', '--gpu-ids', 'None', '--hostnames', 'slurm',"
         " '--log-root', sys.argv[1]])\n"
-        "plan = prepare(cfg).plan\n"
+        "plan = prepare(cfg).launch_plan\n"
         "assert plan is not None and plan.hostnames == ('localhost', '127.0.0.1'), plan\n"
         "print(sorted(m for m in ('torch', 'torchrunx') if m in sys.modules))\n"
     )

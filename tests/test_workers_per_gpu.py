@@ -79,9 +79,9 @@ def test_prepare_and_dry_run_show_the_shared_gpu(monkeypatch: pytest.MonkeyPatch
     _gpus(monkeypatch, 1)
     cfg = small_train_config(num_envs=8, steps=4, log_root=tmp_path / "logs", gpu_ids=(0,), workers_per_gpu=2)
     prepared = prepare(cfg)
-    assert prepared.plan is not None, "two workers on one GPU are launched"
-    assert (prepared.plan.world_size, prepared.plan.workers_per_device) == (2, 2)
-    assert describe_plan(cfg, prepared.plan, prepared.selection) == (
+    assert prepared.launch_plan is not None, "two workers on one GPU are launched"
+    assert (prepared.launch_plan.world_size, prepared.launch_plan.workers_per_device) == (2, 2)
+    assert describe_plan(cfg, prepared.launch_plan, prepared.selection) == (
         "launch plan: 2 workers (cuda:0; 2 workers per GPU, gloo collectives), 8 envs per worker,"
         " 64 env-steps per iteration in total"
     )
@@ -91,7 +91,7 @@ def test_prepare_and_dry_run_show_the_shared_gpu(monkeypatch: pytest.MonkeyPatch
     assert "2 workers per GPU, gloo collectives" in " ".join(out.split())
     assert not (tmp_path / "logs").exists(), "--dry-run creates nothing"
     # One worker per GPU stays in-process, as before.
-    assert prepare(small_train_config(log_root=tmp_path / "logs", gpu_ids=(0,))).plan is None
+    assert prepare(small_train_config(log_root=tmp_path / "logs", gpu_ids=(0,))).launch_plan is None
 
 
 @pytest.mark.parametrize(

@@ -166,10 +166,10 @@ def summarize_training(
 def measure_training(cfg: TrainConfig) -> TrainRow:
     """PPO iterations of one worker in this process, nothing written to disk; ``cfg`` is checked like any run's."""
     prepared = prepare(cfg)
-    if prepared.plan is not None:
+    if prepared.launch_plan is not None or prepared.run is None:
         raise ValueError("measure_training trains one worker in this process; launched runs go through train.run")
     start = time.perf_counter()
     device = prepared.selection.devices[0]
-    results = [train_worker(cfg, None, DistributedContext(device=device), prepared.start)]
+    results = [train_worker(cfg, None, DistributedContext(device=device), prepared.run.start)]
     backend = resolve_backend(cfg.env.sim, device)
     return summarize_training(results, cfg.env.num_envs, wall_s=time.perf_counter() - start, backend=backend)

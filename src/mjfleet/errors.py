@@ -11,6 +11,14 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 USAGE_EXIT_CODE = 2
+"""Invalid input: a flag, a file, a run that cannot be continued with these settings. Retrying repeats it."""
+FATAL_EXIT_CODE = 3
+"""Training cannot go on (diverged, a run whose training diverged before): a restart or requeue would repeat it."""
+FAILED_EXIT_CODE = 1
+"""Training failed for another reason (a crash, an error of mjfleet's): a restart may or may not help."""
+PEER_LOST_EXIT_CODE = 138
+"""One rank of another launcher's job: another rank or node was lost, or a collective timed out. Retry: the run
+continues from its newest checkpoint (the code Kubeflow's ``restartPolicy: ExitCode`` retries, 128 + SIGUSR1)."""
 
 
 class UsageError(Exception):
@@ -22,6 +30,14 @@ class FatalTrainingError(RuntimeError):
 
     Shown as one clean error line (no traceback); automatic restarts never retry it.
     """
+
+    repeats: bool = True
+    """A later start of the same run would fail the same way, so the run records it and is not continued (False:
+    the cause lies outside the run, e.g. a full disk)."""
+
+
+class PeerFailed(Exception):
+    """Another rank of the job failed; its own output says why. Shown as one line."""
 
 
 def exception_line(exc: BaseException) -> str:
@@ -41,7 +57,7 @@ def is_retryable(exc: BaseException) -> bool:
 
 def is_user_facing(exc: BaseException) -> bool:
     """Whether the message of ``exc`` says everything (its traceback would only distract)."""
-    return isinstance(exc, UsageError | FatalTrainingError)
+    return isinstance(exc, UsageError | FatalTrainingError | PeerFailed)
 
 
 def fail(message: str) -> NoReturn:

@@ -16,8 +16,10 @@ from typing import BinaryIO
 def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """Write ``path`` through ``write(file)`` into a temporary file beside it, then rename it over ``path``.
 
-    The data reach the disk before the rename (``fsync``), so after a crash ``path`` holds either the previous file
-    or the complete new one. The temporary file is a hidden ``.<name>.<random>.tmp`` and is removed on any error.
+    The data reach the disk before the rename (``fsync``), and the directory entry after it, so after a crash
+    ``path`` holds either the previous file or the complete new one. The temporary file is a hidden
+    ``.<name>.<random>.tmp`` and is removed on any error (one left by a killed process is removed when its run
+    continues).
     """
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -29,6 +31,21 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    _fsync_directory(path.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (some file systems refuse to open or sync a directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def write_text_atomic(path: Path, text: str) -> None:

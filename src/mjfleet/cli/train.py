@@ -8,29 +8,47 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
-from mjfleet.cli.args import parse, print_help, wants_help, write_out
+import psutil
+
+from mjfleet.cli.args import parse, parse_known, print_help, wants_help, write_out
+from mjfleet.config_io import load_yaml, update_dataclass
 from mjfleet.console import configure_logging
 from mjfleet.envs.config import EnvConfig
-from mjfleet.errors import FatalTrainingError, UsageError, exits_on_usage_error
+from mjfleet.errors import (
+    FAILED_EXIT_CODE,
+    FATAL_EXIT_CODE,
+    PEER_LOST_EXIT_CODE,
+    FatalTrainingError,
+    PeerFailed,
+    UsageError,
+    exception_line,
+    exits_on_usage_error,
+)
 from mjfleet.launch.diagnosis import WorkerFailure
-from mjfleet.rl.checkpoint import list_checkpoints
+from mjfleet.launch.worker import hard_exit, is_peer_failure
 from mjfleet.rl.config import AgentConfig
+from mjfleet.rl.stop_condition import StopCondition
 from mjfleet.runtime.devices import trains_on_cpu
 from mjfleet.runtime.nccl import nccl_hint
 from mjfleet.runtime.stop import StopRequest, exit_code, signal_name
 from mjfleet.tasks.registry import get_task
 from mjfleet.tasks.spec import TaskSpec
 from mjfleet.train import Prepared, TrainConfig, describe, prepare, run
+from mjfleet.train.ending import How, RunEnd, ending_lines
 
 logger = logging.getLogger("mjfleet.train")
 
 
 def parse_args(argv: list[str], prog: str = "train") -> TrainConfig:
     """``<task> [--field value ...]`` -> a complete :class:`TrainConfig` with the task's defaults (not yet checked:
-    :func:`mjfleet.train.prepare` does that)."""
+    :func:`mjfleet.train.prepare` does that). With ``--finish <run_dir>`` the defaults are the settings that run
+    was started with."""
     if not argv or argv[0].startswith("-"):
         if wants_help(argv):
             generic = TrainConfig(env=EnvConfig(), agent=AgentConfig())
@@ -38,11 +56,43 @@ def parse_args(argv: list[str], prog: str = "train") -> TrainConfig:
         raise UsageError(f"usage: {prog} <task> [OPTIONS]; run list-tasks to see the task ids")
     spec = get_task(argv[0])
     command = f"{prog} {spec.id}"
+    if any(a == "--finish" or a.startswith("--finish=") for a in argv[1:]):
+        source, rest = parse_known(FinishSource, argv[1:], command)
+        if source.finish is not None:
+            cfg = parse(TrainConfig, rest, command, recorded_config(spec, source.finish))
+            cfg.task = spec.id
+            return cfg
     on_cpu = _trains_on_cpu(spec, argv[1:], command)
     default = TrainConfig(env=spec.env_cfg(), agent=spec.agent_defaults(on_cpu), task=spec.id)
     description = f"{CPU_DEFAULTS_NOTE}\n\n{TrainConfig.__doc__}" if on_cpu else None
     cfg = parse(TrainConfig, argv[1:], command, default, description)
     cfg.task = spec.id
+    return cfg
+
+
+@dataclass
+class FinishSource:
+    """The option ``train`` reads first: the run whose settings become the defaults of every other option."""
+
+    finish: Path | None = None
+    """``--finish``."""
+
+
+def recorded_config(spec: TaskSpec, run_dir: Path) -> TrainConfig:
+    """The :class:`TrainConfig` a run was started with, read back from its ``params/`` (``--finish``)."""
+    params = run_dir / "params"
+    if not (params / "run.yaml").is_file():
+        raise UsageError(
+            f"--finish {run_dir}: not a run directory (no {params / 'run.yaml'}); --resume starts a new run from a"
+            " checkpoint"
+        )
+    env = update_dataclass(spec.env_cfg(), load_yaml(params / "env.yaml"))
+    agent = update_dataclass(spec.agent_cfg(), load_yaml(params / "agent.yaml"))
+    values = load_yaml(params / "run.yaml")
+    stop_when = values.pop("stop_when", None)
+    cfg = update_dataclass(TrainConfig(env=env, agent=agent, task=spec.id), values)
+    cfg.stop_when = StopCondition(**stop_when) if isinstance(stop_when, dict) else None
+    cfg.finish, cfg.dry_run = run_dir, False
     return cfg
 
 
@@ -64,67 +114,122 @@ def _trains_on_cpu(spec: TaskSpec, args: list[str], command: str) -> bool:
     return trains_on_cpu(gpu_ids)
 
 
-def _resume_hint(prepared: Prepared, run_dir: Path) -> str:
-    checkpoints = list_checkpoints(run_dir)
-    if not checkpoints:
-        return f"no checkpoint was written to {run_dir}"
-    if prepared.identity is not None:
-        again = "run the same job again" if prepared.identity.source != "--run-id" else "run the same command again"
-        return f"checkpoint {checkpoints[-1][1]}; {again} (run id {prepared.identity.value}) to continue"
-    return f"checkpoint {checkpoints[-1][1]}; resume with: train {prepared.cfg.task} --resume {run_dir}"
-
-
 @exits_on_usage_error
 def main(argv: list[str] | None = None) -> None:
     """Console entry point of ``train``.
 
-    Exit codes: 0 done, 1 training failed, 2 invalid input, 128+N stopped by signal N (130 Ctrl-C, 143 SIGTERM).
+    Exit codes: 0 done (or nothing left to train), 1 training failed, 2 invalid input, 3 training cannot go on
+    (diverged; a restart would fail the same way), 128+N stopped by signal N (130 Ctrl-C, 143 SIGTERM), 138 one
+    rank of another launcher's job lost another rank or node. docs/distributed.md says which a launcher should retry.
     """
+    began = _process_start()
     configure_logging()
     cfg = parse_args(sys.argv[1:] if argv is None else argv)
-    prepared = prepare(cfg)
-    if prepared.external is not None and prepared.external.rank != 0:
+    try:
+        prepared = prepare(cfg)
+    except FatalTrainingError as e:  # the run it would continue failed for good
+        logger.error("%s", e)
+        raise SystemExit(FATAL_EXIT_CODE) from None
+    external = prepared.external
+    if external is not None and external.rank != 0:
         logging.getLogger("mjfleet").setLevel(logging.WARNING)  # rank 0 speaks for the job
-    if prepared.selection.kind == "cpu" and get_task(cfg.task).cpu_agent_cfg is not None:
+    if prepared.selection.kind == "cpu" and get_task(cfg.task).cpu_agent_cfg is not None and cfg.finish is None:
         logger.info("PPO defaults of %s on the CPU (train %s --gpu-ids None --help shows them)", cfg.task, cfg.task)
     if cfg.dry_run:
         write_out(describe(prepared))
         return
+    run_dirs: list[Path] = [] if prepared.run is None else [prepared.run.run_dir]
+    end = _Ending(prepared, began, run_dirs)
     stop = StopRequest()
     with stop.install():
         try:
-            results = run(prepared, stop)
-        except (WorkerFailure, FatalTrainingError) as failure:
-            logger.error("%s", failure)
-            raise SystemExit(1) from None
+            results = run(prepared, stop, started=run_dirs.append)
         except UsageError:
             raise
+        except (WorkerFailure, FatalTrainingError, PeerFailed) as failure:
+            code = FATAL_EXIT_CODE if _repeats(failure) else FAILED_EXIT_CODE
+            end.close("failed", str(failure).splitlines()[0] if str(failure) else type(failure).__name__, code)
+        except KeyboardInterrupt:
+            end.close("interrupted", signal_name(stop.signum or 2), exit_code(stop.signum or 2))
         except Exception as e:
-            # One rank of another launcher's job: its traceback is the report; add what helps with NCCL.
-            hint = nccl_hint("".join(traceback.format_exception(e))) if prepared.external is not None else None
+            if external is None:
+                raise
+            # One rank of another launcher's job: a lost peer is the launcher's to retry; anything else is reported
+            # with its traceback. Either way this rank exits now: NCCL or gloo teardown at exit can hang.
+            if is_peer_failure(e):
+                end.close("failed", f"lost another rank of the job: {exception_line(e)}", PEER_LOST_EXIT_CODE)
+            logger.exception("rank %d failed", external.rank)
+            hint = nccl_hint("".join(traceback.format_exception(e)))
             if hint is not None:
                 logger.error("hint: %s", hint)
-            raise
-        except KeyboardInterrupt:
-            signum = stop.signum or 2
-            hint = _resume_hint(prepared, prepared.run_dir)
-            logger.warning("stopped immediately by %s; %s", signal_name(signum), hint)
-            raise SystemExit(exit_code(signum)) from None
+            end.exit(FAILED_EXIT_CODE)
+    if not results:
+        end.close("nothing", "the run had already ended", 0)
+    first = results[0]
     # Another rank's signal stops this one too (a scheduler may signal only some ranks): exit as stopped, so the
     # launcher restarts or requeues the job rather than taking it as done.
-    signum = stop.signum or results[0].stop_signal
+    signum = stop.signum or first.stop_signal
     if signum is not None:
-        final = results[0].final_iteration
-        if results[0].stop_signal is None:
-            logger.warning("finished at iteration %d before the stop request took effect", final)
-        hint = _resume_hint(prepared, Path(results[0].run_dir or prepared.run_dir))
-        logger.warning("stopped by %s after iteration %d; %s", signal_name(signum), final, hint)
-        raise SystemExit(exit_code(signum))
-    met = results[0].condition_met_at
-    if met is not None:
-        logger.info("finished at iteration %d: --stop-when %s was met", met, cfg.stop_when)
-    else:
-        logger.info("finished at iteration %d", results[0].final_iteration)
+        if first.stop_signal is None:
+            logger.warning("finished at iteration %d before the stop request took effect", first.final_iteration)
+        end.close("stopped", signal_name(signum), exit_code(signum), first.final_iteration, len(results))
+    if first.condition_met_at is not None:
+        end.close("condition", str(cfg.stop_when), 0, first.final_iteration, len(results))
+    end.close("finished", "", 0, first.final_iteration, len(results))
+
+
+class _Ending:
+    """Writes a run's last lines and exits (see :mod:`mjfleet.train.ending`)."""
+
+    def __init__(self, prepared: Prepared, began: float, run_dirs: list[Path]) -> None:
+        self.prepared, self.began, self.run_dirs = prepared, began, run_dirs
+
+    def close(
+        self, how: How, detail: str, code: int, last_iteration: int | None = None, workers: int | None = None
+    ) -> NoReturn:
+        cfg, run, external = self.prepared.cfg, self.prepared.run, self.prepared.external
+        if external is not None:
+            workers = external.world_size
+        elif workers is None:
+            workers = self.prepared.launch_plan.world_size if self.prepared.launch_plan is not None else 1
+        started = run.start if run is not None else None
+        end = RunEnd(
+            how=how,
+            task=cfg.task,
+            run_dir=self.run_dirs[-1] if self.run_dirs else None,
+            started_at=started.start_iteration if started is not None else 0,
+            final_iteration=started.final_iteration if started is not None else cfg.agent.max_iterations,
+            last_iteration=last_iteration,
+            env_steps_per_iteration=workers * cfg.env.num_envs * cfg.agent.num_steps_per_env,
+            wall_s=time.time() - self.began,
+            detail=detail,
+        )
+        level = logging.INFO if how in ("finished", "condition", "nothing") else logging.WARNING
+        if how == "failed":
+            logger.error("%s", detail)
+        for line in ending_lines(end):
+            logger.log(level, "%s", line)
+        self.exit(code)
+
+    def exit(self, code: int) -> NoReturn:
+        if self.prepared.external is not None and code != 0:
+            hard_exit(code)
+        raise SystemExit(code)
+
+
+def _repeats(failure: BaseException) -> bool:
+    """Whether a restart would fail the same way."""
+    if isinstance(failure, WorkerFailure):
+        return not failure.retryable
+    return isinstance(failure, FatalTrainingError)
+
+
+def _process_start() -> float:
+    """When this process started (the command's start, as the user counts it)."""
+    try:
+        return psutil.Process().create_time()
+    except psutil.Error:
+        return time.time()
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, Generic, TypeVar
+from typing import IO, Any, Generic, NoReturn, TypeVar
 
 from mjfleet.errors import exception_line, is_retryable, is_user_facing
 from mjfleet.runtime.context import MASTER_ADDR_ENV
@@ -129,7 +129,7 @@ def _drop_console_handlers() -> None:
             )
 
 
-def _hard_exit(code: int) -> None:
+def hard_exit(code: int) -> NoReturn:
     """Flush logs, give torchrunx's stdio-forwarding threads a moment, then exit immediately. The moment also lets
     the log collector store a failure report before the launcher hears of the death (and torchrunx kills it)."""
     # A broken handler or stream must not keep a dead worker alive.
@@ -183,13 +183,11 @@ class WorkerEntry(Generic[T]):
             return self.fn(*self.args)
         except KeyboardInterrupt:
             logger.warning("worker rank %d interrupted", rank)
-            _hard_exit(130)
-            raise  # Unreachable; keeps type checkers happy.
+            hard_exit(130)
         except BaseException as exc:  # SystemExit too: a worker must never hang its peers.
             # ERROR, with the traceback: this record is also the failure's entry in the rank's log file.
             report = failure_report(exc)
             _reports.error(
                 "worker rank %d failed: %s", rank, report["error"], exc_info=exc, extra={REPORT_ATTR: report}
             )
-            _hard_exit(1)
-            raise
+            hard_exit(1)

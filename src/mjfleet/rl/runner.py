@@ -41,6 +41,8 @@ class NonFiniteTrainingError(FatalTrainingError):
 class CheckpointWriteError(FatalTrainingError):
     """The run directory ran out of space (or quota) while writing a checkpoint."""
 
+    repeats = False  # free space, and the run continues
+
 
 StopCheck = Callable[[], int]
 """Polled after every iteration: the number of the signal that asked training to stop, or 0."""

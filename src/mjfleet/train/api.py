@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
+from pathlib import Path
 
 from mjfleet.cluster.hosts import is_own_address, resolve
 from mjfleet.cluster.slurm import expand_nodelist, resolve_hostnames
@@ -24,9 +26,8 @@ from mjfleet.train.config import TrainConfig, validate
 from mjfleet.train.external import check_external_options, detect_external_job, external_device
 from mjfleet.train.launched import describe_plan, make_plan
 from mjfleet.train.plan import Prepared, open_run_dir
-from mjfleet.train.run_dir import check_log_root, discard_if_empty, next_run_dir
-from mjfleet.train.run_identity import find_run, first_start, run_identity
-from mjfleet.train.start import continue_point, plan_start
+from mjfleet.train.planner import plan_this_start, report_nothing_left
+from mjfleet.train.run_dir import discard_if_empty
 
 logger = logging.getLogger("mjfleet.train")
 
@@ -40,12 +41,13 @@ def prepare(cfg: TrainConfig) -> Prepared:
     external = detect_external_job(os.environ, expand_nodelist)
     if external is not None:
         check_external_options(cfg, external)
+    elif cfg.distributed:
+        logger.info("--distributed is ignored: no launcher started this process as one rank of a job")
     if cfg.stop_when is not None:
         from mjfleet.envs.task import declared_stat_keys  # imports torch: only when --stop-when is given
         from mjfleet.tasks.registry import get_task
 
         cfg.stop_when.check_key(declared_stat_keys(get_task(cfg.task).load_task_class(), cfg.env))
-    cfg.env.prepare_assets()  # e.g. Menagerie files: missing ones fail here, once, not in every worker
     hosts = ("localhost",) if external is not None else resolve_hostnames(cfg.hostnames)  # once: may ask scontrol
     if external is not None:
         request = cfg.gpu_ids
@@ -64,27 +66,18 @@ def prepare(cfg: TrainConfig) -> Prepared:
             f"--workers-per-gpu {cfg.workers_per_gpu} needs GPUs, but {why}{reason};"
             " use --cpu-workers for several CPU workers"
         )
-    start = plan_start(cfg)  # a missing, truncated or foreign checkpoint fails here
-    experiment_dir = cfg.log_root / cfg.agent.experiment_name
-    check_log_root(experiment_dir)
-    identity = run_identity(cfg.run_id, os.environ, external)
-    existing = None if identity is None else find_run(experiment_dir, identity)
-    if existing is not None:
-        start = continue_point(existing, first_start(existing))
-        run_dir = existing
-    else:
-        run_dir = next_run_dir(cfg.log_root, cfg.agent.experiment_name, cfg.agent.run_name)
     if external is not None:
-        return Prepared(cfg, selection, start, run_dir, None, external, identity, existing is not None)
+        # One planner per job: rank 0 decides the run once the ranks have met (as_rank.py); --dry-run plans here,
+        # alone, and creates nothing.
+        return Prepared(cfg, selection, plan_this_start(cfg, external) if cfg.dry_run else None, None, external)
+    run = plan_this_start(cfg, None)
     workers = selection.num_gpus * cfg.workers_per_gpu or cfg.cpu_workers
     # A restart must survive the death of the worker, so it cannot be this process.
     # ``--hostnames auto`` outside a SLURM job means this machine only, like no --hostnames.
     many_hosts = hosts != ("localhost",)
     launched = workers > 1 or cfg.launcher == "torchrunx" or many_hosts or cfg.max_restarts > 0
-    plan = None
-    if launched:
-        plan = make_plan(cfg, run_dir, selection, hosts)
-    return Prepared(cfg, selection, start, run_dir, plan, None, identity, existing is not None)
+    launch_plan = make_plan(cfg, run.run_dir, selection, hosts) if launched else None
+    return Prepared(cfg, selection, run, launch_plan)
 
 
 def _select_devices(cfg: TrainConfig, hosts: tuple[str, ...]) -> DeviceSelection:
@@ -108,17 +101,23 @@ def _select_devices(cfg: TrainConfig, hosts: tuple[str, ...]) -> DeviceSelection
 
 def describe(prepared: Prepared) -> str:
     """The ``--dry-run`` report: what would run where, from which checkpoint, for how long."""
-    cfg, start = prepared.cfg, prepared.start
+    cfg, run = prepared.cfg, prepared.run
+    assert run is not None, "--dry-run plans the start in prepare()"
+    start = run.start
     lines = [f"task: {cfg.task}"]
     if prepared.selection.notice:
         lines.append(prepared.selection.notice)
     lines.append(_describe_workers(prepared))
     begin = f"from {start.checkpoint} (iteration {start.start_iteration})" if start.checkpoint else "from scratch"
-    lines.append(f"iterations {start.start_iteration + 1}..{start.final_iteration}, {begin}")
-    if prepared.continues and prepared.identity is not None:
-        lines.append(f"run directory: {prepared.run_dir} (continued: run id {prepared.identity.value})")
+    if run.nothing_left:
+        lines.append(f"nothing to train: the run {run.record.describe_end() if run.record.over else 'is complete'}")
     else:
-        lines.append(f"run directory: {prepared.run_dir} (not created by --dry-run)")
+        lines.append(f"iterations {start.start_iteration + 1}..{start.final_iteration}, {begin}")
+    identity = f"run id {run.identity.value}" if run.identity is not None else "--finish"
+    if run.continues:
+        lines.append(f"run directory: {run.run_dir} (continued: {identity})")
+    else:
+        lines.append(f"run directory: {run.run_dir} (not created by --dry-run)")
     lines.append(f"collective timeout: {cfg.collective_timeout_s:g} s; automatic restarts: {cfg.max_restarts}")
     return "\n".join(lines) + "\n"
 
@@ -129,17 +128,23 @@ def _describe_workers(prepared: Prepared) -> str:
             f"{prepared.external.describe()} on {prepared.selection.devices[0]}, {prepared.cfg.env.num_envs} envs;"
             " rank 0 chooses the run directory"
         )
-    if prepared.plan is None:
+    if prepared.launch_plan is None:
         return f"in-process training on {prepared.selection.devices[0]}, {prepared.cfg.env.num_envs} envs"
-    return describe_plan(prepared.cfg, prepared.plan, prepared.selection)
+    return describe_plan(prepared.cfg, prepared.launch_plan, prepared.selection)
 
 
-def run(cfg_or_prepared: TrainConfig | Prepared, stop: StopRequest | None = None) -> list[WorkerResult]:
-    """Create the run directory and train; returns one result per worker, indexed by global rank.
+def run(
+    cfg_or_prepared: TrainConfig | Prepared,
+    stop: StopRequest | None = None,
+    started: Callable[[Path], object] | None = None,
+) -> list[WorkerResult]:
+    """Create the run directory and train; returns one result per worker, indexed by global rank (none when the
+    run this start continues had already ended).
 
     A :class:`TrainConfig` is prepared first. ``stop`` (installed by the caller) lets the first SIGINT/SIGTERM stop
-    training cleanly after the current iteration. Raises :class:`~mjfleet.errors.UsageError` for invalid input
-    (removing the run directory if nothing was written to it),
+    training cleanly after the current iteration. ``started`` is told the run directory once it exists (under
+    another launcher rank 0 chooses it after the ranks met). Raises :class:`~mjfleet.errors.UsageError` for
+    invalid input (removing the run directory if nothing was written to it),
     :class:`~mjfleet.launch.diagnosis.WorkerFailure` when a launched worker failed and
     :class:`~mjfleet.errors.FatalTrainingError` when training in this process cannot go on.
     """
@@ -150,27 +155,35 @@ def run(cfg_or_prepared: TrainConfig | Prepared, stop: StopRequest | None = None
     if prepared.external is not None:
         from mjfleet.train.as_rank import train_as_rank
 
-        return [train_as_rank(prepared, stop)]
-    run_dir = open_run_dir(prepared)
+        result = train_as_rank(prepared, stop, started)
+        return [] if result is None else [result]
+    assert prepared.run is not None
+    if prepared.run.nothing_left:
+        report_nothing_left(prepared.run)
+        return []
+    run_dir = open_run_dir(prepared.run)
+    if started is not None:
+        started(run_dir)
     try:
         if prepared.selection.notice:
             logger.info(prepared.selection.notice)
-        if prepared.plan is not None:
+        if prepared.launch_plan is not None:
             from mjfleet.train.supervisor import supervise
 
             logger.info(_describe_workers(prepared))
-            return supervise(cfg, run_dir, prepared.plan, prepared.start, stop)
-        return [_train_in_process(prepared, stop)]
+            return supervise(cfg, run_dir, prepared.launch_plan, prepared.run.start, stop)
+        return [_train_in_process(prepared, run_dir, stop)]
     except UsageError:
         discard_if_empty(run_dir)
         raise
 
 
-def _train_in_process(prepared: Prepared, stop: StopRequest | None) -> WorkerResult:
+def _train_in_process(prepared: Prepared, run_dir: Path, stop: StopRequest | None) -> WorkerResult:
     from mjfleet.runtime.context import DistributedContext
     from mjfleet.train.worker import train_worker
 
-    cfg, start = prepared.cfg, prepared.start
+    assert prepared.run is not None
+    cfg, start = prepared.cfg, prepared.run.start
     logger.info(
         "training %s on %s: %d envs x %d steps per iteration, %d iterations",
         cfg.task,
@@ -180,4 +193,4 @@ def _train_in_process(prepared: Prepared, stop: StopRequest | None) -> WorkerRes
         start.final_iteration - start.start_iteration,
     )
     ctx = DistributedContext(device=prepared.selection.devices[0])
-    return train_worker(cfg, prepared.run_dir, ctx, start, stop.poll if stop is not None else None)
+    return train_worker(cfg, run_dir, ctx, start, stop.poll if stop is not None else None)

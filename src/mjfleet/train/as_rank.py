@@ -1,5 +1,8 @@
-"""Train as one rank of a job another launcher started (torchrun, srun): meet the other ranks, agree on one run
-directory, then the same :func:`~mjfleet.train.worker.train_worker` as every other way of starting workers."""
+# pyright: reportPrivateImportUsage=false
+# (torch.distributed's Store, TCPStore and PrefixStore are public and documented but not re-exported in its stubs.)
+"""Train as one rank of a job another launcher started (torchrun, srun): meet the other ranks, let rank 0 plan the
+start and share it, then the same :func:`~mjfleet.train.worker.train_worker` as every other way of starting
+workers."""
 
 from __future__ import annotations
 
@@ -7,26 +10,30 @@ import contextlib
 import datetime
 import logging
 import os
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-from mjfleet.errors import UsageError
+from mjfleet.errors import FatalTrainingError, PeerFailed, UsageError, exception_line
 from mjfleet.rl.records import WorkerResult
 from mjfleet.runtime.context import DistributedContext, destroy_process_group, init_process_group
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.train.external import ExternalJob, duplicate_gpus, this_host, wait_for_rendezvous
 from mjfleet.train.plan import Prepared, open_run_dir
-from mjfleet.train.start import StartPoint
+from mjfleet.train.planner import RunFailedBefore, RunStart, plan_this_start, report_nothing_left
 from mjfleet.train.worker import train_worker
 
 logger = logging.getLogger("mjfleet.train")
 
 
-def train_as_rank(prepared: Prepared, stop: StopRequest | None) -> WorkerResult:
-    """Join the job's process group and train this rank; rank 0 alone creates (or reopens) the run directory."""
+def train_as_rank(
+    prepared: Prepared, stop: StopRequest | None, started: Callable[[Path], object] | None = None
+) -> WorkerResult | None:
+    """Join the job's process group and train this rank; rank 0 alone plans the start and creates (or reopens) the
+    run directory. None: the run this start continues had already ended."""
     job = prepared.external
     assert job is not None
     cfg = prepared.cfg
@@ -42,9 +49,16 @@ def train_as_rank(prepared: Prepared, stop: StopRequest | None) -> WorkerResult:
     # Exported although the group gets its own store: without them srun's ranks never met (tried; torch reads them).
     os.environ.update(job.rendezvous_env())
     wait_for_rendezvous(job, cfg.rendezvous_timeout_s)
-    with _joined(ctx, job, cfg.collective_timeout_s, cfg.rendezvous_timeout_s):
+    store = _job_store(job, cfg.rendezvous_timeout_s)
+    with _joined(ctx, job, cfg.collective_timeout_s, cfg.rendezvous_timeout_s, store):
         placements = _roll_call(ctx)
-        run_dir, start = _agree_on_run(prepared, ctx)
+        run = _agree_on_run(prepared, ctx, _invocation(job, store))
+        if started is not None:
+            started(run.run_dir)
+        if run.nothing_left:
+            if ctx.is_main:
+                report_nothing_left(run)
+            return None
         if ctx.is_main:
             if prepared.selection.notice:
                 logger.info(prepared.selection.notice)
@@ -60,15 +74,22 @@ def train_as_rank(prepared: Prepared, stop: StopRequest | None) -> WorkerResult:
                 job.describe(),
                 ctx.device,
             )
-        return train_worker(cfg, run_dir, ctx, start, stop.poll if stop is not None else None)
+        return train_worker(cfg, run.run_dir, ctx, run.start, stop.poll if stop is not None else None)
 
 
 @contextlib.contextmanager
-def _joined(ctx: DistributedContext, job: ExternalJob, timeout_s: float, rendezvous_s: float) -> Iterator[None]:
+def _joined(
+    ctx: DistributedContext, job: ExternalJob, timeout_s: float, rendezvous_s: float, store: dist.Store | None
+) -> Iterator[None]:
     """The job's process group; ranks that do not all arrive within ``rendezvous_s`` (one failed to start, or was
     refused its input) end every waiting rank with one line instead of a wait of ``timeout_s``."""
+    prefixed = None
+    if store is not None:
+        # torchrun's agent keeps its store across restarts: the restarted ranks would otherwise read the dead
+        # ranks' addresses from it.
+        prefixed = dist.PrefixStore(f"mjfleet/{job.key}/start-{job.restart_count}", store)
     try:
-        created = init_process_group(ctx, timeout_s, _store(job, rendezvous_s))
+        created = init_process_group(ctx, timeout_s, prefixed)
     except (dist.DistError, RuntimeError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UsageError(
@@ -79,12 +100,12 @@ def _joined(ctx: DistributedContext, job: ExternalJob, timeout_s: float, rendezv
         destroy_process_group()
 
 
-def _store(job: ExternalJob, timeout_s: float) -> object | None:
-    """The job's rendezvous store, its keys under a prefix of this start: torchrun's agent keeps its store across
-    restarts, and the restarted ranks would otherwise read the dead ranks' addresses from it."""
-    if job.world_size == 1 or job.master_addr is None or job.master_port is None:
+def _job_store(job: ExternalJob, timeout_s: float) -> dist.Store | None:
+    """The job's rendezvous store (rank 0's, or torchrun's own), checked to belong to this job: two jobs that chose
+    one address and port would otherwise wait for each other's ranks until the rendezvous timeout."""
+    if job.master_addr is None or job.master_port is None or (job.world_size == 1 and not job.agent_store):
         return None
-    store = dist.TCPStore(  # pyright: ignore[reportPrivateImportUsage] (public, documented)
+    store = dist.TCPStore(
         job.master_addr,
         job.master_port,
         job.world_size,
@@ -92,7 +113,28 @@ def _store(job: ExternalJob, timeout_s: float) -> object | None:
         timeout=datetime.timedelta(seconds=timeout_s),
         wait_for_workers=False,
     )
-    return dist.PrefixStore(f"mjfleet/start-{job.restart_count}", store)  # pyright: ignore[reportPrivateImportUsage]
+    owner = store.compare_set(JOB_KEY, "", job.key).decode()
+    if owner != job.key:
+        raise UsageError(
+            f"MASTER_ADDR={job.master_addr} MASTER_PORT={job.master_port} is the rendezvous store of another job"
+            f" ({owner}), not of this one ({job.key}): give this job a port of its own (MASTER_PORT)"
+        )
+    return store
+
+
+JOB_KEY = "mjfleet/job"
+"""The store key that names the job owning it (see :func:`_job_store`)."""
+INVOCATION_KEY = "mjfleet/invocation"
+"""Under torchrun's static rendezvous: a token of this torchrun invocation, kept in its store across restarts."""
+
+
+def _invocation(job: ExternalJob, store: dist.Store | None) -> str | None:
+    """The token that tells this torchrun invocation from the next under a static rendezvous (whose run id is
+    ``none`` for all of them): the first rank of its first start leaves one in torchrun's store, which its restarts
+    find and a new invocation (a new store) does not."""
+    if not job.static_rendezvous or store is None or not job.agent_store:
+        return None
+    return store.compare_set(INVOCATION_KEY, "", uuid.uuid4().hex[:12]).decode()
 
 
 def _roll_call(ctx: DistributedContext) -> list[tuple[str, str, int]]:
@@ -120,23 +162,43 @@ def _roll_call(ctx: DistributedContext) -> list[tuple[str, str, int]]:
     return placements
 
 
-def _agree_on_run(prepared: Prepared, ctx: DistributedContext) -> tuple[Path, StartPoint]:
-    """Rank 0 creates the run directory (or reopens the one its identity continues) and sends it to every rank,
-    with where training starts; a problem rank 0 finds there stops every rank with the same message."""
-    payload: tuple[str, Path | StartPoint | str, StartPoint | None]
+def _agree_on_run(prepared: Prepared, ctx: DistributedContext, invocation: str | None) -> RunStart:
+    """Rank 0 plans the start (resolves ``--resume``, downloads a ``wandb:`` checkpoint, brings the task's files,
+    finds the run to continue) and creates or reopens the run directory; every rank gets the result. A problem rank
+    0 finds there stops every rank with the same message, none left waiting."""
+    payload: tuple[str, RunStart | str]
     if ctx.is_main:
         try:
-            payload = ("ok", open_run_dir(prepared), prepared.start)
+            run = plan_this_start(prepared.cfg, prepared.external, invocation)
+            if not run.nothing_left:
+                open_run_dir(run)
+            payload = ("ok", run)
         except UsageError as e:
-            payload = ("error", str(e), None)
+            payload = ("usage", str(e))
+        except FatalTrainingError as e:
+            payload = ("fatal", str(e))
+        except Exception as e:
+            payload = ("error", exception_line(e))
+            _share(payload, ctx)
+            raise
     else:
-        payload = ("", "", None)
-    if ctx.is_distributed:
-        box: list[object] = [payload]
-        dist.broadcast_object_list(box, src=0, device=torch.device(ctx.device) if ctx.backend == "nccl" else None)
-        payload = box[0]  # type: ignore[assignment]
-    status, run_dir, start = payload
-    if status != "ok":
-        raise UsageError(str(run_dir))
-    assert isinstance(run_dir, Path) and isinstance(start, StartPoint)
-    return run_dir, start
+        payload = ("", "")
+    status, value = _share(payload, ctx)
+    if status == "ok":
+        assert isinstance(value, RunStart)
+        return value
+    message = str(value)
+    if status == "usage":
+        raise UsageError(message)
+    if status == "fatal":
+        raise RunFailedBefore(message)
+    raise PeerFailed(f"rank 0 could not plan the run: {message}")
+
+
+def _share(payload: tuple[str, RunStart | str], ctx: DistributedContext) -> tuple[str, RunStart | str]:
+    """Rank 0's ``payload`` on every rank."""
+    if not ctx.is_distributed:
+        return payload
+    box: list[object] = [payload]
+    dist.broadcast_object_list(box, src=0, device=torch.device(ctx.device) if ctx.backend == "nccl" else None)
+    return box[0]  # type: ignore[return-value]

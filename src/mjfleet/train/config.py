@@ -78,8 +78,14 @@ class TrainConfig:
     log_root: Path = Path("logs/rsl_rl")
     """Runs are written under ``<log_root>/<experiment_name>/<timestamp>[_<run_name>]``."""
     resume: Path | None = None
-    """Continue from this checkpoint file, from the newest checkpoint of this run directory, or from a checkpoint
-    of a W&B run: ``wandb:<entity>/<project>/<run>[:<model_<it>.pt or iteration>]`` (newest when omitted)."""
+    """Start a new run from the weights, optimizer state and iteration count of this checkpoint file, of the newest
+    checkpoint of this run directory, or of a checkpoint of a W&B run:
+    ``wandb:<entity>/<project>/<run>[:<model_<it>.pt or iteration>]`` (newest when omitted). The new run trains
+    ``--agent.max-iterations`` more iterations in a directory of its own; ``--finish`` continues a run in place."""
+    finish: Path | None = None
+    """Finish the run in this directory in place: continue it from its newest checkpoint to the iteration it was
+    started for, with the settings it was started with (read from the run; flags given here may change how and
+    where it runs, not what it trains). What an interrupted run prints to finish it."""
     init_at_random_ep_len: bool = True
     """Start episodes at random times so time-outs are spread over iterations."""
     replica_check_interval: int = 50
@@ -107,9 +113,10 @@ class TrainConfig:
     video_height: int = 240
     """Height of training clips in pixels."""
     run_id: str | None = None
-    """Names the job this run belongs to: a start whose run id already has a run directory under the experiment
-    continues it from its newest checkpoint to the iteration it was started for (a restarted or requeued job).
-    Default: the SLURM job (srun) or torchrun's run id when one of them started this process; otherwise every
+    """Names the job this run belongs to: a start whose run id already has a run under the experiment continues it
+    from its newest checkpoint to the iteration it was started for (a restarted or requeued job); one with other
+    training settings (task, env, agent, seed, --resume) is refused. Default: the SLURM job (srun) or torchrun's run
+    id when one of them started this process, where a start with other settings is another run; otherwise every
     start is a new run."""
     distributed: tyro.conf.FlagConversionOff[bool] = False
     """Accepted for recipes written for mjlab (``torchrun ... train <task> --distributed True``); mjfleet reads a
@@ -216,7 +223,7 @@ def validate(cfg: TrainConfig) -> None:
             f"--rendezvous-timeout-s must be positive and at most {MAX_AGENT_TIMEOUT_S}"
             f" (got {cfg.rendezvous_timeout_s})"
         )
-    for flag, path in (("--log-root", cfg.log_root), ("--resume", cfg.resume)):
+    for flag, path in (("--log-root", cfg.log_root), ("--resume", cfg.resume), ("--finish", cfg.finish)):
         if path is not None and ("\x00" in str(path) or not str(path).strip()):
             raise UsageError(f"{flag} {str(path)!r} is not a usable path")
     if cfg.torchrunx_log_dir is not None and "\x00" in cfg.torchrunx_log_dir:

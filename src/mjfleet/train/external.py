@@ -13,6 +13,7 @@ import os
 import re
 import socket
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -26,9 +27,10 @@ Launcher = Literal["torchrun", "srun"]
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
 """Variables whose presence says a launcher made this process one rank of a job (torchrun sets all of them)."""
 SLURM_PORT_BASE = 15000
-SLURM_PORT_SPAN = 20000
-"""Without ``MASTER_PORT``, an srun job's ranks meet at ``SLURM_PORT_BASE + job id % SLURM_PORT_SPAN``: the same
-number on every node, and another one for the next job on the same node."""
+SLURM_PORT_SPAN = 17000
+"""Without ``MASTER_PORT``, an srun step's ranks meet at ``SLURM_PORT_BASE + crc32(job key) % SLURM_PORT_SPAN``: the
+same number on every node, another one for another job or step, and below Linux's ephemeral ports (32768-60999),
+which the kernel hands to outgoing connections."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,12 @@ class ExternalJob:
     """torchrun's ``TORCHELASTIC_RESTART_COUNT`` (0 for the first start), SLURM's ``SLURM_RESTART_COUNT``."""
     agent_store: bool
     """torchrun's agent hosts the store (``TORCHELASTIC_USE_AGENT_STORE``): rank 0 connects to it like the others."""
+    key: str = ""
+    """The job as every rank of it can name it from its environment (the SLURM job and step, torchrun's run id, or
+    where rank 0 listens): the rendezvous store's keys live under it, and a rank that reaches the store of a job with
+    another key refuses to join."""
+    static_rendezvous: bool = False
+    """torchrun's static rendezvous (run id ``none``): one invocation is told from the next only by its store."""
 
     @property
     def hosts_store(self) -> bool:
@@ -119,6 +127,8 @@ def _torchrun_job(env: Mapping[str, str]) -> ExternalJob:
             f"RANK={rank} WORLD_SIZE={world}, but {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'}"
             " not set: the ranks cannot find each other (torchrun sets them; a launcher of its own must too)"
         )
+    run_id = env.get("TORCHELASTIC_RUN_ID", "").strip()
+    static = run_id == "none"
     return ExternalJob(
         launcher="torchrun",
         rank=rank,
@@ -130,6 +140,8 @@ def _torchrun_job(env: Mapping[str, str]) -> ExternalJob:
         master_port=port,
         restart_count=_int(env, "TORCHELASTIC_RESTART_COUNT", 0),
         agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").strip().lower() == "true",
+        key=f"torchrun-{run_id}" if run_id and not static else (slurm_job_key(env) or f"job-{addr}:{port}"),
+        static_rendezvous=static,
     )
 
 
@@ -149,11 +161,12 @@ def _srun_job(env: Mapping[str, str], expand_nodelist: Callable[[str, str], tupl
         if expand_nodelist is None:
             raise UsageError("srun: MASTER_ADDR is not set")
         addr = expand_nodelist(nodelist, "srun")[0]
-    if env.get("MASTER_PORT", "").strip():
-        port = _port(env)
-    else:
-        job = re.sub(r"\D", "", env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or "0") or "0"
-        port = SLURM_PORT_BASE + int(job) % SLURM_PORT_SPAN
+    key = slurm_job_key(env) or "slurm"
+    port = (
+        _port(env)
+        if env.get("MASTER_PORT", "").strip()
+        else SLURM_PORT_BASE + zlib.crc32(key.encode()) % SLURM_PORT_SPAN
+    )
     return ExternalJob(
         launcher="srun",
         rank=rank,
@@ -165,7 +178,22 @@ def _srun_job(env: Mapping[str, str], expand_nodelist: Callable[[str, str], tupl
         master_port=port,
         restart_count=_int(env, "SLURM_RESTART_COUNT", 0),
         agent_store=False,
+        key=key,
     )
+
+
+def slurm_job_key(env: Mapping[str, str]) -> str | None:
+    """``slurm-<job>[_<array task>][.<step>]``: the same in every task of one step and after a requeue."""
+    job = (env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or "").strip()
+    if not job:
+        return None
+    value = f"slurm-{job}"
+    if env.get("SLURM_ARRAY_TASK_ID", "").strip():
+        value += f"_{env['SLURM_ARRAY_TASK_ID'].strip()}"
+    step = (env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID") or "").strip()
+    if step:
+        value += f".{step}"
+    return value
 
 
 def tasks_on_node(tasks_per_node: str, node: int) -> int | None:

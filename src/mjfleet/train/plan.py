@@ -11,9 +11,8 @@ from mjfleet.launch.launcher import LaunchPlan
 from mjfleet.runtime.devices import DeviceSelection
 from mjfleet.train.config import TrainConfig
 from mjfleet.train.external import ExternalJob
-from mjfleet.train.run_dir import create_run_dir
-from mjfleet.train.run_identity import RunIdentity, record
-from mjfleet.train.start import StartPoint
+from mjfleet.train.planner import RunStart
+from mjfleet.train.run_dir import create_run_dir, remove_stale_temporaries
 
 logger = logging.getLogger("mjfleet.train")
 
@@ -24,35 +23,30 @@ class Prepared:
 
     cfg: TrainConfig
     selection: DeviceSelection
-    start: StartPoint
-    run_dir: Path
-    """The run directory, named now and created by :func:`run` (worker logs go inside it); an existing one when
-    :attr:`continues`. Under an external launcher rank 0's choice is the one every rank uses."""
-    plan: LaunchPlan | None
+    run: RunStart | None
+    """The run this start trains and where it begins; None where rank 0 of another launcher's job decides it once
+    the ranks have met (:attr:`external`)."""
+    launch_plan: LaunchPlan | None
     """How mjfleet's own launcher starts the workers (restarts reuse it); None: this process trains."""
     external: ExternalJob | None = None
     """The job another launcher (torchrun, srun) made this process a rank of; None when it started no one."""
-    identity: RunIdentity | None = None
-    """The job the run belongs to (``--run-id``, the SLURM job, torchrun's run id); None: a new run."""
-    continues: bool = False
-    """The identity already has :attr:`run_dir`: training continues there from its newest checkpoint."""
 
 
-def open_run_dir(prepared: Prepared) -> Path:
-    """Create the planned run directory (recording its identity), or reopen the one the identity continues."""
-    if prepared.continues:
-        start = prepared.start
+def open_run_dir(run: RunStart) -> Path:
+    """Create the planned run directory with its ``job.json``, or reopen the one this start continues."""
+    if run.continues:
+        identity = run.identity
+        given = f" (run id {identity.value} from {identity.source})" if identity is not None else ""
+        remove_stale_temporaries(run.run_dir)
         logger.info(
-            "continuing run %s (run id %s from %s) at iteration %d, to iteration %d",
-            prepared.run_dir,
-            prepared.identity.value if prepared.identity else "",
-            prepared.identity.source if prepared.identity else "",
-            start.start_iteration + 1,
-            start.final_iteration,
+            "continuing run %s%s at iteration %d, to iteration %d",
+            run.run_dir,
+            given,
+            run.start.start_iteration + 1,
+            run.start.final_iteration,
         )
-        return prepared.run_dir
-    run_dir = create_run_dir(prepared.run_dir)
-    if prepared.identity is not None:
-        record(run_dir, prepared.identity, prepared.start)
+        return run.run_dir
+    run_dir = create_run_dir(run.run_dir)
+    run.record.write(run_dir)
     logger.info("run directory: %s", run_dir)
     return run_dir

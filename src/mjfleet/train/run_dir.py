@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from datetime import datetime
@@ -89,6 +90,13 @@ def _make_parent(parent: Path) -> None:
         raise UsageError(f"cannot create log directory {parent}: {e.strerror}") from None
     if not os.access(parent, os.W_OK):
         raise UsageError(f"log directory {parent} is not writable")
+
+
+def remove_stale_temporaries(run_dir: Path) -> None:
+    """Remove the hidden ``.<name>.<random>.tmp`` files of writes that were killed half-way (a continued run)."""
+    for tmp in run_dir.glob(".*.tmp"):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 def discard_if_empty(run_dir: Path) -> None:

@@ -14,6 +14,7 @@ import torch
 import yaml
 
 from mjfleet.envs.env import MjEnv
+from mjfleet.errors import FatalTrainingError
 from mjfleet.launch.worker import local_report_dir, write_heartbeat
 from mjfleet.rl.records import KEPT_RECORDS, IterationRecord, WorkerResult
 from mjfleet.rl.runner import Runner, StopCheck
@@ -23,6 +24,7 @@ from mjfleet.runtime.stop import file_stop_check
 from mjfleet.sim.warp_runtime import scoped_device
 from mjfleet.tasks.registry import get_task
 from mjfleet.train.config import TrainConfig
+from mjfleet.train.run_identity import Ending, record_end
 from mjfleet.train.start import StartPoint, plan_start
 from mjfleet.train.worker_hook import WorkerHookContext, load_worker_hook
 
@@ -39,8 +41,11 @@ def seed_everything(seed: int) -> None:
 
 
 def write_params(run_dir: Path, cfg: TrainConfig) -> None:
-    """Write ``params/env.yaml`` and ``params/agent.yaml`` (rank 0 only)."""
+    """Write ``params/env.yaml``, ``params/agent.yaml`` and ``params/run.yaml`` (rank 0, at the run's first start:
+    they describe the run's checkpoints, so a continuation leaves them as they are)."""
     params = run_dir / "params"
+    if (params / "env.yaml").is_file():
+        return
     params.mkdir(parents=True, exist_ok=True)
     (params / "env.yaml").write_text(yaml.safe_dump(_plain(dataclasses.asdict(cfg.env)), sort_keys=False))
     (params / "agent.yaml").write_text(yaml.safe_dump(_plain(dataclasses.asdict(cfg.agent)), sort_keys=False))
@@ -143,11 +148,18 @@ def _train(
         # Installed last, so its iteration hooks see what the built-in ones did.
         finish = None if hook is None else hook(runner, WorkerHookContext(cfg, run_dir, start))
         remaining = start.final_iteration - runner.current_learning_iteration
-        # A restart resumes with the saved episode counters; re-randomising them would desynchronise nothing but
-        # makes the continuation differ from the interrupted run for no reason.
-        runner.learn(
-            max(0, remaining), init_at_random_ep_len=cfg.init_at_random_ep_len and not runner.restored_env_state
-        )
+        try:
+            # A restart resumes with the saved episode counters; re-randomising them would desynchronise nothing
+            # but makes the continuation differ from the interrupted run for no reason.
+            runner.learn(
+                max(0, remaining), init_at_random_ep_len=cfg.init_at_random_ep_len and not runner.restored_env_state
+            )
+        except FatalTrainingError as e:
+            if ctx.is_main and run_dir is not None and e.repeats:
+                record_end(run_dir, "failed", runner.current_learning_iteration, str(e).splitlines()[0])
+            raise
+        if ctx.is_main and run_dir is not None:
+            record_end(run_dir, _ending(runner, start), runner.current_learning_iteration)
         return WorkerResult(
             rank=ctx.rank,
             device=ctx.device,
@@ -159,6 +171,14 @@ def _train(
             run_dir=None if run_dir is None else str(run_dir),
             extras={} if finish is None else finish(),
         )
+
+
+def _ending(runner: Runner, start: StartPoint) -> Ending:
+    if runner.stop_signal is not None:
+        return "stopped"
+    if runner.condition_met_at is not None:
+        return "condition"
+    return "finished" if runner.current_learning_iteration >= start.final_iteration else "stopped"
 
 
 def _heartbeat_hook(runner: Runner, record: IterationRecord) -> None:

@@ -1,0 +1,91 @@
+"""The last lines of a run: how it ended, what it trained, where it is and what to run next."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from mjfleet.rl.checkpoint import list_checkpoints
+
+How = Literal["finished", "condition", "stopped", "interrupted", "failed", "nothing"]
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """What the end of one ``train`` command knows about its run."""
+
+    how: How
+    """``finished`` (all iterations), ``condition`` (``--stop-when`` held), ``stopped`` (a signal, after a
+    checkpoint), ``interrupted`` (a second signal: at once), ``failed``, ``nothing`` (the run had already ended)."""
+    task: str
+    run_dir: Path | None
+    """The run's directory; None when the command ended before one was chosen."""
+    started_at: int
+    """The iteration this command started from (that of the checkpoint it loaded, else 0)."""
+    final_iteration: int
+    """The iteration the run trains to."""
+    last_iteration: int | None
+    """The last iteration this command completed (None: unknown; the newest checkpoint then tells)."""
+    env_steps_per_iteration: int
+    """Over all workers."""
+    wall_s: float
+    """From the command's start to now."""
+    detail: str = ""
+    """The condition, the signal's name, or the error."""
+
+
+def ending_lines(end: RunEnd) -> list[str]:
+    """The lines that close a run (see the module docstring)."""
+    checkpoints = list_checkpoints(end.run_dir) if end.run_dir is not None else []
+    last = end.last_iteration if end.last_iteration is not None else (checkpoints[-1][0] if checkpoints else None)
+    lines = [_headline(end, last)]
+    if end.run_dir is None:
+        return lines
+    lines.append(f"run directory: {end.run_dir}")
+    if not checkpoints:
+        lines.append("no checkpoint was written")
+    else:
+        newest = checkpoints[-1][1]
+        onnx = newest.with_suffix(".onnx")
+        lines.append(f"checkpoint: {newest}" + (f" (ONNX: {onnx})" if onnx.is_file() else ""))
+        lines.append(f"watch it: play {end.task} --checkpoint {_quote(newest)}")
+    resumable = end.how in ("stopped", "interrupted") or (end.how == "failed" and checkpoints)
+    if resumable and (last is None or last < end.final_iteration):
+        lines.append(
+            f"finish it: train {end.task} --finish {_quote(end.run_dir)}"
+            f" (continues in place to iteration {end.final_iteration})"
+        )
+    return lines
+
+
+def _headline(end: RunEnd, last: int | None) -> str:
+    wall = f"{format_duration(end.wall_s)} from the command"
+    if end.how == "nothing":
+        return f"nothing trained ({end.detail}); {wall}"
+    trained = 0 if last is None else max(0, last - end.started_at)
+    steps = f"{trained} iteration{'s' if trained != 1 else ''}, {trained * end.env_steps_per_iteration:,} env-steps"
+    where = f"at iteration {last} of {end.final_iteration}" if last is not None else "before its first iteration"
+    headline = {
+        "finished": f"finished {where}",
+        "condition": f"finished {where}: --stop-when {end.detail} held",
+        "stopped": f"stopped by {end.detail} {where}",
+        "interrupted": f"stopped immediately by {end.detail}; the newest checkpoint is {where}",
+        "failed": f"failed {where}: {end.detail}",
+    }[end.how]
+    return f"{headline} ({steps} in {wall})"
+
+
+def format_duration(seconds: float) -> str:
+    """``42.1 s``, ``4:05`` (minutes:seconds) or ``1:02:07`` (hours:minutes:seconds)."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def _quote(path: Path) -> str:
+    return shlex.quote(str(path))

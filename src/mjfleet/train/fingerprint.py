@@ -1,0 +1,97 @@
+"""What decides what a run trains, as one comparable value: the configuration part of a run's identity.
+
+Two starts of one job (a requeue, a restart, the same command again under ``--run-id``) continue one run only when
+they would train the same thing: the task, its environment and PPO settings, the seed and the weights it started
+from. Where the run is written, how it is logged, how long it trains and on how many devices are not part of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from mjfleet.train.config import TrainConfig
+
+TRAINING_FIELDS = ("task", "seed", "resume", "init_at_random_ep_len", "env", "agent")
+"""The fields of :class:`TrainConfig` that decide what is trained (the rest say how and where it runs)."""
+
+NOT_TRAINING = frozenset(
+    {
+        "agent.experiment_name",
+        "agent.run_name",
+        "agent.max_iterations",
+        "agent.save_interval",
+        "agent.export_onnx",
+        "agent.logger",
+        "agent.wandb_project",
+        "env.sim.threads",
+        "env.sim.use_graph",
+        "env.sim.solver_notices",
+        "env.sim.sensors_every_substep",
+    }
+)
+"""Settings inside ``env`` and ``agent`` that change where results go, how fast they come or how long the run is,
+not what the policy learns (``sensors_every_substep`` and the Warp graph give bit-identical physics)."""
+
+
+def training_settings(cfg: TrainConfig) -> dict[str, Any]:
+    """Every setting that decides what ``cfg`` trains, flat, by its dotted name (``env.rewards.effort``), with
+    JSON values."""
+    flat: dict[str, Any] = {}
+    for name in TRAINING_FIELDS:
+        _flatten(getattr(cfg, name), name, flat)
+    return {k: v for k, v in flat.items() if k not in NOT_TRAINING}
+
+
+def fingerprint(settings: dict[str, Any]) -> str:
+    """A short digest of :func:`training_settings` (equal settings, equal digest)."""
+    text = json.dumps(settings, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def differences(recorded: dict[str, Any], current: dict[str, Any], limit: int = 4) -> str:
+    """The settings that differ, as flags with both values: ``--seed 2 (the run has 1), --env.num-envs ...``."""
+    keys = sorted(k for k in recorded.keys() | current.keys() if recorded.get(k, _ABSENT) != current.get(k, _ABSENT))
+    parts = [
+        f"{_flag(k)} {_show(current.get(k, _ABSENT))} (the run has {_show(recorded.get(k, _ABSENT))})" for k in keys
+    ]
+    more = f" and {len(parts) - limit} more" if len(parts) > limit else ""
+    return ", ".join(parts[:limit]) + more
+
+
+_ABSENT = object()
+
+
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def _show(value: Any) -> str:
+    if value is _ABSENT:
+        return "nothing"
+    if value is None:
+        return "None"
+    if isinstance(value, list):
+        return " ".join(map(str, value))
+    return str(value)
+
+
+def _flatten(value: Any, key: str, out: dict[str, Any]) -> None:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            _flatten(getattr(value, f.name), f"{key}.{f.name}", out)
+    elif isinstance(value, tuple | list):
+        out[key] = [_plain(v) for v in value]
+    else:
+        out[key] = _plain(value)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)

@@ -1,0 +1,139 @@
+"""Where a run trains: a new run directory, or the run this start continues, and from which checkpoint.
+
+Decided once per start by one process: the ``train`` command itself, or rank 0 of another launcher's job after the
+ranks met (it broadcasts the result). That is the only place that resolves ``--resume`` (a ``wandb:`` reference is
+downloaded here), looks for the run an identity continues, and refuses what cannot be continued.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from mjfleet.errors import FatalTrainingError, UsageError
+from mjfleet.train.config import TrainConfig
+from mjfleet.train.external import ExternalJob
+from mjfleet.train.fingerprint import differences, fingerprint, training_settings
+from mjfleet.train.run_dir import check_log_root, next_run_dir
+from mjfleet.train.run_identity import RunIdentity, RunRecord, run_identity, runs_of
+from mjfleet.train.start import StartPoint, continue_point, plan_start
+
+logger = logging.getLogger("mjfleet.train")
+
+
+class RunFailedBefore(FatalTrainingError):
+    """The run this start would continue failed in a way that a restart repeats (its training diverged)."""
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """The run a start trains and where it begins; the same for every worker of the start."""
+
+    run_dir: Path
+    """A new run directory (not created yet), or the existing one this start continues."""
+    start: StartPoint
+    record: RunRecord
+    """The run's ``job.json``: as it will be written for a new run, as read for a continued one."""
+    continues: bool = False
+    """:attr:`run_dir` exists: training continues there from its newest checkpoint."""
+
+    @property
+    def identity(self) -> RunIdentity | None:
+        """The job the run belongs to, or None."""
+        return self.record.identity
+
+    @property
+    def nothing_left(self) -> bool:
+        """The continued run already ended (trained to its end, or its stop condition held)."""
+        return self.continues and (self.record.over or self.start.start_iteration >= self.start.final_iteration)
+
+
+def plan_this_start(cfg: TrainConfig, job: ExternalJob | None, invocation: str | None = None) -> RunStart:
+    """What the one planner of a start does: bring and check the task's files (e.g. Menagerie's: missing ones fail
+    here, once, not in every worker), then :func:`plan_run`."""
+    cfg.env.prepare_assets()
+    return plan_run(cfg, os.environ, job, invocation)
+
+
+def report_nothing_left(run: RunStart) -> None:
+    """One line for a start whose run had already ended (a requeue, or ``--finish`` after its end)."""
+    how = run.record.describe_end() if run.record.over else f"trained to iteration {run.start.final_iteration}"
+    logger.info("nothing to train: run %s %s; --resume %s starts a new run from it", run.run_dir, how, run.run_dir)
+
+
+def plan_run(
+    cfg: TrainConfig, env: Mapping[str, str], job: ExternalJob | None, invocation: str | None = None
+) -> RunStart:
+    """The run ``cfg`` trains (see the module docstring).
+
+    Raises :class:`UsageError` for a checkpoint that cannot be resumed, a ``--run-id`` or ``--finish`` whose run was
+    made with other settings, and :class:`RunFailedBefore` for a run whose training diverged.
+    """
+    experiment_dir = cfg.log_root / cfg.agent.experiment_name
+    check_log_root(experiment_dir)
+    settings = training_settings(cfg)
+    digest = fingerprint(settings)
+    if cfg.finish is not None:
+        return _finish(cfg, settings, digest)
+    identity = run_identity(cfg.run_id, env, job, invocation)
+    if identity is not None:
+        runs = runs_of(experiment_dir, identity)
+        same = [(run_dir, record) for run_dir, record in runs if record.fingerprint == digest]
+        if same:
+            return _continued(cfg, *same[0])
+        if runs and identity.chosen:
+            run_dir, record = runs[0]
+            raise UsageError(
+                f"--run-id {identity.value} names run {run_dir}, which trains other settings:"
+                f" {differences(record.settings, settings)}; give the same settings to continue it, or another"
+                " --run-id for a new run"
+            )
+    start = plan_start(cfg)  # resolves --resume (a missing, truncated or foreign checkpoint fails here)
+    record = RunRecord(
+        fingerprint=digest,
+        settings=settings,
+        task=cfg.task,
+        final_iteration=start.final_iteration,
+        start_iteration=start.start_iteration,
+        checkpoint=None if start.checkpoint is None else str(start.checkpoint),
+        run_id=None if identity is None else identity.value,
+        source=None if identity is None else identity.source,
+    )
+    run_dir = next_run_dir(cfg.log_root, cfg.agent.experiment_name, cfg.agent.run_name)
+    return RunStart(run_dir, start, record)
+
+
+def _finish(cfg: TrainConfig, settings: dict[str, object], digest: str) -> RunStart:
+    assert cfg.finish is not None
+    run_dir = cfg.finish
+    record = RunRecord.read(run_dir)
+    if record is None:
+        why = "is not a directory" if not run_dir.is_dir() else f"has no {run_dir / 'job.json'} with its settings"
+        raise UsageError(
+            f"--finish {run_dir}: {why}; only a run this version of mjfleet made can be finished in place"
+            f" (--resume {run_dir} starts a new run from its newest checkpoint)"
+        )
+    if record.task != cfg.task:
+        raise UsageError(f"--finish {run_dir} is a run of {record.task}, not {cfg.task}: train {record.task} --finish")
+    if record.fingerprint != digest:
+        raise UsageError(
+            f"--finish {run_dir}: these settings differ from the run's: {differences(record.settings, settings)};"
+            " finishing trains the run as it began (leave them out), --resume starts a new run from it"
+        )
+    return _continued(cfg, run_dir, record)
+
+
+def _continued(cfg: TrainConfig, run_dir: Path, record: RunRecord) -> RunStart:
+    if record.failed:
+        raise RunFailedBefore(
+            f"run {run_dir} {record.describe_end()}: continuing it would fail the same way; change the settings"
+            f" for a new run, or start one from its last checkpoint with --resume {run_dir}"
+        )
+    if cfg.resume is not None and cfg.finish is None:
+        logger.info(
+            "--resume %s is where run %s began; it continues from its own newest checkpoint", cfg.resume, run_dir
+        )
+    return RunStart(run_dir, continue_point(run_dir, record.first_start), record, continues=True)

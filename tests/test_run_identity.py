@@ -1,0 +1,172 @@
+"""A run continues only itself: the configuration is part of its identity (``job.json``), ``--run-id`` refuses other
+settings, ``--finish`` continues a run in place, and a run whose training diverged is not continued. Real training
+runs in this process (cartpole, a few iterations, CPU); the launcher-started cases are in test_external_launch.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from mjfleet.cli import train
+from mjfleet.errors import UsageError
+from mjfleet.runtime.stop import StopRequest
+from mjfleet.train import run
+from mjfleet.train.external import ExternalJob
+from mjfleet.train.fingerprint import differences, fingerprint, training_settings
+from mjfleet.train.planner import RunFailedBefore, plan_run
+from mjfleet.train.run_identity import JOB_FILE, RunIdentity, RunRecord, record_end, run_identity
+
+from .helpers import run_main, small_train_config
+
+TORCHRUN = ExternalJob("torchrun", 0, 0, 1, 1, 0, "127.0.0.1", 29500, 0, True, key="torchrun-x")
+
+
+def _stopped_after_first_iteration() -> StopRequest:
+    stop = StopRequest()
+    stop.signals.append(15)  # as by SIGTERM: stop after the current iteration, with a checkpoint
+    return stop
+
+
+def _runs(log_root: Path) -> list[Path]:
+    return sorted((log_root / "cartpole_balance").iterdir())
+
+
+def test_the_identity_comes_from_the_job_first_match_wins() -> None:
+    env = {"SLURM_JOB_ID": "99", "SLURM_ARRAY_TASK_ID": "3", "SLURM_STEP_ID": "1", "TORCHELASTIC_RUN_ID": "r"}
+    assert run_identity("mine", env, TORCHRUN) == RunIdentity("mine", "--run-id")
+    assert run_identity(None, env, TORCHRUN) == RunIdentity("slurm-99_3.1", "SLURM_JOB_ID")
+    assert run_identity(None, {"TORCHELASTIC_RUN_ID": "r"}, TORCHRUN) == RunIdentity(
+        "torchrun-r", "TORCHELASTIC_RUN_ID"
+    )
+    # torchrun's static rendezvous: nothing but its invocation's token (from its store) names it; no process id.
+    assert run_identity(None, {"TORCHELASTIC_RUN_ID": "none"}, TORCHRUN) is None
+    assert run_identity(None, {"TORCHELASTIC_RUN_ID": "none"}, TORCHRUN, "ab12") == RunIdentity(
+        "torchrun-ab12", "torchrun"
+    )
+    # mjfleet's own launcher takes only --run-id: two commands of one salloc stay two runs.
+    assert run_identity(None, env, None) is None
+
+
+def test_the_fingerprint_holds_what_is_trained_not_how_or_where() -> None:
+    base = small_train_config(seed=1)
+    same = fingerprint(training_settings(base))
+    agent = dataclasses.replace(
+        base.agent, max_iterations=999, logger="wandb", experiment_name="other", save_interval=7
+    )
+    how = dataclasses.replace(
+        base, agent=agent, log_root=Path("/elsewhere"), gpu_ids=(0,), cpu_workers=4, video_interval=5, run_id="x"
+    )
+    assert fingerprint(training_settings(how)) == same
+    rewards = dataclasses.replace(base.env.rewards, effort=-0.5)  # type: ignore[attr-defined]
+    for changed in (
+        dataclasses.replace(base, seed=2),
+        dataclasses.replace(base, env=dataclasses.replace(base.env, num_envs=128)),
+        dataclasses.replace(base, env=dataclasses.replace(base.env, rewards=rewards)),
+        dataclasses.replace(base, resume=Path("logs/other/model_5.pt")),
+        dataclasses.replace(base, agent=dataclasses.replace(base.agent, num_steps_per_env=8)),
+    ):
+        assert fingerprint(training_settings(changed)) != same
+    said = differences(training_settings(base), training_settings(dataclasses.replace(base, seed=2)))
+    assert said == "--seed 2 (the run has 1)"
+
+
+def test_run_id_continues_its_run_and_refuses_other_settings(tmp_path: Path) -> None:
+    first = run(small_train_config(iterations=3, log_root=tmp_path, run_id="exp-1"), _stopped_after_first_iteration())
+    assert first[0].final_iteration == 1
+    [run_dir] = _runs(tmp_path)
+    record = json.loads((run_dir / JOB_FILE).read_text())
+    assert record["run_id"] == "exp-1" and record["final_iteration"] == 3 and record["ended"]["how"] == "stopped"
+    params = (run_dir / "params" / "agent.yaml").read_text()
+
+    # The same settings continue to the iteration the run was started for (not 5 more), in the same directory;
+    # its params/ keep describing its checkpoints.
+    second = run(small_train_config(iterations=5, log_root=tmp_path, run_id="exp-1"))[0]
+    assert second.run_dir == str(run_dir) and [r.iteration for r in second.records] == [2, 3]
+    assert (run_dir / "params" / "agent.yaml").read_text() == params
+
+    # Other settings under the same --run-id: one line naming them, nothing created.
+    code, _, err = run_main(
+        train.main,
+        ["cartpole-balance", "--gpu-ids", "None", "--run-id", "exp-1", "--seed", "7", "--log-root", str(tmp_path)],
+    )
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"--run-id exp-1 names run {run_dir}, which trains other settings: " in err
+    assert "--seed 7 (the run has 0)" in err and "--env.num-envs 1024 (the run has 64)" in err
+    assert _runs(tmp_path) == [run_dir]
+
+    # The run is over: the same command again trains nothing and says so.
+    assert run(small_train_config(iterations=3, log_root=tmp_path, run_id="exp-1")) == []
+
+
+def test_a_job_identity_with_other_settings_is_another_run(tmp_path: Path) -> None:
+    """A sweep inside one SLURM job: one run per member; the same member again continues its own."""
+    env = {"SLURM_JOB_ID": "4242"}
+    one = plan_run(small_train_config(seed=1, log_root=tmp_path), env, TORCHRUN)
+    assert not one.continues and one.identity == RunIdentity("slurm-4242", "SLURM_JOB_ID")
+    one.run_dir.mkdir(parents=True)
+    one.record.write(one.run_dir)
+    two = plan_run(small_train_config(seed=2, log_root=tmp_path), env, TORCHRUN)
+    assert not two.continues and two.run_dir != one.run_dir
+    again = plan_run(small_train_config(seed=1, log_root=tmp_path), env, TORCHRUN)
+    assert again.continues and again.run_dir == one.run_dir
+
+
+def test_resume_beside_a_run_to_continue_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    run(small_train_config(iterations=2, log_root=tmp_path / "a"))
+    [source] = _runs(tmp_path / "a")
+    cfg = small_train_config(iterations=2, log_root=tmp_path / "b", run_id="r", resume=source)
+    run(cfg, _stopped_after_first_iteration())
+    with caplog.at_level(logging.INFO, logger="mjfleet"):
+        continued = plan_run(cfg, {}, None)
+    assert continued.continues
+    assert f"--resume {source} is where run {continued.run_dir} began" in caplog.text
+
+
+def test_a_diverged_run_is_not_continued(tmp_path: Path) -> None:
+    cfg = small_train_config(iterations=3, log_root=tmp_path, run_id="d")
+    run(cfg, _stopped_after_first_iteration())
+    [run_dir] = _runs(tmp_path)
+    record_end(run_dir, "failed", 1, "training diverged at iteration 2: the value loss is nan")
+    with pytest.raises(RunFailedBefore, match="continuing it would fail the same way"):
+        plan_run(cfg, {}, None)
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--env.num-envs", "64", "--agent.num-steps-per-env", "16"]
+    argv += ["--seed", "0", "--no-init-at-random-ep-len", "--run-id", "d", "--log-root", str(tmp_path)]
+    code, _, err = run_main(train.main, argv)
+    assert code == 3, err
+    assert "ended at iteration 1 (training diverged at iteration 2" in " ".join(err.split())
+
+
+def test_finish_continues_an_interrupted_run_in_place(tmp_path: Path) -> None:
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--env.num-envs", "64", "--agent.max-iterations", "3"]
+    argv += ["--agent.save-interval", "1", "--seed", "5", "--log-root", str(tmp_path)]
+    run(train.parse_args(argv), _stopped_after_first_iteration())
+    [run_dir] = _runs(tmp_path)
+    (run_dir / ".model_2.pt.x1y2.tmp").write_bytes(b"half a checkpoint")  # a write killed half-way
+    # A changed training setting is refused in one line; --finish alone takes every setting from the run.
+    code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(run_dir), "--seed", "6"])
+    assert code == 2 and "--seed 6 (the run has 5)" in err, err
+    code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(run_dir)])
+    assert code == 0, err
+    assert _runs(tmp_path) == [run_dir] and (run_dir / "model_3.pt").is_file()
+    assert not list(run_dir.glob(".*.tmp"))
+    assert "finished at iteration 3 of 3 (2 iterations" in " ".join(err.split())
+    code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(tmp_path)])
+    assert code == 2 and "not a run directory" in err
+
+
+def test_an_old_record_without_settings_is_never_continued(tmp_path: Path) -> None:
+    run_dir = tmp_path / "cartpole_balance" / "2026-01-01_00-00-00"
+    run_dir.mkdir(parents=True)
+    (run_dir / JOB_FILE).write_text(json.dumps({"run_id": "old", "source": "--run-id", "final_iteration": 5}))
+    assert RunRecord.read(run_dir) is None
+    assert not plan_run(small_train_config(log_root=tmp_path, run_id="old"), {}, None).continues
+
+
+def test_nothing_is_created_for_a_refused_finish(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="not a run directory"):
+        train.parse_args(["cartpole-balance", "--finish", str(tmp_path / "nowhere")])
+    assert not any(tmp_path.iterdir())
