@@ -146,8 +146,9 @@ def test_ctrl_c_on_the_launcher_checkpoints_and_resume_continues(tmp_path: Path,
     (run_dir,) = tmp_path.glob("*/*")
     ((stopped_at, checkpoint),) = list_checkpoints(run_dir)  # only the checkpoint the stop wrote
     assert stopped_at >= 2
-    assert f"stopped by SIGINT after iteration {stopped_at}; checkpoint {checkpoint}" in _flat(output)
-    assert f"resume with: train cartpole-balance --resume {run_dir}" in _flat(output)
+    assert f"stopped by SIGINT at iteration {stopped_at} of " in _flat(output)
+    assert f"checkpoint: {checkpoint}" in _flat(output)
+    assert f"finish it: train cartpole-balance --finish {run_dir}" in _flat(output)
     assert_no_processes_left(token)
 
     resumed = run(small_train_config(num_envs=32, steps=8, iterations=2, log_root=tmp_path / "2", resume=run_dir))

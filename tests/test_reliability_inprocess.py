@@ -133,19 +133,21 @@ def test_resume_from_an_experiment_directory_picks_the_newest_run(tmp_path: Path
 # --- non-finite values --------------------------------------------------------------------------------------------
 
 
-def test_nan_stops_the_run_keeps_the_last_good_checkpoint_and_exits_1(
+def test_nan_stops_the_run_keeps_the_last_good_checkpoint_and_exits_3(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     instrument(monkeypatch, fault="nan@0:2")
     argv = ["cartpole-balance", *TINY, "--agent.max-iterations", "6", "--agent.save-interval", "1"]
     code, err = _main([*argv, "--log-root", str(tmp_path)])
-    assert code == 1
+    assert code == 3  # a restart would diverge the same way
     assert "Traceback" not in err
     (run_dir,) = tmp_path.glob("*/*")
     message = _flat(err)
     assert "ERROR training diverged at iteration 3: actor " in message and "is not finite" in message
     assert f"the last good checkpoint is {run_dir / 'model_2.pt'}" in message
     assert [i for i, _ in list_checkpoints(run_dir)] == [1, 2]
+    assert f"run directory: {run_dir}" in message and "finish it" not in message
+    assert json.loads((run_dir / "job.json").read_text())["ended"]["how"] == "failed"  # never continued
 
 
 def test_a_nan_loss_is_caught_before_anything_is_saved(tmp_path: Path) -> None:
@@ -181,13 +183,24 @@ def test_sigint_in_process_finishes_the_iteration_checkpoints_and_exits_130(
     (run_dir,) = tmp_path.glob("*/*")
     assert code == 130
     assert [i for i, _ in list_checkpoints(run_dir)] == [3]  # iteration 3 was under way when the signal came
-    assert f"stopped by SIGINT after iteration 3; checkpoint {run_dir / 'model_3.pt'}" in _flat(err)
-    assert f"resume with: train cartpole-balance --resume {run_dir}" in _flat(err)
+    said = _flat(err)
+    assert "stopped by SIGINT at iteration 3 of 50 (3 iterations, 768 env-steps in" in said
+    assert f"run directory: {run_dir}" in said and f"checkpoint: {run_dir / 'model_3.pt'}" in said
+    assert f"watch it: play cartpole-balance --checkpoint {run_dir / 'model_3.pt'}" in said
+    finish = f"train cartpole-balance --finish {run_dir} (continues in place to iteration 50)"
+    assert f"finish it: {finish}" in said
     assert signal.getsignal(signal.SIGINT) is before  # handlers restored
 
+    # The printed command finishes the run in its own directory, to the iteration it was started for.
     monkeypatch.delenv(FAULT_ENV)
+    code, err = _main(finish.split(" (")[0].split()[1:])
+    assert code == 0, err
+    assert list(tmp_path.glob("*/*")) == [run_dir] and list_checkpoints(run_dir)[-1][0] == 50
+    assert "finished at iteration 50 of 50 (47 iterations" in _flat(err)
+
+    # --resume is another thing: a new run from those weights, with --agent.max-iterations more.
     resumed = run(small_train_config(num_envs=32, steps=8, iterations=2, log_root=tmp_path, resume=run_dir))
-    assert [r.iteration for r in resumed[0].records] == [4, 5]
+    assert [r.iteration for r in resumed[0].records] == [51, 52] and resumed[0].run_dir != str(run_dir)
 
 
 def test_second_signal_stops_immediately(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -203,6 +203,7 @@ class _Ending:
             env_steps_per_iteration=workers * cfg.env.num_envs * cfg.agent.num_steps_per_env,
             wall_s=time.time() - self.began,
             detail=detail,
+            finishable=how in ("stopped", "interrupted") or (how == "failed" and code != FATAL_EXIT_CODE),
         )
         level = logging.INFO if how in ("finished", "condition", "nothing") else logging.WARNING
         if how == "failed":

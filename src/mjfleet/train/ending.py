@@ -34,6 +34,8 @@ class RunEnd:
     """From the command's start to now."""
     detail: str = ""
     """The condition, the signal's name, or the error."""
+    finishable: bool = False
+    """A later start could finish the run in place (it was stopped, or failed in a way a restart may get past)."""
 
 
 def ending_lines(end: RunEnd) -> list[str]:
@@ -51,8 +53,7 @@ def ending_lines(end: RunEnd) -> list[str]:
         onnx = newest.with_suffix(".onnx")
         lines.append(f"checkpoint: {newest}" + (f" (ONNX: {onnx})" if onnx.is_file() else ""))
         lines.append(f"watch it: play {end.task} --checkpoint {_quote(newest)}")
-    resumable = end.how in ("stopped", "interrupted") or (end.how == "failed" and checkpoints)
-    if resumable and (last is None or last < end.final_iteration):
+    if end.finishable and (last is None or last < end.final_iteration):
         lines.append(
             f"finish it: train {end.task} --finish {_quote(end.run_dir)}"
             f" (continues in place to iteration {end.final_iteration})"
