@@ -16,6 +16,7 @@ import contextlib
 import datetime
 import fnmatch
 import functools
+import glob
 import importlib.util
 import logging
 import os
@@ -58,20 +59,33 @@ LOG_DIR_ENV = "TORCHRUNX_LOG_DIR"
 # Copied to remote hosts on top of torchrunx's defaults (local agents inherit the launcher's whole environment).
 # The OpenMP wait settings travel too, so a remote worker waits as the local ones do: importing mjfleet here set
 # them (or the user did, e.g. GOMP_SPINCOUNT=0 on a shared machine), and a remote mjfleet leaves set values alone.
-REMOTE_ENV_PATTERNS = (
-    "GLOO*",
-    "OMP_NUM_THREADS",
-    "OMP_WAIT_POLICY",
-    "GOMP_SPINCOUNT",
-    "MUJOCO*",
-    "WANDB*",
-    "MJFLEET*",
-)
+REMOTE_ENV_PATTERNS = ("GLOO*", "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "MUJOCO*", "MJFLEET*")
+SECRET_ENV_PATTERNS = ("WANDB*", "*KEY*", "*TOKEN*", "*SECRET*", "*PASSWORD*", "*CREDENTIAL*")
+"""Variables that never go on a command line: torchrunx exports copied variables inside the agent's ``sh -c``
+command, which every user of a host can read (``ps``). These travel inside the launched function's payload and are
+set in each worker before it runs (W&B's key, a copied ``*_TOKEN``); names match case-insensitively."""
 TORCH_LOGS_FORMAT_ENV = "TORCH_LOGS_FORMAT"
 # torch's default log formatter imports torch._dynamo (and sympy, triton) the first time it formats an exception.
 # An agent does exactly that when one of its workers fails, so every failure and restart waited for that import
 # (6-8 s on a 2-core machine) before the launcher heard of it. A plain format keeps torch's fields without it.
 AGENT_TORCH_LOGS_FORMAT = "%(levelname)s %(asctime)s %(process)d %(pathname)s:%(lineno)d] %(message)s"
+
+
+def split_environment(
+    patterns: Sequence[str], env: Mapping[str, str] | None = None
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The variables of ``env`` (default: this process's) that ``patterns`` copy to the workers, split into the names
+    torchrunx may export (each as an exact pattern) and the secrets (:data:`SECRET_ENV_PATTERNS`) with their values."""
+    env = os.environ if env is None else env
+    names: list[str] = []
+    secrets: dict[str, str] = {}
+    for name, value in env.items():
+        if any(fnmatch.fnmatchcase(name.upper(), p) for p in SECRET_ENV_PATTERNS):
+            if name.upper().startswith("WANDB") or any(fnmatch.fnmatch(name, p) for p in patterns):
+                secrets[name] = value
+        elif any(fnmatch.fnmatch(name, p) for p in patterns):
+            names.append(glob.escape(name))
+    return tuple(names), secrets
 
 
 def agent_environment(copy_patterns: Sequence[str], extra: Mapping[str, str]) -> dict[str, str]:
@@ -321,7 +335,7 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
     log_run_dir = _make_log_run_dir(plan.log_dir) if plan.log_dir is not None else None
     master_addr = master_address(plan.hostnames, address) if address is not None else None
     report_dir = Path(tempfile.mkdtemp(prefix="mjfleet-launch-"))
-    copy_env = (*torchrunx.DEFAULT_ENV_VARS_FOR_COPY, *REMOTE_ENV_PATTERNS)
+    copy_env, secrets = split_environment((*torchrunx.DEFAULT_ENV_VARS_FOR_COPY, *REMOTE_ENV_PATTERNS))
     extra_env = _worker_env(plan, report_dir, master_addr)
     if address is not None:
         agent_log = None if log_run_dir is None else functools.partial(worker_log_path, log_run_dir, local_rank=None)
@@ -365,7 +379,7 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
     succeeded = False
     with handling, stop.attach(report_dir, graceful), patched_torchrunx(address):
         try:
-            result = launcher.run(WorkerEntry(fn, args))
+            result = launcher.run(WorkerEntry(fn, args, secrets))
             succeeded = True
         except (WorkerFailedError, AgentFailedError) as exc:
             raise build_failure(exc, plan, report_dir, log_run_dir) from exc

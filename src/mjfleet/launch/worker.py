@@ -160,15 +160,20 @@ class WorkerEntry(Generic[T]):
     """Picklable (with the ``__name__`` torchrunx logs): runs ``fn(*args)`` in a launched worker; on any exception
     reports it and ``os._exit(1)``. SIGINT is ignored: stopping is the launcher's decision, and a stray Ctrl-C to the
     process group must not kill one rank mid-collective (a KeyboardInterrupt raised otherwise exits 130, unreported).
+
+    ``env``: variables set in the worker first; they travel with the function (the launcher's connection to its
+    agents), never on a command line.
     """
 
-    def __init__(self, fn: Callable[..., T], args: tuple[Any, ...]) -> None:
+    def __init__(self, fn: Callable[..., T], args: tuple[Any, ...], env: dict[str, str] | None = None) -> None:
         self.fn = fn
         self.args = args
+        self.env = dict(env or {})
         self.__name__ = getattr(fn, "__name__", type(fn).__name__)
 
     def __call__(self) -> T:
         set_parent_death_signal()
+        os.environ.update(self.env)
         if master_addr := os.environ.get(MASTER_ADDR_ENV):
             os.environ["MASTER_ADDR"] = master_addr
         if threading.current_thread() is threading.main_thread():
