@@ -188,7 +188,7 @@ def test_torchrun_sigterm_checkpoints_and_the_same_job_continues(tmp_path: Path,
         if first.poll() is None:
             first.kill()
     # torchrun itself reports the signal as a failure; the workers stopped cleanly with a checkpoint.
-    stopped = re.search(r"stopped by SIGTERM after iteration (\d+)", err)
+    stopped = re.search(r"stopped by SIGTERM at iteration (\d+) of", err)
     assert stopped is not None, err[-3000:]
     [run_dir] = _runs(log_root)
     assert list_checkpoints(run_dir)[-1][0] == int(stopped.group(1)) < 30
@@ -250,7 +250,7 @@ def test_srun_tasks_train_one_run_and_a_requeued_job_continues_it(tmp_path: Path
                 proc.kill()
     assert [proc.returncode for proc in ranks] == [143, 143], errs[0][-3000:]
     [run_dir] = _runs(log_root)
-    stopped = re.search(r"stopped by SIGTERM after iteration (\d+)", errs[0])
+    stopped = re.search(r"stopped by SIGTERM at iteration (\d+) of", errs[0])
     assert stopped is not None and list_checkpoints(run_dir)[-1][0] == int(stopped.group(1)) < 30
     assert (tmp_path / "bin" / "calls").read_text().splitlines() == ["show hostnames node1"] * 2  # once per rank
 

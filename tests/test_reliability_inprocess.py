@@ -143,7 +143,8 @@ def test_nan_stops_the_run_keeps_the_last_good_checkpoint_and_exits_3(
     assert "Traceback" not in err
     (run_dir,) = tmp_path.glob("*/*")
     message = _flat(err)
-    assert "ERROR training diverged at iteration 3: actor " in message and "is not finite" in message
+    assert "ERROR failed at iteration 2 of 6: training diverged at iteration 3: actor " in message
+    assert "is not finite" in message
     assert f"the last good checkpoint is {run_dir / 'model_2.pt'}" in message
     assert [i for i, _ in list_checkpoints(run_dir)] == [1, 2]
     assert f"run directory: {run_dir}" in message and "finish it" not in message

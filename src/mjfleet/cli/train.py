@@ -33,6 +33,7 @@ from mjfleet.errors import (
 from mjfleet.launch.diagnosis import WorkerFailure
 from mjfleet.launch.worker import hard_exit, is_peer_failure
 from mjfleet.rl.config import AgentConfig
+from mjfleet.rl.records import WorkerResult
 from mjfleet.rl.stop_condition import StopCondition
 from mjfleet.runtime.devices import trains_on_cpu
 from mjfleet.runtime.nccl import nccl_hint
@@ -41,6 +42,7 @@ from mjfleet.tasks.registry import get_task
 from mjfleet.tasks.spec import TaskSpec
 from mjfleet.train import Prepared, TrainConfig, describe, prepare, run
 from mjfleet.train.ending import How, RunEnd, ending_lines
+from mjfleet.train.run_identity import RunRecord
 
 logger = logging.getLogger("mjfleet.train")
 
@@ -172,10 +174,10 @@ def main(argv: list[str] | None = None) -> None:
     if signum is not None:
         if first.stop_signal is None:
             logger.warning("finished at iteration %d before the stop request took effect", first.final_iteration)
-        end.close("stopped", signal_name(signum), exit_code(signum), first.final_iteration, len(results))
+        end.close("stopped", signal_name(signum), exit_code(signum), results)
     if first.condition_met_at is not None:
-        end.close("condition", str(cfg.stop_when), 0, first.final_iteration, len(results))
-    end.close("finished", "", 0, first.final_iteration, len(results))
+        end.close("condition", str(cfg.stop_when), 0, results)
+    end.close("finished", "", 0, results)
 
 
 class _Ending:
@@ -184,32 +186,35 @@ class _Ending:
     def __init__(self, prepared: Prepared, began: float, run_dirs: list[Path]) -> None:
         self.prepared, self.began, self.run_dirs = prepared, began, run_dirs
 
-    def close(
-        self, how: How, detail: str, code: int, last_iteration: int | None = None, workers: int | None = None
-    ) -> NoReturn:
+    def close(self, how: How, detail: str, code: int, results: list[WorkerResult] | None = None) -> NoReturn:
         cfg, run, external = self.prepared.cfg, self.prepared.run, self.prepared.external
+        run_dir = self.run_dirs[-1] if self.run_dirs else None
+        record = RunRecord.read(run_dir) if run_dir is not None else None  # the run's own account of its end
         if external is not None:
             workers = external.world_size
-        elif workers is None:
+        elif results:
+            workers = len(results)
+        else:
             workers = self.prepared.launch_plan.world_size if self.prepared.launch_plan is not None else 1
-        started = run.start if run is not None else None
+        started_at = run.start.start_iteration if run is not None else None
+        if started_at is None and results and results[0].records:
+            started_at = results[0].records[0].iteration - 1
+        final = record.final_iteration if record is not None else (run.start.final_iteration if run else None)
         end = RunEnd(
             how=how,
             task=cfg.task,
-            run_dir=self.run_dirs[-1] if self.run_dirs else None,
-            started_at=started.start_iteration if started is not None else 0,
-            final_iteration=started.final_iteration if started is not None else cfg.agent.max_iterations,
-            last_iteration=last_iteration,
+            run_dir=run_dir,
+            started_at=started_at,
+            final_iteration=final,
+            last_iteration=results[0].final_iteration if results else None,
             env_steps_per_iteration=workers * cfg.env.num_envs * cfg.agent.num_steps_per_env,
             wall_s=time.time() - self.began,
             detail=detail,
             finishable=how in ("stopped", "interrupted") or (how == "failed" and code != FATAL_EXIT_CODE),
         )
-        level = logging.INFO if how in ("finished", "condition", "nothing") else logging.WARNING
-        if how == "failed":
-            logger.error("%s", detail)
+        level = {"failed": logging.ERROR, "stopped": logging.WARNING, "interrupted": logging.WARNING}.get(how)
         for line in ending_lines(end):
-            logger.log(level, "%s", line)
+            logger.log(level or logging.INFO, "%s", line)
         self.exit(code)
 
     def exit(self, code: int) -> NoReturn:

@@ -22,10 +22,10 @@ class RunEnd:
     task: str
     run_dir: Path | None
     """The run's directory; None when the command ended before one was chosen."""
-    started_at: int
-    """The iteration this command started from (that of the checkpoint it loaded, else 0)."""
-    final_iteration: int
-    """The iteration the run trains to."""
+    started_at: int | None
+    """The iteration this command started from (that of the checkpoint it loaded, else 0); None: unknown."""
+    final_iteration: int | None
+    """The iteration the run trains to; None: unknown (the command ended before the run was chosen)."""
     last_iteration: int | None
     """The last iteration this command completed (None: unknown; the newest checkpoint then tells)."""
     env_steps_per_iteration: int
@@ -53,7 +53,8 @@ def ending_lines(end: RunEnd) -> list[str]:
         onnx = newest.with_suffix(".onnx")
         lines.append(f"checkpoint: {newest}" + (f" (ONNX: {onnx})" if onnx.is_file() else ""))
         lines.append(f"watch it: play {end.task} --checkpoint {_quote(newest)}")
-    if end.finishable and (last is None or last < end.final_iteration):
+    unfinished = end.final_iteration is not None and (last is None or last < end.final_iteration)
+    if end.finishable and unfinished:
         lines.append(
             f"finish it: train {end.task} --finish {_quote(end.run_dir)}"
             f" (continues in place to iteration {end.final_iteration})"
@@ -65,9 +66,15 @@ def _headline(end: RunEnd, last: int | None) -> str:
     wall = f"{format_duration(end.wall_s)} from the command"
     if end.how == "nothing":
         return f"nothing trained ({end.detail}); {wall}"
-    trained = 0 if last is None else max(0, last - end.started_at)
-    steps = f"{trained} iteration{'s' if trained != 1 else ''}, {trained * end.env_steps_per_iteration:,} env-steps"
-    where = f"at iteration {last} of {end.final_iteration}" if last is not None else "before its first iteration"
+    if end.started_at is None:
+        steps = ""
+    else:
+        trained = 0 if last is None else max(0, last - end.started_at)
+        steps = (
+            f"{trained} iteration{'s' if trained != 1 else ''}, {trained * end.env_steps_per_iteration:,} env-steps in "
+        )
+    of = f" of {end.final_iteration}" if end.final_iteration is not None else ""
+    where = f"at iteration {last}{of}" if last is not None else "before its first iteration"
     headline = {
         "finished": f"finished {where}",
         "condition": f"finished {where}: --stop-when {end.detail} held",
@@ -75,7 +82,7 @@ def _headline(end: RunEnd, last: int | None) -> str:
         "interrupted": f"stopped immediately by {end.detail}; the newest checkpoint is {where}",
         "failed": f"failed {where}: {end.detail}",
     }[end.how]
-    return f"{headline} ({steps} in {wall})"
+    return f"{headline} ({steps}{wall})"
 
 
 def format_duration(seconds: float) -> str:
