@@ -244,3 +244,25 @@ def test_an_nccl_failure_of_a_rank_names_the_remedies(
     assert exited.value.code == 1
     err = " ".join(capsys.readouterr().err.split())
     assert "hint:" in err and "NCCL_P2P_DISABLE" in err and "NCCL_DEBUG=INFO" in err
+
+
+def test_a_rank_that_lost_its_peers_exits_138_for_the_launcher_to_retry(
+    launched_env: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, value in {**TORCHRUN, "RANK": "0", "LOCAL_RANK": "0"}.items():
+        launched_env.setenv(name, value)
+
+    def peer_gone(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("[gloo] Connection closed by peer [127.0.0.1]:41234")
+
+    def exit_now(code: int) -> None:  # the real one ends the process at once, pytest with it
+        raise SystemExit(code)
+
+    launched_env.setattr(train, "run", peer_gone)
+    launched_env.setattr(train, "hard_exit", exit_now)
+    with pytest.raises(SystemExit) as exited:
+        train.main(["cartpole-balance", "--gpu-ids", "None", "--log-root", str(tmp_path)])
+    assert exited.value.code == 138
+    err = " ".join(capsys.readouterr().err.split())
+    assert "lost another rank of the job: RuntimeError: [gloo] Connection closed by peer" in err
+    assert "Traceback" not in err

@@ -24,6 +24,7 @@ from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
 from mjfleet.train import run
 
 from .helpers import TOKEN_ENV, assert_no_processes_left, small_train_config
+from .instruments import instrument_env
 from .twohost import namespace_host, unavailable
 
 pytestmark = pytest.mark.slow
@@ -310,3 +311,24 @@ def test_torchrun_on_two_nodes_meets_through_c10d(tmp_path: Path, token: str) ->
     assert "replicas identical on all 2 ranks at iteration 3" in log
     [run_dir] = _runs(log_root)
     assert list_checkpoints(run_dir)[-1][0] == 3
+
+
+def test_a_hung_rank_is_named_by_the_ranks_that_waited_for_it(tmp_path: Path, token: str) -> None:
+    """torch's collective timeout names nobody; the waiting ranks read where each rank last arrived."""
+    command = [*_torchrun("--standalone", "--nproc_per_node=2"), *SMALL, "--agent.max-iterations", "20"]
+    command += ["--collective-timeout-s", "8", "--log-root", str(tmp_path / "logs")]
+    env = {**_env(token), **instrument_env(fault="hang@1:2")}
+    launcher = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    said = ""
+    try:
+        assert launcher.stderr is not None
+        deadline = time.monotonic() + 240
+        while "last seen at" not in said and time.monotonic() < deadline and (line := launcher.stderr.readline()):
+            said += line
+    finally:
+        os.killpg(launcher.pid, signal.SIGKILL)  # the hung rank would keep torchrun waiting for its grace period
+        launcher.wait(timeout=60)
+    flat = " ".join(said.split())
+    assert "rank 1 did not arrive at iteration 3's collectives within 8 s (--collective-timeout-s);" in flat, said
+    assert "last seen at iteration 2" in flat
+    assert_no_processes_left(token)

@@ -10,7 +10,7 @@ import pytest
 
 from mjfleet.errors import UsageError
 from mjfleet.launch.launcher import LaunchPlan, resolve_worker_log_dir
-from mjfleet.launch.worker import _drop_console_handlers, failure_report, is_peer_failure
+from mjfleet.launch.worker_entry import _drop_console_handlers, failure_report, is_peer_failure
 from mjfleet.runtime.context import DistributedContext, egl_device_id
 from mjfleet.runtime.devices import DeviceSelection, parse_gpu_ids, select_devices, visible_gpus
 

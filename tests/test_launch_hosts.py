@@ -11,7 +11,7 @@ from mjfleet.cluster import hosts
 from mjfleet.cluster.hosts import HostError, check_gloo_interface, launcher_address, master_address, remote_hosts
 from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import UsageError
-from mjfleet.launch.worker import REPORT_DIR_ENV
+from mjfleet.launch.worker_entry import REPORT_DIR_ENV
 from mjfleet.rl.config import AgentConfig
 from mjfleet.runtime.context import MASTER_ADDR_ENV
 from mjfleet.runtime.devices import GpuRequest, describe_gpu_request

@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 
 from mjfleet.launch.launcher import LaunchPlan, WorkerFailure, launch, resolve_worker_log_dir
-from mjfleet.launch.worker import write_heartbeat
+from mjfleet.launch.worker_entry import write_heartbeat
 from mjfleet.runtime.context import DistributedContext, process_group
 from mjfleet.runtime.devices import select_devices
 

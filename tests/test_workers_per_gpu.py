@@ -15,7 +15,7 @@ from mjfleet.launch.launcher import LaunchPlan, _worker_env
 from mjfleet.runtime.context import WORKERS_PER_DEVICE_ENV, DistributedContext, egl_device_id
 from mjfleet.runtime.devices import select_devices
 from mjfleet.train import api, prepare
-from mjfleet.train.launched import describe_plan
+from mjfleet.train.own_launcher import describe_plan
 
 from .helpers import run_main, small_train_config
 

@@ -31,7 +31,7 @@ from mjfleet.errors import (
     exits_on_usage_error,
 )
 from mjfleet.launch.diagnosis import WorkerFailure
-from mjfleet.launch.worker import hard_exit, is_peer_failure
+from mjfleet.launch.worker_entry import hard_exit, is_peer_failure
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.records import WorkerResult
 from mjfleet.rl.stop_condition import StopCondition

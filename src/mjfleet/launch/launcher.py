@@ -1,13 +1,9 @@
 """Run a function on many workers (GPUs, CPU processes, hosts) through torchrunx's public ``Launcher``.
 
-Workers make their own process group (``backend=None``); hosts and worker counts are explicit (``"auto"`` would fan
-out to SLURM nodes, ``"gpu"`` ignores the exported ``CUDA_VISIBLE_DEVICES``); worker ``LOCAL_RANK`` k uses
-``cuda:<k // workers_per_device>``. A failing worker is reported and hard-exits (:mod:`~mjfleet.launch.worker`), so
-the failure surfaces in seconds as :class:`WorkerFailure`. SIGINT/SIGTERM are the launcher's to handle and leftover
-processes are swept (:func:`sweep`). Remote hosts pass a pre-flight check first (:mod:`~mjfleet.cluster.hosts`),
-are told a routable launcher address and ``MASTER_ADDR``, and agents left on them are stopped over SSH. Log routing:
-:mod:`~mjfleet.launch.worker_logs`; diagnosis: :mod:`~mjfleet.launch.diagnosis`; the patches of torchrunx internals:
-:mod:`~mjfleet.launch.torchrunx_patches`.
+Workers make their own process group (``backend=None``); hosts and worker counts are explicit; worker ``LOCAL_RANK`` k
+uses ``cuda:<k // workers_per_device>``. A failing worker hard-exits (:mod:`~mjfleet.launch.worker_entry`), so the
+failure surfaces in seconds as :class:`WorkerFailure`; leftover processes are swept. Remote hosts pass a pre-flight
+check first (:mod:`~mjfleet.cluster.hosts`) and are told a routable launcher address and ``MASTER_ADDR``.
 """
 
 from __future__ import annotations
@@ -21,7 +17,6 @@ import importlib.util
 import logging
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -45,10 +40,11 @@ from mjfleet.errors import UsageError, exception_line
 from mjfleet.launch.diagnosis import WorkerFailure as WorkerFailure  # What launch() raises; callers catch it here.
 from mjfleet.launch.diagnosis import build_failure
 from mjfleet.launch.torchrunx_patches import patched_torchrunx, stop_remote_agents
-from mjfleet.launch.worker import REPORT_DIR_ENV, WorkerEntry
+from mjfleet.launch.worker_entry import REPORT_DIR_ENV, WorkerEntry
 from mjfleet.launch.worker_logs import make_log_handlers, read_reports, worker_log_path
 from mjfleet.runtime.context import DEVICE_KIND_ENV, MASTER_ADDR_ENV, PG_TIMEOUT_ENV, WORKERS_PER_DEVICE_ENV
 from mjfleet.runtime.devices import DeviceSelection
+from mjfleet.runtime.processes import SWEEP_GRACE_INTERRUPTED_S, SWEEP_GRACE_S, sweep
 from mjfleet.runtime.stop import StopRequest, signal_name
 
 logger = logging.getLogger(__name__)
@@ -181,6 +177,13 @@ class LaunchPlan:
         return self.hostnames[rank // self.workers_per_host], rank % self.workers_per_host
 
 
+def gpu_sharing_hosts(plan: LaunchPlan, remote: Sequence[str]) -> list[str]:
+    """The names of this machine in ``plan`` when there are several and each would take its GPUs, one worker per GPU
+    (NCCL fails on the second rank of a device, "Duplicate GPU detected", but only once every agent started)."""
+    local = [h for h in plan.hostnames if h not in remote]
+    return local if plan.device_kind == "cuda" and plan.workers_per_device == 1 and len(local) > 1 else []
+
+
 def resolve_worker_log_dir(run_dir: Path, configured: str | None, env: Mapping[str, str]) -> Path | None:
     """Where worker logs go: ``$TORCHRUNX_LOG_DIR``, else ``configured``, else ``<run_dir>/torchrunx``; an empty
     string from either source disables worker log files."""
@@ -267,51 +270,6 @@ class AgentsDidNotJoin(HostError):
         )
 
 
-SWEEP_GRACE_S = 10.0
-# After an interrupt torchrunx has already asked its agents to stop; an agent blocked in its gloo sync with the
-# launcher ignores SIGTERM until that sync times out, so waiting longer is pointless.
-SWEEP_GRACE_INTERRUPTED_S = 2.0
-
-
-def _alive(procs: list[psutil.Process]) -> dict[psutil.Process, str]:
-    """``process -> status`` of those still running; a zombie has exited and a reused PID is another process."""
-    alive = {}
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            if proc.is_running() and (status := proc.status()) not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
-                alive[proc] = status
-    return alive
-
-
-def _signal(procs: list[psutil.Process], sig: signal.Signals) -> None:
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            proc.send_signal(sig)
-
-
-def sweep(children_before: set[psutil.Process], grace_s: float) -> None:
-    """Wait for, then SIGTERM, then SIGKILL every process the launch started (agents, workers, log collector).
-    Stopped processes (SIGSTOP, a debugger) are SIGKILLed at once: they can neither exit nor handle SIGTERM."""
-    procs: list[psutil.Process] = []
-    for child in set(psutil.Process().children()) - children_before:
-        with contextlib.suppress(psutil.Error):
-            procs += [child, *child.children(recursive=True)]
-    deadline = time.monotonic() + grace_s
-    while (left := _alive(procs)) and time.monotonic() < deadline:
-        if stopped := [p for p, s in left.items() if s in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)]:
-            logger.warning("killing stopped launch process(es) %s", ", ".join(str(p.pid) for p in stopped))
-            _signal(stopped, signal.SIGKILL)
-        time.sleep(0.1)
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        if not (left := list(_alive(procs))):
-            return
-        logger.warning("stopping %d leftover launch process(es) with %s", len(left), sig.name)
-        _signal(left, sig)
-        deadline = time.monotonic() + 3.0
-        while _alive(left) and time.monotonic() < deadline:
-            time.sleep(0.1)
-
-
 def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest | None = None) -> list[T]:
     """Run ``fn(*args)`` (picklable; importable top-level functions are safest) on every worker of ``plan``; return
     the results by global rank. Raises :class:`WorkerFailure` when a worker raises or dies, once all are stopped.
@@ -324,11 +282,8 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
     from torchrunx import AgentFailedError, WorkerFailedError
 
     remote = remote_hosts(plan.hostnames)  # every name must resolve
-    local = [h for h in plan.hostnames if h not in remote]
-    if plan.device_kind == "cuda" and plan.workers_per_device == 1 and len(local) > 1:
-        # Refused up front: NCCL fails on the second rank of a device ("Duplicate GPU detected") only once every
-        # agent has started.
-        raise UsageError(f"hosts {', '.join(local)} are all this machine: their GPU workers would share its GPUs")
+    if shared := gpu_sharing_hosts(plan, remote):
+        raise UsageError(f"hosts {', '.join(shared)} are all this machine: their GPU workers would share its GPUs")
     address = launcher_address(plan.hostnames, plan.launcher_address) if remote else None
     if address is not None:
         check_gloo_interface(address)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mjfleet.files import write_text_atomic
-from mjfleet.launch.worker import REPORT_ATTR, set_parent_death_signal
+from mjfleet.launch.worker_entry import REPORT_ATTR, set_parent_death_signal
 
 if TYPE_CHECKING:
     from mjfleet.launch.launcher import LaunchPlan

@@ -96,6 +96,8 @@ class Runner:
         self.stop_check: StopCheck | None = None
         """Asked after each iteration on the ranks that have one whether to stop (any rank's request stops all; a
         checkpoint is written, then :meth:`learn` returns)."""
+        self.before_update: Callable[[int], None] | None = None
+        """Told the iteration's number after its rollout, before its first collective (names late ranks)."""
         self.stop_signal: int | None = None
         """Signal number that stopped :meth:`learn` early, or None."""
         self.stop_condition: StopCondition | None = None
@@ -167,6 +169,8 @@ class Runner:
                     alg.compute_returns(obs)
                 alg.synchronize()  # on a GPU, let the rollout's queued work count as collection, not learning
                 t1 = time.perf_counter()
+                if self.before_update is not None:
+                    self.before_update(it)
                 alg.sync_s = 0.0
                 losses = alg.update()
                 alg.synchronize()

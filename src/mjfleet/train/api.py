@@ -24,7 +24,7 @@ from mjfleet.runtime.devices import DeviceSelection, describe_gpu_request, local
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.train.config import TrainConfig, validate
 from mjfleet.train.external import check_external_options, detect_external_job, external_device
-from mjfleet.train.launched import describe_plan, make_plan
+from mjfleet.train.own_launcher import describe_plan, make_plan
 from mjfleet.train.plan import Prepared, open_run_dir
 from mjfleet.train.planner import plan_this_start, report_nothing_left
 from mjfleet.train.run_dir import discard_if_empty

@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from mjfleet.errors import FatalTrainingError, PeerFailed, UsageError, exception_line
+from mjfleet.launch.worker_entry import is_peer_failure
 from mjfleet.rl.records import WorkerResult
 from mjfleet.runtime.context import DistributedContext, destroy_process_group, init_process_group
 from mjfleet.runtime.stop import StopRequest
@@ -50,7 +51,7 @@ def train_as_rank(
     os.environ.update(job.rendezvous_env())
     wait_for_rendezvous(job, cfg.rendezvous_timeout_s)
     store = _job_store(job, cfg.rendezvous_timeout_s)
-    with _joined(ctx, job, cfg.collective_timeout_s, cfg.rendezvous_timeout_s, store):
+    with _joined(ctx, job, cfg.collective_timeout_s, cfg.rendezvous_timeout_s, store) as group_store:
         placements = _roll_call(ctx)
         run = _agree_on_run(prepared, ctx, _invocation(job, store))
         if started is not None:
@@ -74,16 +75,66 @@ def train_as_rank(
                 job.describe(),
                 ctx.device,
             )
-        return train_worker(cfg, run.run_dir, ctx, run.start, stop.poll if stop is not None else None)
+        arrivals = Arrivals(group_store, ctx.rank, ctx.world_size) if group_store is not None else None
+        try:
+            return train_worker(
+                cfg, run.run_dir, ctx, run.start, stop.poll if stop is not None else None, before_update=arrivals
+            )
+        except Exception as e:
+            if arrivals is not None and is_peer_failure(e):
+                arrivals.report(cfg.collective_timeout_s)
+            raise
+
+
+class Arrivals:
+    """Where each rank last arrived: before the first collective of every iteration a rank notes the iteration in the
+    job's store, so a rank whose collective failed or timed out can name the ranks that never came (torch's own
+    timeout names nobody)."""
+
+    def __init__(self, store: dist.Store, rank: int, world_size: int) -> None:
+        self.store, self.rank, self.world_size = store, rank, world_size
+        self.iteration = 0
+
+    def __call__(self, iteration: int) -> None:
+        self.iteration = iteration
+        self.store.set(f"arrived/{self.rank}", str(iteration))
+
+    def late(self) -> dict[int, int]:
+        """The ranks that did not arrive at this rank's iteration, with the last iteration each arrived at."""
+        behind = {}
+        for rank in range(self.world_size):
+            key = f"arrived/{rank}"
+            last = int(self.store.get(key)) if self.store.check([key]) else 0
+            if last < self.iteration:
+                behind[rank] = last
+        return behind
+
+    def report(self, timeout_s: float) -> None:
+        """Log the ranks that did not arrive (nothing if the store is gone too)."""
+        try:
+            behind = self.late()
+        except Exception:  # the store lives with rank 0 or torchrun's agent, which may be gone as well
+            return
+        if behind:
+            logger.error(
+                "rank%s %s did not arrive at iteration %d's collectives within %g s (--collective-timeout-s);"
+                " last seen at %s",
+                "s" if len(behind) > 1 else "",
+                ", ".join(map(str, behind)),
+                self.iteration,
+                timeout_s,
+                ", ".join(f"iteration {last}" if last else "its start" for last in behind.values()),
+            )
 
 
 @contextlib.contextmanager
 def _joined(
     ctx: DistributedContext, job: ExternalJob, timeout_s: float, rendezvous_s: float, store: dist.Store | None
-) -> Iterator[None]:
-    """The job's process group; ranks that do not all arrive within ``rendezvous_s`` (one failed to start, or was
-    refused its input) end every waiting rank with one line instead of a wait of ``timeout_s``."""
-    prefixed = None
+) -> Iterator[dist.Store | None]:
+    """The job's process group, yielding its store (None for one rank); ranks that do not all arrive within
+    ``rendezvous_s`` (one failed to start, or was refused its input) end every waiting rank with one line instead of
+    a wait of ``timeout_s``."""
+    prefixed: dist.Store | None = None
     if store is not None:
         # torchrun's agent keeps its store across restarts: the restarted ranks would otherwise read the dead
         # ranks' addresses from it.
@@ -95,7 +146,7 @@ def _joined(
         raise UsageError(
             f"not every rank of the {job.world_size} joined within {rendezvous_s:g} s (--rendezvous-timeout-s): {first}"
         ) from None
-    yield
+    yield prefixed
     if created:  # on an error the group stays: tearing it down first would hide this rank's error from the others
         destroy_process_group()
 

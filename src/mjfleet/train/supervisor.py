@@ -19,7 +19,7 @@ from mjfleet.launch.launcher import LaunchPlan, WorkerFailure
 from mjfleet.rl.records import WorkerResult
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.train.config import TrainConfig
-from mjfleet.train.launched import launch_training
+from mjfleet.train.own_launcher import launch_training
 from mjfleet.train.start import StartPoint, continue_point
 
 logger = logging.getLogger(__name__)

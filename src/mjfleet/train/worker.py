@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import random
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import yaml
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.errors import FatalTrainingError
-from mjfleet.launch.worker import local_report_dir, write_heartbeat
+from mjfleet.launch.worker_entry import local_report_dir, write_heartbeat
 from mjfleet.rl.records import KEPT_RECORDS, IterationRecord, WorkerResult
 from mjfleet.rl.runner import Runner, StopCheck
 from mjfleet.rl.stop_condition import as_condition
@@ -70,6 +71,7 @@ def train_worker(
     ctx: DistributedContext | None = None,
     start: StartPoint | None = None,
     stop_check: StopCheck | None = None,
+    before_update: Callable[[int], None] | None = None,
 ) -> WorkerResult:
     """Build the environment and runner on this worker's device and train.
 
@@ -80,6 +82,7 @@ def train_worker(
         start: Checkpoint to load and final iteration; planned from ``cfg`` when None.
         stop_check: Asked on rank 0 after every iteration whether to stop early. Launched workers default to the
             launcher's stop-request file.
+        before_update: Told each iteration's number before its first collective (the PPO update).
     """
     launched = ctx is None
     if ctx is None:
@@ -89,7 +92,7 @@ def train_worker(
         logging.getLogger("mjfleet").setLevel(logging.INFO)
     # Destroyed on a normal return: NCCL communicators left for the interpreter's exit can hang it.
     with process_group(ctx, cfg.collective_timeout_s):
-        return _train(cfg, run_dir, ctx, launched, start, stop_check)
+        return _train(cfg, run_dir, ctx, launched, start, stop_check, before_update)
 
 
 def _train(
@@ -99,6 +102,7 @@ def _train(
     launched: bool,
     start: StartPoint | None,
     stop_check: StopCheck | None,
+    before_update: Callable[[int], None] | None,
 ) -> WorkerResult:
     seed_everything(ctx.seed(cfg.seed))
     spec = get_task(cfg.task)
@@ -124,6 +128,7 @@ def _train(
             runner.load(str(start.checkpoint))
             logger.info("resumed from %s at iteration %d", start.checkpoint, runner.current_learning_iteration)
         runner.stop_check = stop_check
+        runner.before_update = before_update
         runner.stop_condition = None if cfg.stop_when is None else as_condition(cfg.stop_when)  # parsed already
         runner.stop_when_iterations = cfg.stop_when_iterations
         runner.export_info["task"] = cfg.task

@@ -11,7 +11,13 @@ from pathlib import Path
 from mjfleet.cluster.hosts import HostError, launcher_address, remote_hosts
 from mjfleet.cluster.slurm import in_slurm_allocation
 from mjfleet.errors import UsageError
-from mjfleet.launch.launcher import AgentsDidNotJoin, LaunchPlan, launch, resolve_worker_log_dir
+from mjfleet.launch.launcher import (
+    AgentsDidNotJoin,
+    LaunchPlan,
+    gpu_sharing_hosts,
+    launch,
+    resolve_worker_log_dir,
+)
 from mjfleet.rl.records import WorkerResult
 from mjfleet.runtime.devices import DeviceSelection
 from mjfleet.runtime.stop import StopRequest
@@ -61,12 +67,9 @@ def make_plan(cfg: TrainConfig, run_dir: Path, selection: DeviceSelection, hosts
         plan = dataclasses.replace(plan, workers_per_host=gpus * plan.workers_per_device, cuda_visible_devices=visible)
     if cfg.workers_per_host is not None:
         plan = dataclasses.replace(plan, workers_per_host=cfg.workers_per_host)
-    remote = remote_hosts(plan.hostnames)  # every name must resolve
-    local = [h for h in plan.hostnames if h not in remote]
-    if plan.device_kind == "cuda" and plan.workers_per_device == 1 and len(local) > 1:
-        # NCCL fails on the second rank of a device ("Duplicate GPU detected"), but only once every agent started.
+    if shared := gpu_sharing_hosts(plan, remote_hosts(plan.hostnames)):  # every name must resolve
         raise UsageError(
-            f"--hostnames: {', '.join(local)} are all this machine, and with one worker per GPU their workers would"
+            f"--hostnames: {', '.join(shared)} are all this machine, and with one worker per GPU their workers would"
             " share its GPUs, which NCCL refuses; list this machine once, or share each GPU explicitly with"
             " --workers-per-gpu 2 (gloo)"
         )

@@ -1,0 +1,57 @@
+"""The processes this one started and what is left of them: wait for them, then SIGTERM, then SIGKILL (a launch must
+leave nothing running behind it, whatever ended it)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import time
+
+import psutil
+
+logger = logging.getLogger(__name__)
+
+SWEEP_GRACE_S = 10.0
+# After an interrupt torchrunx has already asked its agents to stop; an agent blocked in its gloo sync with the
+# launcher ignores SIGTERM until that sync times out, so waiting longer is pointless.
+SWEEP_GRACE_INTERRUPTED_S = 2.0
+
+
+def _alive(procs: list[psutil.Process]) -> dict[psutil.Process, str]:
+    """``process -> status`` of those still running; a zombie has exited and a reused PID is another process."""
+    alive = {}
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            if proc.is_running() and (status := proc.status()) not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+                alive[proc] = status
+    return alive
+
+
+def _signal(procs: list[psutil.Process], sig: signal.Signals) -> None:
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(sig)
+
+
+def sweep(children_before: set[psutil.Process], grace_s: float) -> None:
+    """Wait for, then SIGTERM, then SIGKILL every process the launch started (agents, workers, log collector).
+    Stopped processes (SIGSTOP, a debugger) are SIGKILLed at once: they can neither exit nor handle SIGTERM."""
+    procs: list[psutil.Process] = []
+    for child in set(psutil.Process().children()) - children_before:
+        with contextlib.suppress(psutil.Error):
+            procs += [child, *child.children(recursive=True)]
+    deadline = time.monotonic() + grace_s
+    while (left := _alive(procs)) and time.monotonic() < deadline:
+        if stopped := [p for p, s in left.items() if s in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)]:
+            logger.warning("killing stopped launch process(es) %s", ", ".join(str(p.pid) for p in stopped))
+            _signal(stopped, signal.SIGKILL)
+        time.sleep(0.1)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not (left := list(_alive(procs))):
+            return
+        logger.warning("stopping %d leftover launch process(es) with %s", len(left), sig.name)
+        _signal(left, sig)
+        deadline = time.monotonic() + 3.0
+        while _alive(left) and time.monotonic() < deadline:
+            time.sleep(0.1)
