@@ -58,8 +58,9 @@ fi
 RDZV_PORT="${RDZV_PORT:-29400}"
 
 # c10d rendezvous: the torchrun on RDZV_HOST hosts it, the others connect; training starts once NNODES nodes have
-# joined (torchrun waits up to 600 s for them). --rdzv-id is the run's identity: a restart, or a later job with the
-# same RUN_ID, continues the same run directory from its newest checkpoint.
+# joined (torchrun waits up to 600 s for them). --rdzv-id is the job part of the run's identity: a restart, or a later
+# job with the same RUN_ID and the same training settings, continues the same run directory from its newest
+# checkpoint; other settings (another --seed) under the same RUN_ID are another run.
 # shellcheck disable=SC2086  # TORCHRUN_OPTS is a list of options
 exec torchrun --nnodes="${NNODES}" --nproc_per_node="${NPROC}" \
     --rdzv-backend=c10d --rdzv-endpoint="${RDZV_HOST}:${RDZV_PORT}" --rdzv-id="${RUN_ID}" ${TORCHRUN_OPTS} \

@@ -37,6 +37,7 @@ PLACEHOLDERS = {
     "PET_NPROC_PER_NODE": "4",
     "MASTER_ADDR": "mjfleet-go1-master-0",
     "MASTER_PORT": "23456",
+    "RUN_NAME": "go1-rough-a",
 }
 """Values for the shell variables the examples' command lines use; a variable not listed here fails the test."""
 SHELL_OPERATORS = ("||", "&&", ";", "|", "&")
@@ -131,6 +132,8 @@ def _pod_scripts() -> dict[str, str]:
         (container,) = spec["template"]["spec"]["containers"]
         assert container["name"] == "pytorch"  # the container the operator gives MASTER_ADDR, PET_* to
         scripts[role] = "\n".join([*container.get("command", []), *container.get("args", [])])
+        run_name = {e["name"]: e["value"] for e in container.get("env", [])}.get("RUN_NAME")
+        assert run_name == PLACEHOLDERS["RUN_NAME"], role  # one name, the same in every pod
     assert set(scripts) == {"Master", "Worker"}
     return scripts
 
@@ -183,7 +186,7 @@ def test_pytorchjob_pods_run_torchrun_with_the_operators_variables() -> None:
         before, args = _split(command)
         assert before[before.index("torchrun") - 1] == "exec"  # torchrun is the container's first process: it
         options = _torchrun_options(before)  # gets the pod's SIGTERM and passes it to the ranks
-        assert options.rdzv_backend == "c10d" and options.rdzv_id == "mjfleet-go1"
+        assert options.rdzv_backend == "c10d" and options.rdzv_id == PLACEHOLDERS["RUN_NAME"]
         assert options.rdzv_endpoint == "mjfleet-go1-master-0:23456"
         assert (options.nnodes, options.nproc_per_node) == ("2", "4")
         cfg = _train_config(args)

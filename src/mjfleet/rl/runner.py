@@ -28,7 +28,7 @@ from mjfleet.rl.rank_state import capture_rank_state, restore_rank_state, restor
 from mjfleet.rl.records import IterationRecord
 from mjfleet.rl.replicas import check_replicas
 from mjfleet.rl.stop_condition import StopCondition, StopConditionTracker
-from mjfleet.runtime.context import DistributedContext, init_process_group
+from mjfleet.runtime.context import DistributedContext
 from mjfleet.runtime.stop import signal_name
 
 logger = logging.getLogger(__name__)
@@ -59,8 +59,8 @@ class Runner:
     """Trains one worker's replica: rsl-rl-lib builds the models, storage and :class:`~mjfleet.rl.ppo.SyncedPPO`
     (``PPO.construct_algorithm``); the loop, checkpoints and logging are mjfleet's.
 
-    - One process group: initialised here (``ctx.backend``: nccl, or gloo on the CPU and for workers sharing a GPU)
-      unless one exists already.
+    - One process group, made by the worker before the runner (``ctx.backend``: nccl, or gloo on the CPU and for
+      workers sharing a GPU).
     - Every rank loads a resumed checkpoint, so optimizer state and learning rate stay replicated.
     - After every iteration all ranks meet in one all-reduce that carries every rank's stop request
       (:attr:`stop_check`), every rank's finiteness verdict and the episode sums and counts, so rank 0 logs the
@@ -115,7 +115,8 @@ class Runner:
         """Whether :meth:`load` restored this rank's episode counters (then they are not re-randomised)."""
         multi_gpu = None
         if ctx.is_distributed:
-            init_process_group(ctx)
+            # The worker created the one process group (runtime.context.process_group); a second would deadlock.
+            assert dist.is_initialized(), "a distributed Runner needs the process group of its worker"
             multi_gpu = {"global_rank": ctx.rank, "local_rank": ctx.local_rank, "world_size": ctx.world_size}
         # rsl_rl prints model summaries with bare print; keep them in the debug log instead.
         captured = io.StringIO()

@@ -15,6 +15,8 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Literal
 
+from mjfleet.errors import UsageError
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_PG_TIMEOUT_S = 600.0
@@ -34,14 +36,59 @@ WORKERS_PER_DEVICE_ENV = "MJFLEET_WORKERS_PER_DEVICE"
 ``cuda:<k // N>``."""
 
 
-def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
-    value = env.get(name)
-    if value is None or value == "":
+def env_int(env: Mapping[str, str], name: str, default: int | None = None) -> int:
+    """An integer variable of ``env``; ``default`` when unset (None: it must be set). One-line UsageError otherwise."""
+    value = env.get(name, "").strip()
+    if not value:
+        if default is None:
+            raise UsageError(f"{name} is not set")
         return default
     try:
         return int(value)
     except ValueError:
-        raise RuntimeError(f"environment variable {name}={value!r} is not an integer") from None
+        raise UsageError(f"{name}={value!r} is not an integer") from None
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """A process's place among the processes of a job, as a launcher's variables say it."""
+
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    local_world_size: int = 1
+    node_rank: int = 0
+
+    @classmethod
+    def from_torchrun_env(cls, env: Mapping[str, str]) -> Ranks:
+        """``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK`` (torchrun's, torchrunx's and
+        most launchers'; all unset: one process), checked against each other. Raises :class:`UsageError`."""
+        if not any(env.get(name, "").strip() for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK")):
+            return cls()
+        for name, other in (("WORLD_SIZE", "RANK"), ("RANK", "WORLD_SIZE"), ("LOCAL_RANK", "RANK")):
+            if env.get(name, "").strip() and not env.get(other, "").strip():
+                raise UsageError(
+                    f"{name}={env[name]} is set but {other} is not: a launcher that starts train as one of several"
+                    f" processes sets RANK and WORLD_SIZE together (torchrun does); unset {name} to train on its own"
+                )
+        rank, world = env_int(env, "RANK"), env_int(env, "WORLD_SIZE")
+        local_rank = env_int(env, "LOCAL_RANK", 0)
+        local_world = env_int(env, "LOCAL_WORLD_SIZE", 1 if "LOCAL_RANK" not in env else max(local_rank + 1, 1))
+        check_ranks(rank, world, local_rank, local_world, ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"))
+        return cls(rank, local_rank, world, local_world, env_int(env, "GROUP_RANK", rank // local_world))
+
+
+def check_ranks(rank: int, world: int, local_rank: int, local_world: int, names: tuple[str, str, str, str]) -> None:
+    """Raise :class:`UsageError` unless the four numbers (named by ``names``, in the same order) fit together."""
+    rank_name, world_name, lr, lw = names
+    if world < 1:
+        raise UsageError(f"{world_name}={world} must be at least 1")
+    if not 0 <= rank < world:
+        raise UsageError(f"{rank_name}={rank} is out of range for {world_name}={world} (ranks are 0..{world - 1})")
+    if not 1 <= local_world <= world:
+        raise UsageError(f"{lw}={local_world} must be between 1 and {world_name}={world}")
+    if not 0 <= local_rank < local_world:
+        raise UsageError(f"{lr}={local_rank} is out of range for {lw}={local_world}")
 
 
 @dataclass(frozen=True)
@@ -73,26 +120,18 @@ class DistributedContext:
             if kind not in ("cpu", "cuda"):
                 raise RuntimeError(f"{DEVICE_KIND_ENV}={kind!r} must be 'cpu' or 'cuda'")
             device_kind = "cuda" if kind == "cuda" else "cpu"
-        rank = _env_int(env, "RANK", 0)
-        local_rank = _env_int(env, "LOCAL_RANK", 0)
-        world_size = _env_int(env, "WORLD_SIZE", 1)
-        local_world_size = _env_int(env, "LOCAL_WORLD_SIZE", 1)
-        per_device = _env_int(env, WORKERS_PER_DEVICE_ENV, 1) if device_kind == "cuda" else 1
+        ranks = Ranks.from_torchrun_env(env)
+        per_device = env_int(env, WORKERS_PER_DEVICE_ENV, 1) if device_kind == "cuda" else 1
         if per_device < 1:
             raise RuntimeError(f"{WORKERS_PER_DEVICE_ENV}={per_device} must be at least 1")
-        if not (0 <= rank < world_size and 0 <= local_rank < local_world_size):
-            raise RuntimeError(
-                f"inconsistent rank environment: RANK={rank} WORLD_SIZE={world_size}"
-                f" LOCAL_RANK={local_rank} LOCAL_WORLD_SIZE={local_world_size}"
-            )
         return cls(
-            rank=rank,
-            local_rank=local_rank,
-            world_size=world_size,
-            local_world_size=local_world_size,
-            node_rank=_env_int(env, "GROUP_RANK", 0),
-            device=f"cuda:{local_rank // per_device}" if device_kind == "cuda" else "cpu",
-            is_main=rank == 0,
+            rank=ranks.rank,
+            local_rank=ranks.local_rank,
+            world_size=ranks.world_size,
+            local_world_size=ranks.local_world_size,
+            node_rank=ranks.node_rank,
+            device=f"cuda:{ranks.local_rank // per_device}" if device_kind == "cuda" else "cpu",
+            is_main=ranks.rank == 0,
             workers_per_device=per_device,
         )
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from mjfleet.errors import UsageError
+from mjfleet.runtime.context import Ranks, check_ranks, env_int
 from mjfleet.runtime.devices import DeviceSelection, GpuRequest, select_devices, trains_on_cpu, visible_gpus
 from mjfleet.train.config import TrainConfig
 
@@ -76,18 +77,6 @@ class ExternalJob:
         return {"MASTER_ADDR": self.master_addr, "MASTER_PORT": str(self.master_port)}
 
 
-def _int(env: Mapping[str, str], name: str, default: int | None = None) -> int:
-    value = env.get(name, "").strip()
-    if not value:
-        if default is None:
-            raise UsageError(f"{name} is not set")
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise UsageError(f"{name}={value!r} is not an integer") from None
-
-
 def detect_external_job(
     env: Mapping[str, str], expand_nodelist: Callable[[str, str], tuple[str, ...]] | None = None
 ) -> ExternalJob | None:
@@ -102,23 +91,14 @@ def detect_external_job(
     """
     if any(env.get(name, "").strip() for name in TORCHRUN_VARS):
         return _torchrun_job(env)
-    if env.get("SLURM_STEP_NUM_TASKS", "").strip() and _int(env, "SLURM_STEP_NUM_TASKS") > 1:
+    if env.get("SLURM_STEP_NUM_TASKS", "").strip() and env_int(env, "SLURM_STEP_NUM_TASKS") > 1:
         return _srun_job(env, expand_nodelist)
     return None
 
 
 def _torchrun_job(env: Mapping[str, str]) -> ExternalJob:
-    for name, other in (("WORLD_SIZE", "RANK"), ("RANK", "WORLD_SIZE"), ("LOCAL_RANK", "RANK")):
-        if env.get(name, "").strip() and not env.get(other, "").strip():
-            raise UsageError(
-                f"{name}={env[name]} is set but {other} is not: a launcher that starts train as one of several"
-                f" processes sets RANK and WORLD_SIZE together (torchrun does); unset {name} to train on its own"
-            )
-    rank, world = _int(env, "RANK"), _int(env, "WORLD_SIZE")
-    local_rank = _int(env, "LOCAL_RANK", 0)
-    local_world = _int(env, "LOCAL_WORLD_SIZE", 1 if "LOCAL_RANK" not in env else max(local_rank + 1, 1))
-    _check_ranks(rank, world, local_rank, local_world, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
-    node_rank = _int(env, "GROUP_RANK", rank // local_world)
+    ranks = Ranks.from_torchrun_env(env)
+    rank, world = ranks.rank, ranks.world_size
     addr = env.get("MASTER_ADDR", "").strip() or None
     port = _port(env) if env.get("MASTER_PORT", "").strip() else None
     if world > 1 and (addr is None or port is None):
@@ -132,13 +112,13 @@ def _torchrun_job(env: Mapping[str, str]) -> ExternalJob:
     return ExternalJob(
         launcher="torchrun",
         rank=rank,
-        local_rank=local_rank,
+        local_rank=ranks.local_rank,
         world_size=world,
-        local_world_size=local_world,
-        node_rank=node_rank,
+        local_world_size=ranks.local_world_size,
+        node_rank=ranks.node_rank,
         master_addr=addr,
         master_port=port,
-        restart_count=_int(env, "TORCHELASTIC_RESTART_COUNT", 0),
+        restart_count=env_int(env, "TORCHELASTIC_RESTART_COUNT", 0),
         agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").strip().lower() == "true",
         key=f"torchrun-{run_id}" if run_id and not static else (slurm_job_key(env) or f"job-{addr}:{port}"),
         static_rendezvous=static,
@@ -146,12 +126,16 @@ def _torchrun_job(env: Mapping[str, str]) -> ExternalJob:
 
 
 def _srun_job(env: Mapping[str, str], expand_nodelist: Callable[[str, str], tuple[str, ...]] | None) -> ExternalJob:
-    world = _int(env, "SLURM_STEP_NUM_TASKS")
-    rank, local_rank = _int(env, "SLURM_PROCID"), _int(env, "SLURM_LOCALID", 0)
-    node = _int(env, "SLURM_NODEID", 0)
+    world = env_int(env, "SLURM_STEP_NUM_TASKS")
+    rank, local_rank = env_int(env, "SLURM_PROCID"), env_int(env, "SLURM_LOCALID", 0)
+    node = env_int(env, "SLURM_NODEID", 0)
     local_world = tasks_on_node(env.get("SLURM_STEP_TASKS_PER_NODE", ""), node) or local_rank + 1
-    _check_ranks(
-        rank, world, local_rank, local_world, "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "tasks per node"
+    check_ranks(
+        rank,
+        world,
+        local_rank,
+        local_world,
+        ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "tasks per node"),
     )
     addr = env.get("MASTER_ADDR", "").strip() or None
     if addr is None:
@@ -176,7 +160,7 @@ def _srun_job(env: Mapping[str, str], expand_nodelist: Callable[[str, str], tupl
         node_rank=node,
         master_addr=addr,
         master_port=port,
-        restart_count=_int(env, "SLURM_RESTART_COUNT", 0),
+        restart_count=env_int(env, "SLURM_RESTART_COUNT", 0),
         agent_store=False,
         key=key,
     )
@@ -207,21 +191,8 @@ def tasks_on_node(tasks_per_node: str, node: int) -> int | None:
     return counts[node] if 0 <= node < len(counts) else None
 
 
-def _check_ranks(
-    rank: int, world: int, local_rank: int, local_world: int, rank_name: str, world_name: str, lr: str, lw: str
-) -> None:
-    if world < 1:
-        raise UsageError(f"{world_name}={world} must be at least 1")
-    if not 0 <= rank < world:
-        raise UsageError(f"{rank_name}={rank} is out of range for {world_name}={world} (ranks are 0..{world - 1})")
-    if not 1 <= local_world <= world:
-        raise UsageError(f"{lw}={local_world} must be between 1 and {world_name}={world}")
-    if not 0 <= local_rank < local_world:
-        raise UsageError(f"{lr}={local_rank} is out of range for {lw}={local_world}")
-
-
 def _port(env: Mapping[str, str]) -> int:
-    port = _int(env, "MASTER_PORT")
+    port = env_int(env, "MASTER_PORT")
     if not 0 < port < 65536:
         raise UsageError(f"MASTER_PORT={port} is not a port number")
     return port
