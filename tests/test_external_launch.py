@@ -4,6 +4,7 @@ stopped or requeued job continues its own run."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -326,7 +327,10 @@ def test_a_hung_rank_is_named_by_the_ranks_that_waited_for_it(tmp_path: Path, to
         while "last seen at" not in said and time.monotonic() < deadline and (line := launcher.stderr.readline()):
             said += line
     finally:
-        os.killpg(launcher.pid, signal.SIGKILL)  # the hung rank would keep torchrun waiting for its grace period
+        # The hung rank would keep torchrun waiting for its grace period; torchrun's ranks have sessions of their own.
+        for proc in [*psutil.Process(launcher.pid).children(recursive=True), psutil.Process(launcher.pid)]:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
         launcher.wait(timeout=60)
     flat = " ".join(said.split())
     assert "rank 1 did not arrive at iteration 3's collectives within 8 s (--collective-timeout-s);" in flat, said

@@ -50,9 +50,7 @@ def test_a_stopped_run_says_how_to_finish_it(tmp_path: Path, monkeypatch: pytest
 
 def test_ending_lines_without_a_run_directory_or_checkpoint(tmp_path: Path) -> None:
     end = RunEnd("failed", "cartpole-balance", None, 0, 10, None, 256, 3.25, "boom")
-    assert ending_lines(end) == [
-        "failed before its first iteration: boom (0 iterations, 0 env-steps in 3.2 s from the command)"
-    ]
+    assert ending_lines(end) == ["failed: boom (0 iterations, 0 env-steps in 3.2 s from the command)"]
     empty = RunEnd("interrupted", "cartpole-balance", tmp_path, 0, 10, None, 256, 75, "SIGINT", finishable=True)
     assert ending_lines(empty)[1:] == [
         f"run directory: {tmp_path}",

@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
             raise
         except (WorkerFailure, FatalTrainingError, PeerFailed) as failure:
             code = FATAL_EXIT_CODE if _repeats(failure) else FAILED_EXIT_CODE
-            end.close("failed", str(failure).splitlines()[0] if str(failure) else type(failure).__name__, code)
+            end.close("failed", str(failure) or type(failure).__name__, code)
         except KeyboardInterrupt:
             end.close("interrupted", signal_name(stop.signum or 2), exit_code(stop.signum or 2))
         except Exception as e:
@@ -187,6 +187,9 @@ class _Ending:
         self.prepared, self.began, self.run_dirs = prepared, began, run_dirs
 
     def close(self, how: How, detail: str, code: int, results: list[WorkerResult] | None = None) -> NoReturn:
+        """Log the last lines (``detail``: its first line goes into the first; a failure's further lines, such as a
+        worker's last error lines and hints, follow it) and exit with ``code``."""
+        detail, *more = detail.splitlines() or [""]
         cfg, run, external = self.prepared.cfg, self.prepared.run, self.prepared.external
         run_dir = self.run_dirs[-1] if self.run_dirs else None
         record = RunRecord.read(run_dir) if run_dir is not None else None  # the run's own account of its end
@@ -213,7 +216,8 @@ class _Ending:
             finishable=how in ("stopped", "interrupted") or (how == "failed" and code != FATAL_EXIT_CODE),
         )
         level = {"failed": logging.ERROR, "stopped": logging.WARNING, "interrupted": logging.WARNING}.get(how)
-        for line in ending_lines(end):
+        first, *rest = ending_lines(end)
+        for line in [first, *more, *rest]:
             logger.log(level or logging.INFO, "%s", line)
         self.exit(code)
 

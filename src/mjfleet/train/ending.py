@@ -74,13 +74,13 @@ def _headline(end: RunEnd, last: int | None) -> str:
             f"{trained} iteration{'s' if trained != 1 else ''}, {trained * end.env_steps_per_iteration:,} env-steps in "
         )
     of = f" of {end.final_iteration}" if end.final_iteration is not None else ""
-    where = f"at iteration {last}{of}" if last is not None else "before its first iteration"
+    where = f"at iteration {last}{of}" if last is not None else "with no checkpoint written"
     headline = {
         "finished": f"finished {where}",
         "condition": f"finished {where}: --stop-when {end.detail} held",
         "stopped": f"stopped by {end.detail} {where}",
-        "interrupted": f"stopped immediately by {end.detail}; the newest checkpoint is {where}",
-        "failed": f"failed {where}: {end.detail}",
+        "interrupted": f"stopped immediately by {end.detail}, {where}",
+        "failed": f"failed {where}: {end.detail}" if last is not None else f"failed: {end.detail}",
     }[end.how]
     return f"{headline} ({steps}{wall})"
 
