@@ -266,3 +266,30 @@ def test_a_rank_that_lost_its_peers_exits_138_for_the_launcher_to_retry(
     err = " ".join(capsys.readouterr().err.split())
     assert "lost another rank of the job: RuntimeError: [gloo] Connection closed by peer" in err
     assert "Traceback" not in err
+
+
+def test_a_rank_that_reaches_another_jobs_store_refuses(tmp_path: Path) -> None:
+    import datetime
+
+    import torch.distributed as dist
+
+    from mjfleet.train import as_rank
+
+    owner = dist.TCPStore(
+        "127.0.0.1", 0, 2, is_master=True, timeout=datetime.timedelta(seconds=5), wait_for_workers=False
+    )  # pyright: ignore[reportPrivateImportUsage]
+    owner.set(as_rank.JOB_KEY, "slurm-1.0")  # another job's rank 0 holds this port
+    job = _job(rank=1, master_port=owner.port, agent_store=False, key="slurm-2.0")
+    with pytest.raises(UsageError, match=r"is the rendezvous store of another job \(slurm-1\.0\), not of this one"):
+        as_rank._job_store(job, timeout_s=5)
+    mine = _job(rank=1, master_port=owner.port, agent_store=False, key="slurm-1.0")
+    assert as_rank._job_store(mine, timeout_s=5) is not None
+
+
+def test_distributed_without_a_launcher_says_it_is_ignored(launched_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    code, _, err = run_main(
+        train.main,
+        ["cartpole-balance", "--gpu-ids", "None", "--distributed", "True", "--log-root", str(tmp_path), "--dry-run"],
+    )
+    assert code == 0, err
+    assert "--distributed is ignored: no launcher started this process as one rank of a job" in " ".join(err.split())
