@@ -275,9 +275,9 @@ def test_a_rank_that_reaches_another_jobs_store_refuses(tmp_path: Path) -> None:
 
     from mjfleet.train import as_rank
 
-    owner = dist.TCPStore(
+    owner = dist.TCPStore(  # pyright: ignore[reportPrivateImportUsage]
         "127.0.0.1", 0, 2, is_master=True, timeout=datetime.timedelta(seconds=5), wait_for_workers=False
-    )  # pyright: ignore[reportPrivateImportUsage]
+    )
     owner.set(as_rank.JOB_KEY, "slurm-1.0")  # another job's rank 0 holds this port
     job = _job(rank=1, master_port=owner.port, agent_store=False, key="slurm-2.0")
     with pytest.raises(UsageError, match=r"is the rendezvous store of another job \(slurm-1\.0\), not of this one"):
