@@ -7,6 +7,7 @@ import dataclasses
 import importlib.util
 import io
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -97,5 +98,6 @@ def load_script(path: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # where dataclasses look a class's module up
     spec.loader.exec_module(module)
     return module
