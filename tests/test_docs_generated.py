@@ -4,6 +4,7 @@ checked-in files, without building an environment."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from tests.helpers import load_script
@@ -32,3 +33,61 @@ def test_cli_reference_lists_every_flag_of_every_command_with_its_default() -> N
     # cartpole-balance trains 80 iterations by default, the number the docs quote.
     section = text.split("### cartpole-balance", 1)[1].split("###", 1)[0]
     assert "| `--agent.max-iterations` | `80` |" in section
+
+
+def test_readme_and_benchmarks_tables_are_what_the_results_file_gives() -> None:
+    expect = load_script(SCRIPTS / "expect.py")
+    assert expect.stale(expect.load()) == [], "run uv run python scripts/expect.py render"
+
+
+def test_the_results_file_has_a_cpu_and_a_gpu_row_for_every_task_and_each_figure_says_where_it_came_from() -> None:
+    from mjfleet.tasks.builtin import tasks
+
+    expect = load_script(SCRIPTS / "expect.py")
+    results = expect.load()
+    rows = [(row["task"], row["device"]) for row in results["rows"]]
+    assert rows == [(spec.id, device) for spec in tasks() for device in ("cpu", "gpu")]
+    for row in results["rows"]:
+        for kind in ("train", "throughput"):
+            if kind in row:
+                record = row[kind]
+                assert record["machine"] in results["machines"], row
+                assert record["date"] and record["commit"] and record["command"].split()[1] == row["task"], row
+
+
+def test_a_measurement_replaces_its_row_and_names_a_new_machine(tmp_path: Path) -> None:
+    expect = load_script(SCRIPTS / "expect.py")
+    results = expect.load()
+    measured = {"date": "2027-01-02", "commit": "abc1234", "machine": "AMD Ryzen 9 (16 cores); torch 2.15.0"}
+    row = {
+        "task": "cartpole-swingup",
+        "device": "cpu",
+        "train": {"command": "train cartpole-swingup --gpu-ids None", "exit_s": 95, "iterations": 150, **measured},
+        "play": {"command": "play cartpole-swingup --gpu-ids None", "success": 1.0},
+        "throughput": {"command": "bench cartpole-swingup", "env_steps_per_s": 51234, **measured},
+    }
+    expect.record(results, row)
+    (swingup,) = [r for r in results["rows"] if (r["task"], r["device"]) == ("cartpole-swingup", "cpu")]
+    assert swingup["train"]["machine"] == "amd-ryzen-9-16-cores-torch-2-15-0"
+    assert results["machines"][swingup["train"]["machine"]] == measured["machine"]
+    line = next(line for line in expect.summary_table(results).splitlines() if "`cartpole-swingup` | 2-core" in line)
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells == ["`cartpole-swingup`", "2-core CPU", "95 s (150 iterations)", "1.00", "51.2k", cells[-1]]
+    assert cells[-1] == "2027-01-02, `abc1234`, AMD Ryzen 9"
+    assert expect.stale(results)  # README.md no longer matches
+
+
+def test_the_commands_a_measurement_runs_parse_with_the_real_parsers() -> None:
+    from mjfleet.cli.args import parse
+    from mjfleet.cli.bench import BenchConfig
+    from mjfleet.cli.train import parse_args
+
+    expect = load_script(SCRIPTS / "expect.py")
+    for device, gpu_ids in (("cpu", None), ("gpu", (0,))):
+        commands = expect.commands("go1-velocity-flat", device, "success>=0.95", "/tmp/runs")
+        assert list(commands) == ["train", "play", "throughput"]
+        train = parse_args(shlex.split(commands["train"])[1:])
+        assert train.gpu_ids == gpu_ids and str(train.stop_when) == "Episode/success >= 0.95"
+        assert train.log_root == Path("/tmp/runs") and train.env.num_envs == 1024  # the task's defaults
+        bench = parse(BenchConfig, shlex.split(commands["throughput"])[2:], "bench")
+        assert bench.skip_steps and bench.json == Path("/tmp/runs/bench.json")

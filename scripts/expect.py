@@ -1,0 +1,282 @@
+"""What to expect from every task at its defaults: docs/results/expect.json, rendered into README.md and
+docs/performance.md, and filled by running the commands.
+
+    uv run python scripts/expect.py render                       # rewrite the tables from the results file
+    uv run python scripts/expect.py render --check               # exit 1 if README.md or the docs disagree with it
+    uv run python scripts/expect.py fill --device cpu --dry-run  # the commands a measurement would run, nothing run
+    uv run python scripts/expect.py fill --device cpu --tasks go1-velocity-flat    # measure, record, render
+
+``fill`` runs, per task: ``train <task> --gpu-ids None|0 --stop-when <condition>`` timed from the command to its exit
+(a fresh log root), ``play <task>`` of the checkpoint it ended with, and ``bench <task> --skip-steps`` for the PPO
+training env-steps/s; then it records the figures with the date, the commit (``-dirty`` with uncommitted changes) and
+the machine, and renders the tables. Long: minutes to hours per task on a CPU. ``tests/test_docs_generated.py``
+fails when README.md or the docs differ from the results file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from docs_text import ROOT, read_block, replace_block, table
+
+RESULTS = ROOT / "docs" / "results" / "expect.json"
+SUMMARY = "expect"
+"""The block in README.md: the table alone."""
+DETAILS = "expect-details"
+"""The block in docs/performance.md: the table, the machines and each figure's command."""
+TARGETS = {ROOT / "README.md": SUMMARY, ROOT / "docs" / "performance.md": DETAILS}
+DEVICES = {"cpu": "2-core CPU", "gpu": "one GPU"}
+NOT_MEASURED = "not measured"
+
+
+def load(path: Path = RESULTS) -> dict[str, Any]:
+    return json.loads(path.read_text())
+
+
+def duration(seconds: float) -> str:
+    """``68 s``, ``4:29``, ``1:00:02``."""
+    s = round(seconds)
+    if s < 120:
+        return f"{s} s"
+    hours, rest = divmod(s, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{s // 60}:{s % 60:02d}"
+
+
+def rate(value: float | list[float]) -> str:
+    """``16.7k``, ``270k``, ``5.2-6.2k`` env-steps/s."""
+
+    def k(v: float) -> str:
+        return f"{v / 1000:.1f}" if v < 100_000 else f"{v / 1000:.0f}"
+
+    if isinstance(value, list):
+        return f"{k(value[0])}-{k(value[1])}k"
+    return f"{k(value)}k"
+
+
+def _cells(row: dict[str, Any], machines: dict[str, str]) -> list[str]:
+    train, play, throughput = row.get("train"), row.get("play"), row.get("throughput")
+    if train is None:
+        exit_cell = NOT_MEASURED
+    elif train.get("exit_s") is None:
+        exit_cell = train["ended"]
+    else:
+        exit_cell = duration(train["exit_s"])
+        details = [f"{train['iterations']} iterations"] if train.get("iterations") is not None else []
+        details += [f"{train['envs']} envs"] if train.get("envs") is not None else []
+        details += [train["ended"]] if train.get("ended") not in (None, "stop condition met") else []
+        exit_cell += f" ({', '.join(details)})" if details else ""
+    play_cell = NOT_MEASURED if play is None else f"{play['success']:.2f}"
+    rate_cell = NOT_MEASURED if throughput is None else rate(throughput["env_steps_per_s"])
+    measured = [r for r in (train, throughput) if r is not None]
+    commits: dict[tuple[str, str], list[str]] = {}
+    for r in measured:
+        commits.setdefault((r["date"], r["machine"]), [])
+        if r["commit"] not in commits[(r["date"], r["machine"])]:
+            commits[(r["date"], r["machine"])].append(r["commit"])
+    where_cell = "; ".join(
+        f"{date}, {' / '.join(f'`{c}`' for c in sorted(cs))}, {short_machine(machines, machine)}"
+        for (date, machine), cs in sorted(commits.items())
+    )
+    return [f"`{row['task']}`", DEVICES[row["device"]], exit_cell, play_cell, rate_cell, where_cell or "-"]
+
+
+def short_machine(machines: dict[str, str], key: str) -> str:
+    """The machine's name for a table cell: its description up to the first comma or semicolon."""
+    return re.split(r"[,;(]", machines.get(key, key), maxsplit=1)[0].strip()
+
+
+def summary_table(results: dict[str, Any]) -> str:
+    header = ["task", "on", "command to exit", "`play` success", "training env-steps/s", "measured"]
+    return table(header, (_cells(row, results["machines"]) for row in results["rows"]))
+
+
+def render_summary(results: dict[str, Any]) -> str:
+    return (
+        summary_table(results)
+        + "\n\n"
+        + "Each figure's command, machine and conditions (several GPU runs used 4096 environments, not the default"
+        " 1024): [docs/performance.md](docs/performance.md#what-to-expect). Generated from"
+        " `docs/results/expect.json` by `scripts/expect.py`, which also measures a task again."
+    )
+
+
+def render_details(results: dict[str, Any]) -> str:
+    lines = [summary_table(results), "", "Machines:", ""]
+    lines += [f"- **{short_machine(results['machines'], key)}**: {text}" for key, text in results["machines"].items()]
+    lines += ["", "How each figure was measured:", ""]
+    for row in results["rows"]:
+        parts = []
+        for kind in ("train", "play", "throughput"):
+            record = row.get(kind)
+            if record is None:
+                continue
+            text = f"`{record['command']}`"
+            if record.get("note"):
+                text += f": {record['note']}"
+            parts.append(text)
+        if parts:
+            lines.append(f"- `{row['task']}`, {DEVICES[row['device']]}: " + "; ".join(parts) + ".")
+    return "\n".join(lines)
+
+
+def render_file(path: Path, results: dict[str, Any]) -> str:
+    name = TARGETS[path]
+    body = render_summary(results) if name == SUMMARY else render_details(results)
+    return replace_block(path.read_text(), name, body)
+
+
+def stale(results: dict[str, Any]) -> list[Path]:
+    """The files whose generated block differs from what ``results`` renders to."""
+    return [
+        path
+        for path in TARGETS
+        if read_block(path.read_text(), TARGETS[path]) != read_block(render_file(path, results), TARGETS[path])
+    ]
+
+
+# --- measuring ---------------------------------------------------------------------------------------------------
+
+
+def commands(task: str, device: str, stop_when: str, log_root: str) -> dict[str, str]:
+    """The three commands ``fill`` runs for one task, as a user would type them."""
+    gpu = "None" if device == "cpu" else "0"
+    backends = "mujoco" if device == "cpu" else "warp"
+    condition = shlex.quote(stop_when)
+    return {
+        "train": f"train {task} --gpu-ids {gpu} --stop-when {condition} --log-root {log_root}",
+        "play": f"play {task} --gpu-ids {gpu} --log-root {log_root}",
+        "throughput": f"bench {task} --gpu-ids {gpu} --skip-steps --backends {backends} --json {log_root}/bench.json",
+    }
+
+
+def _run(command: str) -> tuple[float, str]:
+    """Run ``command`` with this environment's console scripts; its seconds from start to exit and its stdout."""
+    words = shlex.split(command)
+    program = Path(sys.executable).with_name(words[0])
+    start = time.monotonic()
+    done = subprocess.run([str(program), *words[1:]], stdout=subprocess.PIPE, text=True, check=False)
+    seconds = time.monotonic() - start
+    if done.returncode not in (0,):
+        raise SystemExit(f"{command} exited {done.returncode}")
+    return seconds, done.stdout
+
+
+def _commit() -> str:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+    return git("rev-parse", "--short", "HEAD") + (
+        "-dirty" if git("status", "--porcelain", "--untracked-files=no") else ""
+    )
+
+
+def measure(task: str, device: str, stop_when: str) -> dict[str, Any]:
+    """Run the three commands for one task; the row for the results file."""
+    from mjfleet.train.run_identity import RunRecord
+
+    today = datetime.datetime.now(datetime.UTC).date().isoformat()
+    commit = _commit()
+    with tempfile.TemporaryDirectory(prefix="mjfleet-expect-") as log_root:
+        run = commands(task, device, stop_when, log_root)
+        exit_s, _ = _run(run["train"])
+        (run_dir,) = [p.parent for p in Path(log_root).glob("*/*/job.json")]
+        record = RunRecord.read(run_dir)
+        ended = (record.ended if record is not None else None) or {}
+        _, out = _run(run["play"])
+        summary = json.loads(out.strip().splitlines()[-1])
+        _run(run["throughput"])
+        bench = json.loads((Path(log_root) / "bench.json").read_text())
+    machine = bench["machine"]
+    measured = {"date": today, "commit": commit, "machine": machine}
+    shown = {kind: command.replace(f" --log-root {log_root}", "") for kind, command in run.items()}
+    shown["throughput"] = shown["throughput"].split(" --json ")[0]
+    how = {"finished": "all iterations", "condition": "stop condition met"}.get(ended.get("how", ""), "stopped")
+    return {
+        "task": task,
+        "device": device,
+        "train": {
+            "command": shown["train"],
+            "exit_s": round(exit_s),
+            "iterations": ended.get("iteration"),
+            "ended": how,
+            **measured,
+        },
+        "play": {"command": shown["play"], "success": summary["success_rate"]},
+        "throughput": {
+            "command": shown["throughput"],
+            "env_steps_per_s": round(bench["training"][0]["env_steps_per_s"]),
+            **measured,
+        },
+    }
+
+
+def record(results: dict[str, Any], row: dict[str, Any]) -> None:
+    """Put ``row`` in place of the task's row on its device; its machine is named by its description."""
+    machines: dict[str, str] = results["machines"]
+    for kind in ("train", "throughput"):
+        description = row[kind]["machine"]
+        key = next((k for k, v in machines.items() if v == description), None)
+        if key is None:
+            key = re.sub(r"[^a-z0-9]+", "-", description.lower()).strip("-")[:40]
+            machines[key] = description
+        row[kind]["machine"] = key
+    rows: list[dict[str, Any]] = results["rows"]
+    at = next(i for i, r in enumerate(rows) if (r["task"], r["device"]) == (row["task"], row["device"]))
+    rows[at] = row
+
+
+def write(results: dict[str, Any]) -> None:
+    RESULTS.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    for path in TARGETS:
+        path.write_text(render_file(path, results))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="What to expect from every task: render or fill docs/results.")
+    sub = parser.add_subparsers(dest="action", required=True)
+    render = sub.add_parser("render", help="rewrite the tables in README.md and docs/performance.md")
+    render.add_argument("--check", action="store_true", help="exit 1 where a table differs from the results file")
+    fill = sub.add_parser("fill", help="measure tasks and record the figures (long)")
+    fill.add_argument("--device", choices=sorted(DEVICES), required=True, help="cpu: --gpu-ids None; gpu: GPU 0")
+    fill.add_argument("--tasks", nargs="*", help="task ids (default: every task of the results file)")
+    fill.add_argument("--stop-when", default="success>=0.95", help="the condition that ends each training run")
+    fill.add_argument("--dry-run", "--list", action="store_true", help="print the commands, run nothing")
+    args = parser.parse_args()
+    results = load()
+    if args.action == "render":
+        if args.check:
+            if stale(results):
+                names = ", ".join(str(p.relative_to(ROOT)) for p in stale(results))
+                sys.exit(f"{names} differ from {RESULTS.relative_to(ROOT)}: run uv run python scripts/expect.py render")
+            return
+        write(results)
+        return
+    known = list(dict.fromkeys(row["task"] for row in results["rows"]))
+    tasks = args.tasks or known
+    unknown = [t for t in tasks if t not in known]
+    if unknown:
+        sys.exit(f"not in {RESULTS.relative_to(ROOT)}: {', '.join(unknown)}")
+    for task in tasks:
+        if args.dry_run:
+            print("\n".join(commands(task, args.device, args.stop_when, "<log_root>").values()))
+            continue
+        print(f"measuring {task} on the {args.device} ({platform.node()})", flush=True)
+        record(results, measure(task, args.device, args.stop_when))
+        write(results)  # after every task: an interrupted fill keeps what it measured
+
+
+if __name__ == "__main__":
+    main()
