@@ -91,3 +91,13 @@ def test_the_commands_a_measurement_runs_parse_with_the_real_parsers() -> None:
         assert train.log_root == Path("/tmp/runs") and train.env.num_envs == 1024  # the task's defaults
         bench = parse(BenchConfig, shlex.split(commands["throughput"])[2:], "bench")
         assert bench.skip_steps and bench.json == Path("/tmp/runs/bench.json")
+
+
+def test_the_task_reference_tables_are_what_the_task_configurations_give() -> None:
+    task_reference = load_script(SCRIPTS / "task_reference.py")
+    text = task_reference.OUT.read_text()
+    assert task_reference.render(text) == text, (
+        "docs/tasks.md is out of date: run uv run python scripts/task_reference.py"
+    )
+    # cartpole-balance trains 80 iterations by default: the figure the task table gives.
+    assert "| `cartpole-balance` | cart-pole | rail | 50 Hz (2 substeps) | 5 s | 1024 | 80 iterations," in text

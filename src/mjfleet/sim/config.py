@@ -16,7 +16,7 @@ class SimConfig:
     backend: Backend = "auto"
     """Physics engine: ``warp`` (MuJoCo Warp, N worlds as one batch of kernels) or ``mujoco`` (MuJoCo C, the
     worlds stepped on a thread pool by ``mujoco.batch``). ``auto``: ``warp`` on CUDA; ``mujoco`` on the CPU, where
-    it measured faster for every built-in task (docs/performance.md: 3-5x the env step of go1 on 2 cores)."""
+    it measured faster for every built-in task (docs/performance.md: 4.2x the env step of go1 on 2 cores)."""
     threads: int | None = None
     """Threads of the ``mujoco`` backend's pool, the calling thread included (None: ``OMP_NUM_THREADS`` if set,
     which launched CPU workers get as cores // workers, else the cores this process may run on)."""
