@@ -94,8 +94,7 @@ def test_a_task_reusing_another_tasks_agent_config_gets_its_own_folder() -> None
         humanoid.agent_cfg(), experiment_name=""
     )
     # The task may say otherwise; a copy under another id follows the new id; equal declarations compare equal.
-    shared = TaskSpec("h1-stand", "H1.", humanoid.task_class, humanoid.env_cfg, presets.humanoid_flat_agent,
-                      cpu_agent_cfg=presets.humanoid_flat_cpu_agent, experiment_name="h1")  # fmt: skip
+    shared = dataclasses.replace(h1, id="h1-stand", cpu_agent_cfg=presets.humanoid_flat_cpu_agent, experiment_name="h1")
     assert shared.agent_cfg().experiment_name == shared.agent_defaults(on_cpu=True).experiment_name == "h1"
     assert dataclasses.replace(h1, id="h1-walk").agent_cfg().experiment_name == "h1_walk"
     assert h1 == TaskSpec("h1-velocity-flat", "H1.", humanoid.task_class, humanoid.env_cfg, presets.humanoid_flat_agent)
