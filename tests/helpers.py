@@ -63,6 +63,18 @@ TOKEN_ENV = "MJFLEET_TEST_TOKEN"
 """Tests put a fresh token in this variable; every process they start inherits it."""
 
 
+LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK")
+"""Variables a launcher sets; a test that starts one clears them (and SLURM's, torchrun's) from its own."""
+
+
+def launcher_free_env(token: str, **extra: str) -> dict[str, str]:
+    """This process's environment without any launcher's variables, tagged with ``token``, plus ``extra``."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "TORCHELASTIC_")) and k not in LAUNCHER_VARS
+    }
+    return {**env, TOKEN_ENV: token, "COLUMNS": "250", **extra}
+
+
 def processes_with_token(token: str) -> list[int]:
     """Live processes (not zombies) other than this one whose environment carries ``token``."""
     found = []

@@ -20,7 +20,7 @@ import pytest
 
 from mjfleet.rl.checkpoint import list_checkpoints
 
-from .helpers import TOKEN_ENV, assert_no_processes_left
+from .helpers import assert_no_processes_left, launcher_free_env
 from .instruments import instrument_env
 
 pytestmark = pytest.mark.slow
@@ -28,7 +28,6 @@ pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
 SMALL = ["cartpole-balance", "--gpu-ids", "None", "--env.num-envs", "32", "--agent.num-steps-per-env", "8"]
 SMALL += ["--no-init-at-random-ep-len", "--agent.save-interval", "1"]
-LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK")
 
 
 @pytest.fixture
@@ -36,11 +35,7 @@ def token() -> str:
     return uuid.uuid4().hex
 
 
-def _env(token: str, **extra: str) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "TORCHELASTIC_")) and k not in LAUNCHER_VARS
-    }
-    return {**env, TOKEN_ENV: token, "COLUMNS": "250", **extra}
+_env = launcher_free_env
 
 
 def _standalone(*args: str, procs: int = 1) -> list[str]:

@@ -225,47 +225,43 @@ def test_dry_run_under_torchrun_names_the_rank(launched_env: pytest.MonkeyPatch,
     assert code == 0, err
 
 
-def test_an_nccl_failure_of_a_rank_names_the_remedies(
-    launched_env: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("error", "code", "says"),
+    [
+        # NCCL's own error: the traceback is the report, with the remedies named after it.
+        ("NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error", 1, "hint:"),
+        # A lost peer: one line, and the code a launcher retries.
+        ("[gloo] Connection closed by peer [127.0.0.1]:41234", 138, "lost another rank of the job: RuntimeError"),
+    ],
+)
+def test_a_failing_rank_exits_at_once_with_a_code_its_launcher_can_act_on(
+    launched_env: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    error: str,
+    code: int,
+    says: str,
 ) -> None:
     for name, value in {**TORCHRUN, "RANK": "0", "LOCAL_RANK": "0"}.items():
         launched_env.setenv(name, value)
 
-    def nccl_fails(*args: object, **kwargs: object) -> None:
-        raise RuntimeError("NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error")
+    def fails(*args: object, **kwargs: object) -> None:
+        raise RuntimeError(error)
 
     def exit_now(code: int) -> None:  # the real one ends the process at once, pytest with it
         raise SystemExit(code)
 
-    launched_env.setattr(train, "run", nccl_fails)
+    launched_env.setattr(train, "run", fails)
     launched_env.setattr(train, "hard_exit", exit_now)
     with pytest.raises(SystemExit) as exited:
         train.main(["cartpole-balance", "--gpu-ids", "None", "--log-root", str(tmp_path)])
-    assert exited.value.code == 1
+    assert exited.value.code == code
     err = " ".join(capsys.readouterr().err.split())
-    assert "hint:" in err and "NCCL_P2P_DISABLE" in err and "NCCL_DEBUG=INFO" in err
-
-
-def test_a_rank_that_lost_its_peers_exits_138_for_the_launcher_to_retry(
-    launched_env: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    for name, value in {**TORCHRUN, "RANK": "0", "LOCAL_RANK": "0"}.items():
-        launched_env.setenv(name, value)
-
-    def peer_gone(*args: object, **kwargs: object) -> None:
-        raise RuntimeError("[gloo] Connection closed by peer [127.0.0.1]:41234")
-
-    def exit_now(code: int) -> None:  # the real one ends the process at once, pytest with it
-        raise SystemExit(code)
-
-    launched_env.setattr(train, "run", peer_gone)
-    launched_env.setattr(train, "hard_exit", exit_now)
-    with pytest.raises(SystemExit) as exited:
-        train.main(["cartpole-balance", "--gpu-ids", "None", "--log-root", str(tmp_path)])
-    assert exited.value.code == 138
-    err = " ".join(capsys.readouterr().err.split())
-    assert "lost another rank of the job: RuntimeError: [gloo] Connection closed by peer" in err
-    assert "Traceback" not in err
+    assert says in err
+    if code == 1:
+        assert "NCCL_P2P_DISABLE" in err and "NCCL_DEBUG=INFO" in err
+    else:
+        assert "Traceback" not in err
 
 
 def test_a_rank_that_reaches_another_jobs_store_refuses(tmp_path: Path) -> None:

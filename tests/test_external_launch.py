@@ -24,7 +24,7 @@ import torch
 from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
 from mjfleet.train import run
 
-from .helpers import TOKEN_ENV, assert_no_processes_left, small_train_config
+from .helpers import assert_no_processes_left, launcher_free_env, small_train_config
 from .instruments import instrument_env
 from .twohost import namespace_host, unavailable
 
@@ -43,7 +43,6 @@ SMALL = [
     "0",
     "--no-init-at-random-ep-len",
 ]
-LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK")
 
 
 @pytest.fixture
@@ -51,11 +50,7 @@ def token() -> str:
     return uuid.uuid4().hex
 
 
-def _env(token: str, **extra: str) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "TORCHELASTIC_")) and k not in LAUNCHER_VARS
-    }
-    return {**env, TOKEN_ENV: token, "COLUMNS": "250", **extra}
+_env = launcher_free_env
 
 
 def _free_port() -> int:

@@ -25,7 +25,7 @@ from mjfleet.tasks.locomotion.config import (
 )
 from mjfleet.tasks.locomotion.curriculum import TerrainCurriculum
 from mjfleet.tasks.locomotion.model import build_model
-from mjfleet.tasks.locomotion.robots import ROBOTS
+from mjfleet.tasks.locomotion.robots import GO1
 from mjfleet.tasks.locomotion.rotations import heading, projected_gravity, quat_mul, rotate, rotate_inverse, yaw_quat
 from mjfleet.tasks.locomotion.task import LocomotionTask
 from mjfleet.tasks.locomotion.terrain import HeightLookup, generate
@@ -279,7 +279,7 @@ def test_terrain_tiles_join_flat_and_lookup_matches_mujoco() -> None:
     # Stairs go down from the border to a pit; slopes rise to a pyramid top.
     assert terrain.tile_heights[-1, 1] < -0.5 and terrain.tile_heights[-1, 2] > 0.3
 
-    model = build_model(ROBOTS["go1"], terrain)
+    model = build_model(GO1, terrain)
     assert mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "floor") == -1
     data = mujoco.MjData(model)
     mujoco.mj_forward(model, data)
@@ -404,7 +404,7 @@ def test_randomizer_draws_per_world_parameters() -> None:
     torch.testing.assert_close(added, task.randomizer.added_mass)
     # Subtree masses follow, as MuJoCo's own mj_setConst computes them for the same body masses.
     torch.testing.assert_close(subtree[:, 0], mass.sum(dim=-1))
-    reference = mujoco.MjModel.from_xml_path(str(ROBOTS["go1"].asset))
+    reference = mujoco.MjModel.from_xml_path(str(GO1.asset))
     reference.body_mass[:] = mass[3].double().numpy()
     mujoco.mj_setConst(reference, mujoco.MjData(reference))
     torch.testing.assert_close(subtree[3], torch.as_tensor(reference.body_subtreemass, dtype=torch.float32))

@@ -16,8 +16,9 @@ import torch
 
 from mjfleet.errors import UsageError
 from mjfleet.tasks.locomotion.model import build_model, touch_sensor_name, zone_geoms
-from mjfleet.tasks.locomotion.robots import ROBOTS, UNITREE_G1, UNITREE_GO1
+from mjfleet.tasks.locomotion.robots import GO1, HUMANOID, UNITREE_G1, UNITREE_GO1
 from mjfleet.tasks.locomotion.sources import CLOSED_NETWORK_DOC, menagerie_available, resolve_robot, robot_file
+from mjfleet.tasks.spec import TaskSpec
 
 FIXTURE = Path(__file__).with_name("fixtures") / "menagerie"
 """Our own tiny MJCFs with the names of Menagerie's unitree_go1/go1.xml and unitree_g1/g1.xml (not their files)."""
@@ -108,13 +109,13 @@ def test_a_go1_zone_splits_the_foot_from_its_calf(fixture_root: Path) -> None:
 
 # --- choosing a robot ----------------------------------------------------------------------------------------------
 def test_robot_values_resolve_to_records(fixture_root: Path, tmp_path: Path) -> None:
-    assert resolve_robot("go1") is ROBOTS["go1"]
+    assert resolve_robot("go1") is GO1
     assert resolve_robot("menagerie:unitree_go1") is UNITREE_GO1
     assert resolve_robot("menagerie:unitree_g1") is UNITREE_G1
     # A path gets the record whose names it has, with the file as its source.
     edited = resolve_robot(str(FIXTURE / "unitree_go1" / "go1.xml"))
     assert edited == dataclasses.replace(UNITREE_GO1, source=str(FIXTURE / "unitree_go1" / "go1.xml"))
-    assert resolve_robot(str(ROBOTS["humanoid"].asset)).name == "humanoid"
+    assert resolve_robot(str(HUMANOID.asset)).name == "humanoid"
     stray = tmp_path / "box.xml"
     stray.write_text('<mujoco><worldbody><body name="b"><freejoint/><geom size="0.1"/></body></worldbody></mujoco>')
     for value, message in (
@@ -197,7 +198,7 @@ def test_list_tasks_and_train_offline(offline: None, tmp_path: Path) -> None:
 
     from .helpers import run_main
 
-    listed = {spec.id: spec.description for spec in builtin.tasks()}
+    listed = {spec.id: spec.description for spec in builtin.tasks() if isinstance(spec, TaskSpec)}
     assert "prefetch unitree_g1" in listed["unitree-g1-velocity-flat"]
     assert "prefetch" not in listed["go1-velocity-flat"]  # the primitive tasks need nothing
     code, out, _ = run_main(lambda argv: list_main(), [])

@@ -13,6 +13,8 @@ from mjfleet.envs.task import Task
 from mjfleet.errors import UsageError
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.tasks import builtin, registry
+from mjfleet.tasks.locomotion.robots import RobotSpec
+from mjfleet.tasks.spec import TaskSpec
 from mjfleet.train.worker import train_worker
 
 from .helpers import small_train_config
@@ -35,10 +37,13 @@ def test_builtin_tasks_are_a_source_like_a_plugin(monkeypatch: pytest.MonkeyPatc
     assert registry.BUILTIN_SOURCE.value == "mjfleet.tasks.builtin:tasks"
     assert registry.BUILTIN_SOURCE.load() is builtin.tasks
     monkeypatch.setattr(registry, "_REGISTRY", {})
+    monkeypatch.setattr(registry, "_ROBOTS", {})
     builtin.tasks()  # only returns specs: registering is the registry's job
-    assert registry._REGISTRY == {}
+    assert registry._REGISTRY == {} and registry._ROBOTS == {}
     registry._register_source(registry.BUILTIN_SOURCE)
-    assert set(registry._REGISTRY) == {spec.id for spec in builtin.tasks()}
+    items = builtin.tasks()
+    assert set(registry._REGISTRY) == {i.id for i in items if isinstance(i, TaskSpec)}
+    assert set(registry._ROBOTS) == {i.name for i in items if isinstance(i, RobotSpec)}
     registry._register_source(registry.BUILTIN_SOURCE)  # equal specs again: no duplicate-id error
 
 

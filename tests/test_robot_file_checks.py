@@ -17,7 +17,7 @@ import pytest
 from mjfleet.errors import UsageError
 from mjfleet.tasks.locomotion.check import robot_problems
 from mjfleet.tasks.locomotion.config import LocomotionConfig
-from mjfleet.tasks.locomotion.robots import ROBOTS, UNITREE_G1
+from mjfleet.tasks.locomotion.robots import BUILTIN_ROBOTS, GO1, UNITREE_G1, RobotSpec
 from mjfleet.tasks.locomotion.sources import robot_file
 
 FIXTURE = Path(__file__).with_name("fixtures") / "menagerie"
@@ -51,10 +51,9 @@ def _prepare_error(robot: str) -> str:
     return message
 
 
-@pytest.mark.parametrize("name", list(ROBOTS))
-def test_every_record_finds_what_it_needs_in_its_file(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("robot", BUILTIN_ROBOTS, ids=lambda r: r.name)
+def test_every_record_finds_what_it_needs_in_its_file(robot: RobotSpec, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MENAGERIE_ROOT", str(FIXTURE))
-    robot = ROBOTS[name]
     assert robot_problems(robot, mujoco.MjSpec.from_file(str(robot_file(robot)))) == []
 
 
@@ -118,7 +117,7 @@ def test_records_with_servos_and_named_geoms_are_checked_too(monkeypatch: pytest
     assert problem.startswith("joints 'waist_roll_joint', 'waist_pitch_joint', 'left_shoulder_pitch_joint' and")
     assert problem.endswith("match no servo of the record (it drives every hinge and slide joint)")
     # The primitive Go1 names its foot geoms; the base must float on the file's first joint.
-    go1 = ROBOTS["go1"]
+    go1 = GO1
     spec = mujoco.MjSpec.from_file(str(robot_file(go1)))
     spec.geom("FR_foot").name = "FR_toe"
     spec.delete(spec.body(go1.base_body).first_joint())

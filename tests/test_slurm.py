@@ -17,7 +17,7 @@ import pytest
 from mjfleet.cli import train
 from mjfleet.cli.train import parse_args
 from mjfleet.errors import UsageError
-from mjfleet.train import api, launched, prepare
+from mjfleet.train import api, own_launcher, prepare
 
 from .helpers import run_main, small_train_config
 
@@ -57,7 +57,7 @@ def in_job(outside_slurm: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     # count as two machines where the plan asks (two names of one machine cannot each take its GPUs).
     real = socket.gethostbyname
     outside_slurm.setattr(socket, "gethostbyname", lambda name: "127.0.0.1" if name.startswith("node-") else real(name))
-    outside_slurm.setattr(launched, "remote_hosts", lambda hosts: [h for h in hosts if h.startswith("node-")])
+    outside_slurm.setattr(own_launcher, "remote_hosts", lambda hosts: [h for h in hosts if h.startswith("node-")])
     return bin_dir
 
 

@@ -14,7 +14,7 @@ from typing import NoReturn, TypeVar
 import tyro
 
 from mjfleet.errors import UsageError
-from mjfleet.tasks.registry import all_tasks
+from mjfleet.tasks.registry import BUILTIN_PACKAGE, all_tasks, broken_line, broken_packages, package_of
 
 T = TypeVar("T")
 _BOX = re.compile(r"[│╭╮╰╯─━┃┏┓┗┛┡┩╇┳┻╋]+")
@@ -66,10 +66,20 @@ def print_help(cls: type[T], default: T, command: str, description: str) -> NoRe
 
 
 def task_table() -> str:
-    """Every task id with its one-line description, one per line."""
+    """Every task id with its one-line description, one per line; a task of an installed package names it."""
     tasks = all_tasks()
     width = max((len(t) for t in tasks), default=0)
-    return "".join(f"{task_id:<{width}}  {spec.description}\n" for task_id, spec in tasks.items())
+    rows = []
+    for task_id, spec in tasks.items():
+        package = package_of(task_id)
+        origin = f" [package {package}]" if package != BUILTIN_PACKAGE else ""
+        rows.append(f"{task_id:<{width}}  {spec.description}{origin}\n")
+    return "".join(rows)
+
+
+def broken_package_lines() -> list[str]:
+    """One line per installed package whose tasks could not be loaded."""
+    return [broken_line(package) for package in broken_packages()]
 
 
 @contextlib.contextmanager

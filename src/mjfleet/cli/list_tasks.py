@@ -1,13 +1,20 @@
-"""``list-tasks``: every task id with its one-line description."""
+"""``list-tasks``: every task id with its one-line description, and a line for each package that failed to load."""
 
 from __future__ import annotations
 
-from mjfleet.cli.args import task_table, write_out
+import sys
+
+from mjfleet.cli.args import broken_package_lines, reader_may_leave, task_table, write_out
+from mjfleet.tasks.registry import check_robot_files
 
 
 def main() -> None:
-    """Console entry point of ``list-tasks``."""
+    """Console entry point of ``list-tasks``: exit 0 even with broken packages (everything else is listed)."""
+    check_robot_files()  # the packages' robot files: only what can be trained is listed
     write_out(task_table())
+    with reader_may_leave():
+        for line in broken_package_lines():
+            sys.stderr.write(f"warning: {line}\n")
 
 
 if __name__ == "__main__":

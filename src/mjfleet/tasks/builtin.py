@@ -1,4 +1,4 @@
-"""The tasks shipped with mjfleet: a task source like a plugin's entry point, loaded first by the registry.
+"""The tasks and robots shipped with mjfleet: a source like a package's entry point, loaded first by the registry.
 
 Task classes are given by path: they load the simulator, configs do not.
 """
@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from mjfleet.rl.config import AgentConfig, PolicyConfig
 from mjfleet.tasks.cartpole.config import balance_config, swingup_config
+from mjfleet.tasks.legged import LOCOMOTION_TASK
 from mjfleet.tasks.locomotion import presets as loco
+from mjfleet.tasks.locomotion.robots import BUILTIN_ROBOTS, RobotSpec
 from mjfleet.tasks.spec import TaskSpec
 
 
-def _cartpole_agent(name: str, iterations: int) -> AgentConfig:
+def _cartpole_agent(iterations: int) -> AgentConfig:
     return AgentConfig(
-        experiment_name=name,
         max_iterations=iterations,
         num_steps_per_env=32,
         save_interval=50,
@@ -23,11 +24,11 @@ def _cartpole_agent(name: str, iterations: int) -> AgentConfig:
 
 # Module-level functions rather than lambdas: specs built by two calls of tasks() compare equal.
 def _balance_agent() -> AgentConfig:
-    return _cartpole_agent("cartpole_balance", 80)
+    return _cartpole_agent(80)
 
 
 def _swingup_agent() -> AgentConfig:
-    return _cartpole_agent("cartpole_swingup", 150)
+    return _cartpole_agent(150)
 
 
 def _menagerie(robot: str, what: str) -> str:
@@ -42,12 +43,12 @@ def _menagerie(robot: str, what: str) -> str:
 
 
 _CARTPOLE = "mjfleet.tasks.cartpole.cartpole:CartpoleTask"
-_LOCOMOTION = "mjfleet.tasks.locomotion.task:LocomotionTask"
 
 
-def tasks() -> list[TaskSpec]:
-    """The built-in tasks."""
+def tasks() -> list[TaskSpec | RobotSpec]:
+    """The built-in robot records and tasks."""
     return [
+        *BUILTIN_ROBOTS,
         TaskSpec(
             "cartpole-balance",
             "Keep a pole upright on a cart for 5 s, starting near upright.",
@@ -65,7 +66,7 @@ def tasks() -> list[TaskSpec]:
         TaskSpec(
             "go1-velocity-flat",
             "Go1 quadruped follows random forward/sideways/turn velocity commands on flat ground.",
-            _LOCOMOTION,
+            LOCOMOTION_TASK,
             loco.go1_flat_config,
             loco.go1_flat_agent,
             cpu_agent_cfg=loco.go1_flat_cpu_agent,
@@ -73,14 +74,14 @@ def tasks() -> list[TaskSpec]:
         TaskSpec(
             "go1-velocity-rough",
             "Go1 follows velocity commands over bumps, slopes and stairs (curriculum, randomization).",
-            _LOCOMOTION,
+            LOCOMOTION_TASK,
             loco.go1_rough_config,
             loco.go1_rough_agent,
         ),
         TaskSpec(
             "humanoid-velocity-flat",
             "G1-class humanoid walks to follow forward/sideways/turn velocity commands on flat ground.",
-            _LOCOMOTION,
+            LOCOMOTION_TASK,
             loco.humanoid_flat_config,
             loco.humanoid_flat_agent,
             cpu_agent_cfg=loco.humanoid_flat_cpu_agent,
@@ -88,7 +89,7 @@ def tasks() -> list[TaskSpec]:
         TaskSpec(
             "humanoid-velocity-rough",
             "G1-class humanoid walks over bumps, slopes and stairs (curriculum, randomization).",
-            _LOCOMOTION,
+            LOCOMOTION_TASK,
             loco.humanoid_rough_config,
             loco.humanoid_rough_agent,
         ),
@@ -104,28 +105,28 @@ def _menagerie_tasks() -> list[TaskSpec]:
         TaskSpec(
             "unitree-go1-velocity-flat",
             _menagerie("unitree_go1", f"{go1} on flat ground."),
-            _LOCOMOTION,
+            LOCOMOTION_TASK,
             loco.unitree_go1_flat_config,
             loco.unitree_go1_flat_agent,
         ),
         TaskSpec(
             "unitree-go1-velocity-rough",
             _menagerie("unitree_go1", f"{go1} over bumps, slopes and stairs (curriculum, randomization)."),
-            _LOCOMOTION,
+            LOCOMOTION_TASK,
             loco.unitree_go1_rough_config,
-            loco.unitree_go1_rough_agent,
+            loco.go1_rough_agent,
         ),
         TaskSpec(
             "unitree-g1-velocity-flat",
             _menagerie("unitree_g1", f"{g1} on flat ground."),
-            _LOCOMOTION,
+            LOCOMOTION_TASK,
             loco.unitree_g1_flat_config,
             loco.unitree_g1_flat_agent,
         ),
         TaskSpec(
             "unitree-g1-velocity-rough",
             _menagerie("unitree_g1", f"{g1} over bumps, slopes and stairs (curriculum, randomization)."),
-            _LOCOMOTION,
+            LOCOMOTION_TASK,
             loco.unitree_g1_rough_config,
             loco.unitree_g1_rough_agent,
         ),

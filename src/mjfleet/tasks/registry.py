@@ -1,60 +1,213 @@
-"""Task ids mapped to their :class:`TaskSpec`; built-in and third-party tasks load through one mechanism.
+"""Tasks and robots by name; built-in and third-party ones load through one mechanism.
 
-A task source is a callable returning a ``TaskSpec`` or a list of them, named ``"module:function"``. The built-in
-source comes first; third-party packages add sources under the ``mjfleet.tasks`` entry-point group.
+A source is a callable returning a ``TaskSpec``, a ``RobotSpec`` or a list of them, named ``"module:function"``.
+The built-in source comes first; installed packages add theirs under the ``mjfleet.tasks`` entry-point group. A
+package's source is taken whole or not at all: one that cannot be imported, raises, returns something else, reuses
+a registered id or robot name, or whose robot file lacks what its record names, adds nothing, and the problem is one
+line naming the package (``list-tasks`` prints it; ``train``/``play`` of its tasks stop with it). Robot files are
+checked when a package's tasks are first looked up or listed, not at every load: parsing a command imports no MuJoCo.
 """
 
 from __future__ import annotations
 
 import difflib
 import logging
+import re
+from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 
-from mjfleet.errors import UsageError
+from mjfleet.errors import UsageError, exception_line
+from mjfleet.tasks.locomotion.robots import RobotSpec
 from mjfleet.tasks.spec import TaskSpec
 
-__all__ = ["ENTRY_POINT_GROUP", "TaskSpec", "all_tasks", "get_task", "register"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "RobotSpec",
+    "TaskSpec",
+    "all_robots",
+    "all_tasks",
+    "broken_packages",
+    "check_robot_files",
+    "get_task",
+    "package_of",
+    "register",
+    "robot_package",
+]
 
 logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "mjfleet.tasks"
-"""Entry-point group: each entry point names a callable returning a ``TaskSpec`` or a list of them."""
+"""Entry-point group: each entry point names a callable returning ``TaskSpec``s and ``RobotSpec``s."""
 
 BUILTIN_SOURCE = EntryPoint(name="builtin", value="mjfleet.tasks.builtin:tasks", group=ENTRY_POINT_GROUP)
-"""The tasks shipped with mjfleet, loaded like an entry point but not from installed metadata: the package also
-runs from a source tree on ``PYTHONPATH``."""
+"""The tasks and robots shipped with mjfleet, loaded like an entry point but not from installed metadata: the package
+also runs from a source tree on ``PYTHONPATH``."""
+
+BUILTIN_PACKAGE = "mjfleet"
+"""What :func:`package_of` says for the built-in tasks and robots."""
+
+TASK_ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
+"""Task ids are lowercase kebab-case (they are typed on command lines and become folder names)."""
+
+Item = TaskSpec | RobotSpec
+
+
+@dataclass(frozen=True)
+class Broken:
+    """A package whose source added nothing."""
+
+    problem: str
+    """One line: what is wrong."""
+    task_ids: tuple[str, ...] = ()
+    """The ids it declared, where it got as far as declaring them."""
+
 
 _REGISTRY: dict[str, TaskSpec] = {}
+_ROBOTS: dict[str, RobotSpec] = {}
+_PACKAGES: dict[str, str] = {}
+"""``task:<id>`` / ``robot:<name>`` -> the package that registered it."""
+_BROKEN: dict[str, Broken] = {}
+_UNCHECKED: dict[str, tuple[list[RobotSpec], tuple[str, ...]]] = {}
+"""Package -> its robots whose files are not checked yet, and its task ids: checked when one of its tasks is looked up
+or the tasks are listed, not at every load (that needs MuJoCo, which parsing a command must not import)."""
 _loaded = False
 
 
-def register(spec: TaskSpec) -> None:
-    """Add a task; ids are unique."""
-    if spec.id in _REGISTRY and _REGISTRY[spec.id] != spec:
-        raise ValueError(f"task id {spec.id!r} is registered twice")
-    _REGISTRY[spec.id] = spec
+class SourceError(Exception):
+    """A source that cannot be registered: the message is one line, the ids are those it declared."""
+
+    def __init__(self, message: str, task_ids: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.task_ids = task_ids
 
 
-def _register_source(source: EntryPoint) -> None:
-    """Call the function ``source`` names and register the specs it returns."""
-    specs = source.load()()
-    for spec in specs if isinstance(specs, list | tuple) else [specs]:
-        if not isinstance(spec, TaskSpec):
-            raise TypeError(f"{source.value} returned {type(spec).__name__}, not a TaskSpec")
-        register(spec)
+def register(item: Item, package: str = "") -> None:
+    """Add a task or a robot record; ids and names are unique (registering an equal one again does nothing)."""
+    problem = _clash(item)
+    if problem:
+        raise ValueError(problem)
+    if isinstance(item, TaskSpec):
+        _REGISTRY[item.id] = item
+    else:
+        _ROBOTS[item.name] = item
+    _PACKAGES.setdefault(_key(item), package or BUILTIN_PACKAGE)
+
+
+def _key(item: Item) -> str:
+    return f"task:{item.id}" if isinstance(item, TaskSpec) else f"robot:{item.name}"
+
+
+def _clash(item: Item) -> str:
+    """Why ``item`` cannot be registered next to those already there ('' if it can)."""
+    table: dict[str, TaskSpec] | dict[str, RobotSpec]
+    if isinstance(item, TaskSpec):
+        kind, name, table = "task id", item.id, _REGISTRY
+    else:
+        kind, name, table = "robot name", item.name, _ROBOTS
+    if name in table and table[name] != item:
+        return f"{kind} {name!r} is taken by package {_PACKAGES.get(_key(item), BUILTIN_PACKAGE)!r}"
+    return ""
+
+
+def _source_items(source: EntryPoint) -> list[Item]:
+    """Call the function ``source`` names; what it returns, checked on its own (no registry state)."""
+    try:
+        function = source.load()
+    except Exception as e:
+        raise SourceError(f"cannot import {source.value} ({exception_line(e)})") from e
+    try:
+        returned = function()
+    except Exception as e:
+        raise SourceError(f"{source.value} raised {exception_line(e)}") from e
+    is_list = isinstance(returned, list | tuple)
+    items: list[object] = list(returned) if is_list else [returned]
+    wrong = sorted({type(i).__name__ for i in items if not isinstance(i, TaskSpec | RobotSpec)})
+    if wrong or not items:
+        what = "an empty list" if not items else f"a list holding {', '.join(wrong)}" if is_list else f"a {wrong[0]}"
+        raise SourceError(f"{source.value} returned {what}, not TaskSpecs and RobotSpecs (or a list of them)")
+    specs = [i for i in items if isinstance(i, TaskSpec | RobotSpec)]
+    ids = tuple(i.id for i in specs if isinstance(i, TaskSpec))
+    bad_ids = [i for i in ids if not TASK_ID.fullmatch(i)]
+    if bad_ids:
+        raise SourceError(f"task id {bad_ids[0]!r} is not lowercase kebab-case (e.g. my-robot-walk)", ids)
+    keys = [_key(i) for i in specs]
+    repeated = next((k for k in keys if keys.count(k) > 1), None)
+    if repeated:
+        kind, _, name = repeated.partition(":")
+        raise SourceError(f"{kind} {name!r} is declared twice", ids)
+    return specs
+
+
+def _register_source(source: EntryPoint, package: str = "", check_files: bool = True) -> None:
+    """Register everything the source returns, or nothing (:class:`SourceError` says why); with ``check_files``,
+    its robots' files are checked later (:func:`check_robot_files`)."""
+    items = _source_items(source)
+    ids = tuple(i.id for i in items if isinstance(i, TaskSpec))
+    problem = next((p for p in map(_clash, items) if p), "")
+    if problem:
+        raise SourceError(problem, ids)
+    for item in sorted(items, key=lambda i: isinstance(i, TaskSpec)):  # robots first
+        register(item, package)
+    # Menagerie files are checked when a task needs them: they may not be downloaded yet.
+    on_disk = [i for i in items if isinstance(i, RobotSpec) and i.path is not None]
+    if check_files and on_disk:
+        robots, known = _UNCHECKED.get(package, ([], ()))
+        _UNCHECKED[package] = ([*robots, *on_disk], (*known, *ids))
+
+
+def check_robot_files(package: str | None = None) -> None:
+    """Check the robot files of ``package`` (of every package: None) against their records, once; a package whose
+    file lacks a name its record gives is withdrawn, all its tasks and robots, and listed as broken."""
+    _load()
+    for name in [package] if package is not None else list(_UNCHECKED):
+        pending = _UNCHECKED.pop(name, None)
+        if pending is None:
+            continue
+        robots, ids = pending
+        problem = _robot_file_problem(robots)
+        if problem:
+            for key in [k for k, owner in _PACKAGES.items() if owner == name]:
+                kind, _, item = key.partition(":")
+                (_REGISTRY if kind == "task" else _ROBOTS).pop(item, None)
+                del _PACKAGES[key]
+            _BROKEN.setdefault(name, Broken(f"{problem}; its tasks are not loaded", ids))
+
+
+def _robot_file_problem(robots: list[RobotSpec]) -> str:
+    """The first robot file that is missing or lacks what its record names, as one line ('' if none)."""
+    from mjfleet.tasks.locomotion.check import check_robot_file
+
+    for robot in robots:
+        assert robot.path is not None
+        if not robot.path.is_file():
+            return f"robot {robot.name!r}: no such MJCF file {robot.path}"
+        try:
+            check_robot_file(robot, robot.path, f"robot {robot.name!r} ({robot.path})")
+        except UsageError as e:
+            return str(e)
+    return ""
+
+
+def _package(ep: EntryPoint) -> str:
+    """The distribution that declares ``ep`` (its module's top-level name where metadata does not say)."""
+    dist = getattr(ep, "dist", None)
+    return dist.name if dist is not None else ep.module.partition(".")[0]
 
 
 def _load() -> None:
     global _loaded
     if _loaded:
         return
-    _register_source(BUILTIN_SOURCE)  # a failure here is a bug in mjfleet itself: let it raise
+    # A failure here is a bug in mjfleet itself: let it raise. Its files are checked by the tests, not at each start.
+    _register_source(BUILTIN_SOURCE, BUILTIN_PACKAGE, check_files=False)
     _loaded = True  # before the plugins, which may look up built-in tasks
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (_package(e), e.name)):
+        package = _package(ep)
         try:
-            _register_source(ep)
-        except Exception as e:
-            logger.warning("could not load tasks from entry point %r: %s", ep.name, e)
+            _register_source(ep, package)
+        except SourceError as e:
+            _BROKEN.setdefault(package, Broken(f"{e}; its tasks are not loaded", e.task_ids))
+            logger.debug("package %s not loaded", package, exc_info=True)
 
 
 def all_tasks() -> dict[str, TaskSpec]:
@@ -63,11 +216,47 @@ def all_tasks() -> dict[str, TaskSpec]:
     return dict(sorted(_REGISTRY.items()))
 
 
+def all_robots() -> dict[str, RobotSpec]:
+    """Every registered robot record, by name."""
+    _load()
+    return dict(_ROBOTS)
+
+
+def package_of(task_id: str) -> str:
+    """The package that registered task ``task_id`` (``mjfleet`` for the built-in ones)."""
+    _load()
+    return _PACKAGES.get(f"task:{task_id}", BUILTIN_PACKAGE)
+
+
+def robot_package(name: str) -> str:
+    """The package that registered robot record ``name`` (``mjfleet`` for the built-in ones)."""
+    _load()
+    return _PACKAGES.get(f"robot:{name}", BUILTIN_PACKAGE)
+
+
+def broken_packages() -> dict[str, str]:
+    """Installed packages whose tasks could not be loaded: package -> one line saying why."""
+    _load()
+    return {package: broken.problem for package, broken in sorted(_BROKEN.items())}
+
+
+def broken_line(package: str) -> str:
+    """``package 'P': <problem>``."""
+    return f"package {package!r}: {_BROKEN[package].problem}"
+
+
 def get_task(task_id: str) -> TaskSpec:
-    """Look up a task; an unknown id raises :class:`UsageError` naming the closest ids."""
+    """Look up a task; an unknown id raises :class:`UsageError` naming the closest ids, or the broken package it
+    comes from."""
     tasks = all_tasks()
     if task_id in tasks:
-        return tasks[task_id]
+        check_robot_files(package_of(task_id))
+        if task_id in _REGISTRY:
+            return tasks[task_id]
+    owner = next((p for p, b in _BROKEN.items() if task_id in b.task_ids), None)
+    if owner is not None:
+        raise UsageError(f"task {task_id!r} comes from {broken_line(owner)}")
     close = difflib.get_close_matches(task_id, tasks, n=3, cutoff=0.4)
     hint = f"did you mean {', '.join(close)}?" if close else "run list-tasks to see them"
-    raise UsageError(f"unknown task {task_id!r}; {hint}")
+    unread = "".join(f"; {broken_line(p)}" for p, b in sorted(_BROKEN.items()) if not b.task_ids)
+    raise UsageError(f"unknown task {task_id!r}; {hint}{unread}")

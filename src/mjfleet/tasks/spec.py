@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,6 +13,22 @@ from mjfleet.rl.config import AgentConfig
 
 if TYPE_CHECKING:
     from mjfleet.envs.task import Task
+
+
+@dataclass(frozen=True)
+class InExperiment:
+    """An agent-config factory whose configs write their runs under one experiment directory.
+
+    A value, not a closure, so specs built by two calls of a source compare equal.
+    """
+
+    factory: Callable[[], AgentConfig]
+    """The task's own factory."""
+    experiment_name: str
+    """What every config it returns gets as ``experiment_name``."""
+
+    def __call__(self) -> AgentConfig:
+        return dataclasses.replace(self.factory(), experiment_name=self.experiment_name)
 
 
 @dataclass(frozen=True)
@@ -28,10 +45,20 @@ class TaskSpec:
     env_cfg: Callable[[], EnvConfig]
     """Returns a complete default environment config."""
     agent_cfg: Callable[[], AgentConfig]
-    """Returns a complete default PPO config."""
+    """Returns a complete default PPO config. Its ``experiment_name`` is replaced by the task's (see
+    ``experiment_name``), so a factory shared by several tasks never puts their runs in one folder."""
     cpu_agent_cfg: Callable[[], AgentConfig] | None = None
     """Returns the PPO defaults of a run that trains on the CPU, where the physics and the update share a few
     cores; None: ``agent_cfg``'s. Flags given on the command line override either."""
+    experiment_name: str = ""
+    """Runs go under ``<log_root>/<experiment_name>/``, where ``play`` looks for the newest one; empty: the id with
+    underscores (``cartpole-balance``: ``cartpole_balance``)."""
+
+    def __post_init__(self) -> None:
+        name = self.experiment_name or self.id.replace("-", "_")
+        object.__setattr__(self, "agent_cfg", InExperiment(_own_factory(self.agent_cfg), name))
+        if self.cpu_agent_cfg is not None:
+            object.__setattr__(self, "cpu_agent_cfg", InExperiment(_own_factory(self.cpu_agent_cfg), name))
 
     def agent_defaults(self, on_cpu: bool) -> AgentConfig:
         """The default PPO config of a run on the CPU (``on_cpu``) or on GPUs."""
@@ -43,3 +70,8 @@ class TaskSpec:
             return self.task_class
         module, _, name = self.task_class.partition(":")
         return getattr(importlib.import_module(module), name)
+
+
+def _own_factory(factory: Callable[[], AgentConfig]) -> Callable[[], AgentConfig]:
+    """The factory a spec was given (``dataclasses.replace`` of a spec passes the wrapped one back in)."""
+    return factory.factory if isinstance(factory, InExperiment) else factory

@@ -160,8 +160,9 @@ class LocomotionConfig(EnvConfig):
 
     robot: str = "go1"
     """Which robot to drive: a record name (``go1``, ``humanoid``: primitive models shipped here; ``unitree_go1``,
-    ``unitree_g1``), ``menagerie:unitree_go1`` / ``menagerie:unitree_g1`` (MuJoCo Menagerie files), or a path to an
-    MJCF that has the names of one of those records."""
+    ``unitree_g1``; those of installed packages, ``list-tasks`` names them), ``menagerie:unitree_go1`` /
+    ``menagerie:unitree_g1`` (MuJoCo Menagerie files), or a path to an MJCF that has the names of one of those
+    records."""
     action_scale: float = 0.25
     """Joint position target = default angle + action_scale * action (radians)."""
     tracking_std: float = 0.5
@@ -207,10 +208,13 @@ class LocomotionConfig(EnvConfig):
         """Resolve ``robot``, bring its MJCF onto the disk (Menagerie models: download into the cache) and check that
         it has every keyframe, body, geom, joint and actuator the robot's record names."""
         from mjfleet.tasks.locomotion.sources import resolve_robot, robot_file
+        from mjfleet.tasks.registry import BUILTIN_PACKAGE, robot_package
 
         robot = resolve_robot(self.robot)
         path = robot_file(robot)
         if robot.asset is None:  # the files shipped here are checked by the tests; no MuJoCo import for them
             from mjfleet.tasks.locomotion.check import check_robot_file
 
-            check_robot_file(robot, path, f"--env.robot {self.robot}")
+            package = robot_package(robot.name)
+            of = f" of package {package!r}" if package != BUILTIN_PACKAGE else ""
+            check_robot_file(robot, path, f"--env.robot {self.robot}{of}")

@@ -52,10 +52,11 @@ class RobotSpec:
     """Everything the locomotion task needs to know about one robot (fixed per robot, not a tunable setting)."""
 
     name: str
-    """Key of the robot in :data:`ROBOTS`."""
+    """The record's name (``--env.robot <name>``), unique among the installed robots."""
     source: str
-    """Where the MJCF comes from: ``builtin:<file in assets/>``, ``menagerie:<robot>[/<entry>]`` (the
-    ``mujoco-menagerie`` cache or ``MENAGERIE_ROOT``) or a path."""
+    """Where the MJCF comes from: a path (a package's own file: ``str(Path(__file__).with_name("my_robot.xml"))``),
+    ``menagerie:<robot>[/<entry>]`` (the ``mujoco-menagerie`` cache or ``MENAGERIE_ROOT``), or
+    ``builtin:<file in mjfleet's assets/>``."""
     base_body: str
     """The body carrying the free joint."""
     feet: tuple[str, ...]
@@ -84,6 +85,13 @@ class RobotSpec:
     def asset(self) -> Path | None:
         """The MJCF file of a built-in robot (None for the others, whose file must be found first)."""
         return ASSETS / self.source.removeprefix("builtin:") if self.source.startswith("builtin:") else None
+
+    @property
+    def path(self) -> Path | None:
+        """The MJCF file when the source names one (None for Menagerie models, found or downloaded first)."""
+        if self.asset is not None:
+            return self.asset
+        return None if self.source.startswith("menagerie:") else Path(self.source).expanduser()
 
     @property
     def menagerie(self) -> str | None:
@@ -203,5 +211,5 @@ UNITREE_G1 = RobotSpec(
     description="Unitree G1 (29 DoF) from MuJoCo Menagerie (BSD-3-Clause), position servos, capsule collisions",
 )
 
-ROBOTS: dict[str, RobotSpec] = {r.name: r for r in (GO1, HUMANOID, UNITREE_GO1, UNITREE_G1)}
-"""Robots by name."""
+BUILTIN_ROBOTS = (GO1, HUMANOID, UNITREE_GO1, UNITREE_G1)
+"""The records shipped with mjfleet (registered by its built-in task source, like a package's)."""

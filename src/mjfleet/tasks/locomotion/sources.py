@@ -14,7 +14,8 @@ import os
 from pathlib import Path
 
 from mjfleet.errors import UsageError
-from mjfleet.tasks.locomotion.robots import ROBOTS, RobotSpec
+from mjfleet.tasks.locomotion.robots import RobotSpec
+from mjfleet.tasks.registry import all_robots
 
 MENAGERIE_PREFIX = "menagerie:"
 
@@ -44,13 +45,10 @@ def menagerie_available(name: str) -> bool:
 
 def robot_file(robot: RobotSpec) -> Path:
     """The robot's MJCF on disk; Menagerie models are downloaded into the cache if they are not there yet."""
-    if robot.asset is not None:
-        return robot.asset
-    if robot.menagerie is None:
-        path = Path(robot.source)
-        if not path.is_file():
-            raise UsageError(f"--env.robot {robot.source!r}: no such MJCF file")
-        return path
+    if robot.path is not None:
+        if not robot.path.is_file():
+            raise UsageError(f"robot {robot.name!r}: no such MJCF file {robot.source!r}")
+        return robot.path
     import mujoco_menagerie as mm
 
     name, _, entry = robot.source.removeprefix(MENAGERIE_PREFIX).partition("/")
@@ -92,28 +90,29 @@ def resolve_robot(value: str) -> RobotSpec:
     A path gets the first record whose names (base body, zones, joints) all exist in the file, e.g. an edited
     copy of Menagerie's ``go1.xml`` gets the ``unitree_go1`` record.
     """
-    if value in ROBOTS:
-        return ROBOTS[value]
+    robots = all_robots()
+    if value in robots:
+        return robots[value]
     if value.startswith(MENAGERIE_PREFIX):
         name = value.removeprefix(MENAGERIE_PREFIX)
-        found = [r for r in ROBOTS.values() if r.menagerie == name]
+        found = [r for r in robots.values() if r.menagerie == name]
         if not found:
-            known = ", ".join(f"{MENAGERIE_PREFIX}{r.menagerie}" for r in ROBOTS.values() if r.menagerie)
+            known = ", ".join(f"{MENAGERIE_PREFIX}{r.menagerie}" for r in robots.values() if r.menagerie)
             raise UsageError(
                 f"--env.robot {value!r}: no robot record for this Menagerie model (known: {known});"
-                " docs/tasks.md shows how to add one"
+                " docs/your_robot.md shows how to add one from a package of your own"
             )
         return found[0]
     if value.endswith(".xml") or os.sep in value:
         path = Path(value).expanduser()
         if not path.is_file():
             raise UsageError(f"--env.robot {value!r}: no such MJCF file")
-        return _record_for_file(path)
-    known = ", ".join([*ROBOTS, *(f"{MENAGERIE_PREFIX}{r.menagerie}" for r in ROBOTS.values() if r.menagerie)])
+        return _record_for_file(path, robots)
+    known = ", ".join([*robots, *(f"{MENAGERIE_PREFIX}{r.menagerie}" for r in robots.values() if r.menagerie)])
     raise UsageError(f"--env.robot {value!r} is not a robot ({known}) or a path to an MJCF file")
 
 
-def _record_for_file(path: Path) -> RobotSpec:
+def _record_for_file(path: Path, robots: dict[str, RobotSpec]) -> RobotSpec:
     import mujoco
 
     try:
@@ -124,7 +123,7 @@ def _record_for_file(path: Path) -> RobotSpec:
     geoms = {g.name for g in spec.geoms}
     joints = {j.name for j in spec.joints}
     missing: dict[str, list[str]] = {}
-    for robot in ROBOTS.values():
+    for robot in robots.values():
         zones = [robot.zone(z) for z in robot.watched()]
         needed = [robot.base_body, *(z.body for z in zones if z.body)]
         absent = [b for b in needed if b not in bodies]
