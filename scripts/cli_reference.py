@@ -23,13 +23,12 @@ from typing import Any, Literal
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import tyro
-from docs_text import ROOT, field_docstring, markdown_docstring, table
+from docs_text import ROOT, builtin_tasks, field_docstring, markdown_docstring, table
 
 from mjfleet.cli.bench import BenchConfig
 from mjfleet.cli.play import PlayConfig
 from mjfleet.envs.config import EnvConfig
 from mjfleet.rl.config import AgentConfig
-from mjfleet.tasks.builtin import tasks
 from mjfleet.tasks.spec import TaskSpec
 from mjfleet.train.config import TrainConfig
 
@@ -187,7 +186,7 @@ def _family_rows(config: type[EnvConfig]) -> list[Option]:
 
 
 def render() -> str:
-    specs = tasks()
+    specs = builtin_tasks()
     top = [o for o in options(TrainConfig(env=EnvConfig(), agent=AgentConfig())) if not o.flag.startswith("--env.")]
     run_options = [o for o in top if not o.flag.startswith("--agent.")]
     agent_options = [o for o in top if o.flag.startswith("--agent.")]

@@ -1,8 +1,8 @@
 """What the documentation generators share: Markdown tables, config docstrings as Markdown, and replacing a generated
 block between two markers in a checked-in file (README.md, docs/*.md).
 
-Standard library only; imported by ``scripts/cli_reference.py``, ``scripts/expect.py`` and
-``scripts/task_reference.py``.
+Standard library only (mjfleet where a function says so); imported by ``scripts/cli_reference.py``,
+``scripts/expect.py`` and ``scripts/task_reference.py``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,10 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mjfleet.tasks.spec import TaskSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -92,3 +96,11 @@ def field_docstring(cls: type, name: str) -> str:
         if dataclasses.is_dataclass(klass) and name in _class_docstrings(klass):
             return _class_docstrings(klass)[name]
     return ""
+
+
+def builtin_tasks() -> list[TaskSpec]:
+    """The tasks shipped with mjfleet, in their order (installed packages' tasks aside: the pages describe mjfleet)."""
+    from mjfleet.tasks.builtin import tasks
+    from mjfleet.tasks.spec import TaskSpec
+
+    return [item for item in tasks() if isinstance(item, TaskSpec)]

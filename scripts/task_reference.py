@@ -19,12 +19,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from docs_text import ROOT, replace_block, table
+from docs_text import ROOT, builtin_tasks, replace_block, table
 
 from mjfleet.envs.config import EnvConfig
 from mjfleet.envs.task import Task
 from mjfleet.rl.config import AgentConfig
-from mjfleet.tasks.builtin import tasks
 from mjfleet.tasks.spec import TaskSpec
 
 OUT = ROOT / "docs" / "tasks.md"
@@ -66,7 +65,7 @@ def _robot_and_ground(env: EnvConfig) -> tuple[str, str]:
 
 def summary() -> str:
     rows = []
-    for spec in tasks():
+    for spec in builtin_tasks():
         env, agent = spec.env_cfg(), spec.agent_cfg()
         robot, ground = _robot_and_ground(env)
         control = f"{1 / (env.sim.decimation * _timestep(spec)):.0f} Hz ({env.sim.decimation} substeps)"
@@ -116,7 +115,7 @@ def _declared(spec: TaskSpec) -> Task[Any]:
 
 def rewards() -> str:
     families: dict[type, list[TaskSpec]] = {}
-    for spec in tasks():
+    for spec in builtin_tasks():
         families.setdefault(type(spec.env_cfg()), []).append(spec)
     parts = []
     for config, specs in families.items():
@@ -130,7 +129,7 @@ def rewards() -> str:
 
 def endings() -> str:
     rows = []
-    for spec in tasks():
+    for spec in builtin_tasks():
         task = _declared(spec)
         rows.append(
             [

@@ -17,7 +17,7 @@ import pytest
 
 from mjfleet.cli import bench, list_tasks, play, train
 from mjfleet.cli.args import parse
-from mjfleet.tasks.builtin import tasks
+from mjfleet.tasks.registry import all_tasks
 from mjfleet.train.config import TrainConfig
 from tests.helpers import run_main
 
@@ -63,7 +63,7 @@ def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DISPLAY", ":0")  # play --viewer native checks for a display while parsing
-    for spec in tasks():
+    for spec in all_tasks().values():
         cfg = TrainConfig(env=spec.env_cfg(), agent=spec.agent_cfg(), task=spec.id)
         run_dir = tmp_path / "logs" / "rsl_rl" / cfg.agent.experiment_name / RUN
         (run_dir / "params").mkdir(parents=True)
@@ -95,7 +95,7 @@ def test_each_command_in_the_docs_parses(where: str, program: str, args: list[st
 
 
 def _experiment(task_id: str) -> str:
-    return next(spec.agent_cfg().experiment_name for spec in tasks() if spec.id == task_id)
+    return next(spec.agent_cfg().experiment_name for spec in all_tasks().values() if spec.id == task_id)
 
 
 def _runs_here(program: str, args: list[str]) -> bool:
@@ -129,7 +129,7 @@ def test_the_cheap_commands_in_the_docs_run(where: str, program: str, args: list
     assert out.strip(), where
     if "--dry-run" in args:
         assert "not created by --dry-run" in out, where
-        assert [p.name for p in (runs / "logs" / "rsl_rl").glob("*/*")] == [RUN] * len(tasks())  # nothing new
+        assert [p.name for p in (runs / "logs" / "rsl_rl").glob("*/*")] == [RUN] * len(all_tasks())  # nothing new
 
 
 PATH = re.compile(r"(?<![\w/.<-])((?:examples|scripts|src|tests|docs)/[\w./-]*[\w/])")
@@ -140,8 +140,9 @@ def test_every_repository_path_the_docs_name_exists() -> None:
     for doc in DOCS:
         for match in PATH.finditer(doc.read_text()):
             name = match.group(1)
-            base = doc.parent if (doc.parent / name).exists() else ROOT
-            if not (base / name).exists() and not (ROOT / name).exists():
+            # relative to the repository, to the page, or to an example package (a package's own layout)
+            bases = [ROOT, doc.parent, *(ROOT / "examples").glob("*/")]
+            if not any((base / name).exists() for base in bases):
                 missing.append(f"{doc.relative_to(ROOT)}: {name}")
     assert missing == []
 
