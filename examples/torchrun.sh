@@ -2,7 +2,7 @@
 # Train under torchrun: every process torchrun starts is one rank of one job. mjfleet reads the rank, world size
 # and rendezvous address from torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, ...); no flag is
 # needed. Rank k uses seed + k and cuda:<LOCAL_RANK> (or the CPU), gradients are averaged every mini-batch, and
-# rank 0 alone creates the run directory and logs progress. See docs/distributed.md, "Under another launcher".
+# rank 0 alone creates the run directory and logs progress. See docs/guides/other_launchers.md.
 #
 # Run it after `uv sync`, from any directory: it uses the project's environment (.venv) directly.
 #

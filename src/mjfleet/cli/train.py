@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
 
     Exit codes: 0 done (or nothing left to train), 1 training failed, 2 invalid input, 3 training cannot go on
     (diverged; a restart would fail the same way), 128+N stopped by signal N (130 Ctrl-C, 143 SIGTERM), 138 one
-    rank of another launcher's job lost another rank or node. docs/distributed.md says which a launcher should retry.
+    rank of another launcher's job lost another rank or node. docs/guides/runs.md says which a launcher should retry.
     """
     began = _process_start()
     configure_logging()

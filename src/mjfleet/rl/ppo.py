@@ -4,7 +4,7 @@ Its distributed update is rsl_rl's own: with the adaptive schedule that is three
 all-reduce, rank 0's learning rate broadcast, the gradient all-reduce). Sending the KL in the gradient buffer instead
 saved two of them, but only by rebinding the rollout storage's mini-batch generators, which rsl_rl's ``update`` reads
 through the instance; on the CPU that saved too little to keep a dependency on how ``update`` is put together, and
-there is no GPU measurement that would justify it (docs/performance.md, "rsl_rl's own distributed update").
+there is no GPU measurement that would justify it (docs/notes/performance_log.md, "rsl_rl's own distributed update").
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ def capture_rank_state(env: MjEnv, rank: int) -> dict[str, Any]:
 def restore_rank_state(env: MjEnv, states: Any, rank: int, world_size: int) -> bool:
     """Restore this rank's part of a checkpoint's ``rank_states``; True if its episode counters were restored.
 
-    The rule when the checkpoint was written by N workers and this run has M (docs/distributed.md, "Changing the
+    The rule when the checkpoint was written by N workers and this run has M (docs/guides/runs.md, "Changing the
     number of workers on resume"):
 
     - every rank continues the shared step counter;

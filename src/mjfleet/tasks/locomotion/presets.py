@@ -48,7 +48,8 @@ def go1_flat_cpu_agent() -> AgentConfig:
     """On the CPU the update of 128-128-128 networks costs as much as the physics. Networks of 64-64 cost a third as
     much per pass, which pays for 8 passes over each rollout instead of 5; a KL target of 0.02 lets the adaptive
     learning rate take larger steps. Together 0.47-0.64 of the time to ``--stop-when 'success>=0.95'`` on 2 cores
-    over three seeds, with policies that play as well (docs/performance.md, "Second sitting")."""
+    over three seeds, with policies that play as well (docs/notes/performance_log.md, "Second sitting"; the current
+    time is in docs/performance.md, "What to expect")."""
     return cpu_agent(go1_flat_agent(), (64, 64))
 
 
@@ -66,8 +67,8 @@ def humanoid_flat_cpu_agent() -> AgentConfig:
     """The levers of ``go1_flat_cpu_agent`` at the humanoid's scale: 128-128 networks (a pass of the update costs 0.14 s
     there against 0.25 s with 256-128-128 on 2 cores), 8 passes over each rollout, a KL target of 0.02. On 2 cores
     ``--stop-when 'success>=0.95'`` exits after 14:16 instead of 32:32 (326 iterations instead of 713) for seed 42 and
-    16:05 instead of 27:28 for seed 1, with policies that play as well (docs/performance.md, "The humanoid on the same
-    2 cores")."""
+    16:05 instead of 27:28 for seed 1, with policies that play as well (docs/notes/performance_log.md, "The humanoid on
+    the same 2 cores"; the current time is in docs/performance.md, "What to expect")."""
     return cpu_agent(humanoid_flat_agent(), (128, 128))
 
 
@@ -83,7 +84,7 @@ def humanoid_rough_agent() -> AgentConfig:
 
 def _menagerie(cfg: LocomotionConfig) -> LocomotionConfig:
     """The same MDP on a Menagerie robot, with mjlab's share of standing commands (its velocity tasks on the same
-    robots: docs/tasks.md, "Against mjlab 1.6.0"); a robot that must learn to stand still sees it 10% of the time."""
+    robots: docs/mjlab.md); a robot that must learn to stand still sees it 10% of the time."""
     return dataclasses.replace(cfg, commands=dataclasses.replace(cfg.commands, standing_fraction=0.1))
 
 
@@ -117,7 +118,7 @@ def unitree_g1_rough_config() -> LocomotionConfig:
 
 def unitree_go1_flat_agent() -> AgentConfig:
     """800 iterations: on the CPU its policy played at 0.73 after 520, 0.83 after 576 and 0.91 after 750
-    (docs/tasks.md); ``--stop-when`` ends a run earlier."""
+    (docs/notes/training_log.md); ``--stop-when`` ends a run earlier."""
     return dataclasses.replace(go1_flat_agent(), max_iterations=800)
 
 
