@@ -107,8 +107,9 @@ def render_summary(results: dict[str, Any]) -> str:
     return (
         summary_table(results)
         + "\n\n"
-        + "The GPU training runs used 4096 environments (the default is 1024) and Warp kernels compiled beforehand: a first run"
-        " on a fresh GPU machine compiles them, about a minute more. Each figure's command, machine and conditions:"
+        + "The GPU training runs used 4096 environments (the default is 1024) and Warp kernels compiled beforehand:"
+        " a first run on a fresh GPU machine compiles them, about a minute more. Each figure's command, machine and"
+        " conditions:"
         " [docs/performance.md](docs/performance.md#what-to-expect). Generated from `docs/results/expect.json` by"
         " `scripts/expect.py`, which also measures a task again."
     )
