@@ -21,9 +21,16 @@ class IterationRecord:
     episode: dict[str, float]
     """Means over every rank's episodes that ended during this iteration."""
     env_steps_per_s: float
+    """Environment steps simulated per second in this iteration (every rank)."""
     collect_s: float
     learn_s: float
     sync_s: float
+    env_steps: int = 0
+    """Environment steps the run has simulated up to this iteration, earlier starts included."""
+    elapsed_s: float = 0.0
+    """Training wall time of this start up to this iteration."""
+    run_elapsed_s: float = 0.0
+    """Training wall time of the run up to this iteration, earlier starts (resume, restarts) included."""
 
 
 @dataclass

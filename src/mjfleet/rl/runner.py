@@ -24,6 +24,7 @@ from mjfleet.rl.checkpoint import checkpoint_name, load_checkpoint, save_atomic
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.metrics import MetricsWriter
 from mjfleet.rl.ppo import SyncedPPO
+from mjfleet.rl.progress import IterationClock, Progress, progress_block, progress_line
 from mjfleet.rl.rank_state import capture_rank_state, restore_rank_state, restore_shared_state
 from mjfleet.rl.records import IterationRecord
 from mjfleet.rl.replicas import check_replicas
@@ -65,9 +66,10 @@ class Runner:
       mean over all ranks' episodes and nobody is left waiting in a collective.
     - Every ``replica_check_interval`` iterations and at the end, ranks compare a digest of parameters and
       optimizer state and stop with :class:`~mjfleet.rl.replicas.ReplicaDivergenceError` if they differ.
-    - Only rank 0 writes checkpoints (atomically), TensorBoard/W&B and the console progress line. Checkpoints
-      also carry every rank's RNG and episode state, so a restart with the same number of workers continues
-      where the run left off.
+    - Only rank 0 writes checkpoints (atomically), TensorBoard/W&B and the console progress (a line every
+      iteration, a block every :attr:`block_interval`). Checkpoints also carry every rank's RNG and episode
+      state and the training wall time, so a restart with the same number of workers continues where the run
+      left off.
     """
 
     def __init__(
@@ -109,6 +111,12 @@ class Runner:
         """The newest checkpoint this run wrote or resumed from (the last known good state)."""
         self.restored_env_state = False
         """Whether :meth:`load` restored this rank's episode counters (then they are not re-randomised)."""
+        self.block_interval = 25
+        """Rank 0 logs the fuller progress block every this many iterations (and at the first and last)."""
+        self.previous_elapsed_s = 0.0
+        """Training wall time of the run before this start (from the checkpoint :meth:`load` read)."""
+        self.env_steps = 0
+        """Environment steps the run has simulated over all ranks."""
         multi_gpu = None
         if ctx.is_distributed:
             init_process_group(ctx)
@@ -151,6 +159,7 @@ class Runner:
             else StopConditionTracker(self.stop_condition, self.stop_when_iterations)
         )
         began = time.perf_counter()
+        clock = IterationClock(began, start + 1, total, self.previous_elapsed_s)
         for it in range(start + 1, total + 1):
             t0 = time.perf_counter()
             try:
@@ -179,8 +188,10 @@ class Runner:
                 ) from e
             t2 = time.perf_counter()
             self.current_learning_iteration = it
+            self.env_steps += steps_per_iteration
             stop, episode = self._agree_after_iteration(it, losses)
             met = tracker is not None and tracker.update(episode)
+            clock.tick(it, t2)
             record = IterationRecord(
                 iteration=it,
                 losses=losses,
@@ -189,11 +200,14 @@ class Runner:
                 collect_s=t1 - t0,
                 learn_s=t2 - t1,
                 sync_s=alg.sync_s,
+                env_steps=self.env_steps,
+                elapsed_s=clock.elapsed_s(t2),
+                run_elapsed_s=clock.run_elapsed_s(t2),
             )
-            self._log(record, total, steps_per_iteration)
+            self._log(record, total, clock.eta_s(it), tracker, it == start + 1 or it == total)
             last = it == total or bool(stop) or met
             if it % self.agent_cfg.save_interval == 0 or last:
-                self.save_checkpoint()
+                self.save_checkpoint(clock.run_elapsed_s(time.perf_counter()))
             if self.ctx.is_distributed and (it % self.replica_check_interval == 0 or last):
                 agreed = check_replicas(self.alg, self.ctx.world_size, it)
                 if last and self.ctx.is_main:
@@ -219,6 +233,7 @@ class Runner:
                     time.perf_counter() - began,
                 )
                 break
+        self.previous_elapsed_s = clock.run_elapsed_s(time.perf_counter())
         if self.writer is not None:
             self.writer.close()
             self.writer = None
@@ -283,20 +298,28 @@ class Runner:
                     return f"{label} {name} is not finite"
         return None
 
-    def _log(self, r: IterationRecord, total: int, steps_per_iteration: int) -> None:
+    def _log(
+        self,
+        r: IterationRecord,
+        total: int,
+        eta_s: float | None,
+        tracker: StopConditionTracker | None,
+        block: bool,
+    ) -> None:
         if not self.ctx.is_main:
             return
-        self._last_episode.update(r.episode)
+        action_std = float(self.alg.get_policy().output_std.detach().mean())
         scalars = {f"Loss/{k}": v for k, v in r.losses.items()}
         scalars["Loss/learning_rate"] = self.alg.learning_rate
-        scalars["Policy/mean_std"] = float(self.alg.get_policy().output_std.detach().mean())
+        scalars["Policy/mean_std"] = action_std
         scalars.update(
             {
                 "Perf/env_steps_per_s": r.env_steps_per_s,
                 "Perf/collection_time": r.collect_s,
                 "Perf/learning_time": r.learn_s,
                 "Perf/gradient_sync_time": r.sync_s,
-                "Perf/total_env_steps": float(r.iteration * steps_per_iteration),
+                "Perf/total_env_steps": float(r.env_steps),
+                "Perf/elapsed_s": r.run_elapsed_s,
             }
         )
         scalars.update(r.episode)
@@ -305,28 +328,40 @@ class Runner:
             scalars["Train/mean_episode_length"] = r.episode["Episode/length"]
         if self.writer is not None:
             self.writer.add_scalars(scalars, r.iteration)
-        ep = self._last_episode
-        logger.info(
-            "it %d/%d | %s steps/s | return %s | length %s | success %s | value %.4f | surrogate %.4f | lr %.2e",
-            r.iteration,
-            total,
-            f"{r.env_steps_per_s:,.0f}",
-            _fmt(ep.get("Episode/return")),
-            _fmt(ep.get("Episode/length"), ".1f"),
-            _fmt(ep.get("Episode/success"), ".2f"),
-            r.losses.get("value", float("nan")),
-            r.losses.get("surrogate", float("nan")),
-            self.alg.learning_rate,
+        self._last_episode.update(r.episode)  # an iteration in which no episode ended shows the previous means
+        stop_when = None
+        if tracker is not None:
+            stop_when = f"{tracker.condition} ({tracker.iterations} iterations in a row)"
+        progress = Progress(
+            iteration=r.iteration,
+            final=total,
+            elapsed_s=r.elapsed_s,
+            run_elapsed_s=r.run_elapsed_s if self.previous_elapsed_s > 0 else None,
+            eta_s=eta_s,
+            env_steps=r.env_steps,
+            env_steps_per_s=r.env_steps_per_s,
+            collect_s=r.collect_s,
+            learn_s=r.learn_s,
+            episode=self._last_episode,
+            stop_when=stop_when,
+            losses=r.losses,
+            learning_rate=self.alg.learning_rate,
+            action_std=action_std,
         )
+        if block or r.iteration % self.block_interval == 0:
+            logger.info("%s", progress_block(progress))
+        else:
+            logger.info("%s", progress_line(progress))
 
     # --- checkpoints -------------------------------------------------------------------------------------------
-    def save_checkpoint(self) -> Path | None:
+    def save_checkpoint(self, elapsed_s: float | None = None) -> Path | None:
         """Rank 0 writes ``model_<iteration>.pt`` into the run directory; other ranks write nothing.
 
         The checkpoint holds the models (including observation normalisers), optimizer, learning rate, iteration,
-        and per rank the torch/NumPy/Python RNG states, the environment's generator, episode-length buffer and step
-        counter, and the task's ``state_dict()``. Every rank must call this at the same iteration:
-        the ranks' states are gathered first.
+        the run's training wall time (``elapsed_s``; default: that of the run before this start) and env-steps, and
+        per rank the torch/NumPy/Python RNG states, the environment's generator,
+        episode-length buffer and step counter, and the task's ``state_dict()``. Every rank must call this at the
+        same iteration: the ranks' states are gathered first.
         """
         if self.run_dir is None:
             return None
@@ -345,6 +380,8 @@ class Runner:
                     "learning_rate": self.alg.learning_rate,
                     "world_size": self.ctx.world_size,
                     "rank_states": rank_states,
+                    "elapsed_s": self.previous_elapsed_s if elapsed_s is None else elapsed_s,
+                    "env_steps": self.env_steps,
                 }
             )
             try:
@@ -394,6 +431,10 @@ class Runner:
             self.alg.learning_rate = float(data["learning_rate"])
             for group in self.alg.optimizer.param_groups:
                 group["lr"] = self.alg.learning_rate
+        self.previous_elapsed_s = float(data.get("elapsed_s", 0.0))
+        # A checkpoint from before env-steps were saved: as many per iteration as this run takes.
+        per_iteration = self.agent_cfg.num_steps_per_env * self.env.num_envs * self.ctx.world_size
+        self.env_steps = int(data.get("env_steps", self.current_learning_iteration * per_iteration))
         if evaluate:
             restore_shared_state(self.env, data.get("rank_states"))
             self.restored_env_state = False
@@ -410,7 +451,3 @@ class Runner:
     def rank_state(self) -> dict[str, Any]:
         """This rank's RNG and episode state (see :mod:`mjfleet.rl.rank_state`)."""
         return capture_rank_state(self.env, self.ctx.rank)
-
-
-def _fmt(value: float | None, spec: str = ".3f") -> str:
-    return "-" if value is None else format(value, spec)
