@@ -29,9 +29,10 @@ def _runs(log_root: Path) -> list[Path]:
 def two_worker_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[WorkerResult]]:
     """One 2-worker run shared by the checks below (a launch costs seconds on a 2-core machine).
 
-    It is asked for 16 iterations but ends at 12 through ``--stop-when``: episodes end in every iteration, so
-    "length >= 0" holds from the first one, and 12 in a row are required; both ranks must reach that verdict at the
-    same iteration (from the all-reduced means), or one would wait for the other in a collective.
+    It is asked for 16 iterations but ends at 12 through ``--stop-when``: evaluation episodes end in every iteration
+    and one suffices for the window, so "length >= 0" holds from the first one, and 12 in a row are required; both
+    ranks must reach that verdict at the same iteration (from the all-reduced sums), or one would wait for the other
+    in a collective.
     """
     log_root = tmp_path_factory.mktemp("logs")
     cfg = small_train_config(
@@ -45,6 +46,7 @@ def two_worker_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list
         stop_when_iterations=12,
     )
     cfg.agent.save_interval = 6
+    cfg.agent.eval_episodes = 1
     os.environ.pop("TORCHRUNX_LOG_DIR", None)
     with pytest.MonkeyPatch.context() as mp:
         instrument(mp, probes=True)  # digests and per-rank sums in WorkerResult.extras
@@ -84,6 +86,7 @@ def test_logged_statistics_are_the_mean_over_all_ranks(two_worker_run: tuple[Pat
     local1 = zip(r1.extras["local_sums"], r1.extras["local_counts"], strict=True)
     for rec0, rec1, (sums0, counts0), (sums1, counts1) in zip(r0.records, r1.records, local0, local1, strict=True):
         assert rec0.episode == rec1.episode  # every rank logs the same reduced numbers
+        assert (rec0.evaluation, rec0.evaluation_episodes) == (rec1.evaluation, rec1.evaluation_episodes)
         if keys is None:
             from mjfleet.tasks.registry import get_task
 
