@@ -117,10 +117,9 @@ def test_window_covers_the_most_recent_iterations_holding_enough_episodes() -> N
 
 
 def test_evaluation_environments_act_as_play_does_and_stay_out_of_ppos_storage() -> None:
-    cfg = small_train_config(num_envs=16, steps=4)
-    cfg.agent.eval_envs = 6  # more than a quarter of 16: 4
+    cfg = small_train_config(num_envs=12, steps=4)
     env = make_env(num_envs=16)
-    runner = Runner(env, cfg.agent, DistributedContext(device="cpu"), None)
+    runner = Runner(env, cfg.agent, DistributedContext(device="cpu"), None, eval_envs=4)
     assert (runner.train_envs, runner.eval_envs, env.first_eval_env) == (12, 4, 12)
     assert runner.alg.storage.num_envs == 12  # PPO's returns, advantages and losses see the training rows only
     play_policy = copy.deepcopy(runner.alg.get_policy()).eval()  # what play loads: the actor before this update
@@ -142,7 +141,6 @@ def test_training_ends_when_the_condition_holds(tmp_path: Path, caplog: pytest.L
         iterations=40, init_at_random_ep_len=True, stop_when="length>=1", stop_when_iterations=3, log_root=tmp_path
     )
     cfg.agent.save_interval = 100
-    cfg.agent.eval_envs = 0
     run_dir = make_run_dir(tmp_path, "stop")
     with caplog.at_level(logging.WARNING, logger="mjfleet"):
         result = train_worker(cfg, run_dir, DistributedContext(device="cpu"))
@@ -209,8 +207,8 @@ def _steady_hand_run(task_id: str, eval_envs: int) -> WorkerResult:
 
 def test_the_condition_reads_the_deterministic_policys_episodes(steady_hand: str) -> None:
     result = _steady_hand_run(steady_hand, eval_envs=16)
-    # 16 evaluation environments end 16 episodes every 50 steps (2 iterations): the window first holds enough
-    # episodes at iteration 2, so two iterations in a row end the run at iteration 3.
+    # 16 evaluation environments (besides the 64 that train) end 16 episodes every 50 steps (2 iterations): the
+    # window first holds enough episodes at iteration 2, so two iterations in a row end the run at iteration 3.
     assert result.condition_met_at == result.final_iteration == 3
     assert all(r.evaluation["Eval/success"] == 1.0 for r in result.records[1:])
     # The training episodes, with sampled actions, never succeed: they cannot have ended the run.

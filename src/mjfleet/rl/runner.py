@@ -69,9 +69,9 @@ class Runner:
       mean over all ranks' episodes and nobody is left waiting in a collective.
     - Every ``replica_check_interval`` iterations and at the end, ranks compare a digest of parameters and
       optimizer state and stop with :class:`~mjfleet.rl.replicas.ReplicaDivergenceError` if they differ.
-    - The last ``agent_cfg.eval_envs`` of each rank's environments act with the deterministic policy (the
-      actor's mean, what ``play`` runs) and are left out of the rollout storage, so PPO never sees their
-      transitions; their episodes are the ``Eval/...`` statistics that ``--stop-when`` reads.
+    - The last ``eval_envs`` of each rank's environments act with the deterministic policy (the actor's mean,
+      what ``play`` runs) and are left out of the rollout storage, so PPO never sees their transitions; their
+      episodes are the ``Eval/...`` statistics that ``--stop-when`` reads.
     - Only rank 0 writes checkpoints (atomically), TensorBoard/W&B and the console progress (a line every
       iteration, a block every :attr:`block_interval`). Checkpoints also carry every rank's RNG and episode
       state, the evaluation window and the training wall time, so a restart with the same number of workers
@@ -86,6 +86,7 @@ class Runner:
         run_dir: Path | None,
         replica_check_interval: int = 50,
         logged_config: dict[str, Any] | None = None,
+        eval_envs: int = 0,
     ) -> None:
         self.env = env
         self.agent_cfg = agent_cfg
@@ -123,8 +124,9 @@ class Runner:
         """Training wall time of the run before this start (from the checkpoint :meth:`load` read)."""
         self.env_steps = 0
         """Environment steps the run has simulated over all ranks, evaluation environments included."""
-        self.eval_envs = agent_cfg.evaluation_envs(env.num_envs)
-        """This rank's evaluation environments: the last ones, stepped with the deterministic policy."""
+        self.eval_envs = eval_envs
+        """This rank's evaluation environments: the last ones of ``env``, stepped with the deterministic policy (the
+        training worker builds the environment with ``agent_cfg.eval_envs`` more than ``--env.num-envs``)."""
         self.train_envs = env.num_envs - self.eval_envs
         env.split_evaluation(self.eval_envs)
         self.eval_window = EvaluationWindow(env.stats.keys, agent_cfg.eval_episodes)
@@ -269,17 +271,15 @@ class Runner:
 
     def _resolved_condition(self) -> StopCondition | None:
         """:attr:`stop_condition` as this run can check it: a condition on the evaluation episodes reads the training
-        episodes' statistic where no environment evaluates (``--agent.eval-envs 0``, or too few environments)."""
+        episodes' statistic where no environment evaluates (``--agent.eval-envs 0``)."""
         condition = self.stop_condition
         if condition is None or self.eval_envs or not is_evaluation_name(condition.key):
             return condition
         training = condition.on_training_episodes()
         if self.ctx.is_main:
             logger.warning(
-                "no environment runs the deterministic policy (--agent.eval-envs %d, %d environments):"
-                " --stop-when reads the training episodes' %s instead of %s",
-                self.agent_cfg.eval_envs,
-                self.env.num_envs,
+                "no environment runs the deterministic policy (--agent.eval-envs 0): --stop-when reads the training"
+                " episodes' %s instead of %s",
                 training.key,
                 condition.key,
             )
