@@ -116,6 +116,15 @@ def test_window_covers_the_most_recent_iterations_holding_enough_episodes() -> N
     assert not other_task.load_state_dict(window.state_dict()) and other_task.count == 0
 
 
+def test_how_many_evaluation_environments_a_worker_adds() -> None:
+    assert [AgentConfig().evaluation_envs(n) for n in (4096, 1024, 64, 3)] == [128, 128, 16, 0]  # at most a quarter
+    assert AgentConfig(eval_envs=0).evaluation_envs(1024) == 0
+    with pytest.raises(UsageError, match=r"--agent\.eval-envs must not be negative"):
+        AgentConfig(eval_envs=-1).evaluation_envs(64)
+    with pytest.raises(UsageError, match=r"--agent\.eval-episodes must be at least 1"):
+        AgentConfig(eval_episodes=0).evaluation_envs(64)
+
+
 def test_evaluation_environments_act_as_play_does_and_stay_out_of_ppos_storage() -> None:
     cfg = small_train_config(num_envs=12, steps=4)
     env = make_env(num_envs=16)
