@@ -43,9 +43,12 @@ def small_train_config(
     log_root: Path | None = None,
     **overrides: object,
 ) -> TrainConfig:
-    """A real but small training configuration (CPU, no random episode starts unless asked)."""
+    """A real but small training configuration (CPU, no random episode starts and no evaluation environments unless
+    asked)."""
     spec = get_task(task_id)
-    agent = dataclasses.replace(spec.agent_cfg(), max_iterations=iterations, num_steps_per_env=steps, save_interval=1)
+    agent = dataclasses.replace(
+        spec.agent_cfg(), max_iterations=iterations, num_steps_per_env=steps, save_interval=1, eval_envs=0
+    )
     env = dataclasses.replace(spec.env_cfg(), num_envs=num_envs)
     cfg = TrainConfig(env=env, agent=agent, task=task_id, seed=seed, gpu_ids=None, init_at_random_ep_len=False)
     if log_root is not None:

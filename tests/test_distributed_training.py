@@ -29,9 +29,10 @@ def _runs(log_root: Path) -> list[Path]:
 def two_worker_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[WorkerResult]]:
     """One 2-worker run shared by the checks below (a launch costs seconds on a 2-core machine).
 
-    It is asked for 16 iterations but ends at 12 through ``--stop-when``: episodes end in every iteration, so
-    "length >= 0" holds from the first one, and 12 in a row are required; both ranks must reach that verdict at the
-    same iteration (from the all-reduced means), or one would wait for the other in a collective.
+    It is asked for 16 iterations but ends earlier through ``--stop-when``: one evaluation episode suffices for the
+    window, so "length >= 0" holds from the first iteration that ends one (on either rank), and 11 in a row are
+    required; both ranks must reach that verdict at the same iteration (from the all-reduced sums), or one would
+    wait for the other in a collective.
     """
     log_root = tmp_path_factory.mktemp("logs")
     cfg = small_train_config(
@@ -42,9 +43,10 @@ def two_worker_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list
         cpu_workers=2,
         init_at_random_ep_len=True,
         stop_when="length>=0",
-        stop_when_iterations=12,
+        stop_when_iterations=11,
     )
     cfg.agent.save_interval = 6
+    cfg.agent.eval_envs, cfg.agent.eval_episodes = 32, 1
     os.environ.pop("TORCHRUNX_LOG_DIR", None)
     with pytest.MonkeyPatch.context() as mp:
         instrument(mp, probes=True)  # digests and per-rank sums in WorkerResult.extras
@@ -59,18 +61,19 @@ def test_two_workers_learn_and_stay_replicated(two_worker_run: tuple[Path, list[
     assert probes[0]["first_rollout_digest"] != probes[1]["first_rollout_digest"]  # seeds differ per rank
     returns = [r.episode["Episode/return"] for r in results[0].records if "Episode/return" in r.episode]
     assert sum(returns[-3:]) / 3 > sum(returns[:3]) / 3 + 0.5, returns
-    assert results[0].final_iteration == results[1].final_iteration == 12
-    assert [r.condition_met_at for r in results] == [12, 12]  # both stopped on --stop-when, not at iteration 16
+    first = next(r.iteration for r in results[0].records if r.evaluation_episodes)
+    assert results[0].final_iteration == results[1].final_iteration == first + 10 < 16
+    assert [r.condition_met_at for r in results] == [first + 10] * 2  # both stopped on --stop-when
 
 
 def test_single_writer_run_directory(two_worker_run: tuple[Path, list[WorkerResult]]) -> None:
-    log_root, _ = two_worker_run
+    log_root, results = two_worker_run
     runs = _runs(log_root)
     assert len(runs) == 1
     run_dir = runs[0]
     assert sorted(p.name for p in (run_dir / "params").iterdir()) == ["agent.yaml", "env.yaml", "run.yaml"]
     assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1
-    assert [i for i, _ in list_checkpoints(run_dir)] == [6, 12]
+    assert [i for i, _ in list_checkpoints(run_dir)] == [6, results[0].final_iteration]
     logs = sorted(p.name for p in (run_dir / "torchrunx").rglob("*.log"))
     assert "localhost[0].log" in logs and "localhost[1].log" in logs
 
@@ -84,6 +87,7 @@ def test_logged_statistics_are_the_mean_over_all_ranks(two_worker_run: tuple[Pat
     local1 = zip(r1.extras["local_sums"], r1.extras["local_counts"], strict=True)
     for rec0, rec1, (sums0, counts0), (sums1, counts1) in zip(r0.records, r1.records, local0, local1, strict=True):
         assert rec0.episode == rec1.episode  # every rank logs the same reduced numbers
+        assert (rec0.evaluation, rec0.evaluation_episodes) == (rec1.evaluation, rec1.evaluation_episodes)
         if keys is None:
             from mjfleet.tasks.registry import get_task
 
@@ -110,7 +114,7 @@ def test_resume_two_workers_continues_and_stays_replicated(
     # The same launch checks where worker logs go: $TORCHRUNX_LOG_DIR beats --torchrunx-log-dir.
     env_dir, flag_dir = tmp_path / "from_env", tmp_path / "from_flag"
     monkeypatch.setenv("TORCHRUNX_LOG_DIR", str(env_dir))
-    log_root, _ = two_worker_run
+    log_root, first = two_worker_run
     run_dir = _runs(log_root)[0]
     cfg = small_train_config(
         num_envs=128,
@@ -122,10 +126,11 @@ def test_resume_two_workers_continues_and_stays_replicated(
         torchrunx_log_dir=str(flag_dir),
     )
     results = run(cfg)
-    assert [r.iteration for r in results[0].records] == [13, 14]
+    stopped = first[0].final_iteration
+    assert [r.iteration for r in results[0].records] == [stopped + 1, stopped + 2]
     assert results[0].extras["replica_digest"] == results[1].extras["replica_digest"]
     new_run = _runs(tmp_path / "logs")[0]
-    assert [i for i, _ in list_checkpoints(new_run)] == [13, 14]
+    assert [i for i, _ in list_checkpoints(new_run)] == [stopped + 1, stopped + 2]
     assert list(env_dir.rglob("localhost[[]1[]].log"))
     assert not flag_dir.exists()
     assert not (new_run / "torchrunx").exists()

@@ -51,6 +51,37 @@ def test_time_out_resets_and_reports_episode_statistics() -> None:
     assert set(means) >= {"Episode/return", "Episode_Reward/upright"}
 
 
+def test_evaluation_environments_episodes_are_counted_apart() -> None:
+    env = make_env(num_envs=8, episode_length_s=0.1)
+    env.split_evaluation(3)  # environments 5, 6 and 7
+    env.sim.qpos[6, 1] = 1.2  # one evaluation episode falls at once, the others time out after 5 steps
+    for _ in range(5):
+        env.step(torch.zeros(8, 1))
+    train = env.stats.means(env.stats.keys, *env.stats.pop())
+    sums, counts = env.eval_stats.pop()
+    evaluation = env.eval_stats.means(env.eval_stats.keys, sums, counts)
+    assert counts[env.eval_stats.keys.index("Episode/length")] == 3  # the fallen one's and two time-outs
+    assert evaluation["Episode_Termination/pole_fallen"] == pytest.approx(1 / 3)
+    assert train["Episode/length"] == 5 and train["Episode_Termination/pole_fallen"] == 0.0
+    with pytest.raises(ValueError, match="8 of 8"):
+        env.split_evaluation(8)  # at least one environment must train
+
+
+def test_an_evaluation_episode_counts_only_from_a_reset() -> None:
+    env = make_env(num_envs=4, episode_length_s=0.1)  # 5 control steps
+    env.cfg.clip_actions = 0.0
+    env.split_evaluation(2)
+    env.episode_length_buf[2:] = 3  # a random start: over a fresh physics state, the episode ends after 2 steps
+    env.from_reset = env.episode_length_buf == 0
+    for _ in range(2):
+        env.step(torch.zeros(4, 1))
+    assert env.eval_stats.pop()[1].max() == 0  # both ended, neither counted
+    for _ in range(5):
+        env.step(torch.zeros(4, 1))
+    sums, counts = env.eval_stats.pop()
+    assert counts.max() == 2 and env.eval_stats.means(env.eval_stats.keys, sums, counts)["Episode/length"] == 5
+
+
 def test_termination_is_not_a_time_out() -> None:
     env = make_env(num_envs=4)
     env.sim.qpos[:, 1] = 1.2  # far past the fall threshold

@@ -66,4 +66,5 @@ def test_checking_stop_when_builds_no_model(monkeypatch: pytest.MonkeyPatch, tmp
         ("cartpole-balance", "Metrics/pole_up_fraction>0.9"),
     ):
         planned = prepare(small_train_config(task, log_root=tmp_path, stop_when=condition)).cfg.stop_when
-        assert planned == StopCondition(condition.split(">")[0], ">", float(condition.split(">")[1]))
+        name, value = condition.split(">")
+        assert planned == StopCondition(f"Eval_{name}", ">", float(value))  # read on the evaluation episodes

@@ -121,6 +121,29 @@ def test_reduce_parameters_runs_once_per_mini_batch_between_backward_and_step() 
     assert events == ["reduce", "step"] * (alg.num_learning_epochs * alg.num_mini_batches)
 
 
+def test_what_the_evaluation_environments_rely_on() -> None:
+    """The runner steps its evaluation environments with ``actor(obs)`` (the distribution's mean, as ``play`` runs
+    the policy) after ``act`` sampled the training environments' actions, and gives PPO a rollout storage of its own
+    built for the training environments alone."""
+    assert list(inspect.signature(RolloutStorage.__init__).parameters) == [
+        "self",
+        "training_type",
+        "num_envs",
+        "num_transitions_per_env",
+        "obs",
+        "actions_shape",
+        "device",
+    ]
+    alg = _build(_cfg())
+    obs = _obs(torch.Generator().manual_seed(2))
+    sampled = alg.act(obs)
+    mean, log_prob = alg.actor.output_mean.clone(), alg.transition.actions_log_prob
+    deterministic = alg.actor(obs)
+    assert torch.equal(deterministic, mean) and not torch.equal(sampled, mean)
+    # The deterministic pass leaves the sampled distribution (and the transition recorded from it) alone.
+    assert torch.equal(alg.actor.output_mean, mean) and alg.transition.actions_log_prob is log_prob
+
+
 def test_save_and_load_keep_the_checkpoint_keys() -> None:
     """mjfleet checkpoints are ``PPO.save()`` plus mjfleet's keys; loading must accept them back."""
     alg = _build(_cfg())

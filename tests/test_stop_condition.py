@@ -1,30 +1,50 @@
-"""``--stop-when``: the condition's grammar, its streak, and a real training run that ends on it (two workers
-stopping together: ``tests/test_distributed_training.py``)."""
+"""``--stop-when``: the condition's grammar, its streak, the evaluation window it reads, and real training runs that
+end on it, one of them on a task whose deterministic and sampled actions succeed differently by construction (two
+workers stopping together: ``tests/test_distributed_training.py``)."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import itertools
+import logging
 import math
 from pathlib import Path
 
 import pytest
+import torch
+from tensordict import TensorDict
 
+from mjfleet.envs.env import MjEnv
 from mjfleet.errors import UsageError
-from mjfleet.rl.checkpoint import list_checkpoints
+from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
+from mjfleet.rl.config import AgentConfig
+from mjfleet.rl.eval_stats import EvaluationWindow
+from mjfleet.rl.records import WorkerResult
+from mjfleet.rl.runner import Runner
 from mjfleet.rl.stop_condition import StopCondition, StopConditionTracker
 from mjfleet.runtime.context import DistributedContext
+from mjfleet.tasks import registry
+from mjfleet.tasks.cartpole.cartpole import CartpoleTask, balance_config
+from mjfleet.tasks.spec import TaskSpec
+from mjfleet.train.config import TrainConfig
 from mjfleet.train.worker import train_worker
 
+from .conftest import make_env
 from .helpers import make_run_dir, small_train_config
 
 
 @pytest.mark.parametrize(
     ("text", "key", "op", "value"),
     [
-        ("success>=0.9", "Episode/success", ">=", 0.9),
-        (" return > 20 ", "Episode/return", ">", 20.0),
-        ("length<=1e3", "Episode/length", "<=", 1000.0),
-        ("Metrics/lin_vel_error<0.2", "Metrics/lin_vel_error", "<", 0.2),
-        ("Episode_Termination/fall<-0.5", "Episode_Termination/fall", "<", -0.5),
+        ("success>=0.9", "Eval/success", ">=", 0.9),
+        (" return > 20 ", "Eval/return", ">", 20.0),
+        ("length<=1e3", "Eval/length", "<=", 1000.0),
+        ("Episode/success>0.5", "Eval/success", ">", 0.5),
+        ("Eval/success>0.5", "Eval/success", ">", 0.5),
+        ("Metrics/lin_vel_error<0.2", "Eval_Metrics/lin_vel_error", "<", 0.2),
+        ("Eval_Metrics/lin_vel_error<0.2", "Eval_Metrics/lin_vel_error", "<", 0.2),
+        ("Episode_Termination/fall<-0.5", "Eval_Termination/fall", "<", -0.5),
     ],
 )
 def test_parse(text: str, key: str, op: str, value: float) -> None:
@@ -42,14 +62,14 @@ def test_streak_needs_consecutive_iterations_and_resets() -> None:
     seen = [
         tracker.update(episode)
         for episode in (
-            {"Episode/success": 0.95},
-            {"Episode/success": 0.9},
-            {},  # no episode ended: the condition does not hold
-            {"Episode/success": 1.0},
-            {"Episode/success": math.nan},
-            {"Episode/success": 0.91},
-            {"Episode/success": 0.92},
-            {"Episode/success": 0.93},
+            {"Eval/success": 0.95},
+            {"Eval/success": 0.9},
+            {"Episode/success": 1.0},  # the training episodes' statistic is another one
+            {"Eval/success": 1.0},
+            {"Eval/success": math.nan},
+            {"Eval/success": 0.91},
+            {"Eval/success": 0.92},
+            {"Eval/success": 0.93},
         )
     ]
     assert seen == [False, False, False, False, False, False, False, True]
@@ -59,17 +79,168 @@ def test_key_must_be_one_the_task_logs() -> None:
     condition = StopCondition.parse("Metrics/speed>1")
     with pytest.raises(UsageError, match="Metrics/pole_up_fraction"):
         condition.check_key(["Episode/return", "Episode/length", "Episode/success", "Metrics/pole_up_fraction"])
-    StopCondition.parse("Metrics/pole_up_fraction>1").check_key(["Metrics/pole_up_fraction"])
+    for text in ("Metrics/pole_up_fraction>1", "Eval_Metrics/pole_up_fraction>1"):
+        StopCondition.parse(text).check_key(["Metrics/pole_up_fraction"])
 
 
-def test_training_ends_when_the_condition_holds(tmp_path: Path) -> None:
-    # Every iteration ends some episodes (random episode starts), so "length >= 1" holds from iteration 1 on.
+def test_the_task_checks_accept_the_evaluation_names() -> None:
+    from mjfleet.envs.task import declared_stat_keys
+    from mjfleet.tasks.registry import get_task
+
+    spec = get_task("cartpole-balance")
+    declared = declared_stat_keys(spec.load_task_class(), spec.env_cfg())
+    for text in (
+        "success>=0.9",
+        "Eval/return>1",
+        "Eval_Termination/pole_fallen<0.1",
+        "Eval_Metrics/pole_up_fraction>1",
+    ):
+        StopCondition.parse(text).check_key(declared)
+    with pytest.raises(UsageError, match="no statistic 'Metrics/nothing'"):
+        StopCondition.parse("Eval_Metrics/nothing>1").check_key(declared)
+
+
+def test_window_covers_the_most_recent_iterations_holding_enough_episodes() -> None:
+    window = EvaluationWindow(["Episode/success", "Episode/return"], episodes=4)
+    window.add([1.0, 10.0], [2.0, 2.0])  # two episodes, one success
+    window.add([0.0, 0.0], [0.0, 0.0])  # no episode ended: nothing changes
+    assert (window.count, window.full) == (2, False)
+    assert window.means() == {"Eval/success": 0.5, "Eval/return": 5.0}
+    window.add([3.0, 6.0], [3.0, 3.0])
+    assert (window.count, window.full) == (5, True)  # the oldest iteration is still needed for 4 episodes
+    window.add([4.0, 4.0], [4.0, 4.0])  # four newer episodes suffice: the older iterations leave
+    assert (window.count, window.means()) == (4, {"Eval/success": 1.0, "Eval/return": 1.0})
+    restored = EvaluationWindow(["Episode/success", "Episode/return"], episodes=4)
+    assert restored.load_state_dict(window.state_dict()) and restored.means() == window.means()
+    other_task = EvaluationWindow(["Episode/success"], episodes=4)
+    assert not other_task.load_state_dict(window.state_dict()) and other_task.count == 0
+
+
+def test_how_many_evaluation_environments_a_worker_adds() -> None:
+    assert [AgentConfig().evaluation_envs(n) for n in (4096, 1024, 64, 3)] == [128, 128, 16, 0]  # at most a quarter
+    assert AgentConfig(eval_envs=0).evaluation_envs(1024) == 0
+    with pytest.raises(UsageError, match=r"--agent\.eval-envs must not be negative"):
+        AgentConfig(eval_envs=-1).evaluation_envs(64)
+    with pytest.raises(UsageError, match=r"--agent\.eval-episodes must be at least 1"):
+        AgentConfig(eval_episodes=0).evaluation_envs(64)
+
+
+def test_evaluation_environments_act_as_play_does_and_stay_out_of_ppos_storage() -> None:
+    cfg = small_train_config(num_envs=12, steps=4)
+    env = make_env(num_envs=16)
+    runner = Runner(env, cfg.agent, DistributedContext(device="cpu"), None, eval_envs=4)
+    assert (runner.train_envs, runner.eval_envs, env.first_eval_env) == (12, 4, 12)
+    assert runner.alg.storage.num_envs == 12  # PPO's returns, advantages and losses see the training rows only
+    play_policy = copy.deepcopy(runner.alg.get_policy()).eval()  # what play loads: the actor before this update
+    seen: list[tuple[TensorDict, torch.Tensor]] = []
+    runner.step_hooks.append(lambda r: seen.append((r.env.get_observations().clone(), r.env.actions.clone())))
+    runner.learn(1)
+    clip = env.cfg.clip_actions
+    with torch.inference_mode():
+        for (obs, _), (_, actions) in itertools.pairwise(seen):
+            expected = play_policy(obs).clamp(-clip, clip)
+            assert torch.equal(actions[12:], expected[12:])  # the actor's mean
+            assert not torch.allclose(actions[:12], expected[:12])  # sampled around it
+
+
+def test_training_ends_when_the_condition_holds(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Without evaluation environments the condition reads the training episodes. Every iteration ends some of them
+    # (random episode starts), so "length >= 1" holds from iteration 1 on.
     cfg = small_train_config(
         iterations=40, init_at_random_ep_len=True, stop_when="length>=1", stop_when_iterations=3, log_root=tmp_path
     )
     cfg.agent.save_interval = 100
     run_dir = make_run_dir(tmp_path, "stop")
-    result = train_worker(cfg, run_dir, DistributedContext(device="cpu"))
+    with caplog.at_level(logging.WARNING, logger="mjfleet"):
+        result = train_worker(cfg, run_dir, DistributedContext(device="cpu"))
     assert result.condition_met_at == result.final_iteration == 3
     assert [i for i, _ in list_checkpoints(run_dir)] == [3]  # the stopping iteration is saved
     assert all(r.episode["Episode/length"] >= 1 for r in result.records)
+    assert all(r.evaluation == {} for r in result.records)
+    assert "reads the training episodes' Episode/length instead of Eval/length" in caplog.text
+
+
+class SteadyHandTask(CartpoleTask):
+    """Cart-pole without terminations, whose episode succeeds when its actions barely change from step to step: the
+    actor's mean, smooth in the state, passes; actions sampled around it with the initial standard deviation of 1
+    change by about 1.1 per step and fail."""
+
+    MAX_MEAN_CHANGE = 0.3
+
+    def setup(self, env: MjEnv) -> None:
+        super().setup(env)
+        self._change = torch.zeros(env.num_envs, device=env.device)
+
+    def reset(self, env: MjEnv, env_ids: torch.Tensor) -> None:
+        super().reset(env, env_ids)
+        self._change[env_ids] = 0.0
+
+    def after_step(self, env: MjEnv) -> None:
+        super().after_step(env)
+        self._change += (env.actions - env.last_actions).abs().mean(dim=-1)
+
+    def termination_names(self) -> tuple[str, ...]:
+        return ()
+
+    def terminations(self, env: MjEnv) -> dict[str, torch.Tensor]:
+        return {}
+
+    def success(self, env: MjEnv, env_ids: torch.Tensor, time_outs: torch.Tensor) -> torch.Tensor:
+        steps = env.episode_length_buf[env_ids].clamp(min=1).float()
+        return time_outs & (self._change[env_ids] / steps < self.MAX_MEAN_CHANGE)
+
+
+@pytest.fixture
+def steady_hand(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Registers ``SteadyHandTask`` (1 s episodes) for this test only."""
+    registry.all_tasks()  # the built-in tasks first, into the registry the test then copies
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    registry.register(
+        TaskSpec(
+            id="test-steady-hand",
+            description="Succeed by keeping the actions steady.",
+            task_class=SteadyHandTask,
+            env_cfg=lambda: dataclasses.replace(balance_config(), episode_length_s=1.0),
+            agent_cfg=lambda: AgentConfig(experiment_name="test_steady_hand"),
+        )
+    )
+    return "test-steady-hand"
+
+
+def _steady_hand_run(task_id: str, eval_envs: int) -> WorkerResult:
+    cfg = small_train_config(task_id, num_envs=64, iterations=8, steps=25, stop_when="success>=0.9")
+    cfg.stop_when_iterations = 2
+    cfg.agent.eval_envs, cfg.agent.eval_episodes = eval_envs, 16
+    return train_worker(cfg, None, DistributedContext(device="cpu"))
+
+
+def test_the_condition_reads_the_deterministic_policys_episodes(steady_hand: str) -> None:
+    result = _steady_hand_run(steady_hand, eval_envs=16)
+    # 16 evaluation environments (besides the 64 that train) end 16 episodes every 50 steps (2 iterations): the
+    # window first holds enough episodes at iteration 2, so two iterations in a row end the run at iteration 3.
+    assert result.condition_met_at == result.final_iteration == 3
+    assert all(r.evaluation["Eval/success"] == 1.0 for r in result.records[1:])
+    # The training episodes, with sampled actions, never succeed: they cannot have ended the run.
+    trained = [r.episode["Episode/success"] for r in result.records if "Episode/success" in r.episode]
+    assert trained and max(trained) == 0.0
+
+
+def test_without_evaluation_the_same_condition_reads_the_training_episodes(steady_hand: str) -> None:
+    result = _steady_hand_run(steady_hand, eval_envs=0)
+    assert result.condition_met_at is None and result.final_iteration == 8
+
+
+def test_a_continued_run_carries_the_evaluation_window_on_and_repeats_exactly(tmp_path: Path) -> None:
+    def config(iterations: int, resume: Path | None = None) -> TrainConfig:
+        cfg = small_train_config(iterations=iterations, steps=32, log_root=tmp_path, resume=resume)
+        cfg.agent.eval_envs, cfg.agent.eval_episodes = 16, 10_000  # the window keeps every episode
+        return cfg
+
+    first_dir = make_run_dir(tmp_path, "window", "first")
+    first = train_worker(config(3), first_dir, DistributedContext(device="cpu"))
+    saved = load_checkpoint(first_dir / "model_3.pt")["eval_window"]
+    assert sum(max(counts) for _, counts in saved["iterations"]) == first.records[-1].evaluation_episodes > 0
+    again = [train_worker(config(2, first_dir), None, DistributedContext(device="cpu")) for _ in range(2)]
+    assert again[0].records[0].evaluation_episodes >= first.records[-1].evaluation_episodes  # carried on, not anew
+    for a, b in zip(again[0].records, again[1].records, strict=True):
+        assert (a.evaluation, a.evaluation_episodes, a.losses) == (b.evaluation, b.evaluation_episodes, b.losses)

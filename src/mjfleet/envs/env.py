@@ -71,6 +71,13 @@ class MjEnv(VecEnv):
                 f"termination names must be unique and not the environment's own: {self.termination_names}"
             )
         self.stats = EpisodeStats(episode_stat_keys(task), dev)
+        self.eval_stats = EpisodeStats(self.stats.keys, dev)
+        """Statistics of the evaluation environments' episodes (see :meth:`split_evaluation`), kept apart."""
+        self.first_eval_env = self.num_envs
+        """Index of the first evaluation environment (:attr:`num_envs`: none)."""
+        self.from_reset = torch.ones(n, dtype=torch.bool, device=dev)
+        """Whether each environment's episode began with a reset in this process: an evaluation episode counts only
+        then, not when its counter was set (a random start, a restored checkpoint) over a fresh physics state."""
         self.reset_all()
 
     # --- VecEnv ------------------------------------------------------------------------------------------------
@@ -123,6 +130,14 @@ class MjEnv(VecEnv):
         self._obs = self._observations()
         return self._obs, reward, dones, extras
 
+    def split_evaluation(self, count: int) -> None:
+        """Let the episodes of the last ``count`` environments (which the trainer steps with the deterministic policy)
+        accumulate in :attr:`eval_stats` instead of :attr:`stats`, those that began with a reset (:attr:`from_reset`)
+        only; ``extras["episodes"]`` still lists every one."""
+        if not 0 <= count < self.num_envs:
+            raise ValueError(f"cannot set {count} of {self.num_envs} environments aside for evaluation")
+        self.first_eval_env = self.num_envs - count
+
     # --- resets ------------------------------------------------------------------------------------------------
     def reset_all(self) -> None:
         """Reset every environment (episode counters, task state, physics)."""
@@ -135,6 +150,7 @@ class MjEnv(VecEnv):
         if self.task.forward_after_reset:
             self.sim.forward(env_ids)
         self.episode_length_buf[env_ids] = 0
+        self.from_reset[env_ids] = True
         self.actions[env_ids] = 0.0
         self.last_actions[env_ids] = 0.0
         self._episode_return[env_ids] = 0.0
@@ -165,7 +181,12 @@ class MjEnv(VecEnv):
         values[f"Episode_Termination/{TERMINATION_NONFINITE}"] = nonfinite[env_ids].float()
         for name, metric in self.task.episode_metrics(self, env_ids).items():
             values[f"Metrics/{name}"] = metric.float()
-        self.stats.add_many(values)
+        if self.first_eval_env < self.num_envs:
+            evaluating = env_ids >= self.first_eval_env
+            self.stats.add_many(values, ~evaluating)
+            self.eval_stats.add_many(values, evaluating & self.from_reset[env_ids])
+        else:
+            self.stats.add_many(values)
         return values
 
     # --- rewards and observations ------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ class EpisodeStats:
         self._index = {k: i for i, k in enumerate(self.keys)}
         self._sums = torch.zeros(len(self.keys), dtype=torch.float64, device=device)
         self._counts = torch.zeros(len(self.keys), dtype=torch.float64, device=device)
+        self._rows: dict[tuple[str, ...], torch.Tensor] = {}
 
     def add(self, key: str, values: torch.Tensor) -> None:
         """Add one value per finished episode (a 1-D tensor, possibly empty) under ``key``."""
@@ -27,10 +28,23 @@ class EpisodeStats:
         self._sums[i] += values.sum(dtype=torch.float64)
         self._counts[i] += values.numel()
 
-    def add_many(self, values: dict[str, torch.Tensor]) -> None:
-        """Add several keys at once; all tensors hold one value per finished episode."""
-        for key, v in values.items():
-            self.add(key, v)
+    def add_many(self, values: dict[str, torch.Tensor], where: torch.Tensor | None = None) -> None:
+        """Add several keys at once; all tensors hold one value per finished episode. With ``where`` (a boolean
+        tensor of the same length) only the episodes it marks count. A few stacked operations for all keys, and no
+        device sync."""
+        if not values:
+            return
+        names = tuple(values)
+        index = self._rows.get(names)
+        if index is None:
+            index = self._rows[names] = torch.tensor([self._index[k] for k in names], device=self._sums.device)
+        stacked = torch.stack([v.to(torch.float32) for v in values.values()])
+        if where is None:
+            self._sums.index_add_(0, index, stacked.sum(dim=1, dtype=torch.float64))
+            self._counts[index] += stacked.shape[1]
+        else:
+            self._sums.index_add_(0, index, torch.where(where, stacked, 0.0).sum(dim=1, dtype=torch.float64))
+            self._counts[index] += where.sum(dtype=torch.float64)
 
     def pop(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Return ``(sums, counts)`` in :attr:`keys` order and start afresh."""

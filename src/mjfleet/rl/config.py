@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from mjfleet.errors import UsageError
+
 
 @dataclass
 class PolicyConfig:
@@ -73,10 +75,27 @@ class AgentConfig:
     """Where metrics go besides the console; ``wandb`` also writes TensorBoard events (honours WANDB_MODE)."""
     wandb_project: str = "mjfleet"
     """Weights & Biases project when ``logger`` is ``wandb``."""
+    eval_envs: int = 128
+    """Environments each worker simulates besides ``--env.num-envs`` (at most a quarter as many) that run the
+    deterministic policy, the actor's mean that ``play`` runs: their episodes are logged as ``Eval/...`` and are what
+    ``--stop-when`` reads; their transitions never reach PPO, whose batch stays ``--env.num-envs`` x steps. 0: none
+    (``--stop-when`` reads the training episodes)."""
+    eval_episodes: int = 50
+    """``Eval/...`` statistics are means over the most recent evaluation episodes of every worker, at least this many
+    (whole iterations); ``--stop-when`` reads them once that many have ended."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     """Networks."""
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     """PPO."""
+
+    def evaluation_envs(self, num_envs: int) -> int:
+        """How many evaluation environments a worker with ``num_envs`` training environments adds: :attr:`eval_envs`,
+        at most ``num_envs // 4``. Raises :class:`UsageError` (naming the flag) for settings out of range."""
+        if self.eval_envs < 0:
+            raise UsageError(f"--agent.eval-envs must not be negative (got {self.eval_envs})")
+        if self.eval_episodes < 1:
+            raise UsageError(f"--agent.eval-episodes must be at least 1 (got {self.eval_episodes})")
+        return min(self.eval_envs, num_envs // 4)
 
     def to_rsl_rl(self, multi_gpu: dict[str, int] | None = None) -> dict[str, Any]:
         """The config dict that ``rsl_rl.algorithms.PPO.construct_algorithm`` reads (and nothing else).

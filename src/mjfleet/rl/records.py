@@ -19,11 +19,22 @@ class IterationRecord:
     iteration: int
     losses: dict[str, float]
     episode: dict[str, float]
-    """Means over every rank's episodes that ended during this iteration."""
+    """Means over every rank's training episodes (stochastic policy) that ended during this iteration."""
     env_steps_per_s: float
+    """Environment steps simulated per second in this iteration (every rank, evaluation environments included)."""
     collect_s: float
     learn_s: float
     sync_s: float
+    evaluation: dict[str, float] = field(default_factory=dict)
+    """Means over the most recent evaluation episodes (deterministic policy) of every rank, by ``Eval...`` name."""
+    evaluation_episodes: int = 0
+    """How many evaluation episodes :attr:`evaluation` covers."""
+    env_steps: int = 0
+    """Environment steps the run has simulated up to this iteration, earlier starts included."""
+    elapsed_s: float = 0.0
+    """Training wall time of this start up to this iteration."""
+    run_elapsed_s: float = 0.0
+    """Training wall time of the run up to this iteration, earlier starts (resume, restarts) included."""
 
 
 @dataclass

@@ -16,14 +16,18 @@ import torch
 import torch.distributed as dist
 from rsl_rl.algorithms import PPO
 from rsl_rl.models import MLPModel
+from rsl_rl.storage import RolloutStorage
+from tensordict import TensorDict
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.episode_stats import EpisodeStats
 from mjfleet.errors import FatalTrainingError
 from mjfleet.rl.checkpoint import checkpoint_name, load_checkpoint, save_atomic
 from mjfleet.rl.config import AgentConfig
+from mjfleet.rl.eval_stats import EvaluationWindow, is_evaluation_name
 from mjfleet.rl.metrics import MetricsWriter
 from mjfleet.rl.ppo import SyncedPPO
+from mjfleet.rl.progress import IterationClock, Progress, progress_block, progress_line
 from mjfleet.rl.rank_state import capture_rank_state, restore_rank_state, restore_shared_state
 from mjfleet.rl.records import IterationRecord
 from mjfleet.rl.replicas import check_replicas
@@ -67,9 +71,13 @@ class Runner:
       mean over all ranks' episodes and nobody is left waiting in a collective.
     - Every ``replica_check_interval`` iterations and at the end, ranks compare a digest of parameters and
       optimizer state and stop with :class:`~mjfleet.rl.replicas.ReplicaDivergenceError` if they differ.
-    - Only rank 0 writes checkpoints (atomically), TensorBoard/W&B and the console progress line. Checkpoints
-      also carry every rank's RNG and episode state, so a restart with the same number of workers continues
-      where the run left off.
+    - The last ``eval_envs`` of each rank's environments act with the deterministic policy (the actor's mean,
+      what ``play`` runs) and are left out of the rollout storage, so PPO never sees their transitions; their
+      episodes are the ``Eval/...`` statistics that ``--stop-when`` reads.
+    - Only rank 0 writes checkpoints (atomically), TensorBoard/W&B and the console progress (a line every
+      iteration, a block every :attr:`block_interval`). Checkpoints also carry every rank's RNG and episode
+      state, the evaluation window and the training wall time, so a restart with the same number of workers
+      continues where the run left off.
     """
 
     def __init__(
@@ -80,6 +88,7 @@ class Runner:
         run_dir: Path | None,
         replica_check_interval: int = 50,
         logged_config: dict[str, Any] | None = None,
+        eval_envs: int = 0,
     ) -> None:
         self.env = env
         self.agent_cfg = agent_cfg
@@ -113,6 +122,19 @@ class Runner:
         """The newest checkpoint this run wrote or resumed from (the last known good state)."""
         self.restored_env_state = False
         """Whether :meth:`load` restored this rank's episode counters (then they are not re-randomised)."""
+        self.block_interval = 25
+        """Rank 0 logs the fuller progress block every this many iterations (and at the first and last)."""
+        self.previous_elapsed_s = 0.0
+        """Training wall time of the run before this start (from the checkpoint :meth:`load` read)."""
+        self.env_steps = 0
+        """Environment steps the run has simulated over all ranks, evaluation environments included."""
+        self.eval_envs = eval_envs
+        """This rank's evaluation environments: the last ones of ``env``, stepped with the deterministic policy (the
+        training worker builds the environment with ``agent_cfg.eval_envs`` more than ``--env.num-envs``)."""
+        self.train_envs = env.num_envs - self.eval_envs
+        env.split_evaluation(self.eval_envs)
+        self.eval_window = EvaluationWindow(env.stats.keys, agent_cfg.eval_episodes)
+        """The most recent evaluation episodes of every rank (identical on all ranks)."""
         multi_gpu = None
         if ctx.is_distributed:
             # The worker created the one process group (runtime.context.process_group); a second would deadlock.
@@ -124,6 +146,18 @@ class Runner:
             alg = PPO.construct_algorithm(env.get_observations(), env, agent_cfg.to_rsl_rl(multi_gpu), ctx.device)
         logger.debug(captured.getvalue())
         assert isinstance(alg, SyncedPPO), type(alg)
+        if self.eval_envs:
+            # The rollout storage holds the training environments only: the evaluation environments' actions are
+            # not samples of the policy distribution, and their transitions must not enter returns, advantages,
+            # the surrogate loss or the observation normaliser.
+            alg.storage = RolloutStorage(
+                "rl",
+                self.train_envs,
+                agent_cfg.num_steps_per_env,
+                self._training(env.get_observations().to(ctx.device)),
+                [env.num_actions],
+                ctx.device,
+            )
         self.alg: SyncedPPO = alg
         self.writer: MetricsWriter | None = None
         if ctx.is_main and run_dir is not None:
@@ -141,33 +175,35 @@ class Runner:
             env.episode_length_buf = torch.randint(
                 0, int(env.max_episode_length), (env.num_envs,), device=env.device, generator=env.generator
             )
+        # An episode whose counter was set (above, or restored from a checkpoint) over the physics state of a fresh
+        # start ends early; the evaluation statistics take the episodes that run from a reset to their end, as play's.
+        env.from_reset = env.episode_length_buf == 0
         obs = env.get_observations().to(self.device)
         alg.train_mode()
         if self.ctx.is_distributed:
             alg.broadcast_parameters()
         env.stats.pop()  # statistics of episodes cut by the random start do not belong to iteration 1
+        env.eval_stats.pop()
 
         start = self.current_learning_iteration
         total = start + num_learning_iterations
         steps_per_iteration = steps * env.num_envs * self.ctx.world_size
-        tracker = (
-            None
-            if self.stop_condition is None
-            else StopConditionTracker(self.stop_condition, self.stop_when_iterations)
-        )
+        condition = self._resolved_condition()
+        tracker = None if condition is None else StopConditionTracker(condition, self.stop_when_iterations)
         began = time.perf_counter()
+        clock = IterationClock(began, start + 1, total, self.previous_elapsed_s)
         for it in range(start + 1, total + 1):
             t0 = time.perf_counter()
             try:
                 with torch.inference_mode():
                     for _ in range(steps):
-                        actions = alg.act(obs)
+                        actions = self._act(obs)
                         obs, rewards, dones, extras = env.step(actions.to(env.device))
                         obs, rewards, dones = obs.to(self.device), rewards.to(self.device), dones.to(self.device)
-                        alg.process_env_step(obs, rewards, dones, extras)
+                        self._process_env_step(obs, rewards, dones, extras)
                         for step_hook in self.step_hooks:
                             step_hook(self)
-                    alg.compute_returns(obs)
+                    alg.compute_returns(self._training(obs))
                 alg.synchronize()  # on a GPU, let the rollout's queued work count as collection, not learning
                 t1 = time.perf_counter()
                 if self.before_update is not None:
@@ -186,8 +222,12 @@ class Runner:
                 ) from e
             t2 = time.perf_counter()
             self.current_learning_iteration = it
+            self.env_steps += steps_per_iteration
             stop, episode = self._agree_after_iteration(it, losses)
-            met = tracker is not None and tracker.update(episode)
+            evaluation = self.eval_window.means()
+            # The evaluation statistics count once the window holds enough episodes.
+            met = tracker is not None and tracker.update({**episode, **(evaluation if self.eval_window.full else {})})
+            clock.tick(it, t2)
             record = IterationRecord(
                 iteration=it,
                 losses=losses,
@@ -196,11 +236,16 @@ class Runner:
                 collect_s=t1 - t0,
                 learn_s=t2 - t1,
                 sync_s=alg.sync_s,
+                evaluation=evaluation,
+                evaluation_episodes=self.eval_window.count,
+                env_steps=self.env_steps,
+                elapsed_s=clock.elapsed_s(t2),
+                run_elapsed_s=clock.run_elapsed_s(t2),
             )
-            self._log(record, total, steps_per_iteration)
+            self._log(record, total, clock.eta_s(it), tracker, it == start + 1 or it == total)
             last = it == total or bool(stop) or met
             if it % self.agent_cfg.save_interval == 0 or last:
-                self.save_checkpoint()
+                self.save_checkpoint(clock.run_elapsed_s(time.perf_counter()))
             if self.ctx.is_distributed and (it % self.replica_check_interval == 0 or last):
                 agreed = check_replicas(self.alg, self.ctx.world_size, it)
                 if last and self.ctx.is_main:
@@ -226,13 +271,53 @@ class Runner:
                     time.perf_counter() - began,
                 )
                 break
+        self.previous_elapsed_s = clock.run_elapsed_s(time.perf_counter())
         if self.writer is not None:
             self.writer.close()
             self.writer = None
 
+    def _resolved_condition(self) -> StopCondition | None:
+        """:attr:`stop_condition` as this run can check it: a condition on the evaluation episodes reads the training
+        episodes' statistic where no environment evaluates (``--agent.eval-envs 0``)."""
+        condition = self.stop_condition
+        if condition is None or self.eval_envs or not is_evaluation_name(condition.key):
+            return condition
+        training = condition.on_training_episodes()
+        if self.ctx.is_main:
+            logger.warning(
+                "no environment runs the deterministic policy (--agent.eval-envs 0): --stop-when reads the training"
+                " episodes' %s instead of %s",
+                training.key,
+                condition.key,
+            )
+        return training
+
+    def _training(self, obs: TensorDict) -> TensorDict:
+        """The training environments' rows (all of them without evaluation environments)."""
+        return obs[: self.train_envs] if self.eval_envs else obs
+
+    def _act(self, obs: TensorDict) -> torch.Tensor:
+        """Sampled actions (recorded for PPO) for the training environments, the actor's mean for the evaluation
+        environments: the deterministic actions that ``play`` computes from :meth:`get_inference_policy`."""
+        if not self.eval_envs:
+            return self.alg.act(obs)
+        deterministic = self.alg.get_policy()(obs[self.train_envs :])
+        return torch.cat((self.alg.act(obs[: self.train_envs]), deterministic))
+
+    def _process_env_step(
+        self, obs: TensorDict, rewards: torch.Tensor, dones: torch.Tensor, extras: dict[str, Any]
+    ) -> None:
+        """Hand the training environments' part of a step to PPO's storage."""
+        if not self.eval_envs:
+            self.alg.process_env_step(obs, rewards, dones, extras)
+            return
+        n = self.train_envs
+        self.alg.process_env_step(obs[:n], rewards[:n], dones[:n], {"time_outs": extras["time_outs"][:n]})
+
     def _agree_after_iteration(self, it: int, losses: dict[str, float]) -> tuple[int, dict[str, float]]:
-        """The iteration's one collective: rank 0's stop request, every rank's finiteness verdict and the episode
-        sums and counts, all-reduced together. Returns the stop signal (or 0) and the episode means over all ranks.
+        """The iteration's one collective: rank 0's stop request, every rank's finiteness verdict and the training and
+        evaluation episodes' sums and counts, all-reduced together. Returns the stop signal (or 0) and the training
+        episodes' means over all ranks; the evaluation episodes' totals go into :attr:`eval_window`.
 
         Raises :class:`NonFiniteTrainingError` on every rank (with the same message) before anything of this
         iteration is saved, so the last checkpoint stays the last good state.
@@ -240,22 +325,24 @@ class Runner:
         problem = self._nonfinite_quantity(losses)
         stop = self.stop_check() if self.stop_check is not None else 0
         sums, counts = self.env.stats.pop()
+        eval_sums, eval_counts = self.env.eval_stats.pop()
         bad_ranks = [self.ctx.rank] if problem else []
         problems = {self.ctx.rank: problem}
+        keys = len(sums)
         if self.ctx.is_distributed:
-            world, keys = self.ctx.world_size, len(sums)
+            world = self.ctx.world_size
             # float64 holds the signal numbers, the 0/1 flags and the sums and counts exactly. Each rank has a slot
             # for its stop request: a signal that reached any rank (a scheduler signals all) stops all together.
             flags = torch.zeros(2 * world, dtype=torch.float64, device=sums.device)
             flags[self.ctx.rank] = stop
             flags[world + self.ctx.rank] = problem is not None
-            packed = torch.cat((flags, sums, counts)).to(self.device)
+            packed = torch.cat((flags, sums, counts, eval_sums, eval_counts)).to(self.device)
             dist.all_reduce(packed, op=dist.ReduceOp.SUM)
             packed = packed.cpu()
             values = packed.tolist()
             stop = next((int(v) for v in values[:world] if v), 0)
             bad_ranks = [r for r in range(world) if values[world + r]]
-            sums, counts = packed[2 * world : 2 * world + keys], packed[2 * world + keys :]
+            sums, counts, eval_sums, eval_counts = packed[2 * world :].split(keys)
             if bad_ranks:  # Rare path: everyone is here, so one more collective is safe.
                 gathered: list[str | None] = [None] * world
                 dist.all_gather_object(gathered, problem)
@@ -265,6 +352,8 @@ class Runner:
             where = f" on rank {first}" if self.ctx.is_distributed else ""
             others = f" (and on ranks {', '.join(map(str, bad_ranks[1:]))})" if len(bad_ranks) > 1 else ""
             raise NonFiniteTrainingError(self._divergence_message(it, f"{problems[first]}{where}{others}"))
+        if self.eval_envs:
+            self.eval_window.add(eval_sums.tolist(), eval_counts.tolist())
         return stop, EpisodeStats.means(self.env.stats.keys, sums, counts)
 
     def _divergence_message(self, it: int, what: str) -> str:
@@ -290,50 +379,76 @@ class Runner:
                     return f"{label} {name} is not finite"
         return None
 
-    def _log(self, r: IterationRecord, total: int, steps_per_iteration: int) -> None:
+    def _log(
+        self,
+        r: IterationRecord,
+        total: int,
+        eta_s: float | None,
+        tracker: StopConditionTracker | None,
+        block: bool,
+    ) -> None:
         if not self.ctx.is_main:
             return
-        self._last_episode.update(r.episode)
+        action_std = float(self.alg.get_policy().output_std.detach().mean())
         scalars = {f"Loss/{k}": v for k, v in r.losses.items()}
         scalars["Loss/learning_rate"] = self.alg.learning_rate
-        scalars["Policy/mean_std"] = float(self.alg.get_policy().output_std.detach().mean())
+        scalars["Policy/mean_std"] = action_std
         scalars.update(
             {
                 "Perf/env_steps_per_s": r.env_steps_per_s,
                 "Perf/collection_time": r.collect_s,
                 "Perf/learning_time": r.learn_s,
                 "Perf/gradient_sync_time": r.sync_s,
-                "Perf/total_env_steps": float(r.iteration * steps_per_iteration),
+                "Perf/total_env_steps": float(r.env_steps),
+                "Perf/elapsed_s": r.run_elapsed_s,
             }
         )
         scalars.update(r.episode)
         if "Episode/return" in r.episode:
             scalars["Train/mean_reward"] = r.episode["Episode/return"]
             scalars["Train/mean_episode_length"] = r.episode["Episode/length"]
+        if r.evaluation:
+            scalars.update(r.evaluation)
+            scalars["Eval/episodes"] = float(r.evaluation_episodes)
         if self.writer is not None:
             self.writer.add_scalars(scalars, r.iteration)
-        ep = self._last_episode
-        logger.info(
-            "it %d/%d | %s steps/s | return %s | length %s | success %s | value %.4f | surrogate %.4f | lr %.2e",
-            r.iteration,
-            total,
-            f"{r.env_steps_per_s:,.0f}",
-            _fmt(ep.get("Episode/return")),
-            _fmt(ep.get("Episode/length"), ".1f"),
-            _fmt(ep.get("Episode/success"), ".2f"),
-            r.losses.get("value", float("nan")),
-            r.losses.get("surrogate", float("nan")),
-            self.alg.learning_rate,
+        self._last_episode.update(r.episode)  # an iteration in which no episode ended shows the previous means
+        stop_when = None
+        if tracker is not None:
+            stop_when = f"{tracker.condition} ({tracker.iterations} iterations in a row)"
+        progress = Progress(
+            iteration=r.iteration,
+            final=total,
+            elapsed_s=r.elapsed_s,
+            run_elapsed_s=r.run_elapsed_s if self.previous_elapsed_s > 0 else None,
+            eta_s=eta_s,
+            env_steps=r.env_steps,
+            env_steps_per_s=r.env_steps_per_s,
+            collect_s=r.collect_s,
+            learn_s=r.learn_s,
+            episode=self._last_episode,
+            evaluation=r.evaluation,
+            evaluation_episodes=r.evaluation_episodes,
+            evaluation_window=self.eval_window.episodes,
+            stop_when=stop_when,
+            losses=r.losses,
+            learning_rate=self.alg.learning_rate,
+            action_std=action_std,
         )
+        if block or r.iteration % self.block_interval == 0:
+            logger.info("%s", progress_block(progress))
+        else:
+            logger.info("%s", progress_line(progress))
 
     # --- checkpoints -------------------------------------------------------------------------------------------
-    def save_checkpoint(self) -> Path | None:
+    def save_checkpoint(self, elapsed_s: float | None = None) -> Path | None:
         """Rank 0 writes ``model_<iteration>.pt`` into the run directory; other ranks write nothing.
 
         The checkpoint holds the models (including observation normalisers), optimizer, learning rate, iteration,
-        and per rank the torch/NumPy/Python RNG states, the environment's generator, episode-length buffer and step
-        counter, and the task's ``state_dict()``. Every rank must call this at the same iteration:
-        the ranks' states are gathered first.
+        the run's training wall time (``elapsed_s``; default: that of the run before this start) and env-steps, the
+        evaluation window, and per rank the torch/NumPy/Python RNG states, the environment's generator,
+        episode-length buffer and step counter, and the task's ``state_dict()``. Every rank must call this at the
+        same iteration: the ranks' states are gathered first.
         """
         if self.run_dir is None:
             return None
@@ -352,6 +467,9 @@ class Runner:
                     "learning_rate": self.alg.learning_rate,
                     "world_size": self.ctx.world_size,
                     "rank_states": rank_states,
+                    "elapsed_s": self.previous_elapsed_s if elapsed_s is None else elapsed_s,
+                    "env_steps": self.env_steps,
+                    "eval_window": self.eval_window.state_dict(),
                 }
             )
             try:
@@ -401,6 +519,11 @@ class Runner:
             self.alg.learning_rate = float(data["learning_rate"])
             for group in self.alg.optimizer.param_groups:
                 group["lr"] = self.alg.learning_rate
+        self.previous_elapsed_s = float(data.get("elapsed_s", 0.0))
+        # A checkpoint from before env-steps were saved: as many per iteration as this run takes.
+        per_iteration = self.agent_cfg.num_steps_per_env * self.env.num_envs * self.ctx.world_size
+        self.env_steps = int(data.get("env_steps", self.current_learning_iteration * per_iteration))
+        self.eval_window.load_state_dict(data.get("eval_window"))
         if evaluate:
             restore_shared_state(self.env, data.get("rank_states"))
             self.restored_env_state = False
@@ -417,7 +540,3 @@ class Runner:
     def rank_state(self) -> dict[str, Any]:
         """This rank's RNG and episode state (see :mod:`mjfleet.rl.rank_state`)."""
         return capture_rank_state(self.env, self.ctx.rank)
-
-
-def _fmt(value: float | None, spec: str = ".3f") -> str:
-    return "-" if value is None else format(value, spec)

@@ -1,8 +1,10 @@
 """``--stop-when``: end training once an episode statistic holds a condition for some iterations in a row.
 
-Checked on the means over every rank's episodes (identical on all ranks after the iteration's all-reduce), so every
-rank reaches the same verdict at the same iteration without another collective. No torch import: the launcher
-parses and checks conditions before any worker starts.
+The statistic is one of the evaluation episodes (the deterministic policy that ``play`` runs, on a slice of the
+environments: :mod:`mjfleet.rl.eval_stats`), whichever name it is given by: ``success``, ``Episode/success`` and
+``Eval/success`` all read ``Eval/success``. Checked on the means over every rank's episodes (identical on all ranks
+after the iteration's all-reduce), so every rank reaches the same verdict at the same iteration without another
+collective. No torch import: the launcher parses and checks conditions before any worker starts.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Annotated, Any, TypeAlias
 import tyro
 
 from mjfleet.errors import UsageError
+from mjfleet.rl.eval_stats import evaluation_name, training_name
 
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
@@ -33,7 +36,7 @@ class StopCondition:
     """``<statistic> <op> <value>`` (how many iterations in a row it must hold is the tracker's business)."""
 
     key: str
-    """The logged statistic, e.g. ``Episode/success``."""
+    """The logged statistic, e.g. ``Eval/success``."""
     op: str
     """One of ``>=``, ``<=``, ``>``, ``<``."""
     value: float
@@ -41,7 +44,8 @@ class StopCondition:
     @classmethod
     def parse(cls, text: str) -> StopCondition:
         """Parse ``success>=0.9`` (short names: success, return, length; otherwise the logged name, e.g.
-        ``Metrics/lin_vel_error<0.2``). Raises :class:`UsageError` naming the flag."""
+        ``Metrics/lin_vel_error<0.2``) into a condition on the evaluation episodes (``Eval/success``,
+        ``Eval_Metrics/lin_vel_error``). Raises :class:`UsageError` naming the flag."""
         match = _CONDITION_RE.fullmatch(text)
         if match is None:
             raise UsageError(
@@ -55,17 +59,22 @@ class StopCondition:
             raise UsageError(f"--stop-when {text!r}: {number!r} is not a number") from None
         if not math.isfinite(value):
             raise UsageError(f"--stop-when {text!r}: the threshold must be a finite number")
-        return cls(_SHORT_NAMES.get(name, name), op, value)
+        return cls(evaluation_name(_SHORT_NAMES.get(name, name)), op, value)
 
     def check_key(self, available: Iterable[str]) -> None:
-        """Raise :class:`UsageError` unless the statistic is one the task logs."""
+        """Raise :class:`UsageError` unless the statistic is one the task logs (``available``: the training
+        episodes' names, which the evaluation episodes mirror)."""
         keys = sorted(available)
-        if self.key not in keys:
+        if training_name(self.key) not in keys:
             episode = [k for k in keys if k.startswith(("Episode/", "Metrics/"))]
             raise UsageError(
-                f"--stop-when: this task logs no statistic {self.key!r}; use success, return, length"
+                f"--stop-when: this task logs no statistic {training_name(self.key)!r}; use success, return, length"
                 f" or one of {', '.join(k for k in episode if k not in _SHORT_NAMES.values()) or '(none)'}"
             )
+
+    def on_training_episodes(self) -> StopCondition:
+        """The same condition on the training episodes' statistic (for a run without evaluation environments)."""
+        return StopCondition(training_name(self.key), self.op, self.value)
 
     def holds(self, episode: Mapping[str, float]) -> bool:
         """Whether one iteration's means satisfy the condition (no episode ended, or NaN: it does not)."""

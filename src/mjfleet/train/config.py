@@ -98,9 +98,12 @@ class TrainConfig:
     the same run directory up to this many times, finishing at the originally requested iteration. Bad input
     and NaN training are never retried. With a value above 0 even a single worker runs as a launched process."""
     stop_when: StopWhen | None = None
-    """End training early once an episode statistic meets a condition: ``success>=0.9``, ``return>20``,
-    ``length>=900`` or any logged ``Metrics/<name>``, e.g. ``Metrics/lin_vel_error<0.2`` (the mean over every
-    worker's episodes that ended in an iteration). A checkpoint is written at that iteration; exit code 0."""
+    """End training early once a statistic of the evaluation episodes (the deterministic policy that ``play`` runs,
+    on the ``--agent.eval-envs`` environments each worker adds; logged as ``Eval/...``) meets a condition:
+    ``success>=0.9``, ``return>20``, ``length>=900`` or any logged ``Metrics/<name>``, e.g.
+    ``Metrics/lin_vel_error<0.2`` (its mean over the most recent ``--agent.eval-episodes`` of every worker). The
+    training episodes, with the policy's action noise, are logged as ``Episode/...`` and ``Metrics/...``; with
+    ``--agent.eval-envs 0`` the condition reads those. A checkpoint is written at that iteration; exit code 0."""
     stop_when_iterations: int = 10
     """Iterations in a row the ``--stop-when`` condition must hold."""
     video_interval: int = 0

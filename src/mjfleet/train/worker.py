@@ -112,8 +112,11 @@ def _train(
     report_dir = local_report_dir() if launched else None
     if stop_check is None and report_dir is not None and ctx.is_main:
         stop_check = file_stop_check(report_dir)
+    # The evaluation environments come on top of --env.num-envs, so PPO's batch is the one the settings name.
+    eval_envs = cfg.agent.evaluation_envs(cfg.env.num_envs)
+    simulated = dataclasses.replace(cfg.env, num_envs=cfg.env.num_envs + eval_envs)
     with scoped_device(ctx.device):
-        env = MjEnv(spec.load_task_class()(cfg.env), device=ctx.device, seed=ctx.seed(cfg.seed))
+        env = MjEnv(spec.load_task_class()(simulated), device=ctx.device, seed=ctx.seed(cfg.seed))
         if ctx.is_main and run_dir is not None:
             write_params(run_dir, cfg)
         runner = Runner(
@@ -123,6 +126,7 @@ def _train(
             run_dir,
             replica_check_interval=cfg.replica_check_interval,
             logged_config=_plain(dataclasses.asdict(cfg)),
+            eval_envs=eval_envs,
         )
         if start.checkpoint is not None:
             runner.load(str(start.checkpoint))
