@@ -95,7 +95,8 @@ def test_run_id_continues_its_run_and_refuses_other_settings(tmp_path: Path) -> 
     )
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert f"--run-id exp-1 names run {run_dir}, which trains other settings: " in err
-    assert "--seed 7 (the run has 0)" in err and "--env.num-envs 1024 (the run has 64)" in err
+    assert "other settings: --init-at-random-ep-len True (the run has False), --seed 7 (the run has 0)," in err
+    assert " more; give the same settings to continue it" in err  # the task's own defaults differ from the test's
     assert _runs(tmp_path) == [run_dir]
 
     # The run is over: the same command again trains nothing and says so.
@@ -134,7 +135,8 @@ def test_a_diverged_run_is_not_continued(tmp_path: Path) -> None:
     with pytest.raises(RunFailedBefore, match="continuing it would fail the same way"):
         plan_run(cfg, {}, None)
     argv = ["cartpole-balance", "--gpu-ids", "None", "--env.num-envs", "64", "--agent.num-steps-per-env", "16"]
-    argv += ["--seed", "0", "--no-init-at-random-ep-len", "--run-id", "d", "--log-root", str(tmp_path)]
+    argv += ["--seed", "0", "--no-init-at-random-ep-len", "--agent.eval-envs", "0", "--run-id", "d"]
+    argv += ["--log-root", str(tmp_path)]
     code, _, err = run_main(train.main, argv)
     assert code == 3, err
     assert "ended at iteration 1 (training diverged at iteration 2" in " ".join(err.split())

@@ -176,7 +176,10 @@ def main(argv: list[str] | None = None) -> None:
             logger.warning("finished at iteration %d before the stop request took effect", first.final_iteration)
         end.close("stopped", signal_name(signum), exit_code(signum), results)
     if first.condition_met_at is not None:
-        end.close("condition", str(cfg.stop_when), 0, results)
+        condition = cfg.stop_when
+        if condition is not None and cfg.agent.evaluation_envs(cfg.env.num_envs) == 0:
+            condition = condition.on_training_episodes()  # what the runner read, as it warned
+        end.close("condition", str(condition), 0, results)
     end.close("finished", "", 0, results)
 
 
@@ -210,7 +213,9 @@ class _Ending:
             started_at=started_at,
             final_iteration=final,
             last_iteration=results[0].final_iteration if results else None,
-            env_steps_per_iteration=workers * cfg.env.num_envs * cfg.agent.num_steps_per_env,
+            env_steps_per_iteration=workers
+            * (cfg.env.num_envs + cfg.agent.evaluation_envs(cfg.env.num_envs))
+            * cfg.agent.num_steps_per_env,  # as the progress lines count them: the evaluation environments too
             wall_s=time.time() - self.began,
             detail=detail,
             finishable=how in ("stopped", "interrupted") or (how == "failed" and code != FATAL_EXIT_CODE),

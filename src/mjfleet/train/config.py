@@ -192,6 +192,7 @@ def validate(cfg: TrainConfig) -> None:
         raise UsageError("--agent.logger wandb: this Python cannot import wandb (install it, or log to tensorboard)")
     if cfg.stop_when is not None:
         cfg.stop_when = as_condition(cfg.stop_when)  # text from Python is parsed here, once; tyro parsed the CLI's
+    cfg.agent.evaluation_envs(cfg.env.num_envs)  # refuses --agent.eval-envs/--agent.eval-episodes out of range
     if cfg.stop_when_iterations < 1:
         raise UsageError(f"--stop-when-iterations must be at least 1 (got {cfg.stop_when_iterations})")
     if cfg.video_interval < 0:

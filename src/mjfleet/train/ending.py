@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from mjfleet.rl.checkpoint import list_checkpoints
+from mjfleet.rl.progress import format_duration
 
 How = Literal["finished", "condition", "stopped", "interrupted", "failed", "nothing"]
 
@@ -83,16 +84,6 @@ def _headline(end: RunEnd, last: int | None) -> str:
         "failed": f"failed {where}: {end.detail}" if last is not None else f"failed: {end.detail}",
     }[end.how]
     return f"{headline} ({steps}{wall})"
-
-
-def format_duration(seconds: float) -> str:
-    """``42.1 s``, ``4:05`` (minutes:seconds) or ``1:02:07`` (hours:minutes:seconds)."""
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    whole = round(seconds)
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def _quote(path: Path) -> str:

@@ -54,7 +54,8 @@ def fingerprint(settings: dict[str, Any]) -> str:
 
 def differences(recorded: dict[str, Any], current: dict[str, Any], limit: int = 4) -> str:
     """The settings that differ, as flags with both values: ``--seed 2 (the run has 1), --env.num-envs ...``."""
-    keys = sorted(k for k in recorded.keys() | current.keys() if recorded.get(k, _ABSENT) != current.get(k, _ABSENT))
+    differ = [k for k in recorded.keys() | current.keys() if recorded.get(k, _ABSENT) != current.get(k, _ABSENT)]
+    keys = sorted(differ, key=lambda k: (k.count("."), k))  # the task, seed and --resume before nested settings
     parts = [
         f"{_flag(k)} {_show(current.get(k, _ABSENT))} (the run has {_show(recorded.get(k, _ABSENT))})" for k in keys
     ]
