@@ -87,7 +87,7 @@ def test_the_commands_a_measurement_runs_parse_with_the_real_parsers() -> None:
         commands = expect.commands("go1-velocity-flat", device, "success>=0.95", "/tmp/runs")
         assert list(commands) == ["train", "play", "throughput"]
         train = parse_args(shlex.split(commands["train"])[1:])
-        assert train.gpu_ids == gpu_ids and str(train.stop_when) == "Episode/success >= 0.95"
+        assert train.gpu_ids == gpu_ids and str(train.stop_when) == "Eval/success >= 0.95"
         assert train.log_root == Path("/tmp/runs") and train.env.num_envs == 1024  # the task's defaults
         bench = parse(BenchConfig, shlex.split(commands["throughput"])[2:], "bench")
         assert bench.skip_steps and bench.json == Path("/tmp/runs/bench.json")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import io
 import logging
 import math
@@ -15,20 +14,19 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from rsl_rl.algorithms import PPO
-from rsl_rl.models import MLPModel
 from rsl_rl.storage import RolloutStorage
 from tensordict import TensorDict
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.episode_stats import EpisodeStats
 from mjfleet.errors import FatalTrainingError
-from mjfleet.rl.checkpoint import checkpoint_name, load_checkpoint, save_atomic
+from mjfleet.rl.checkpointing import Checkpointing
+from mjfleet.rl.checkpointing import CheckpointWriteError as CheckpointWriteError  # raised from here
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.eval_stats import EvaluationWindow, is_evaluation_name
 from mjfleet.rl.metrics import MetricsWriter
 from mjfleet.rl.ppo import SyncedPPO
 from mjfleet.rl.progress import IterationClock, Progress, progress_block, progress_line
-from mjfleet.rl.rank_state import capture_rank_state, restore_rank_state, restore_shared_state
 from mjfleet.rl.records import IterationRecord
 from mjfleet.rl.replicas import check_replicas
 from mjfleet.rl.stop_condition import StopCondition, StopConditionTracker
@@ -42,12 +40,6 @@ class NonFiniteTrainingError(FatalTrainingError):
     """A loss, parameter or normaliser statistic became NaN or Inf."""
 
 
-class CheckpointWriteError(FatalTrainingError):
-    """The run directory ran out of space (or quota) while writing a checkpoint."""
-
-    repeats = False  # free space, and the run continues
-
-
 StopCheck = Callable[[], int]
 """Polled after every iteration: the number of the signal that asked training to stop, or 0."""
 
@@ -59,7 +51,7 @@ StepHook = Callable[["Runner"], None]
 """Called after every environment step of a rollout (e.g. to render a video frame)."""
 
 
-class Runner:
+class Runner(Checkpointing):
     """Trains one worker's replica: rsl-rl-lib builds the models, storage and :class:`~mjfleet.rl.ppo.SyncedPPO`
     (``PPO.construct_algorithm``); the loop, checkpoints and logging are mjfleet's.
 
@@ -439,104 +431,3 @@ class Runner:
             logger.info("%s", progress_block(progress))
         else:
             logger.info("%s", progress_line(progress))
-
-    # --- checkpoints -------------------------------------------------------------------------------------------
-    def save_checkpoint(self, elapsed_s: float | None = None) -> Path | None:
-        """Rank 0 writes ``model_<iteration>.pt`` into the run directory; other ranks write nothing.
-
-        The checkpoint holds the models (including observation normalisers), optimizer, learning rate, iteration,
-        the run's training wall time (``elapsed_s``; default: that of the run before this start) and env-steps, the
-        evaluation window, and per rank the torch/NumPy/Python RNG states, the environment's generator,
-        episode-length buffer and step counter, and the task's ``state_dict()``. Every rank must call this at the
-        same iteration: the ranks' states are gathered first.
-        """
-        if self.run_dir is None:
-            return None
-        rank_states = [self.rank_state()]
-        if self.ctx.is_distributed:
-            gathered: list[dict[str, Any] | None] = [None] * self.ctx.world_size
-            dist.all_gather_object(gathered, rank_states[0])
-            rank_states = [s for s in gathered if s is not None]
-        path = self.run_dir / checkpoint_name(self.current_learning_iteration)
-        if self.ctx.is_main:
-            payload = self.alg.save()
-            payload.update(
-                {
-                    "iter": self.current_learning_iteration,
-                    "infos": None,
-                    "learning_rate": self.alg.learning_rate,
-                    "world_size": self.ctx.world_size,
-                    "rank_states": rank_states,
-                    "elapsed_s": self.previous_elapsed_s if elapsed_s is None else elapsed_s,
-                    "env_steps": self.env_steps,
-                    "eval_window": self.eval_window.state_dict(),
-                }
-            )
-            try:
-                save_atomic(payload, path)
-            except OSError as e:
-                if e.errno not in (errno.ENOSPC, errno.EDQUOT):
-                    raise
-                kept = f"; {self.last_checkpoint} is intact" if self.last_checkpoint is not None else ""
-                raise CheckpointWriteError(f"cannot write checkpoint {path}: {e.strerror}{kept}") from None
-            uploads = [path]
-            if self.agent_cfg.export_onnx and self.export_onnx(path.with_suffix(".onnx")) is not None:
-                uploads += [path.with_suffix(".onnx"), path.with_suffix(".onnx.json")]
-            if self.writer is not None:
-                self.writer.save_files(uploads)
-        self.last_checkpoint = path
-        return path if self.ctx.is_main else None
-
-    def export_onnx(self, path: Path) -> Path | None:
-        """Write the current policy as ONNX with its JSON description to ``path`` and refresh ``policy.onnx``.
-
-        The ``.pt`` checkpoint is the state training depends on: a failed export is logged, not fatal.
-        """
-        from mjfleet.rl.onnx_policy import export_policy, policy_metadata, publish_latest
-
-        policy = self.alg.get_policy()
-        try:
-            meta = {**self.export_info, **policy_metadata(self.env, policy, self.current_learning_iteration)}
-            export_policy(policy, path, meta)
-            publish_latest(path)
-        except Exception as e:
-            logger.warning("could not export %s: %s: %s", path, type(e).__name__, e)
-            return None
-        return path
-
-    def load(self, path: str | Path, *, evaluate: bool = False) -> None:
-        """Load a checkpoint on this rank (every rank calls this on resume).
-
-        ``evaluate``: the environment takes only the step counter and task state (curriculum levels); its random
-        streams stay those of this process's seed instead of continuing the training run's.
-        """
-        # Read to host memory: the models copy their tensors onto their own device, and Adam keeps its ``step``
-        # counters where they were loaded; on a GPU they would cost a host sync per parameter tensor and step.
-        data = load_checkpoint(Path(path), map_location="cpu")
-        self.alg.load(data, None, strict=True)
-        self.current_learning_iteration = int(data["iter"])
-        if "learning_rate" in data:
-            self.alg.learning_rate = float(data["learning_rate"])
-            for group in self.alg.optimizer.param_groups:
-                group["lr"] = self.alg.learning_rate
-        self.previous_elapsed_s = float(data.get("elapsed_s", 0.0))
-        # A checkpoint from before env-steps were saved: as many per iteration as this run takes.
-        per_iteration = self.agent_cfg.num_steps_per_env * self.env.num_envs * self.ctx.world_size
-        self.env_steps = int(data.get("env_steps", self.current_learning_iteration * per_iteration))
-        self.eval_window.load_state_dict(data.get("eval_window"))
-        if evaluate:
-            restore_shared_state(self.env, data.get("rank_states"))
-            self.restored_env_state = False
-        else:
-            states = data.get("rank_states")
-            self.restored_env_state = restore_rank_state(self.env, states, self.ctx.rank, self.ctx.world_size)
-        self.last_checkpoint = Path(path)
-
-    def get_inference_policy(self, device: str | None = None) -> MLPModel:
-        """The actor in evaluation mode on ``device``; called with observations it returns deterministic actions."""
-        self.alg.eval_mode()
-        return self.alg.get_policy().to(device)
-
-    def rank_state(self) -> dict[str, Any]:
-        """This rank's RNG and episode state (see :mod:`mjfleet.rl.rank_state`)."""
-        return capture_rank_state(self.env, self.ctx.rank)
