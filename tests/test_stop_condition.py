@@ -244,3 +244,9 @@ def test_a_continued_run_carries_the_evaluation_window_on_and_repeats_exactly(tm
     assert again[0].records[0].evaluation_episodes >= first.records[-1].evaluation_episodes  # carried on, not anew
     for a, b in zip(again[0].records, again[1].records, strict=True):
         assert (a.evaluation, a.evaluation_episodes, a.losses) == (b.evaluation, b.evaluation_episodes, b.losses)
+
+
+def test_a_condition_on_the_evaluation_window_holds_once_by_default() -> None:
+    condition = StopCondition.parse("success>=0.9")
+    assert condition.key == "Eval/success" and condition.default_streak == 1  # already a mean over 50 episodes
+    assert condition.on_training_episodes().default_streak == 10  # one iteration's episodes: noisier

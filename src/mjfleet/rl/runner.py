@@ -104,8 +104,8 @@ class Runner(Checkpointing):
         self.stop_condition: StopCondition | None = None
         """``--stop-when``: :meth:`learn` ends (checkpoint written) once this held for :attr:`stop_when_iterations`
         iterations in a row. Every rank decides alike from the same all-reduced episode means."""
-        self.stop_when_iterations = 1
-        """Iterations in a row :attr:`stop_condition` must hold."""
+        self.stop_when_iterations: int | None = None
+        """Iterations in a row :attr:`stop_condition` must hold; None: :attr:`StopCondition.default_streak`."""
         self.condition_met_at: int | None = None
         """The iteration at which :attr:`stop_condition` ended :meth:`learn`, or None."""
         self.current_learning_iteration = 0
@@ -181,7 +181,9 @@ class Runner(Checkpointing):
         total = start + num_learning_iterations
         steps_per_iteration = steps * env.num_envs * self.ctx.world_size
         condition = self._resolved_condition()
-        tracker = None if condition is None else StopConditionTracker(condition, self.stop_when_iterations)
+        tracker = None
+        if condition is not None:
+            tracker = StopConditionTracker(condition, self.stop_when_iterations or condition.default_streak)
         began = time.perf_counter()
         clock = IterationClock(began, start + 1, total, self.previous_elapsed_s)
         for it in range(start + 1, total + 1):

@@ -28,6 +28,11 @@ _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt,
 }
 _SHORT_NAMES = {"success": "Episode/success", "return": "Episode/return", "length": "Episode/length"}
+EVALUATION_STREAK = 1
+"""Iterations in a row a condition on the evaluation episodes must hold by default: their statistics are already
+the mean over a window of episodes, not one iteration's (docs/performance.md measured 1 against 10)."""
+TRAINING_STREAK = 10
+"""Iterations in a row a condition on the training episodes (one iteration's episodes each) must hold by default."""
 _CONDITION_RE = re.compile(r"\s*([A-Za-z0-9_./-]+)\s*(>=|<=|>|<)\s*(\S+)\s*")
 
 
@@ -75,6 +80,11 @@ class StopCondition:
     def on_training_episodes(self) -> StopCondition:
         """The same condition on the training episodes' statistic (for a run without evaluation environments)."""
         return StopCondition(training_name(self.key), self.op, self.value)
+
+    @property
+    def default_streak(self) -> int:
+        """Iterations in a row the condition must hold unless ``--stop-when-iterations`` says otherwise."""
+        return EVALUATION_STREAK if training_name(self.key) != self.key else TRAINING_STREAK
 
     def holds(self, episode: Mapping[str, float]) -> bool:
         """Whether one iteration's means satisfy the condition (no episode ended, or NaN: it does not)."""

@@ -104,8 +104,10 @@ class TrainConfig:
     ``Metrics/lin_vel_error<0.2`` (its mean over the most recent ``--agent.eval-episodes`` of every worker). The
     training episodes, with the policy's action noise, are logged as ``Episode/...`` and ``Metrics/...``; with
     ``--agent.eval-envs 0`` the condition reads those. A checkpoint is written at that iteration; exit code 0."""
-    stop_when_iterations: int = 10
-    """Iterations in a row the ``--stop-when`` condition must hold."""
+    stop_when_iterations: int | None = None
+    """Iterations in a row the ``--stop-when`` condition must hold. Default: 1 on the evaluation episodes, whose
+    statistics already average the most recent ``--agent.eval-episodes`` of them; 10 on the training episodes
+    (``--agent.eval-envs 0``), whose means are of one iteration's episodes."""
     video_interval: int = 0
     """Every this many iterations rank 0 records a clip of environment 0 during the rollout into
     ``<run_dir>/videos/iter_<it>.mp4`` and the logger (TensorBoard, W&B). 0: no videos."""
@@ -193,7 +195,7 @@ def validate(cfg: TrainConfig) -> None:
     if cfg.stop_when is not None:
         cfg.stop_when = as_condition(cfg.stop_when)  # text from Python is parsed here, once; tyro parsed the CLI's
     cfg.agent.evaluation_envs(cfg.env.num_envs)  # refuses --agent.eval-envs/--agent.eval-episodes out of range
-    if cfg.stop_when_iterations < 1:
+    if cfg.stop_when_iterations is not None and cfg.stop_when_iterations < 1:
         raise UsageError(f"--stop-when-iterations must be at least 1 (got {cfg.stop_when_iterations})")
     if cfg.video_interval < 0:
         raise UsageError(f"--video-interval must be 0 (no videos) or positive (got {cfg.video_interval})")
