@@ -52,6 +52,17 @@ def _admits(hint: Any, cls: type) -> bool:
     return False
 
 
+def plain(value: Any) -> Any:
+    """A YAML- and JSON-safe copy of dataclass data (``dataclasses.asdict``): tuples as lists, paths as strings."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
 def load_yaml(path: Path) -> dict[str, Any]:
     """A YAML mapping, or an empty dict when the file is absent."""
     if not path.is_file():

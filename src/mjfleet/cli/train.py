@@ -176,10 +176,7 @@ def main(argv: list[str] | None = None) -> None:
             logger.warning("finished at iteration %d before the stop request took effect", first.final_iteration)
         end.close("stopped", signal_name(signum), exit_code(signum), results)
     if first.condition_met_at is not None:
-        condition = cfg.stop_when
-        if condition is not None and cfg.agent.evaluation_envs(cfg.env.num_envs) == 0:
-            condition = condition.on_training_episodes()  # what the runner read, as it warned
-        end.close("condition", str(condition), 0, results)
+        end.close("condition", first.met_condition or str(cfg.stop_when), 0, results)
     end.close("finished", "", 0, results)
 
 

@@ -107,6 +107,9 @@ class Runner(Checkpointing):
         self.stop_when_iterations: int | None = None
         """Iterations in a row :attr:`stop_condition` must hold; None: :attr:`StopCondition.default_streak`."""
         self.condition_met_at: int | None = None
+        self.met_condition: StopCondition | None = None
+        """The condition that ended :meth:`learn` as the run read it (the training episodes' without evaluation
+        environments), or None."""
         """The iteration at which :attr:`stop_condition` ended :meth:`learn`, or None."""
         self.current_learning_iteration = 0
         """Iterations completed, counting those of a resumed checkpoint."""
@@ -256,7 +259,7 @@ class Runner(Checkpointing):
                 logger.info("stopping after iteration %d (%s)", it, signal_name(stop))
                 break
             if met and tracker is not None:
-                self.condition_met_at = it
+                self.condition_met_at, self.met_condition = it, tracker.condition
                 logger.info(
                     "stop condition %s held for %d iterations: stopping after iteration %d (%.0f s of training)",
                     tracker.condition,

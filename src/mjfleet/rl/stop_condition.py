@@ -19,7 +19,7 @@ from typing import Annotated, Any, TypeAlias
 import tyro
 
 from mjfleet.errors import UsageError
-from mjfleet.rl.eval_stats import evaluation_name, training_name
+from mjfleet.rl.eval_stats import evaluation_name, is_evaluation_name, training_name
 
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
@@ -84,7 +84,7 @@ class StopCondition:
     @property
     def default_streak(self) -> int:
         """Iterations in a row the condition must hold unless ``--stop-when-iterations`` says otherwise."""
-        return EVALUATION_STREAK if training_name(self.key) != self.key else TRAINING_STREAK
+        return EVALUATION_STREAK if is_evaluation_name(self.key) else TRAINING_STREAK
 
     def holds(self, episode: Mapping[str, float]) -> bool:
         """Whether one iteration's means satisfy the condition (no episode ended, or NaN: it does not)."""

@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from pathlib import Path
 from typing import Any
 
+from mjfleet.config_io import plain
 from mjfleet.train.config import TrainConfig
 
 TRAINING_FIELDS = ("task", "seed", "resume", "init_at_random_ep_len", "env", "agent")
@@ -41,8 +41,9 @@ def training_settings(cfg: TrainConfig) -> dict[str, Any]:
     """Every setting that decides what ``cfg`` trains, flat, by its dotted name (``env.rewards.effort``), with
     JSON values."""
     flat: dict[str, Any] = {}
+    everything = plain(dataclasses.asdict(cfg))
     for name in TRAINING_FIELDS:
-        _flatten(getattr(cfg, name), name, flat)
+        _flatten(everything[name], name, flat)
     return {k: v for k, v in flat.items() if k not in NOT_TRAINING}
 
 
@@ -81,18 +82,8 @@ def _show(value: Any) -> str:
 
 
 def _flatten(value: Any, key: str, out: dict[str, Any]) -> None:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for f in dataclasses.fields(value):
-            _flatten(getattr(value, f.name), f"{key}.{f.name}", out)
-    elif isinstance(value, tuple | list):
-        out[key] = [_plain(v) for v in value]
+    if isinstance(value, dict):
+        for name, item in value.items():
+            _flatten(item, f"{key}.{name}", out)
     else:
-        out[key] = _plain(value)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Path):
-        return str(value)
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    return str(value)
+        out[key] = value

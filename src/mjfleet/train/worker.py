@@ -8,12 +8,12 @@ import random
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 import yaml
 
+from mjfleet.config_io import plain
 from mjfleet.envs.env import MjEnv
 from mjfleet.errors import FatalTrainingError
 from mjfleet.launch.worker_entry import local_report_dir, write_heartbeat
@@ -48,21 +48,10 @@ def write_params(run_dir: Path, cfg: TrainConfig) -> None:
     if (params / "env.yaml").is_file():
         return
     params.mkdir(parents=True, exist_ok=True)
-    (params / "env.yaml").write_text(yaml.safe_dump(_plain(dataclasses.asdict(cfg.env)), sort_keys=False))
-    (params / "agent.yaml").write_text(yaml.safe_dump(_plain(dataclasses.asdict(cfg.agent)), sort_keys=False))
+    (params / "env.yaml").write_text(yaml.safe_dump(plain(dataclasses.asdict(cfg.env)), sort_keys=False))
+    (params / "agent.yaml").write_text(yaml.safe_dump(plain(dataclasses.asdict(cfg.agent)), sort_keys=False))
     run = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("env", "agent")}
-    (params / "run.yaml").write_text(yaml.safe_dump(_plain(run), sort_keys=False))
-
-
-def _plain(value: Any) -> Any:
-    """YAML-safe copy: tuples as lists, paths as strings."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    return value
+    (params / "run.yaml").write_text(yaml.safe_dump(plain(run), sort_keys=False))
 
 
 def train_worker(
@@ -125,7 +114,7 @@ def _train(
             ctx,
             run_dir,
             replica_check_interval=cfg.replica_check_interval,
-            logged_config=_plain(dataclasses.asdict(cfg)),
+            logged_config=plain(dataclasses.asdict(cfg)),
             eval_envs=eval_envs,
         )
         if start.checkpoint is not None:
@@ -176,6 +165,7 @@ def _train(
             records=list(records),
             stop_signal=runner.stop_signal,
             condition_met_at=runner.condition_met_at,
+            met_condition=None if runner.met_condition is None else str(runner.met_condition),
             last_checkpoint=None if runner.last_checkpoint is None else str(runner.last_checkpoint),
             run_dir=None if run_dir is None else str(run_dir),
             extras={} if finish is None else finish(),
