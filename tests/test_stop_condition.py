@@ -216,7 +216,7 @@ def _steady_hand_run(task_id: str, eval_envs: int) -> WorkerResult:
 
 def test_the_condition_reads_the_deterministic_policys_episodes(steady_hand: str) -> None:
     result = _steady_hand_run(steady_hand, eval_envs=16)
-    # 16 evaluation environments (besides the 64 that train) end 16 episodes every 50 steps (2 iterations): the
+    # 16 evaluation environments (of the 64; 48 train) end 16 episodes every 50 steps (2 iterations): the
     # window first holds enough episodes at iteration 2, so two iterations in a row end the run at iteration 3.
     assert result.condition_met_at == result.final_iteration == 3
     assert all(r.evaluation["Eval/success"] == 1.0 for r in result.records[1:])

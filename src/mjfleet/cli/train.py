@@ -210,9 +210,7 @@ class _Ending:
             started_at=started_at,
             final_iteration=final,
             last_iteration=results[0].final_iteration if results else None,
-            env_steps_per_iteration=workers
-            * (cfg.env.num_envs + cfg.agent.evaluation_envs(cfg.env.num_envs))
-            * cfg.agent.num_steps_per_env,  # as the progress lines count them: the evaluation environments too
+            env_steps_per_iteration=workers * cfg.env.num_envs * cfg.agent.num_steps_per_env,
             wall_s=time.time() - self.began,
             detail=detail,
             finishable=how in ("stopped", "interrupted") or (how == "failed" and code != FATAL_EXIT_CODE),

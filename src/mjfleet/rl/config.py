@@ -76,10 +76,11 @@ class AgentConfig:
     wandb_project: str = "mjfleet"
     """Weights & Biases project when ``logger`` is ``wandb``."""
     eval_envs: int = 128
-    """Environments each worker simulates besides ``--env.num-envs`` (at most a quarter as many) that run the
-    deterministic policy, the actor's mean that ``play`` runs: their episodes are logged as ``Eval/...`` and are what
-    ``--stop-when`` reads; their transitions never reach PPO, whose batch stays ``--env.num-envs`` x steps. 0: none
-    (``--stop-when`` reads the training episodes)."""
+    """Of each worker's ``--env.num-envs`` environments, this many (at most a quarter of them) run the deterministic
+    policy, the actor's mean that ``play`` runs: their episodes are logged as ``Eval/...`` and are what
+    ``--stop-when`` reads; their transitions never reach PPO, which trains on the others. They are part of the
+    environments simulated, so they cost no time of their own. 0: none (``--stop-when`` reads the training
+    episodes)."""
     eval_episodes: int = 50
     """``Eval/...`` statistics are means over the most recent evaluation episodes of every worker, at least this many
     (whole iterations); ``--stop-when`` reads them once that many have ended."""
@@ -89,8 +90,7 @@ class AgentConfig:
     """PPO."""
 
     def evaluation_envs(self, num_envs: int) -> int:
-        """How many evaluation environments a worker with ``num_envs`` training environments adds: :attr:`eval_envs`,
-        at most ``num_envs // 4``. Raises :class:`UsageError` (naming the flag) for settings out of range."""
+        """How many of a worker's ``num_envs`` environments evaluate: :attr:`eval_envs`, at most ``num_envs // 4``. Raises :class:`UsageError` (naming the flag) for settings out of range."""
         if self.eval_envs < 0:
             raise UsageError(f"--agent.eval-envs must not be negative (got {self.eval_envs})")
         if self.eval_episodes < 1:
