@@ -116,7 +116,7 @@ def test_window_covers_the_most_recent_iterations_holding_enough_episodes() -> N
     assert not other_task.load_state_dict(window.state_dict()) and other_task.count == 0
 
 
-def test_how_many_evaluation_environments_a_worker_adds() -> None:
+def test_how_many_of_a_workers_environments_evaluate() -> None:
     assert [AgentConfig().evaluation_envs(n) for n in (4096, 1024, 64, 3)] == [128, 128, 16, 0]  # at most a quarter
     assert AgentConfig(eval_envs=0).evaluation_envs(1024) == 0
     with pytest.raises(UsageError, match=r"--agent\.eval-envs must not be negative"):
