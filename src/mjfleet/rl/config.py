@@ -90,7 +90,8 @@ class AgentConfig:
     """PPO."""
 
     def evaluation_envs(self, num_envs: int) -> int:
-        """How many of a worker's ``num_envs`` environments evaluate: :attr:`eval_envs`, at most ``num_envs // 4``. Raises :class:`UsageError` (naming the flag) for settings out of range."""
+        """How many of a worker's ``num_envs`` environments evaluate: :attr:`eval_envs`, at most ``num_envs // 4``.
+        Raises :class:`UsageError` (naming the flag) for settings out of range."""
         if self.eval_envs < 0:
             raise UsageError(f"--agent.eval-envs must not be negative (got {self.eval_envs})")
         if self.eval_episodes < 1:
