@@ -123,6 +123,8 @@ def test_how_many_of_a_workers_environments_evaluate() -> None:
         AgentConfig(eval_envs=-1).evaluation_envs(64)
     with pytest.raises(UsageError, match=r"--agent\.eval-episodes must be at least 1"):
         AgentConfig(eval_episodes=0).evaluation_envs(64)
+    with pytest.raises(UsageError, match=r"--agent\.eval-steps-per-step must be at least 1"):
+        AgentConfig(eval_steps_per_step=0).evaluation_envs(64)
 
 
 def test_evaluation_environments_act_as_play_does_and_stay_out_of_ppos_storage() -> None:
@@ -250,3 +252,19 @@ def test_a_condition_on_the_evaluation_window_holds_once_by_default() -> None:
     condition = StopCondition.parse("success>=0.9")
     assert condition.key == "Eval/success" and condition.default_streak == 1  # already a mean over 50 episodes
     assert condition.on_training_episodes().default_streak == 10  # one iteration's episodes: noisier
+
+
+def test_evaluation_in_a_simulation_of_its_own_stepped_twice_per_step(steady_hand: str) -> None:
+    cfg = small_train_config(steady_hand, num_envs=64, iterations=8, steps=25, stop_when="success>=0.9")
+    cfg.stop_when_iterations = 1
+    cfg.agent.eval_envs, cfg.agent.eval_episodes, cfg.agent.eval_steps_per_step = 16, 8, 2
+    result = train_worker(cfg, None, DistributedContext(device="cpu"))
+    # 48 environments train; the evaluation simulation holds 8, stepped twice per training step: 64 env-steps per
+    # step, as 16 evaluation environments in the training simulation would take.
+    assert [r.env_steps for r in result.records] == [1600, 3200]
+    # Its staggered first episodes do not count; the next ones (50 of its steps, 25 training steps) all end within
+    # iteration 2, where a 50-step episode stepped once per training step would span two iterations.
+    first, second = result.records
+    assert first.evaluation == {} and second.evaluation_episodes == 8
+    assert second.evaluation["Eval/success"] == 1.0 and second.evaluation["Eval/length"] == 50.0
+    assert result.condition_met_at == 2 and second.episode["Episode/success"] == 0.0

@@ -133,8 +133,8 @@ class MjEnv(VecEnv):
     def split_evaluation(self, count: int) -> None:
         """Let the episodes of the last ``count`` environments (which the trainer steps with the deterministic policy)
         accumulate in :attr:`eval_stats` instead of :attr:`stats`, those that began with a reset (:attr:`from_reset`)
-        only; ``extras["episodes"]`` still lists every one."""
-        if not 0 <= count < self.num_envs:
+        only; ``extras["episodes"]`` still lists every one. ``count == num_envs``: a simulation that only evaluates."""
+        if not 0 <= count <= self.num_envs:
             raise ValueError(f"cannot set {count} of {self.num_envs} environments aside for evaluation")
         self.first_eval_env = self.num_envs - count
 

@@ -81,6 +81,11 @@ class AgentConfig:
     ``--stop-when`` reads; their transitions never reach PPO, which trains on the others. They are part of the
     environments simulated, so they cost no time of their own. 0: none (``--stop-when`` reads the training
     episodes)."""
+    eval_steps_per_step: int = 1
+    """1: the evaluation environments step with the others, one step per training step. Above 1: they are a
+    simulation of their own, of ``--agent.eval-envs`` / this many environments, stepped this many times per training
+    step (the same physics), so an evaluation episode spans this many times fewer iterations and ``Eval/...`` trail
+    the policy less."""
     eval_episodes: int = 50
     """``Eval/...`` statistics are means over the most recent evaluation episodes of every worker, at least this many
     (whole iterations); ``--stop-when`` reads them once that many have ended."""
@@ -94,6 +99,8 @@ class AgentConfig:
         Raises :class:`UsageError` (naming the flag) for settings out of range."""
         if self.eval_envs < 0:
             raise UsageError(f"--agent.eval-envs must not be negative (got {self.eval_envs})")
+        if self.eval_steps_per_step < 1:
+            raise UsageError(f"--agent.eval-steps-per-step must be at least 1 (got {self.eval_steps_per_step})")
         if self.eval_episodes < 1:
             raise UsageError(f"--agent.eval-episodes must be at least 1 (got {self.eval_episodes})")
         return min(self.eval_envs, num_envs // 4)

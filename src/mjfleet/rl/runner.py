@@ -24,6 +24,7 @@ from mjfleet.rl.checkpointing import Checkpointing
 from mjfleet.rl.checkpointing import CheckpointWriteError as CheckpointWriteError  # raised from here
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.eval_stats import EvaluationWindow, is_evaluation_name
+from mjfleet.rl.evaluation_env import SeparateEvaluation
 from mjfleet.rl.metrics import MetricsWriter
 from mjfleet.rl.ppo import SyncedPPO
 from mjfleet.rl.progress import IterationClock, Progress, progress_block, progress_line
@@ -81,6 +82,7 @@ class Runner(Checkpointing):
         replica_check_interval: int = 50,
         logged_config: dict[str, Any] | None = None,
         eval_envs: int = 0,
+        evaluation: SeparateEvaluation | None = None,
     ) -> None:
         self.env = env
         self.agent_cfg = agent_cfg
@@ -128,6 +130,8 @@ class Runner(Checkpointing):
         training worker builds the environment with ``agent_cfg.eval_envs`` more than ``--env.num-envs``)."""
         self.train_envs = env.num_envs - self.eval_envs
         env.split_evaluation(self.eval_envs)
+        self.evaluation = evaluation
+        """Evaluation environments in a simulation of their own (instead of :attr:`eval_envs`), or None."""
         self.eval_window = EvaluationWindow(env.stats.keys, agent_cfg.eval_episodes)
         """The most recent evaluation episodes of every rank (identical on all ranks)."""
         multi_gpu = None
@@ -179,10 +183,13 @@ class Runner(Checkpointing):
             alg.broadcast_parameters()
         env.stats.pop()  # statistics of episodes cut by the random start do not belong to iteration 1
         env.eval_stats.pop()
+        if self.evaluation is not None:
+            self.evaluation.start()
 
         start = self.current_learning_iteration
         total = start + num_learning_iterations
-        steps_per_iteration = steps * env.num_envs * self.ctx.world_size
+        stepped = env.num_envs + (self.evaluation.env_steps_per_step if self.evaluation else 0)
+        steps_per_iteration = steps * stepped * self.ctx.world_size
         condition = self._resolved_condition()
         tracker = None
         if condition is not None:
@@ -198,6 +205,8 @@ class Runner(Checkpointing):
                         obs, rewards, dones, extras = env.step(actions.to(env.device))
                         obs, rewards, dones = obs.to(self.device), rewards.to(self.device), dones.to(self.device)
                         self._process_env_step(obs, rewards, dones, extras)
+                        if self.evaluation is not None:
+                            self.evaluation.step(self.alg.get_policy())
                         for step_hook in self.step_hooks:
                             step_hook(self)
                     alg.compute_returns(self._training(obs))
@@ -277,7 +286,7 @@ class Runner(Checkpointing):
         """:attr:`stop_condition` as this run can check it: a condition on the evaluation episodes reads the training
         episodes' statistic where no environment evaluates (``--agent.eval-envs 0``)."""
         condition = self.stop_condition
-        if condition is None or self.eval_envs or not is_evaluation_name(condition.key):
+        if condition is None or self.eval_envs or self.evaluation or not is_evaluation_name(condition.key):
             return condition
         training = condition.on_training_episodes()
         if self.ctx.is_main:
@@ -322,7 +331,7 @@ class Runner(Checkpointing):
         problem = self._nonfinite_quantity(losses)
         stop = self.stop_check() if self.stop_check is not None else 0
         sums, counts = self.env.stats.pop()
-        eval_sums, eval_counts = self.env.eval_stats.pop()
+        eval_sums, eval_counts = (self.evaluation.env if self.evaluation else self.env).eval_stats.pop()
         bad_ranks = [self.ctx.rank] if problem else []
         problems = {self.ctx.rank: problem}
         keys = len(sums)
@@ -349,7 +358,7 @@ class Runner(Checkpointing):
             where = f" on rank {first}" if self.ctx.is_distributed else ""
             others = f" (and on ranks {', '.join(map(str, bad_ranks[1:]))})" if len(bad_ranks) > 1 else ""
             raise NonFiniteTrainingError(self._divergence_message(it, f"{problems[first]}{where}{others}"))
-        if self.eval_envs:
+        if self.eval_envs or self.evaluation:
             self.eval_window.add(eval_sums.tolist(), eval_counts.tolist())
         return stop, EpisodeStats.means(self.env.stats.keys, sums, counts)
 

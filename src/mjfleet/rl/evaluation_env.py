@@ -1,0 +1,58 @@
+"""Evaluation environments in a simulation of their own, stepped several times per training step.
+
+An evaluation episode scores the policy over every step it lasts; in the training simulation a 1,000-step episode
+spans about 40 iterations, so ``Eval/...`` describe the policy of about 20 iterations earlier. Stepped ``k`` times
+per training step, an episode spans ``k`` times fewer iterations for the same physics (on the CPU the cost of a step
+is the number of worlds it advances).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from tensordict import TensorDict
+
+from mjfleet.envs.env import MjEnv
+
+
+class SeparateEvaluation:
+    """``env`` (every one of its environments evaluates) stepped :attr:`steps` times per training step with the
+    deterministic policy. Its episodes accumulate in ``env.eval_stats`` (those that began with a reset); nothing of it
+    is checkpointed: a continued run starts it afresh."""
+
+    def __init__(self, env: MjEnv, steps: int, device: torch.device | str) -> None:
+        if steps < 1:
+            raise ValueError(f"evaluation steps per training step must be at least 1 (got {steps})")
+        env.split_evaluation(env.num_envs)
+        self.env = env
+        self.steps = steps
+        """Steps of :attr:`env` per training step."""
+        self.device = torch.device(device)
+        self._obs: TensorDict = env.get_observations()
+
+    @property
+    def env_steps_per_step(self) -> int:
+        """Environment steps simulated per training step."""
+        return self.env.num_envs * self.steps
+
+    def start(self) -> None:
+        """Stagger the episodes over one episode's length, as random episode starts do for training, so some end in
+        every iteration; those first episodes, cut short, do not count."""
+        env = self.env
+        env.episode_length_buf = torch.randint(
+            0, int(env.max_episode_length), (env.num_envs,), device=env.device, generator=env.generator
+        )
+        env.from_reset = env.episode_length_buf == 0
+        env.eval_stats.pop()
+        self._obs = env.get_observations()
+
+    def step(self, policy: Callable[[TensorDict], torch.Tensor]) -> None:
+        """Advance every evaluation environment :attr:`steps` steps with ``policy``."""
+        for _ in range(self.steps):
+            actions = policy(self._obs.to(self.device))
+            self._obs = self.env.step(actions.to(self.env.device))[0]
+
+    def close(self) -> None:
+        """Release the simulation."""
+        self.env.close()
