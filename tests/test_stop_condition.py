@@ -127,6 +127,17 @@ def test_how_many_of_a_workers_environments_evaluate() -> None:
         AgentConfig(eval_steps_per_step=0).evaluation_envs(64)
 
 
+def test_the_evaluation_steps_four_times_per_step_on_the_cpu_and_once_on_a_gpu() -> None:
+    default = AgentConfig()
+    assert (default.evaluation_steps(on_gpu=False), default.evaluation_steps(on_gpu=True)) == (4, 1)
+    assert AgentConfig(eval_steps_per_step=2).evaluation_steps(on_gpu=True) == 2
+    # 896 training environments and 32 evaluation environments stepped 4 times: 1024 env-steps per step, as 1024
+    # environments in one simulation; where --agent.eval-envs does not divide, the evaluation rounds down.
+    assert default.stepped_envs(1024, on_gpu=False) == default.stepped_envs(1024, on_gpu=True) == 1024
+    assert AgentConfig(eval_envs=10).stepped_envs(1024, on_gpu=False) == 1014 + 2 * 4
+    assert AgentConfig(eval_envs=0).stepped_envs(1024, on_gpu=False) == 1024
+
+
 def test_evaluation_environments_act_as_play_does_and_stay_out_of_ppos_storage() -> None:
     cfg = small_train_config(num_envs=12, steps=4)
     env = make_env(num_envs=16)
@@ -212,7 +223,7 @@ def steady_hand(monkeypatch: pytest.MonkeyPatch) -> str:
 def _steady_hand_run(task_id: str, eval_envs: int) -> WorkerResult:
     cfg = small_train_config(task_id, num_envs=64, iterations=8, steps=25, stop_when="success>=0.9")
     cfg.stop_when_iterations = 2
-    cfg.agent.eval_envs, cfg.agent.eval_episodes = eval_envs, 16
+    cfg.agent.eval_envs, cfg.agent.eval_episodes, cfg.agent.eval_steps_per_step = eval_envs, 16, 1
     return train_worker(cfg, None, DistributedContext(device="cpu"))
 
 
@@ -236,6 +247,7 @@ def test_a_continued_run_carries_the_evaluation_window_on_and_repeats_exactly(tm
     def config(iterations: int, resume: Path | None = None) -> TrainConfig:
         cfg = small_train_config(iterations=iterations, steps=32, log_root=tmp_path, resume=resume)
         cfg.agent.eval_envs, cfg.agent.eval_episodes = 16, 10_000  # the window keeps every episode
+        cfg.agent.eval_steps_per_step = 1  # in the training simulation, whose state the checkpoint carries
         return cfg
 
     first_dir = make_run_dir(tmp_path, "window", "first")

@@ -210,7 +210,9 @@ class _Ending:
             started_at=started_at,
             final_iteration=final,
             last_iteration=results[0].final_iteration if results else None,
-            env_steps_per_iteration=workers * cfg.env.num_envs * cfg.agent.num_steps_per_env,
+            env_steps_per_iteration=workers
+            * cfg.agent.stepped_envs(cfg.env.num_envs, on_gpu=self.prepared.selection.kind != "cpu")
+            * cfg.agent.num_steps_per_env,
             wall_s=time.time() - self.began,
             detail=detail,
             finishable=how in ("stopped", "interrupted") or (how == "failed" and code != FATAL_EXIT_CODE),

@@ -66,7 +66,8 @@ class Runner(Checkpointing):
       optimizer state and stop with :class:`~mjfleet.rl.replicas.ReplicaDivergenceError` if they differ.
     - The last ``eval_envs`` of each rank's environments act with the deterministic policy (the actor's mean,
       what ``play`` runs) and are left out of the rollout storage, so PPO never sees their transitions; their
-      episodes are the ``Eval/...`` statistics that ``--stop-when`` reads.
+      episodes are the ``Eval/...`` statistics that ``--stop-when`` reads. With ``evaluation`` they are instead a
+      simulation of their own, stepped several times per training step (:mod:`mjfleet.rl.evaluation_env`).
     - Only rank 0 writes checkpoints (atomically), TensorBoard/W&B and the console progress (a line every
       iteration, a block every :attr:`block_interval`). Checkpoints also carry every rank's RNG and episode
       state, the evaluation window and the training wall time, so a restart with the same number of workers

@@ -105,7 +105,7 @@ def _train(
     # The evaluation environments are the last of --env.num-envs: measured on 2 CPU cores, 128 more on top of 1,024
     # made every iteration 9-11% slower.
     eval_envs = cfg.agent.evaluation_envs(cfg.env.num_envs)
-    eval_steps = cfg.agent.eval_steps_per_step if eval_envs else 1
+    eval_steps = cfg.agent.evaluation_steps(on_gpu=str(ctx.device).startswith("cuda")) if eval_envs else 1
     with scoped_device(ctx.device):
         evaluation = None
         if eval_steps > 1:
