@@ -19,6 +19,9 @@ def _cartpole_agent(iterations: int) -> AgentConfig:
         num_steps_per_env=32,
         save_interval=50,
         policy=PolicyConfig(actor_hidden_dims=(64, 64), critic_hidden_dims=(64, 64)),
+        # Its episodes span 8-16 iterations already; stepping a separate evaluation 4 times per step costs its cheap
+        # physics more in calls than the lag it saves (bench on 2 cores: 95-109k against 125-145k env-steps/s).
+        eval_steps_per_step=1,
     )
 
 
