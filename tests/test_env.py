@@ -63,8 +63,10 @@ def test_evaluation_environments_episodes_are_counted_apart() -> None:
     assert counts[env.eval_stats.keys.index("Episode/length")] == 3  # the fallen one's and two time-outs
     assert evaluation["Episode_Termination/pole_fallen"] == pytest.approx(1 / 3)
     assert train["Episode/length"] == 5 and train["Episode_Termination/pole_fallen"] == 0.0
-    with pytest.raises(ValueError, match="8 of 8"):
-        env.split_evaluation(8)  # at least one environment must train
+    with pytest.raises(ValueError, match="9 of 8"):
+        env.split_evaluation(9)
+    env.split_evaluation(8)  # a simulation that only evaluates (the CPU's separate evaluation)
+    assert env.first_eval_env == 0
 
 
 def test_an_evaluation_episode_counts_only_from_a_reset() -> None:
