@@ -32,20 +32,7 @@ for arg in "$@"; do
   esac
 done
 
-if [[ -n ${MJFLEET_PYTHON:-} ]]; then
-  py=("$MJFLEET_PYTHON"); runner="$MJFLEET_PYTHON (MJFLEET_PYTHON)"
-elif command -v uv >/dev/null 2>&1 && [[ -f uv.lock ]] &&
-  { [[ -z ${PYTHONPATH:-} ]] || uv sync --locked --offline --check >/dev/null 2>&1; }; then
-  # PYTHONPATH (an offline site) would shadow the locked packages.
-  py=(env -u PYTHONPATH uv run --locked python); runner="uv run --locked python"
-else
-  interpreter=$(command -v python3 || command -v python) || { echo "error: neither uv nor python3 found" >&2; exit 2; }
-  py=("$interpreter"); runner="$interpreter (no uv: dependencies from PYTHONPATH)"
-fi
-if [[ $runner != uv* ]]; then
-  export PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}"
-fi
-export MUJOCO_GL=${MUJOCO_GL:-egl}
+source "$repo/scripts/python_env.sh"  # sets py (the interpreter command) and runner (its description)
 # Wide enough that no log line wraps: the summary reads the progress lines and the last lines of each run.
 export COLUMNS=300
 
