@@ -117,14 +117,20 @@ class AgentConfig:
             return self.eval_steps_per_step
         return 1 if on_gpu else CPU_EVAL_STEPS_PER_STEP
 
+    def separate_evaluation_envs(self, num_envs: int, on_gpu: bool) -> int:
+        """Environments of the evaluation's own simulation for a worker with ``num_envs`` (:meth:`evaluation_envs`
+        divided by :meth:`evaluation_steps`, at least 1), or 0 where the evaluation steps in the training simulation."""
+        eval_envs, steps = self.evaluation_envs(num_envs), self.evaluation_steps(on_gpu)
+        return max(1, eval_envs // steps) if eval_envs and steps > 1 else 0
+
     def stepped_envs(self, num_envs: int, on_gpu: bool) -> int:
         """Environment steps a worker with ``num_envs`` environments simulates per training step: ``num_envs``, or
         where the evaluation has a simulation of its own, its training environments plus that simulation's
         environments times their steps (the same where :attr:`eval_envs` divides by them)."""
-        eval_envs, steps = self.evaluation_envs(num_envs), self.evaluation_steps(on_gpu)
-        if not eval_envs or steps == 1:
+        separate = self.separate_evaluation_envs(num_envs, on_gpu)
+        if not separate:
             return num_envs
-        return num_envs - eval_envs + max(1, eval_envs // steps) * steps
+        return num_envs - self.evaluation_envs(num_envs) + separate * self.evaluation_steps(on_gpu)
 
     def to_rsl_rl(self, multi_gpu: dict[str, int] | None = None) -> dict[str, Any]:
         """The config dict that ``rsl_rl.algorithms.PPO.construct_algorithm`` reads (and nothing else).

@@ -105,14 +105,15 @@ def _train(
     # The evaluation environments are the last of --env.num-envs: measured on 2 CPU cores, 128 more on top of 1,024
     # made every iteration 9-11% slower.
     eval_envs = cfg.agent.evaluation_envs(cfg.env.num_envs)
-    eval_steps = cfg.agent.evaluation_steps(on_gpu=str(ctx.device).startswith("cuda")) if eval_envs else 1
+    on_gpu = str(ctx.device).startswith("cuda")
+    separate = cfg.agent.separate_evaluation_envs(cfg.env.num_envs, on_gpu)
     with scoped_device(ctx.device):
         evaluation = None
-        if eval_steps > 1:
+        if separate:
             # The evaluation's own simulation draws from a stream apart from every rank's training environments.
-            eval_cfg = dataclasses.replace(cfg.env, num_envs=max(1, eval_envs // eval_steps))
+            eval_cfg = dataclasses.replace(cfg.env, num_envs=separate)
             eval_env = MjEnv(spec.load_task_class()(eval_cfg), device=ctx.device, seed=ctx.seed(cfg.seed) + 2**20)
-            evaluation = SeparateEvaluation(eval_env, eval_steps, ctx.device)
+            evaluation = SeparateEvaluation(eval_env, cfg.agent.evaluation_steps(on_gpu), ctx.device)
         trained = dataclasses.replace(cfg.env, num_envs=cfg.env.num_envs - eval_envs) if evaluation else cfg.env
         env = MjEnv(spec.load_task_class()(trained), device=ctx.device, seed=ctx.seed(cfg.seed))
         if ctx.is_main and run_dir is not None:
