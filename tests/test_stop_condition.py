@@ -133,9 +133,31 @@ def test_the_evaluation_steps_four_times_per_step_on_the_cpu_and_once_on_a_gpu()
     assert AgentConfig(eval_steps_per_step=2).evaluation_steps(on_gpu=True) == 2
     # 896 training environments and 32 evaluation environments stepped 4 times: 1024 env-steps per step, as 1024
     # environments in one simulation; where --agent.eval-envs does not divide, the evaluation rounds down.
-    assert default.stepped_envs(1024, on_gpu=False) == default.stepped_envs(1024, on_gpu=True) == 1024
+    assert default.stepped_envs(1024, on_gpu=False) == 1024
     assert AgentConfig(eval_envs=10).stepped_envs(1024, on_gpu=False) == 1014 + 2 * 4
     assert AgentConfig(eval_envs=0).stepped_envs(1024, on_gpu=False) == 1024
+
+
+def test_on_the_cpu_the_evaluation_is_part_of_the_environments_and_on_a_gpu_it_comes_on_top() -> None:
+    default = AgentConfig()
+    # CPU: PPO trains on 896; the training simulation holds just those (the evaluation has its own).
+    assert default.training_envs(1024, on_gpu=False) == default.training_simulation_envs(1024, on_gpu=False) == 896
+    # CPU, evaluation in the training simulation: its last 128 of the 1024.
+    in_sim = AgentConfig(eval_steps_per_step=1)
+    assert (in_sim.training_envs(1024, on_gpu=False), in_sim.training_simulation_envs(1024, on_gpu=False)) == (
+        896,
+        1024,
+    )
+    # GPU: PPO trains on all 1024; the 128 evaluation environments are 128 more in the same simulation.
+    assert (default.training_envs(1024, on_gpu=True), default.training_simulation_envs(1024, on_gpu=True)) == (
+        1024,
+        1152,
+    )
+    assert default.stepped_envs(1024, on_gpu=True) == 1152
+    # GPU with an evaluation simulation of its own: 1024 train, 64 evaluate twice per step.
+    two = AgentConfig(eval_steps_per_step=2)
+    assert (two.training_simulation_envs(1024, on_gpu=True), two.stepped_envs(1024, on_gpu=True)) == (1024, 1024 + 128)
+    assert AgentConfig(eval_envs=0).stepped_envs(1024, on_gpu=True) == 1024
 
 
 def test_evaluation_environments_act_as_play_does_and_stay_out_of_ppos_storage() -> None:

@@ -81,11 +81,12 @@ class AgentConfig:
     wandb_project: str = "mjfleet"
     """Weights & Biases project when ``logger`` is ``wandb``."""
     eval_envs: int = 128
-    """Of each worker's ``--env.num-envs`` environments, this many (at most a quarter of them) run the deterministic
-    policy, the actor's mean that ``play`` runs: their episodes are logged as ``Eval/...`` and are what
-    ``--stop-when`` reads; their transitions never reach PPO, which trains on the others. They are part of the
-    environments simulated, so they cost no time of their own. 0: none (``--stop-when`` reads the training
-    episodes)."""
+    """Environments per worker (at most a quarter of ``--env.num-envs``) that run the deterministic policy, the
+    actor's mean that ``play`` runs: their episodes are logged as ``Eval/...`` and are what ``--stop-when`` reads;
+    their transitions never reach PPO. On the CPU they are part of ``--env.num-envs`` (PPO trains on the others), since
+    there every simulated environment costs time; on a GPU they come on top of them, since there more environments in
+    the same launches cost almost nothing and PPO keeps the batch the settings name. 0: none (``--stop-when`` reads
+    the training episodes)."""
     eval_steps_per_step: int | None = None
     """Steps the evaluation environments take per training step. 1: they step with the others, in the same
     simulation. Above 1: they are a simulation of their own, of ``--agent.eval-envs`` / this many environments,
@@ -123,14 +124,23 @@ class AgentConfig:
         eval_envs, steps = self.evaluation_envs(num_envs), self.evaluation_steps(on_gpu)
         return max(1, eval_envs // steps) if eval_envs and steps > 1 else 0
 
+    def training_envs(self, num_envs: int, on_gpu: bool) -> int:
+        """Environments PPO trains on for a worker with ``--env.num-envs`` ``num_envs``: all of them on a GPU, where
+        the evaluation environments come on top; on the CPU the others than :meth:`evaluation_envs`."""
+        return num_envs if on_gpu else num_envs - self.evaluation_envs(num_envs)
+
+    def training_simulation_envs(self, num_envs: int, on_gpu: bool) -> int:
+        """Environments of the training simulation: :meth:`training_envs`, and after them the evaluation
+        environments where they step in the same simulation."""
+        shared = 0 if self.separate_evaluation_envs(num_envs, on_gpu) else self.evaluation_envs(num_envs)
+        return self.training_envs(num_envs, on_gpu) + shared
+
     def stepped_envs(self, num_envs: int, on_gpu: bool) -> int:
-        """Environment steps a worker with ``num_envs`` environments simulates per training step: ``num_envs``, or
-        where the evaluation has a simulation of its own, its training environments plus that simulation's
-        environments times their steps (the same where :attr:`eval_envs` divides by them)."""
+        """Environment steps a worker with ``--env.num-envs`` ``num_envs`` simulates per training step: the training
+        simulation's environments, plus the evaluation's own simulation's environments times their steps."""
         separate = self.separate_evaluation_envs(num_envs, on_gpu)
-        if not separate:
-            return num_envs
-        return num_envs - self.evaluation_envs(num_envs) + separate * self.evaluation_steps(on_gpu)
+        own = separate * self.evaluation_steps(on_gpu) if separate else 0
+        return self.training_simulation_envs(num_envs, on_gpu) + own
 
     def to_rsl_rl(self, multi_gpu: dict[str, int] | None = None) -> dict[str, Any]:
         """The config dict that ``rsl_rl.algorithms.PPO.construct_algorithm`` reads (and nothing else).

@@ -127,8 +127,8 @@ class Runner(Checkpointing):
         self.env_steps = 0
         """Environment steps the run has simulated over all ranks, evaluation environments included."""
         self.eval_envs = eval_envs
-        """This rank's evaluation environments: the last ones of ``env``, stepped with the deterministic policy (the
-        training worker builds the environment with ``agent_cfg.eval_envs`` more than ``--env.num-envs``)."""
+        """This rank's evaluation environments: the last ones of ``env``, stepped with the deterministic policy
+        (:meth:`~mjfleet.rl.config.AgentConfig.training_simulation_envs` sizes ``env`` for them)."""
         self.train_envs = env.num_envs - self.eval_envs
         env.split_evaluation(self.eval_envs)
         self.evaluation = evaluation
