@@ -7,9 +7,10 @@ none failed (a training run stopped at its time limit is a result, not a failure
 
 Reads ``plan.txt`` (``name limit_s`` per line, in order), ``phases.txt`` (``name exit_code start end``, epoch
 seconds; ``name skipped - -`` or ``name no-checkpoint - -`` for a phase that did not run), ``commands.txt``,
-``about.txt``, each ``train-<task>-<label>.log`` (its progress lines and last lines), the ``job.json`` under
-``runs/<task>-<label>/`` and each ``play-<task>-<label>.json`` (``play``'s JSON line). Nothing is estimated: a figure
-the files do not hold is ``-``. Standard library only, plus what ``gpu_summary.py`` uses for the GPU line.
+``about.txt``, each ``train-<task>-<label>.log`` (its progress lines, start-up line and last lines), the
+``job.json`` under ``runs/<task>-<label>/`` and each ``play-<task>-<label>.json`` (``play``'s JSON line). Nothing is
+estimated: a figure the files do not hold is ``-``. Standard library only, plus what ``gpu_summary.py`` uses for the
+GPU line.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ RICH_PREFIX = re.compile(r"^\[[^\]]*\]\s+(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s
 PROGRESS = re.compile(r"^it (\d+)/(\d+) \| (\d+(?::\d\d)+)\b.*? \| \S+ steps (\S+)/s \|")
 # `... (128 iterations, 12,582,912 env-steps in 1:08 from the command)` (mjfleet.train.ending)
 HEADLINE = re.compile(r"^(.*?) \((?:(\d+) iterations?, ([\d,]+) env-steps in )?(\d+(?::\d\d)+) from the command\)$")
+# `start-up: first iteration done 12.3 s after the process started: ...` (mjfleet.train.startup), maybe wrapped
+STARTUP = "start-up: "
 
 
 @dataclass
@@ -43,6 +46,8 @@ class TrainLog:
     """The iteration the run trains to, as its progress lines say."""
     headline: str | None = None
     """The first of the run's last lines, without its time part: ``finished at iteration 128 of 1500: ...``."""
+    startup: str | None = None
+    """The run's start-up line after ``start-up: `` (where the time before the first iteration went)."""
 
 
 @dataclass
@@ -81,13 +86,23 @@ def read_train_log(path: Path) -> TrainLog:
     log = TrainLog()
     if not path.is_file():
         return log
+    startup: list[str] = []  # the start-up record: its first line and the wrapped lines that follow it
+    reading_startup = False
     for raw in path.read_text(errors="replace").splitlines():
         line = RICH_PREFIX.sub("", raw).strip()
+        if reading_startup and raw[:1].isspace() and line:
+            startup.append(line)
+            continue
+        reading_startup = False
         if m := PROGRESS.match(line):
             log.iterations.append((int(m[1]), float(seconds(m[3])), count(m[4])))
             log.final = int(m[2])
         elif (m := HEADLINE.match(line)) and line.endswith("from the command)"):
             log.headline = m[1]
+        elif line.startswith(STARTUP) and not startup:
+            startup.append(line.removeprefix(STARTUP))
+            reading_startup = True
+    log.startup = " ".join(startup) or None
     return log
 
 
@@ -314,6 +329,10 @@ def summarize(out: Path) -> tuple[str, bool]:
                     f"Compile share of the fresh run: {a - b:.0f} s of its {fresh.train.seconds:.0f} s"
                     f" ({(a - b) / fresh.train.seconds:.0%}): its overhead less the warm run's.",
                 ]
+        startups = [(r.label, r.log.startup) for r in rows if r.log.startup]
+        if startups:
+            lines += ["", "Start-up, each run's own line after its first iteration:", ""]
+            lines += [f"- {label}: {text}" for label, text in startups]
         commands = [r.train.command for r in rows if r.train.command]
         if commands:
             lines += ["", "Commands:", "", *(f"- `{c.replace(str(out), '<out>')}`" for c in commands)]

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from types import ModuleType
 
@@ -18,6 +19,7 @@ import pytest
 from mjfleet.rl.progress import Progress, progress_block, progress_line
 from mjfleet.train.ending import RunEnd, ending_lines
 from mjfleet.train.run_identity import RunRecord
+from mjfleet.train.startup import StartupClock
 
 from .helpers import load_script
 
@@ -133,6 +135,9 @@ def train_log(num_envs: int, iterations: list[tuple[int, float, float]], end: Ru
             stop_when="success>=0.95 (1 iterations in a row)",
         )
         records.append(_rich(progress_block(p) if it % 50 == 0 else progress_line(p)))
+        if it == 1:  # the start-up line, as long as it is and wrapped the way the handler wraps it (140 columns)
+            clock = StartupClock(process_started=0.0, worker_started=8.0, marks=[("simulation", 11.0), ("PPO", 11.5)])
+            records.append(_rich("\n".join(textwrap.wrap(clock.describe(12.5 + num_envs / 4096), 140))))
     level = {"failed": "ERROR", "stopped": "WARNING"}.get(end.how, "INFO")
     records += [_rich(line, level) for line in ending_lines(end)]
     return "\n".join([_rich("training go1-velocity-flat on cuda:0"), *records]) + "\n"
@@ -316,6 +321,10 @@ def test_summary_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         "| 16384 | 101.2 | 16 | 80 of 1500 | time limit (100 s), stopped by SIGTERM | 0.88 | 0.092 | 500k |",
     ]
     assert "Compile share of the fresh run: 70 s of its 140 s (50%)" in text
+    assert (
+        "- 16384: first iteration done 16.5 s after the process started: imports, plan and launch 8.0 s, simulation"
+        " 3.0 s, PPO 0.50 s, first iteration 5.0 s"
+    ) in text.splitlines()
     assert text.rstrip().endswith("Every phase ran.")
     assert summary.main([str(out)]) == 0 and capsys.readouterr().out == text
 

@@ -28,6 +28,7 @@ from mjfleet.tasks.registry import get_task
 from mjfleet.train.config import TrainConfig
 from mjfleet.train.run_identity import Ending, record_end
 from mjfleet.train.start import StartPoint, plan_start
+from mjfleet.train.startup import StartupClock
 from mjfleet.train.worker_hook import WorkerHookContext, load_worker_hook
 
 __all__ = ["StartPoint", "WorkerResult", "plan_start", "seed_everything", "train_worker", "write_params"]
@@ -94,6 +95,7 @@ def _train(
     stop_check: StopCheck | None,
     before_update: Callable[[int], None] | None,
 ) -> WorkerResult:
+    startup = StartupClock()
     seed_everything(ctx.seed(cfg.seed))
     spec = get_task(cfg.task)
     hook = load_worker_hook()  # before the environment is built: a bad value fails in a moment
@@ -118,6 +120,7 @@ def _train(
             evaluation = SeparateEvaluation(eval_env, cfg.agent.evaluation_steps(on_gpu), ctx.device)
         trained = dataclasses.replace(cfg.env, num_envs=simulated)
         env = MjEnv(spec.load_task_class()(trained), device=ctx.device, seed=ctx.seed(cfg.seed))
+        startup.mark("simulation")
         if ctx.is_main and run_dir is not None:
             write_params(run_dir, cfg)
         runner = Runner(
@@ -133,6 +136,7 @@ def _train(
         if start.checkpoint is not None:
             runner.load(str(start.checkpoint))
             logger.info("resumed from %s at iteration %d", start.checkpoint, runner.current_learning_iteration)
+        startup.mark("PPO")
         runner.stop_check = stop_check
         runner.before_update = before_update
         runner.stop_condition = None if cfg.stop_when is None else as_condition(cfg.stop_when)  # parsed already
@@ -151,6 +155,8 @@ def _train(
                 cfg.video_width,
                 cfg.video_height,
             )
+        if ctx.is_main:
+            runner.hooks.append(startup.hook)
         records: deque[IterationRecord] = deque(maxlen=KEPT_RECORDS)
         runner.hooks.append(lambda _, record: records.append(record))
         if launched:
