@@ -37,6 +37,7 @@ class StartupClock:
     marks: list[tuple[str, float]] = field(default_factory=list)
     """Phases in order, each with the wall-clock time it ended."""
     logged: bool = False
+    """Whether :meth:`hook` has logged the line (once per start)."""
 
     def mark(self, phase: str) -> None:
         """``phase`` ended now."""
