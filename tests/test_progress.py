@@ -124,7 +124,7 @@ def test_a_run_and_its_continuation_log_elapsed_time_and_eta(tmp_path: Path, cap
     first_dir = make_run_dir(tmp_path, "progress", "first")
     with caplog.at_level(logging.INFO, logger="mjfleet.rl.runner"):
         train_worker(cfg, first_dir, CPU)
-    first = caplog.messages
+    first = [r.getMessage() for r in caplog.records if r.name == "mjfleet.rl.runner"]  # not the start-up line
     assert len(first) == 4 and all(m.startswith(f"it {i}/4 | ") for i, m in enumerate(first, 1))
     assert _LINE.match(first[0]) is not None and _LINE.match(first[0]).group(5) == "-"  # type: ignore[union-attr]
     assert "\n  time: " in first[0]  # the first iteration is followed by the block that names every number
