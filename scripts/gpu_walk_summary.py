@@ -32,7 +32,7 @@ RICH_PREFIX = re.compile(r"^\[[^\]]*\]\s+(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s
 PROGRESS = re.compile(r"^it (\d+)/(\d+) \| (\d+(?::\d\d)+)\b.*? \| \S+ steps (\S+)/s \|")
 # `... (128 iterations, 12,582,912 env-steps in 1:08 from the command)` (mjfleet.train.ending)
 HEADLINE = re.compile(r"^(.*?) \((?:(\d+) iterations?, ([\d,]+) env-steps in )?(\d+(?::\d\d)+) from the command\)$")
-# `start-up: first iteration done 12.3 s after the process started: ...` (mjfleet.train.startup), maybe wrapped
+# `start-up: first iteration done 12.3 s after the process started: ...` (mjfleet.train.startup)
 STARTUP = "start-up: "
 
 
@@ -86,23 +86,15 @@ def read_train_log(path: Path) -> TrainLog:
     log = TrainLog()
     if not path.is_file():
         return log
-    startup: list[str] = []  # the start-up record: its first line and the wrapped lines that follow it
-    reading_startup = False
     for raw in path.read_text(errors="replace").splitlines():
         line = RICH_PREFIX.sub("", raw).strip()
-        if reading_startup and raw[:1].isspace() and line:
-            startup.append(line)
-            continue
-        reading_startup = False
         if m := PROGRESS.match(line):
             log.iterations.append((int(m[1]), float(seconds(m[3])), count(m[4])))
             log.final = int(m[2])
         elif (m := HEADLINE.match(line)) and line.endswith("from the command)"):
             log.headline = m[1]
-        elif line.startswith(STARTUP) and not startup:
-            startup.append(line.removeprefix(STARTUP))
-            reading_startup = True
-    log.startup = " ".join(startup) or None
+        elif line.startswith(STARTUP) and log.startup is None:
+            log.startup = line.removeprefix(STARTUP)
     return log
 
 

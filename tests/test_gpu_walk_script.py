@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from types import ModuleType
 
@@ -135,9 +134,9 @@ def train_log(num_envs: int, iterations: list[tuple[int, float, float]], end: Ru
             stop_when="success>=0.95 (1 iterations in a row)",
         )
         records.append(_rich(progress_block(p) if it % 50 == 0 else progress_line(p)))
-        if it == 1:  # the start-up line, as long as it is and wrapped the way the handler wraps it (140 columns)
+        if it == 1:  # the start-up line (the script sets COLUMNS wide enough that no line wraps)
             clock = StartupClock(process_started=0.0, worker_started=8.0, marks=[("simulation", 11.0), ("PPO", 11.5)])
-            records.append(_rich("\n".join(textwrap.wrap(clock.describe(12.5 + num_envs / 4096), 140))))
+            records.append(_rich(clock.describe(12.5 + num_envs / 4096)))
     level = {"failed": "ERROR", "stopped": "WARNING"}.get(end.how, "INFO")
     records += [_rich(line, level) for line in ending_lines(end)]
     return "\n".join([_rich("training go1-velocity-flat on cuda:0"), *records]) + "\n"

@@ -52,7 +52,3 @@ class SeparateEvaluation:
         for _ in range(self.steps):
             actions = policy(self._obs.to(self.device))
             self._obs = self.env.step(actions.to(self.env.device))[0]
-
-    def close(self) -> None:
-        """Release the simulation."""
-        self.env.close()

@@ -133,6 +133,8 @@ class Runner(Checkpointing):
         env.split_evaluation(self.eval_envs)
         self.evaluation = evaluation
         """Evaluation environments in a simulation of their own (instead of :attr:`eval_envs`), or None."""
+        self.evaluates = bool(eval_envs or evaluation)
+        """Whether any environment of this rank runs the deterministic policy."""
         self.eval_window = EvaluationWindow(env.stats.keys, agent_cfg.eval_episodes)
         """The most recent evaluation episodes of every rank (identical on all ranks)."""
         multi_gpu = None
@@ -287,7 +289,7 @@ class Runner(Checkpointing):
         """:attr:`stop_condition` as this run can check it: a condition on the evaluation episodes reads the training
         episodes' statistic where no environment evaluates (``--agent.eval-envs 0``)."""
         condition = self.stop_condition
-        if condition is None or self.eval_envs or self.evaluation or not is_evaluation_name(condition.key):
+        if condition is None or self.evaluates or not is_evaluation_name(condition.key):
             return condition
         training = condition.on_training_episodes()
         if self.ctx.is_main:
@@ -359,7 +361,7 @@ class Runner(Checkpointing):
             where = f" on rank {first}" if self.ctx.is_distributed else ""
             others = f" (and on ranks {', '.join(map(str, bad_ranks[1:]))})" if len(bad_ranks) > 1 else ""
             raise NonFiniteTrainingError(self._divergence_message(it, f"{problems[first]}{where}{others}"))
-        if self.eval_envs or self.evaluation:
+        if self.evaluates:
             self.eval_window.add(eval_sums.tolist(), eval_counts.tolist())
         return stop, EpisodeStats.means(self.env.stats.keys, sums, counts)
 
