@@ -59,6 +59,11 @@ class BenchConfig:
     json: Path | None = None
     """Also write the measurements to this JSON file (task, device, machine, both tables), rewritten after every
     table and training row, so that a later failure keeps what was measured."""
+    contact_costs: bool = False
+    """Instead of the throughput tables, show where the physics time goes on the CPU: per physics step of one world
+    on one thread, its cost, contacts, constraint rows and solver iterations, with the robot file's contact model
+    and with each of its features changed on its own (cones, impratio, condim, joint friction, self-collisions), on
+    standing robots and on an untrained policy's states (``--num-envs``' first value worlds, ``--steps`` steps)."""
     backends: tuple[Literal["warp", "mujoco"], ...] = ("warp", "mujoco")
     """Physics backends to measure side by side, in every table (``mujoco`` runs on the CPU only and is skipped on
     a GPU)."""
@@ -69,6 +74,9 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
     from mjfleet.benchmark import free_device_memory, machine_description, measure_steps, measure_training
 
     spec = get_task(task_id)
+    if cfg.contact_costs:
+        _contact_costs(task_id, cfg, console)
+        return
     selection = select_local_devices(cfg.gpu_ids)
     if selection.num_gpus > 1:
         raise UsageError(
@@ -159,6 +167,36 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
     failed = [str(t["label"]) for t in training if "error" in t]
     if failed:
         raise BenchFailed(f"training row{'s' if len(failed) > 1 else ''} {', '.join(failed)} failed (see above)")
+
+
+def _contact_costs(task_id: str, cfg: BenchConfig, console: Console) -> None:
+    from mjfleet.benchmark import machine_description
+    from mjfleet.contact_costs import contact_costs
+
+    spec = get_task(task_id)
+    spec.env_cfg().prepare_assets()
+    rows = contact_costs(spec, cfg.num_envs[0], cfg.steps)
+    _show(console, f"[bold]{task_id}[/] on cpu: {machine_description('cpu')}")
+    table = Table(title=f"one physics step of one world on one thread ({cfg.num_envs[0]} worlds, {cfg.steps} steps)")
+    for col in ("states", "contact model", "us/step", "vs file", "contacts", "rows", "solver its"):
+        table.add_column(col, justify="left" if col in ("states", "contact model") else "right")
+    file_cost: dict[str, float] = {}
+    for r in rows:
+        file_cost.setdefault(r.states, r.us_per_step)
+        table.add_row(
+            r.states,
+            r.model,
+            f"{r.us_per_step:.1f}",
+            f"{file_cost[r.states] / r.us_per_step:.2f}x",
+            f"{r.contacts:.1f}",
+            f"{r.rows:.1f}",
+            f"{r.iterations:.2f}",
+        )
+    _show(console, table)
+    if cfg.json is not None:
+        report = {"task": task_id, "machine": machine_description("cpu"), "contact_costs": [vars(r) for r in rows]}
+        cfg.json.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(cfg.json, json.dumps(report, indent=1) + "\n")
 
 
 class BenchFailed(RuntimeError):

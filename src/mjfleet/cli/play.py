@@ -20,6 +20,7 @@ from mjfleet.errors import UsageError, exits_on_usage_error
 from mjfleet.rl.checkpoint import list_checkpoints, newest_run
 from mjfleet.rl.config import AgentConfig
 from mjfleet.runtime.devices import GpuIds, select_local_devices
+from mjfleet.sim.config import as_shipped
 from mjfleet.tasks.registry import get_task
 from mjfleet.train.checkpoint_source import load_policy, local_checkpoint, resolve_play_checkpoint
 from mjfleet.viewer.display import check_display
@@ -105,6 +106,8 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
         run_dir = checkpoint = newest_run(source.log_root / agent_cfg.experiment_name)
     if run_dir is not None:
         env_cfg = update_dataclass(env_cfg, load_yaml(run_dir / "params" / "env.yaml"))
+        # A policy is judged on the robot file as shipped, whatever contact model it trained on (a flag can say else).
+        env_cfg.sim = as_shipped(env_cfg.sim)
         agent_cfg = update_dataclass(agent_cfg, load_yaml(run_dir / "params" / "agent.yaml"))
     env_cfg.num_envs = source.num_episodes
     default = PlayConfig(

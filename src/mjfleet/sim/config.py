@@ -2,11 +2,53 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 Backend = Literal["auto", "warp", "mujoco"]
+
+
+@dataclass
+class ContactModel:
+    """A cheaper contact model for the training simulation than the robot file's own. A policy trained on it counts by
+    how it plays on the file as shipped: ``play`` and the evaluation that ``--stop-when`` reads (when it has a
+    simulation of its own, as on the CPU by default) run the file's contacts."""
+
+    applies: Literal["never", "cpu", "always"] = "never"
+    """Where the training simulation uses the changes below: ``cpu`` (MuJoCo C, where every constraint row costs
+    time), ``always`` (GPUs too), ``never`` (the file as shipped everywhere)."""
+    cone: Literal["file", "pyramidal", "elliptic"] = "file"
+    """Friction cone: pyramidal cones need fewer solver iterations than elliptic ones."""
+    impratio: float | None = None
+    """Ratio of frictional to normal constraint impedance (None: the file's; elliptic cones with a large value
+    resist slip harder and converge more slowly)."""
+    max_condim: Literal[1, 3, 4, 6] | None = None
+    """Cap on every geom's contact dimensionality (3: sliding friction only, no torsional or rolling friction rows)."""
+    joint_friction: bool = True
+    """Keep the joints' dry friction (``frictionloss``: one constraint row per joint and step). Off, the joints move
+    without it and the policy meets it only where it is judged."""
+    self_collisions: bool = True
+    """Keep contacts between bodies of one kinematic tree (a robot's legs with each other and its trunk). Off, a
+    robot's geoms still touch the ground and every other body."""
+
+    def active(self, on_gpu: bool) -> bool:
+        """Whether the training simulation on a GPU (``on_gpu``) or the CPU uses these changes."""
+        return self.applies == "always" or (self.applies == "cpu" and not on_gpu)
+
+    def describe(self) -> str:
+        """The changes in words, e.g. ``pyramidal cones, condim <= 3, impratio 1, no self-collisions``."""
+        parts = [f"{self.cone} cones"] if self.cone != "file" else []
+        if self.max_condim is not None:
+            parts.append(f"condim <= {self.max_condim}")
+        if self.impratio is not None:
+            parts.append(f"impratio {self.impratio:g}")
+        if not self.joint_friction:
+            parts.append("no joint friction")
+        if not self.self_collisions:
+            parts.append("no self-collisions")
+        return ", ".join(parts) or "the file's"
 
 
 @dataclass
@@ -39,11 +81,19 @@ class SimConfig:
     """Warp backend: contacts to allocate per world (None: MuJoCo Warp's default for the model)."""
     njmax: int | None = None
     """Warp backend: constraint rows to allocate per world (None: MuJoCo Warp's default for the model)."""
+    training_contacts: ContactModel = field(default_factory=ContactModel)
+    """The contact model the training simulation runs, where it differs from the file's."""
     solver_notices: bool = False
     """Warp backend: print MuJoCo Warp's "(linesearch) iterations limit reached" notices from inside the kernels.
     Off by default: after falls and hard impacts the solver regularly stops at its iteration limit (the step is
     still valid, it uses the best iterate), and the notices would flood the console and worker logs.
     Buffer-overflow warnings (contacts, constraint rows) always print."""
+
+
+def as_shipped(cfg: SimConfig) -> SimConfig:
+    """``cfg`` with the robot file's own contact model wherever it runs (what ``play`` and the evaluation judge on);
+    the training contact model's settings stay, applied nowhere."""
+    return dataclasses.replace(cfg, training_contacts=dataclasses.replace(cfg.training_contacts, applies="never"))
 
 
 def resolve_backend(cfg: SimConfig, device: str) -> Literal["warp", "mujoco"]:

@@ -10,6 +10,7 @@ import mujoco
 
 from mjfleet.errors import UsageError
 from mjfleet.sim.config import SimConfig, resolve_backend
+from mjfleet.sim.contacts import with_contact_model
 from mjfleet.sim.simulation import Simulation
 
 
@@ -21,8 +22,11 @@ def create_simulation(
     batched_model_fields: Sequence[str] = (),
 ) -> Simulation:
     """``num_worlds`` worlds of ``mj_model`` on ``device`` with the backend of ``cfg`` (``auto``: Warp on CUDA,
-    MuJoCo C on the CPU); ``batched_model_fields`` get one copy per world (see :meth:`Simulation.model_field`)."""
+    MuJoCo C on the CPU) and its training contact model where it applies on ``device``; ``batched_model_fields`` get
+    one copy per world (see :meth:`Simulation.model_field`)."""
     cfg = cfg or SimConfig()
+    if cfg.training_contacts.active(on_gpu=device.startswith("cuda")):
+        mj_model = with_contact_model(mj_model, cfg.training_contacts)
     backend = resolve_backend(cfg, device)
     if backend == "mujoco":
         if not device.startswith("cpu"):

@@ -111,6 +111,7 @@ def _menagerie_tasks() -> list[TaskSpec]:
             LOCOMOTION_TASK,
             loco.unitree_go1_flat_config,
             loco.unitree_go1_flat_agent,
+            cpu_agent_cfg=loco.unitree_go1_flat_cpu_agent,
         ),
         TaskSpec(
             "unitree-go1-velocity-rough",
@@ -125,6 +126,7 @@ def _menagerie_tasks() -> list[TaskSpec]:
             LOCOMOTION_TASK,
             loco.unitree_g1_flat_config,
             loco.unitree_g1_flat_agent,
+            cpu_agent_cfg=loco.unitree_g1_flat_cpu_agent,
         ),
         TaskSpec(
             "unitree-g1-velocity-rough",

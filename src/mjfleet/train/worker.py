@@ -14,6 +14,7 @@ import torch
 import yaml
 
 from mjfleet.config_io import plain
+from mjfleet.envs.config import EnvConfig
 from mjfleet.envs.env import MjEnv
 from mjfleet.errors import FatalTrainingError
 from mjfleet.launch.worker_entry import local_report_dir, write_heartbeat
@@ -23,6 +24,7 @@ from mjfleet.rl.runner import Runner, StopCheck
 from mjfleet.rl.stop_condition import as_condition
 from mjfleet.runtime.context import DistributedContext, process_group
 from mjfleet.runtime.stop import file_stop_check
+from mjfleet.sim.config import as_shipped
 from mjfleet.sim.warp_runtime import scoped_device
 from mjfleet.tasks.registry import get_task
 from mjfleet.train.config import TrainConfig
@@ -115,12 +117,17 @@ def _train(
         evaluation = None
         if separate:
             # The evaluation's own simulation draws from a stream apart from every rank's training environments.
-            eval_cfg = dataclasses.replace(cfg.env, num_envs=separate)
-            eval_env = MjEnv(spec.load_task_class()(eval_cfg), device=ctx.device, seed=ctx.seed(cfg.seed) + 2**20)
+            eval_env = MjEnv(
+                spec.load_task_class()(evaluation_config(cfg.env, separate)),
+                device=ctx.device,
+                seed=ctx.seed(cfg.seed) + 2**20,
+            )
             evaluation = SeparateEvaluation(eval_env, cfg.agent.evaluation_steps(on_gpu), ctx.device)
         trained = dataclasses.replace(cfg.env, num_envs=simulated)
         env = MjEnv(spec.load_task_class()(trained), device=ctx.device, seed=ctx.seed(cfg.seed))
         startup.mark("simulation")
+        if ctx.is_main:
+            _say_physics(cfg, on_gpu, judged_apart=evaluation is not None)
         if ctx.is_main and run_dir is not None:
             write_params(run_dir, cfg)
         runner = Runner(
@@ -189,6 +196,27 @@ def _train(
             run_dir=None if run_dir is None else str(run_dir),
             extras={} if finish is None else finish(),
         )
+
+
+def evaluation_config(env: EnvConfig, num_envs: int) -> EnvConfig:
+    """The settings of the evaluation's own simulation: ``num_envs`` environments of the robot file as shipped,
+    whatever contact model the training simulation runs."""
+    return dataclasses.replace(env, num_envs=num_envs, sim=as_shipped(env.sim))
+
+
+def _say_physics(cfg: TrainConfig, on_gpu: bool, judged_apart: bool) -> None:
+    """One line where the training simulation's contact model is not the robot file's: what it changes, and what the
+    evaluation that ``--stop-when`` reads runs on."""
+    contacts = cfg.env.sim.training_contacts
+    if not contacts.active(on_gpu):
+        return
+    judged = "on the file as shipped" if judged_apart else "on the same model (it steps in the training simulation)"
+    logger.info(
+        "physics: training on a cheaper contact model than the robot file's (%s); the evaluation runs %s, play on the"
+        " file as shipped",
+        contacts.describe(),
+        judged,
+    )
 
 
 def _ending(runner: Runner, start: StartPoint) -> Ending:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from mjfleet.rl.config import AgentConfig, AlgorithmConfig, PolicyConfig
-from mjfleet.sim.config import SimConfig
+from mjfleet.sim.config import ContactModel, SimConfig
 from mjfleet.tasks.locomotion.config import (
     CommandConfig,
     LocomotionConfig,
@@ -28,10 +28,17 @@ HEIGHT_SCAN = (11, 7)
 """Critic height-scan grid of the rough tasks: 1.5 m x 0.9 m around the base at 0.15 m."""
 
 
-def locomotion_sim(nconmax: int, njmax: int) -> SimConfig:
+def locomotion_sim(nconmax: int, njmax: int, training_contacts: ContactModel | None = None) -> SimConfig:
     """5 ms physics (the MJCF timestep), 4 substeps: 50 Hz control. ``nconmax`` and ``njmax`` size the contact and
     constraint pools per world: enough for the robot standing on its feet plus the contacts of a fall."""
-    return SimConfig(decimation=4, nconmax=nconmax, njmax=njmax)
+    return SimConfig(decimation=4, nconmax=nconmax, njmax=njmax, training_contacts=training_contacts or ContactModel())
+
+
+CPU_TRAINING_CONTACTS = ContactModel(
+    applies="cpu", cone="pyramidal", impratio=1.0, max_condim=3, joint_friction=False, self_collisions=False
+)
+"""The contact model Menagerie robots train on on the CPU: each change is a share of the physics time there
+(``bench <task> --contact-costs``), and the policy is judged on the file as shipped."""
 
 
 def rough_randomization() -> RandomizationConfig:

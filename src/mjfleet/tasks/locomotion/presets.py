@@ -8,6 +8,7 @@ import dataclasses
 from mjfleet.rl.config import AgentConfig
 from mjfleet.tasks.locomotion.config import LocomotionConfig
 from mjfleet.tasks.locomotion.defaults import (
+    CPU_TRAINING_CONTACTS,
     biped_flat_config,
     biped_rough_config,
     cpu_agent,
@@ -91,14 +92,22 @@ def _menagerie(cfg: LocomotionConfig) -> LocomotionConfig:
 def unitree_go1_flat_config() -> LocomotionConfig:
     """``go1_flat_config`` on Menagerie's Unitree Go1 (its own position actuators and collision geoms), with mjlab's
     joint-limit penalty."""
-    cfg = _menagerie(quadruped_flat_config(UNITREE_GO1, locomotion_sim(nconmax=32, njmax=128)))
+    cfg = _menagerie(
+        quadruped_flat_config(
+            UNITREE_GO1, locomotion_sim(nconmax=32, njmax=128, training_contacts=CPU_TRAINING_CONTACTS)
+        )
+    )
     return dataclasses.replace(cfg, rewards=dataclasses.replace(cfg.rewards, joint_limits=-1.0))
 
 
 def unitree_go1_rough_config() -> LocomotionConfig:
     """``go1_rough_config`` on Menagerie's Unitree Go1, with mjlab's joint-limit penalty. No actuator damping
     randomization: Menagerie's Go1 damps in its joints, its actuators' damping gain is 0."""
-    cfg = _menagerie(quadruped_rough_config(UNITREE_GO1, locomotion_sim(nconmax=48, njmax=192)))
+    cfg = _menagerie(
+        quadruped_rough_config(
+            UNITREE_GO1, locomotion_sim(nconmax=48, njmax=192, training_contacts=CPU_TRAINING_CONTACTS)
+        )
+    )
     return dataclasses.replace(
         cfg,
         rewards=dataclasses.replace(cfg.rewards, joint_limits=-1.0),
@@ -108,18 +117,27 @@ def unitree_go1_rough_config() -> LocomotionConfig:
 
 def unitree_g1_flat_config() -> LocomotionConfig:
     """``humanoid_flat_config`` on Menagerie's Unitree G1 (29 position servos)."""
-    return _menagerie(biped_flat_config(UNITREE_G1, locomotion_sim(nconmax=48, njmax=200)))
+    return _menagerie(
+        biped_flat_config(UNITREE_G1, locomotion_sim(nconmax=48, njmax=200, training_contacts=CPU_TRAINING_CONTACTS))
+    )
 
 
 def unitree_g1_rough_config() -> LocomotionConfig:
     """``humanoid_rough_config`` on Menagerie's Unitree G1."""
-    return _menagerie(biped_rough_config(UNITREE_G1, locomotion_sim(nconmax=64, njmax=256)))
+    return _menagerie(
+        biped_rough_config(UNITREE_G1, locomotion_sim(nconmax=64, njmax=256, training_contacts=CPU_TRAINING_CONTACTS))
+    )
 
 
 def unitree_go1_flat_agent() -> AgentConfig:
     """800 iterations: on the CPU its policy played at 0.73 after 520, 0.83 after 576 and 0.91 after 750
     (docs/notes/training_log.md); ``--stop-when`` ends a run earlier."""
     return dataclasses.replace(go1_flat_agent(), max_iterations=800)
+
+
+def unitree_go1_flat_cpu_agent() -> AgentConfig:
+    """The levers of ``go1_flat_cpu_agent`` on Menagerie's Go1: 64-64 networks, 8 passes, KL target 0.02."""
+    return cpu_agent(unitree_go1_flat_agent(), (64, 64))
 
 
 def _mjlab_entropy(agent: AgentConfig) -> AgentConfig:
@@ -129,6 +147,11 @@ def _mjlab_entropy(agent: AgentConfig) -> AgentConfig:
 
 def unitree_g1_flat_agent() -> AgentConfig:
     return _mjlab_entropy(humanoid_flat_agent())
+
+
+def unitree_g1_flat_cpu_agent() -> AgentConfig:
+    """The levers of ``humanoid_flat_cpu_agent`` on Menagerie's G1: 128-128 networks, 8 passes, KL target 0.02."""
+    return cpu_agent(unitree_g1_flat_agent(), (128, 128))
 
 
 def unitree_g1_rough_agent() -> AgentConfig:
