@@ -9,6 +9,9 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("WANDB_MODE", "offline")
+# The suite runs under `uv run pytest`, which marks its children: the commands a run prints would then begin with
+# "uv run" in every test. The tests of that prefix start their command through uv themselves.
+os.environ.pop("UV_RUN_RECURSION_DEPTH", None)
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.tasks.registry import get_task

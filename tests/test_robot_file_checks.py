@@ -153,3 +153,47 @@ def test_building_the_task_checks_the_file_as_well(tmp_path: Path) -> None:
     path = _write(tmp_path, NO_KEYFRAME)
     with pytest.raises(UsageError, match=r"^robot 'unitree_go1' \(.*go1.xml\) lacks .* no keyframe 'home'"):
         LocomotionTask(LocomotionConfig(robot=str(path)))
+
+
+BROKEN = GO1_XML.replace('<site name="imu"/>', '<site name="imu"', 1)
+"""The fixture with one tag left open (on the line of the trunk's ``imu`` site)."""
+
+
+def _line_of(text: str, needle: str) -> int:
+    return text[: text.index(needle)].count("\n") + 1
+
+
+def test_a_broken_robot_file_keeps_mujocos_line_number(tmp_path: Path) -> None:
+    """A syntax error in a package's robot file: MuJoCo's whole message, its line number included, in one line."""
+    from mjfleet.cli.train import main as train_main
+    from mjfleet.tasks.locomotion.check import check_robot_file
+    from mjfleet.tasks.locomotion.robots import UNITREE_GO1
+
+    from .helpers import run_main
+
+    path = _write(tmp_path, BROKEN, "mydog.xml")
+    assert BROKEN != GO1_XML
+    with pytest.raises(UsageError) as caught:
+        check_robot_file(UNITREE_GO1, path, "robot 'mydog' of package 'mydogs'")
+    message = str(caught.value)
+    assert "\n" not in message and f"MuJoCo cannot load {path} (XML parse error" in message
+    line = _line_of(BROKEN, '<site name="imu"')
+    assert f"Line number={line}" in message
+    # The same through train (a path given as the robot), exit 2, one line, nothing created.
+    argv = ["unitree-go1-velocity-flat", "--env.robot", str(path), "--gpu-ids", "None", "--log-root", str(tmp_path)]
+    code, _, err = run_main(train_main, argv)
+    assert code == 2 and "Traceback" not in err, err
+    (error,) = [line for line in err.splitlines() if line.startswith("error:")]
+    assert "Line number=" in error
+
+
+def test_a_schema_error_names_the_element_and_its_line(tmp_path: Path) -> None:
+    from mjfleet.tasks.locomotion.check import check_robot_file
+    from mjfleet.tasks.locomotion.robots import UNITREE_GO1
+
+    text = GO1_XML.replace('<site name="imu"/>', '<site name="imu" sizze="1"/>', 1)
+    path = _write(tmp_path, text)
+    with pytest.raises(
+        UsageError, match=rf"unrecognized attribute: 'sizze'; Element 'site', line {_line_of(text, 'sizze')}"
+    ):
+        check_robot_file(UNITREE_GO1, path, "--env.robot x")

@@ -170,6 +170,7 @@ def reload_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(registry, "_loaded", False)
     for table in ("_REGISTRY", "_ROBOTS", "_PACKAGES", "_BROKEN", "_UNCHECKED"):
         monkeypatch.setattr(registry, table, {})
+    monkeypatch.setattr(registry, "_WARNED", set())
     yield
     sys.modules.pop("mjfleet_fake_limp", None)
 
@@ -207,6 +208,21 @@ def test_a_broken_package_is_one_line_and_leaves_the_other_tasks_alone(
     assert registry.get_task("go1-velocity-flat").description.startswith("Go1 quadruped")
     code, out, err = run_main(train.main, ["trotter-velocity-flat", "--gpu-ids", "None", "--dry-run"])
     assert code == 0 and "trotter-velocity-flat" in out, err
+
+
+def test_training_an_id_a_broken_package_declares_too_warns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reload_registry: None
+) -> None:
+    """A package declaring a built-in id is not loaded; training that id trains the built-in task, and says so."""
+    (tmp_path / "site").mkdir()
+    _install_fake(tmp_path / "site", BROKEN["builtin-id"][0])
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    code, out, err = run_main(train.main, ["go1-velocity-flat", "--gpu-ids", "None", "--dry-run"])
+    assert code == 0 and "go1-velocity-flat" in out, err
+    said = " ".join(err.split())
+    assert "WARNING task 'go1-velocity-flat' is package 'mjfleet''s; package 'mjfleet-fake-limp': task id" in said
+    assert "is taken by package 'mjfleet'; its tasks are not loaded (rename its task to train it)" in said
+    assert said.count("WARNING") == 1
 
 
 def test_list_tasks_checks_the_robot_files_of_packages(

@@ -3,6 +3,9 @@ it and, where it was stopped, the command that finishes it. Real ``train`` comma
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -59,3 +62,28 @@ def test_ending_lines_without_a_run_directory_or_checkpoint(tmp_path: Path) -> N
         "no checkpoint was written",
         f"finish it: train cartpole-balance --finish {tmp_path} (continues in place to iteration 10)",
     ]
+
+
+@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not on PATH")
+def test_commands_printed_under_uv_run_start_with_uv_run(tmp_path: Path) -> None:
+    """A real ``uv run train`` (no sync: the environment is this one): the commands it prints work where it did."""
+    repo = Path(__file__).resolve().parents[1]
+    argv = ["uv", "run", "--no-sync", "train", *TINY, "--agent.max-iterations", "1", "--log-root", str(tmp_path)]
+    done = subprocess.run(
+        argv, cwd=repo, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "300"}
+    )
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 0, said
+    (run_dir,) = tmp_path.glob("*/*")
+    assert f"watch it: uv run play cartpole-balance --checkpoint {run_dir / 'model_1.pt'}" in said
+
+
+def test_a_rank_of_another_launchers_job_is_told_to_rerun_the_jobs_command(tmp_path: Path) -> None:
+    (tmp_path / "model_3.pt").write_bytes(b"")
+    end = RunEnd("stopped", "cartpole-balance", tmp_path, 0, 10, 3, 256, 75, "SIGTERM", True, launcher="torchrun")
+    lines = ending_lines(end)
+    assert (
+        lines[-1]
+        == "finish it: start the job's torchrun command again (it continues this run in place to iteration 10)"
+    )
+    assert f"watch it: play cartpole-balance --checkpoint {tmp_path / 'model_3.pt'}" in lines

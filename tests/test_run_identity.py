@@ -172,3 +172,42 @@ def test_nothing_is_created_for_a_refused_finish(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="not a run directory"):
         train.parse_args(["cartpole-balance", "--finish", str(tmp_path / "nowhere")])
     assert not any(tmp_path.iterdir())
+
+
+def test_a_new_run_beside_a_run_of_the_same_job_says_which_and_why(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    env = {"SLURM_JOB_ID": "77"}
+    one = plan_run(small_train_config(seed=1, log_root=tmp_path), env, TORCHRUN)
+    one.run_dir.mkdir(parents=True)
+    one.record.write(one.run_dir)
+    with caplog.at_level(logging.INFO, logger="mjfleet"):
+        two = plan_run(small_train_config(seed=2, log_root=tmp_path), env, TORCHRUN)
+    assert not two.continues
+    said = " ".join(caplog.text.split())
+    assert f"this job (SLURM_JOB_ID slurm-77) already has run {one.run_dir}, which trains other settings" in said
+    assert "--seed 2 (the run has 1)" in said
+
+
+def test_finish_with_more_iterations_extends_the_run_in_place(tmp_path: Path) -> None:
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--env.num-envs", "64", "--agent.max-iterations", "2"]
+    argv += ["--agent.save-interval", "1", "--agent.eval-envs", "0", "--log-root", str(tmp_path)]
+    code, _, err = run_main(train.main, argv)
+    assert code == 0, err
+    [run_dir] = _runs(tmp_path)
+    # The run is over; --finish alone has nothing to train and says how to go further.
+    code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(run_dir)])
+    said = " ".join(err.split())
+    assert code == 0 and f"--finish {run_dir} --agent.max-iterations <more than 2> trains it further" in said
+    code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(run_dir), "--agent.max-iterations", "1"])
+    assert code == 2 and "--finish extends a run, it does not shorten it" in err
+    code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(run_dir), "--agent.max-iterations", "4"])
+    said = " ".join(err.split())
+    assert code == 0, err
+    assert f"extending run {run_dir} from iteration 2 to 4" in said and "finished at iteration 4 of 4" in said
+    assert _runs(tmp_path) == [run_dir] and (run_dir / "model_4.pt").is_file()
+    record = RunRecord.read(run_dir)
+    assert record is not None and record.final_iteration == 4 and record.over
+    # The extended end is the run's end from now on: --finish alone has nothing left.
+    code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(run_dir)])
+    assert code == 0 and "ended at iteration 4 (finished)" in " ".join(err.split())

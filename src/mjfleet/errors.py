@@ -46,6 +46,18 @@ def exception_line(exc: BaseException) -> str:
     return type(exc).__name__ + (f": {text.splitlines()[0]}" if text else "")
 
 
+def mujoco_message(exc: BaseException) -> str:
+    """MuJoCo's whole message in one line: its parse and schema errors put the element and line number on lines of
+    their own (``XML Error: Schema violation: unrecognized attribute: 'sizze'; Element 'geom', line 4``)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    text = lines[0]
+    for line in lines[1:]:
+        text += f" {line}" if text.endswith(":") else f"; {line}"
+    return text
+
+
 def is_retryable(exc: BaseException) -> bool:
     """Whether an automatic restart may help after a worker raised ``exc``.
 

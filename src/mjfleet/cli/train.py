@@ -7,6 +7,7 @@ nothing behind, and ``--dry-run`` prints the plan that would run.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 import traceback
@@ -41,7 +42,7 @@ from mjfleet.runtime.stop import StopRequest, exit_code, signal_name
 from mjfleet.tasks.registry import get_task
 from mjfleet.tasks.spec import TaskSpec
 from mjfleet.train import Prepared, TrainConfig, describe, prepare, run
-from mjfleet.train.ending import How, RunEnd, ending_lines
+from mjfleet.train.ending import How, RunEnd, command_prefix, ending_lines
 from mjfleet.train.run_identity import RunRecord
 
 logger = logging.getLogger("mjfleet.train")
@@ -94,6 +95,9 @@ def recorded_config(spec: TaskSpec, run_dir: Path) -> TrainConfig:
     stop_when = values.pop("stop_when", None)
     cfg = update_dataclass(TrainConfig(env=env, agent=agent, task=spec.id), values)
     cfg.stop_when = StopCondition(**stop_when) if isinstance(stop_when, dict) else None
+    record = RunRecord.read(run_dir)
+    if record is not None:  # its end as job.json has it: an earlier --finish may have extended it
+        cfg.agent.max_iterations = record.final_iteration - record.start_iteration
     cfg.finish, cfg.dry_run = run_dir, False
     return cfg
 
@@ -136,7 +140,12 @@ def main(argv: list[str] | None = None) -> None:
     if external is not None and external.rank != 0:
         logging.getLogger("mjfleet").setLevel(logging.WARNING)  # rank 0 speaks for the job
     if prepared.selection.kind == "cpu" and get_task(cfg.task).cpu_agent_cfg is not None and cfg.finish is None:
-        logger.info("PPO defaults of %s on the CPU (train %s --gpu-ids None --help shows them)", cfg.task, cfg.task)
+        logger.info(
+            "PPO defaults of %s on the CPU (%strain %s --gpu-ids None --help shows them)",
+            cfg.task,
+            command_prefix(os.environ),
+            cfg.task,
+        )
     if cfg.dry_run:
         write_out(describe(prepared))
         return
@@ -216,6 +225,8 @@ class _Ending:
             wall_s=time.time() - self.began,
             detail=detail,
             finishable=how in ("stopped", "interrupted") or (how == "failed" and code != FATAL_EXIT_CODE),
+            prefix=command_prefix(os.environ),
+            launcher=None if external is None else external.launcher,
         )
         level = {"failed": logging.ERROR, "stopped": logging.WARNING, "interrupted": logging.WARNING}.get(how)
         first, *rest = ending_lines(end)

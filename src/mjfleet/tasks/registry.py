@@ -245,6 +245,23 @@ def broken_line(package: str) -> str:
     return f"package {package!r}: {_BROKEN[package].problem}"
 
 
+_WARNED: set[str] = set()
+
+
+def _warn_if_shadowed(task_id: str) -> None:
+    """Once per process: a package that declares ``task_id`` too was not loaded, so the registered task is trained
+    (a user who meant the package's would otherwise train another task without a word)."""
+    owners = [p for p, b in sorted(_BROKEN.items()) if task_id in b.task_ids]
+    if owners and task_id not in _WARNED:
+        _WARNED.add(task_id)
+        logger.warning(
+            "task %r is package %r's; %s",
+            task_id,
+            package_of(task_id),
+            "; ".join(f"{broken_line(p)} (rename its task to train it)" for p in owners),
+        )
+
+
 def get_task(task_id: str) -> TaskSpec:
     """Look up a task; an unknown id raises :class:`UsageError` naming the closest ids, or the broken package it
     comes from."""
@@ -252,6 +269,7 @@ def get_task(task_id: str) -> TaskSpec:
     if task_id in tasks:
         check_robot_files(package_of(task_id))
         if task_id in _REGISTRY:
+            _warn_if_shadowed(task_id)
             return tasks[task_id]
     owner = next((p for p, b in _BROKEN.items() if task_id in b.task_ids), None)
     if owner is not None:

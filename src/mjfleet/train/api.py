@@ -112,7 +112,8 @@ def describe(prepared: Prepared) -> str:
     if run.nothing_left:
         lines.append(f"nothing to train: the run {run.record.describe_end() if run.record.over else 'is complete'}")
     else:
-        lines.append(f"iterations {start.start_iteration + 1}..{start.final_iteration}, {begin}")
+        extended = f" (extended from {run.extended_from})" if run.extended_from is not None else ""
+        lines.append(f"iterations {start.start_iteration + 1}..{start.final_iteration}{extended}, {begin}")
     identity = f"run id {run.identity.value}" if run.identity is not None else "--finish"
     if run.continues:
         lines.append(f"run directory: {run.run_dir} (continued: {identity})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -37,6 +38,17 @@ class RunEnd:
     """The condition, the signal's name, or the error."""
     finishable: bool = False
     """A later start could finish the run in place (it was stopped, or failed in a way a restart may get past)."""
+    prefix: str = ""
+    """What the printed commands begin with, as the user started this one (``uv run `` under uv)."""
+    launcher: str | None = None
+    """The launcher that started this command as one rank of its job (``torchrun``, ``srun``), whose own command
+    continues the run; None: ``train`` itself."""
+
+
+def command_prefix(env: Mapping[str, str]) -> str:
+    """``uv run `` when this process runs under ``uv run`` (which marks its children with
+    ``UV_RUN_RECURSION_DEPTH``), so a printed command works where the user's did; else nothing."""
+    return "uv run " if env.get("UV_RUN_RECURSION_DEPTH") else ""
 
 
 def ending_lines(end: RunEnd) -> list[str]:
@@ -53,11 +65,17 @@ def ending_lines(end: RunEnd) -> list[str]:
         newest = checkpoints[-1][1]
         onnx = newest.with_suffix(".onnx")
         lines.append(f"checkpoint: {newest}" + (f" (ONNX: {onnx})" if onnx.is_file() else ""))
-        lines.append(f"watch it: play {end.task} --checkpoint {_quote(newest)}")
+        lines.append(f"watch it: {end.prefix}play {end.task} --checkpoint {_quote(newest)}")
     unfinished = end.final_iteration is not None and (last is None or last < end.final_iteration)
-    if end.finishable and unfinished:
+    if end.finishable and unfinished and end.launcher is not None:
+        # A rank's --finish would train the whole job's run in one process: the job's own command continues it.
         lines.append(
-            f"finish it: train {end.task} --finish {_quote(end.run_dir)}"
+            f"finish it: start the job's {end.launcher} command again (it continues this run in place to iteration"
+            f" {end.final_iteration})"
+        )
+    elif end.finishable and unfinished:
+        lines.append(
+            f"finish it: {end.prefix}train {end.task} --finish {_quote(end.run_dir)}"
             f" (continues in place to iteration {end.final_iteration})"
         )
     return lines

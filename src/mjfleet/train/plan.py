@@ -38,6 +38,14 @@ def open_run_dir(run: RunStart) -> Path:
         identity = run.identity
         given = f" (run id {identity.value} from {identity.source})" if identity is not None else ""
         remove_stale_temporaries(run.run_dir)
+        if run.extended_from is not None:
+            run.record.write(run.run_dir)
+            logger.info(
+                "extending run %s from iteration %d to %d (--agent.max-iterations)",
+                run.run_dir,
+                run.extended_from,
+                run.record.final_iteration,
+            )
         logger.info(
             "continuing run %s%s at iteration %d, to iteration %d",
             run.run_dir,

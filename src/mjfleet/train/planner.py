@@ -7,6 +7,7 @@ downloaded here), looks for the run an identity continues, and refuses what cann
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Mapping
@@ -39,6 +40,9 @@ class RunStart:
     """The run's ``job.json``: as it will be written for a new run, as read for a continued one."""
     continues: bool = False
     """:attr:`run_dir` exists: training continues there from its newest checkpoint."""
+    extended_from: int | None = None
+    """``--finish`` with a larger ``--agent.max-iterations``: the iteration the run was to end at, before this start
+    moved its end to :attr:`record`'s (written to ``job.json`` when the run directory is reopened)."""
 
     @property
     def identity(self) -> RunIdentity | None:
@@ -60,8 +64,18 @@ def plan_this_start(cfg: TrainConfig, job: ExternalJob | None, invocation: str |
 
 def report_nothing_left(run: RunStart) -> None:
     """One line for a start whose run had already ended (a requeue, or ``--finish`` after its end)."""
-    how = run.record.describe_end() if run.record.over else f"trained to iteration {run.start.final_iteration}"
-    logger.info("nothing to train: run %s %s; --resume %s starts a new run from it", run.run_dir, how, run.run_dir)
+    record = run.record
+    how = record.describe_end() if record.over else f"trained to iteration {run.start.final_iteration}"
+    planned = record.final_iteration - record.start_iteration
+    logger.info(
+        "nothing to train: run %s %s; --finish %s --agent.max-iterations <more than %d> trains it further in place,"
+        " --resume %s starts a new run from it",
+        run.run_dir,
+        how,
+        run.run_dir,
+        planned,
+        run.run_dir,
+    )
 
 
 def plan_run(
@@ -84,12 +98,24 @@ def plan_run(
         same = [(run_dir, record) for run_dir, record in runs if record.fingerprint == digest]
         if same:
             return _continued(cfg, *same[0])
-        if runs and identity.chosen:
+        if runs:
             run_dir, record = runs[0]
-            raise UsageError(
-                f"--run-id {identity.value} names run {run_dir}, which trains other settings:"
-                f" {differences(record.settings, settings)}; give the same settings to continue it, or another"
-                " --run-id for a new run"
+            if identity.chosen:
+                raise UsageError(
+                    f"--run-id {identity.value} names run {run_dir}, which trains other settings:"
+                    f" {differences(record.settings, settings)}; give the same settings to continue it, or another"
+                    " --run-id for a new run"
+                )
+            # Right for a sweep in one allocation, a surprise after an edited batch script: said either way.
+            others = f" (and {len(runs) - 1} older)" if len(runs) > 1 else ""
+            logger.info(
+                "a new run: this job (%s %s) already has run %s%s, which trains other settings: %s; this start"
+                " trains them as a run of its own (the same settings again would continue that run)",
+                identity.source,
+                identity.value,
+                run_dir,
+                others,
+                differences(record.settings, settings),
             )
     start = plan_start(cfg)  # resolves --resume (a missing, truncated or foreign checkpoint fails here)
     record = RunRecord(
@@ -123,7 +149,19 @@ def _finish(cfg: TrainConfig, settings: dict[str, object], digest: str) -> RunSt
             f"--finish {run_dir}: these settings differ from the run's: {differences(record.settings, settings)};"
             " finishing trains the run as it began (leave them out), --resume starts a new run from it"
         )
-    return _continued(cfg, run_dir, record)
+    end = record.start_iteration + cfg.agent.max_iterations
+    if end == record.final_iteration:
+        return _continued(cfg, run_dir, record)
+    if end < record.final_iteration:
+        raise UsageError(
+            f"--finish {run_dir}: --agent.max-iterations {cfg.agent.max_iterations} would end the run at iteration"
+            f" {end}, before the end it trains to ({record.final_iteration}); --finish extends a run, it does not"
+            " shorten it"
+        )
+    # Extended in place: a run that had trained to its end (or met its condition) goes on to the new end.
+    reopened = None if record.over else record.ended
+    extended = dataclasses.replace(record, final_iteration=end, ended=reopened)
+    return dataclasses.replace(_continued(cfg, run_dir, extended), extended_from=record.final_iteration)
 
 
 def _continued(cfg: TrainConfig, run_dir: Path, record: RunRecord) -> RunStart:

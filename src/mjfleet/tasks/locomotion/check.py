@@ -14,7 +14,7 @@ from pathlib import Path
 
 import mujoco
 
-from mjfleet.errors import UsageError
+from mjfleet.errors import UsageError, mujoco_message
 from mjfleet.tasks.locomotion.robots import RobotSpec
 
 MAX_LISTED = 4
@@ -30,7 +30,7 @@ def check_robot_file(robot: RobotSpec, path: Path, label: str) -> None:
     try:
         spec = mujoco.MjSpec.from_file(str(path))
     except Exception as e:  # MuJoCo reports parse errors as ValueError or its own error types
-        raise UsageError(f"{label}: MuJoCo cannot load {path} ({_first_line(e)})") from e
+        raise UsageError(f"{label}: MuJoCo cannot load {path} ({mujoco_message(e)})") from e
     check_robot_spec(robot, spec, label if str(path) in label else f"{label} ({path})")
 
 
@@ -49,7 +49,7 @@ def robot_problems(robot: RobotSpec, spec: mujoco.MjSpec) -> list[str]:
     try:
         m = spec.compile()
     except Exception as e:  # e.g. a mesh file that is not there
-        return [f"MuJoCo cannot compile it ({_first_line(e)})"]
+        return [f"MuJoCo cannot compile it ({mujoco_message(e)})"]
     bodies = _names(m, mujoco.mjtObj.mjOBJ_BODY, m.nbody)
     joints = _names(m, mujoco.mjtObj.mjOBJ_JOINT, m.njnt)
     problems: list[str] = []
@@ -170,8 +170,3 @@ def _listed(names: list[str], limit: int = 3) -> str:
 
 def _names(m: mujoco.MjModel, kind: mujoco.mjtObj, count: int) -> list[str]:
     return [mujoco.mj_id2name(m, kind, i) or "" for i in range(count)]
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__

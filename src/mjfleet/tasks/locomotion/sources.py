@@ -13,7 +13,7 @@ import dataclasses
 import os
 from pathlib import Path
 
-from mjfleet.errors import UsageError
+from mjfleet.errors import UsageError, mujoco_message
 from mjfleet.tasks.locomotion.robots import RobotSpec
 from mjfleet.tasks.registry import all_robots
 
@@ -118,7 +118,7 @@ def _record_for_file(path: Path, robots: dict[str, RobotSpec]) -> RobotSpec:
     try:
         spec = mujoco.MjSpec.from_file(str(path))
     except Exception as e:  # MuJoCo reports parse errors as ValueError or its own error types
-        raise UsageError(f"--env.robot {str(path)!r}: MuJoCo cannot load it ({str(e).splitlines()[0]})") from e
+        raise UsageError(f"--env.robot {str(path)!r}: MuJoCo cannot load it ({mujoco_message(e)})") from e
     bodies = {b.name for b in spec.bodies}
     geoms = {g.name for g in spec.geoms}
     joints = {j.name for j in spec.joints}
