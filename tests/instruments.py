@@ -16,6 +16,7 @@ install it in every worker of a run started from this process, in-process or lau
   iteration (after its checkpoint, if one is due):
 
   - ``raise``: raise an exception (the worker reports it and exits);
+  - ``timeout``: raise another library's timeout (an HTTP client's "Read timed out"), not torch.distributed's;
   - ``kill``: SIGKILL its own process (no report, like the OOM killer);
   - ``hang``: stop participating (sleep forever) while the other ranks wait in the next collective;
   - ``nan``: overwrite one weight of the actor's output layer with NaN, so the next iteration's losses are not
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 HOOK = f"{__name__}:install"
 PROBES_ENV = "MJFLEET_PROBES"
 FAULT_ENV = "MJFLEET_FAULT"
-KINDS = ("raise", "kill", "hang", "nan", "sigint", "sigterm")
+KINDS = ("raise", "timeout", "kill", "hang", "nan", "sigint", "sigterm")
 REPO = Path(__file__).resolve().parents[1]
 """Launched workers import this module as ``tests.instruments``: the repository root goes on their PYTHONPATH."""
 
@@ -162,6 +163,8 @@ class Faults:
         rank = runner.ctx.rank
         if kind == "raise":
             raise InjectedFaultError(f"injected fault on rank {rank} at iteration {iteration}")
+        if kind == "timeout":
+            raise TimeoutError("HTTPSConnectionPool(host='api.wandb.ai', port=443): Read timed out. (read timeout=20)")
         if kind == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
         if kind == "nan":

@@ -231,7 +231,9 @@ def test_dry_run_under_torchrun_names_the_rank(launched_env: pytest.MonkeyPatch,
         # NCCL's own error: the traceback is the report, with the remedies named after it.
         ("NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error", 1, "hint:"),
         # A lost peer: one line, and the code a launcher retries.
-        ("[gloo] Connection closed by peer [127.0.0.1]:41234", 138, "lost another rank of the job: RuntimeError"),
+        ("peer", 138, "lost another rank of the job: DistNetworkError: Connection closed by peer"),
+        # Another library's timeout is this rank's own failure: not the code a launcher retries.
+        ("timeout", 1, "rank 0 failed"),
     ],
 )
 def test_a_failing_rank_exits_at_once_with_a_code_its_launcher_can_act_on(
@@ -246,6 +248,12 @@ def test_a_failing_rank_exits_at_once_with_a_code_its_launcher_can_act_on(
         launched_env.setenv(name, value)
 
     def fails(*args: object, **kwargs: object) -> None:
+        import torch.distributed as dist
+
+        if error == "peer":
+            raise dist.DistNetworkError("Connection closed by peer [127.0.0.1]:41234")
+        if error == "timeout":
+            raise TimeoutError("HTTPSConnectionPool(host='api.wandb.ai', port=443): Read timed out.")
         raise RuntimeError(error)
 
     def exit_now(code: int) -> None:  # the real one ends the process at once, pytest with it
@@ -258,8 +266,10 @@ def test_a_failing_rank_exits_at_once_with_a_code_its_launcher_can_act_on(
     assert exited.value.code == code
     err = " ".join(capsys.readouterr().err.split())
     assert says in err
-    if code == 1:
+    if error.startswith("NCCL"):
         assert "NCCL_P2P_DISABLE" in err and "NCCL_DEBUG=INFO" in err
+    elif code == 1:
+        assert "Read timed out" in err and "NCCL_P2P_DISABLE" not in err
     else:
         assert "Traceback" not in err
 

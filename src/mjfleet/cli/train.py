@@ -32,12 +32,13 @@ from mjfleet.errors import (
     exits_on_usage_error,
 )
 from mjfleet.launch.diagnosis import WorkerFailure
-from mjfleet.launch.worker_entry import hard_exit, is_peer_failure
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.records import WorkerResult
 from mjfleet.rl.stop_condition import StopCondition
 from mjfleet.runtime.devices import trains_on_cpu
 from mjfleet.runtime.nccl import nccl_hint
+from mjfleet.runtime.peers import is_peer_failure
+from mjfleet.runtime.processes import hard_exit
 from mjfleet.runtime.stop import StopRequest, exit_code, signal_name
 from mjfleet.tasks.registry import get_task
 from mjfleet.tasks.spec import TaskSpec

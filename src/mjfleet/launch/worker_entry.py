@@ -16,7 +16,6 @@ import ctypes
 import faulthandler
 import logging
 import os
-import re
 import signal
 import sys
 import threading
@@ -24,10 +23,12 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, Generic, NoReturn, TypeVar
+from typing import IO, Any, Generic, TypeVar
 
 from mjfleet.errors import exception_line, is_retryable, is_user_facing
 from mjfleet.runtime.context import MASTER_ADDR_ENV
+from mjfleet.runtime.peers import is_peer_failure
+from mjfleet.runtime.processes import hard_exit
 
 logger = logging.getLogger(__name__)
 
@@ -74,27 +75,6 @@ def _identity() -> dict[str, Any]:
     return {"rank": int(os.environ.get("RANK", "0")), "pid": os.getpid(), "time": time.time()}
 
 
-_PEER_LOSS_TYPES = frozenset({"DistNetworkError", "DistBackendError", "DistStoreError"})
-_PEER_LOSS_RE = re.compile(
-    r"connection (closed|reset) by peer|broken pipe|communicator was aborted|"
-    r"remote (process|worker)|watchdog|timed out",
-    re.IGNORECASE,
-)
-
-
-def is_peer_failure(exc: BaseException) -> bool:
-    """True when ``exc`` looks like fallout from *another* worker dying (lost peer, timeout)."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        names = {cls.__name__ for cls in type(current).__mro__}
-        if names & _PEER_LOSS_TYPES or _PEER_LOSS_RE.search(str(current)):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
-
-
 def failure_report(exc: BaseException) -> dict[str, Any]:
     """Short, JSON-safe description of ``exc`` for this worker."""
     error = exception_line(exc)
@@ -108,6 +88,15 @@ def failure_report(exc: BaseException) -> dict[str, Any]:
         "retryable": is_retryable(exc),
         "user_facing": is_user_facing(exc),
     }
+
+
+def report_failure(exc: BaseException) -> None:
+    """Tell the launcher that this worker failed with ``exc`` (an ERROR record with the traceback, which is also the
+    failure's entry in the rank's log file)."""
+    report = failure_report(exc)
+    _reports.error(
+        "worker rank %d failed: %s", report["rank"], report["error"], exc_info=exc, extra={REPORT_ATTR: report}
+    )
 
 
 def _drop_console_handlers() -> None:
@@ -127,20 +116,6 @@ def _drop_console_handlers() -> None:
                 "removed a console log handler in worker: it would loop through torchrunx's"
                 " stdout/stderr capture; worker logs reach the launcher without it"
             )
-
-
-def hard_exit(code: int) -> NoReturn:
-    """Flush logs, give torchrunx's stdio-forwarding threads a moment, then exit immediately. The moment also lets
-    the log collector store a failure report before the launcher hears of the death (and torchrunx kills it)."""
-    # A broken handler or stream must not keep a dead worker alive.
-    for handler in logging.getLogger().handlers:
-        with contextlib.suppress(Exception):
-            handler.flush()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    time.sleep(0.2)
-    os._exit(code)
 
 
 def _enable_faulthandler(rank: int) -> None:
@@ -190,9 +165,5 @@ class WorkerEntry(Generic[T]):
             logger.warning("worker rank %d interrupted", rank)
             hard_exit(130)
         except BaseException as exc:  # SystemExit too: a worker must never hang its peers.
-            # ERROR, with the traceback: this record is also the failure's entry in the rank's log file.
-            report = failure_report(exc)
-            _reports.error(
-                "worker rank %d failed: %s", rank, report["error"], exc_info=exc, extra={REPORT_ATTR: report}
-            )
+            report_failure(exc)
             hard_exit(1)

@@ -24,12 +24,15 @@ class SyncedPPO(PPO):
         super().__init__(*args, **kwargs)
         self.sync_s = 0.0
         """Seconds spent in :meth:`reduce_parameters` since the caller last reset it (the gradient sync's share)."""
+        self.reductions = 0
+        """Gradient all-reduces entered since the caller last reset it (where a rank is inside an update)."""
         self._on_cuda = torch.device(self.device).type == "cuda"
 
     def reduce_parameters(self) -> None:
         """rsl_rl's gradient all-reduce, timed: waiting for the slowest rank is part of it."""
         # On a GPU the collective is only queued: time it between two waits for the device, or the backward pass
         # (before) and the all-reduce itself (after) would be counted in the wrong place. Multi-worker runs only.
+        self.reductions += 1
         self.synchronize()
         start = time.perf_counter()
         super().reduce_parameters()

@@ -100,8 +100,6 @@ class Runner(Checkpointing):
         self.stop_check: StopCheck | None = None
         """Asked after each iteration on the ranks that have one whether to stop (any rank's request stops all; a
         checkpoint is written, then :meth:`learn` returns)."""
-        self.before_update: Callable[[int], None] | None = None
-        """Told the iteration's number after its rollout, before its first collective (names late ranks)."""
         self.stop_signal: int | None = None
         """Signal number that stopped :meth:`learn` early, or None."""
         self.stop_condition: StopCondition | None = None
@@ -167,6 +165,8 @@ class Runner(Checkpointing):
                 run_dir, agent_cfg.logger == "wandb", agent_cfg.wandb_project, config=logged_config
             )
         self._last_episode: dict[str, float] = {}
+        self._place = [0, 0, 0]
+        """Iteration, phase (:data:`PHASES`) and rollout step: where this rank is (:meth:`position`)."""
 
     # --- training ----------------------------------------------------------------------------------------------
     def learn(self, num_learning_iterations: int, init_at_random_ep_len: bool = False) -> None:
@@ -201,9 +201,12 @@ class Runner(Checkpointing):
         clock = IterationClock(began, start + 1, total, self.previous_elapsed_s)
         for it in range(start + 1, total + 1):
             t0 = time.perf_counter()
+            place = self._place
+            place[:] = [it, 0, 0]
             try:
                 with torch.inference_mode():
-                    for _ in range(steps):
+                    for step in range(steps):
+                        place[2] = step + 1
                         actions = self._act(obs)
                         obs, rewards, dones, extras = env.step(actions.to(env.device))
                         obs, rewards, dones = obs.to(self.device), rewards.to(self.device), dones.to(self.device)
@@ -215,11 +218,11 @@ class Runner(Checkpointing):
                     alg.compute_returns(self._training(obs))
                 alg.synchronize()  # on a GPU, let the rollout's queued work count as collection, not learning
                 t1 = time.perf_counter()
-                if self.before_update is not None:
-                    self.before_update(it)
-                alg.sync_s = 0.0
+                alg.sync_s, alg.reductions = 0.0, 0
+                place[1] = 1
                 losses = alg.update()
                 alg.synchronize()
+                place[1] = 2
             except (RuntimeError, ValueError) as e:
                 # A diverging mini-batch leaves NaN weights that the next forward pass trips over (e.g. "normal
                 # expects all elements of std >= 0.0"); report the divergence, not the symptom.
@@ -284,6 +287,21 @@ class Runner(Checkpointing):
         if self.writer is not None:
             self.writer.close()
             self.writer = None
+
+    def position(self) -> tuple[tuple[int, ...], str]:
+        """Where this rank is in :meth:`learn`: a key that grows along the loop, identical on every rank at the same
+        place (the collectives are the same on all), and in words (read by another thread: see
+        :class:`~mjfleet.runtime.watch.RankWatch`)."""
+        it, phase, step = self._place
+        if phase == 1:
+            step = self.alg.reductions
+        steps = self.agent_cfg.num_steps_per_env
+        words = (
+            f"collecting (step {step} of {steps})",
+            f"its update (gradient all-reduce {step})",
+            "after its update",
+        )[phase]
+        return (it, phase, step), f"iteration {it}, {words}"
 
     def _resolved_condition(self) -> StopCondition | None:
         """:attr:`stop_condition` as this run can check it: a condition on the evaluation episodes reads the training

@@ -260,6 +260,18 @@ def process_group(
         destroy_process_group()
 
 
+def default_store() -> object | None:
+    """The store of the default process group (the one every rank of the job shares), or None without one."""
+    try:
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return None
+        return dist.distributed_c10d._get_default_store()  # stable for years; no public accessor
+    except Exception:  # an older or newer torch without it: no watch, the group's own timeout still applies
+        return None
+
+
 def destroy_process_group() -> None:
     """Tear down the default process group if one exists; never raises."""
     try:

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
+import sys
 import time
+from typing import NoReturn
 
 import psutil
 
@@ -55,3 +58,17 @@ def sweep(children_before: set[psutil.Process], grace_s: float) -> None:
         deadline = time.monotonic() + 3.0
         while _alive(left) and time.monotonic() < deadline:
             time.sleep(0.1)
+
+
+def hard_exit(code: int) -> NoReturn:
+    """Flush logs, give torchrunx's stdio-forwarding threads a moment, then exit immediately. The moment also lets
+    the log collector store a failure report before the launcher hears of the death (and torchrunx kills it)."""
+    # A broken handler or stream must not keep a dead worker alive.
+    for handler in logging.getLogger().handlers:
+        with contextlib.suppress(Exception):
+            handler.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    time.sleep(0.2)
+    os._exit(code)

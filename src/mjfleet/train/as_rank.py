@@ -10,6 +10,7 @@ import contextlib
 import datetime
 import logging
 import os
+import pickle
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,10 +19,10 @@ import torch
 import torch.distributed as dist
 
 from mjfleet.errors import FatalTrainingError, PeerFailed, UsageError, exception_line
-from mjfleet.launch.worker_entry import is_peer_failure
 from mjfleet.rl.records import WorkerResult
 from mjfleet.runtime.context import DistributedContext, destroy_process_group, init_process_group
 from mjfleet.runtime.stop import StopRequest
+from mjfleet.runtime.watch import group_timeout
 from mjfleet.train.external import ExternalJob, duplicate_gpus, this_host, wait_for_rendezvous
 from mjfleet.train.plan import Prepared, open_run_dir
 from mjfleet.train.planner import RunFailedBefore, RunStart, plan_this_start, report_nothing_left
@@ -51,9 +52,9 @@ def train_as_rank(
     os.environ.update(job.rendezvous_env())
     wait_for_rendezvous(job, cfg.rendezvous_timeout_s)
     store = _job_store(job, cfg.rendezvous_timeout_s)
-    with _joined(ctx, job, cfg.collective_timeout_s, cfg.rendezvous_timeout_s, store) as group_store:
+    with _joined(ctx, job, group_timeout(cfg.collective_timeout_s), cfg.rendezvous_timeout_s, store) as group_store:
         placements = _roll_call(ctx)
-        run = _agree_on_run(prepared, ctx, _invocation(job, store))
+        run = _agree_on_run(prepared, ctx, _invocation(job, store), group_store)
         if started is not None:
             started(run.run_dir)
         if run.nothing_left:
@@ -75,56 +76,7 @@ def train_as_rank(
                 job.describe(),
                 ctx.device,
             )
-        arrivals = Arrivals(group_store, ctx.rank, ctx.world_size) if group_store is not None else None
-        try:
-            return train_worker(
-                cfg, run.run_dir, ctx, run.start, stop.poll if stop is not None else None, before_update=arrivals
-            )
-        except Exception as e:
-            if arrivals is not None and is_peer_failure(e):
-                arrivals.report(cfg.collective_timeout_s)
-            raise
-
-
-class Arrivals:
-    """Where each rank last arrived: before the first collective of every iteration a rank notes the iteration in the
-    job's store, so a rank whose collective failed or timed out can name the ranks that never came (torch's own
-    timeout names nobody)."""
-
-    def __init__(self, store: dist.Store, rank: int, world_size: int) -> None:
-        self.store, self.rank, self.world_size = store, rank, world_size
-        self.iteration = 0
-
-    def __call__(self, iteration: int) -> None:
-        self.iteration = iteration
-        self.store.set(f"arrived/{self.rank}", str(iteration))
-
-    def late(self) -> dict[int, int]:
-        """The ranks that did not arrive at this rank's iteration, with the last iteration each arrived at."""
-        behind = {}
-        for rank in range(self.world_size):
-            key = f"arrived/{rank}"
-            last = int(self.store.get(key)) if self.store.check([key]) else 0
-            if last < self.iteration:
-                behind[rank] = last
-        return behind
-
-    def report(self, timeout_s: float) -> None:
-        """Log the ranks that did not arrive (nothing if the store is gone too)."""
-        try:
-            behind = self.late()
-        except Exception:  # the store lives with rank 0 or torchrun's agent, which may be gone as well
-            return
-        if behind:
-            logger.error(
-                "rank%s %s did not arrive at iteration %d's collectives within %g s (--collective-timeout-s);"
-                " last seen at %s",
-                "s" if len(behind) > 1 else "",
-                ", ".join(map(str, behind)),
-                self.iteration,
-                timeout_s,
-                ", ".join(f"iteration {last}" if last else "its start" for last in behind.values()),
-            )
+        return train_worker(cfg, run.run_dir, ctx, run.start, stop.poll if stop is not None else None, group_store)
 
 
 @contextlib.contextmanager
@@ -175,6 +127,8 @@ def _job_store(job: ExternalJob, timeout_s: float) -> dist.Store | None:
 
 JOB_KEY = "mjfleet/job"
 """The store key that names the job owning it (see :func:`_job_store`)."""
+PLAN_KEY = "plan"
+"""Rank 0's plan of the start, in the job's store (per start: the store is prefixed with the restart count)."""
 INVOCATION_KEY = "mjfleet/invocation"
 """Under torchrun's static rendezvous: a token of this torchrun invocation, kept in its store across restarts."""
 
@@ -213,7 +167,14 @@ def _roll_call(ctx: DistributedContext) -> list[tuple[str, str, int]]:
     return placements
 
 
-def _agree_on_run(prepared: Prepared, ctx: DistributedContext, invocation: str | None) -> RunStart:
+PLAN_WAIT_S = 3600.0
+"""How long the other ranks wait for rank 0's plan. Planning may download (Menagerie's files, a ``wandb:``
+checkpoint), so they wait on the job's store, not in a collective that ``--collective-timeout-s`` would end."""
+
+
+def _agree_on_run(
+    prepared: Prepared, ctx: DistributedContext, invocation: str | None, store: dist.Store | None
+) -> RunStart:
     """Rank 0 plans the start (resolves ``--resume``, downloads a ``wandb:`` checkpoint, brings the task's files,
     finds the run to continue) and creates or reopens the run directory; every rank gets the result. A problem rank
     0 finds there stops every rank with the same message, none left waiting."""
@@ -230,11 +191,11 @@ def _agree_on_run(prepared: Prepared, ctx: DistributedContext, invocation: str |
             payload = ("fatal", str(e))
         except Exception as e:
             payload = ("error", exception_line(e))
-            _share(payload, ctx)
+            _share(payload, ctx, store)
             raise
     else:
         payload = ("", "")
-    status, value = _share(payload, ctx)
+    status, value = _share(payload, ctx, store)
     if status == "ok":
         assert isinstance(value, RunStart)
         return value
@@ -246,10 +207,19 @@ def _agree_on_run(prepared: Prepared, ctx: DistributedContext, invocation: str |
     raise PeerFailed(f"rank 0 could not plan the run: {message}")
 
 
-def _share(payload: tuple[str, RunStart | str], ctx: DistributedContext) -> tuple[str, RunStart | str]:
-    """Rank 0's ``payload`` on every rank."""
+def _share(
+    payload: tuple[str, RunStart | str], ctx: DistributedContext, store: dist.Store | None
+) -> tuple[str, RunStart | str]:
+    """Rank 0's ``payload`` on every rank: through the job's store (waiting up to :data:`PLAN_WAIT_S`), else in a
+    collective."""
     if not ctx.is_distributed:
         return payload
+    if store is not None:
+        if ctx.is_main:
+            store.set(PLAN_KEY, pickle.dumps(payload))  # pyright: ignore[reportArgumentType]
+            return payload
+        store.wait([PLAN_KEY], datetime.timedelta(seconds=PLAN_WAIT_S))
+        return pickle.loads(store.get(PLAN_KEY))
     box: list[object] = [payload]
     dist.broadcast_object_list(box, src=0, device=torch.device(ctx.device) if ctx.backend == "nccl" else None)
     return box[0]  # type: ignore[return-value]

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import random
 from collections import deque
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -16,14 +16,16 @@ import yaml
 from mjfleet.config_io import plain
 from mjfleet.envs.config import EnvConfig
 from mjfleet.envs.env import MjEnv
-from mjfleet.errors import FatalTrainingError
-from mjfleet.launch.worker_entry import local_report_dir, write_heartbeat
+from mjfleet.errors import PEER_LOST_EXIT_CODE, FatalTrainingError
+from mjfleet.launch.worker_entry import local_report_dir, report_failure, write_heartbeat
 from mjfleet.rl.evaluation_env import SeparateEvaluation
 from mjfleet.rl.records import KEPT_RECORDS, IterationRecord, WorkerResult
 from mjfleet.rl.runner import Runner, StopCheck
 from mjfleet.rl.stop_condition import as_condition
-from mjfleet.runtime.context import DistributedContext, process_group
+from mjfleet.runtime.context import DistributedContext, default_store, process_group
+from mjfleet.runtime.processes import hard_exit
 from mjfleet.runtime.stop import file_stop_check
+from mjfleet.runtime.watch import RankWatch, Store, group_timeout
 from mjfleet.sim.config import as_shipped
 from mjfleet.sim.warp_runtime import scoped_device
 from mjfleet.tasks.registry import get_task
@@ -64,7 +66,7 @@ def train_worker(
     ctx: DistributedContext | None = None,
     start: StartPoint | None = None,
     stop_check: StopCheck | None = None,
-    before_update: Callable[[int], None] | None = None,
+    store: Store | None = None,
 ) -> WorkerResult:
     """Build the environment and runner on this worker's device and train.
 
@@ -75,7 +77,7 @@ def train_worker(
         start: Checkpoint to load and final iteration; planned from ``cfg`` when None.
         stop_check: Asked on rank 0 after every iteration whether to stop early. Launched workers default to the
             launcher's stop-request file.
-        before_update: Told each iteration's number before its first collective (the PPO update).
+        store: The job's store, where each rank's watch keeps its place (default: the process group's).
     """
     launched = ctx is None
     if ctx is None:
@@ -84,8 +86,8 @@ def train_worker(
         # files); only the level needs setting so progress records are emitted at all.
         logging.getLogger("mjfleet").setLevel(logging.INFO)
     # Destroyed on a normal return: NCCL communicators left for the interpreter's exit can hang it.
-    with process_group(ctx, cfg.collective_timeout_s):
-        return _train(cfg, run_dir, ctx, launched, start, stop_check, before_update)
+    with process_group(ctx, group_timeout(cfg.collective_timeout_s)):
+        return _train(cfg, run_dir, ctx, launched, start, stop_check, store)
 
 
 def _train(
@@ -95,7 +97,7 @@ def _train(
     launched: bool,
     start: StartPoint | None,
     stop_check: StopCheck | None,
-    before_update: Callable[[int], None] | None,
+    store: Store | None,
 ) -> WorkerResult:
     startup = StartupClock()
     seed_everything(ctx.seed(cfg.seed))
@@ -145,7 +147,6 @@ def _train(
             logger.info("resumed from %s at iteration %d", start.checkpoint, runner.current_learning_iteration)
         startup.mark("PPO")
         runner.stop_check = stop_check
-        runner.before_update = before_update
         runner.stop_condition = None if cfg.stop_when is None else as_condition(cfg.stop_when)  # parsed already
         runner.stop_when_iterations = cfg.stop_when_iterations
         runner.export_info["task"] = cfg.task
@@ -173,11 +174,13 @@ def _train(
         finish = None if hook is None else hook(runner, WorkerHookContext(cfg, run_dir, start))
         remaining = start.final_iteration - runner.current_learning_iteration
         try:
-            # A restart resumes with the saved episode counters; re-randomising them would desynchronise nothing
-            # but makes the continuation differ from the interrupted run for no reason.
-            runner.learn(
-                max(0, remaining), init_at_random_ep_len=cfg.init_at_random_ep_len and not runner.restored_env_state
-            )
+            with _watch(cfg, ctx, runner, store, launched):
+                # A restart resumes with the saved episode counters; re-randomising them would desynchronise nothing
+                # but makes the continuation differ from the interrupted run for no reason.
+                runner.learn(
+                    max(0, remaining),
+                    init_at_random_ep_len=cfg.init_at_random_ep_len and not runner.restored_env_state,
+                )
         except FatalTrainingError as e:
             if ctx.is_main and run_dir is not None and e.repeats:
                 record_end(run_dir, "failed", runner.current_learning_iteration, str(e).splitlines()[0])
@@ -196,6 +199,34 @@ def _train(
             run_dir=None if run_dir is None else str(run_dir),
             extras={} if finish is None else finish(),
         )
+
+
+def _watch(
+    cfg: TrainConfig, ctx: DistributedContext, runner: Runner, store: Store | None, launched: bool
+) -> contextlib.AbstractContextManager[object]:
+    """A rank's watch over the training loop (several ranks only): it ends the job, naming the rank it waits for,
+    when this rank stood still for ``--collective-timeout-s``."""
+    store = store or default_store()  # type: ignore[assignment]
+    if not ctx.is_distributed or store is None:
+        return contextlib.nullcontext()
+    end = _end_launched_worker if launched else _end_rank
+    return RankWatch(store, ctx.rank, ctx.world_size, cfg.collective_timeout_s, runner.position, end)
+
+
+def _end_rank(line: str) -> None:
+    """The watch found the job stuck: say who it waits for, then exit as a rank that lost a peer (its launcher's to
+    retry), at once (a process stuck in a collective cannot unwind)."""
+    logger.error("%s", line)
+    hard_exit(PEER_LOST_EXIT_CODE)
+
+
+def _end_launched_worker(line: str) -> None:
+    """:func:`_end_rank` for a worker of mjfleet's own launcher: the line travels as the worker's failure (a
+    collective that will not complete), which the launcher's diagnosis reads with every rank's heartbeat."""
+    import torch.distributed as dist
+
+    report_failure(dist.DistBackendError(line))
+    hard_exit(PEER_LOST_EXIT_CODE)
 
 
 def evaluation_config(env: EnvConfig, num_envs: int) -> EnvConfig:
