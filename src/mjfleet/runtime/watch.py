@@ -128,7 +128,7 @@ class RankWatch:
             return None
         return self._blame(key, where, waited, now)
 
-    def _blame(self, key: tuple[int, ...], where: str, waited: float, now: float) -> str:
+    def _blame(self, key: tuple[int, ...], where: str, waited: float, now: float) -> str | None:
         silent = {r: s for r, s in self._seen.items() if r != self.rank and now - s.beat_changed >= self.timeout_s / 2}
         behind = {r: s for r, s in self._seen.items() if r != self.rank and r not in silent and s.key < key}
         waited_for = f"within {self.timeout_s:g} s (--collective-timeout-s)"
