@@ -132,9 +132,10 @@ def test_a_run_and_its_continuation_log_elapsed_time_and_eta(tmp_path: Path, cap
         match = _LINE.match(middle)
         assert match is not None and match.group(5) != "-" and "\n" not in middle  # an ETA, on one line
         assert "steps" in middle and "collect" in middle and "learn" in middle
-    assert "\n  env-steps: 4,096 so far" in first[-1]  # 64 environments (16 of them evaluate) x 16 steps x 4
+    # 64 training environments and 4 evaluating (16 evaluation environments' worth, stepped 4 times) x 16 steps x 4
+    assert "\n  env-steps: 5,120 so far" in first[-1]
     saved = load_checkpoint(first_dir / "model_4.pt")
-    assert saved["elapsed_s"] > 0 and saved["env_steps"] == 4 * 64 * 16
+    assert saved["elapsed_s"] > 0 and saved["env_steps"] == 4 * 80 * 16
 
     caplog.clear()
     continued = small_train_config(iterations=3, log_root=tmp_path, resume=first_dir)
@@ -146,5 +147,5 @@ def test_a_run_and_its_continuation_log_elapsed_time_and_eta(tmp_path: Path, cap
     line = next(m for m in caplog.messages if m.startswith("it 6/7"))
     match = _LINE.match(line)
     assert match is not None and match.group(4) is not None  # the run's total beside this start's time
-    assert result.records[-1].env_steps == 7 * 64 * 16
+    assert result.records[-1].env_steps == 7 * 80 * 16
     assert result.records[-1].run_elapsed_s - result.records[-1].elapsed_s == pytest.approx(saved["elapsed_s"])

@@ -16,7 +16,7 @@ from mjfleet.errors import UsageError
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.train import run
 from mjfleet.train.external import ExternalJob
-from mjfleet.train.fingerprint import differences, fingerprint, training_settings
+from mjfleet.train.fingerprint import differences, fingerprint, same_training, training_settings
 from mjfleet.train.planner import RunFailedBefore, plan_run
 from mjfleet.train.run_identity import JOB_FILE, RunIdentity, RunRecord, record_end, run_identity
 
@@ -55,12 +55,30 @@ def test_the_fingerprint_holds_what_is_trained_not_how_or_where() -> None:
     base = small_train_config(seed=1)
     same = fingerprint(training_settings(base))
     agent = dataclasses.replace(
-        base.agent, max_iterations=999, logger="wandb", experiment_name="other", save_interval=7
+        base.agent,
+        max_iterations=999,
+        logger="wandb",
+        experiment_name="other",
+        save_interval=7,
+        eval_episodes=9,
+        eval_steps_per_step=2,
     )
+    sim = dataclasses.replace(base.env.sim, nconmax=99, njmax=999)  # capacity: raising it continues the run
+    env = dataclasses.replace(base.env, sim=sim)
     how = dataclasses.replace(
-        base, agent=agent, log_root=Path("/elsewhere"), gpu_ids=(0,), cpu_workers=4, video_interval=5, run_id="x"
+        base,
+        env=env,
+        agent=agent,
+        log_root=Path("/elsewhere"),
+        gpu_ids=(0,),
+        cpu_workers=4,
+        video_interval=5,
+        run_id="x",
     )
     assert fingerprint(training_settings(how)) == same
+    # A run recorded when capacity still counted matches the same settings now.
+    recorded = {**training_settings(base), "env.sim.njmax": 64}
+    assert same_training(recorded, training_settings(how)) and differences(recorded, training_settings(how)) == ""
     rewards = dataclasses.replace(base.env.rewards, effort=-0.5)  # type: ignore[attr-defined]
     for changed in (
         dataclasses.replace(base, seed=2),

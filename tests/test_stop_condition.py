@@ -119,6 +119,8 @@ def test_window_covers_the_most_recent_iterations_holding_enough_episodes() -> N
 def test_how_many_of_a_workers_environments_evaluate() -> None:
     assert [AgentConfig().evaluation_envs(n) for n in (4096, 1024, 64, 3)] == [128, 128, 16, 0]  # at most a quarter
     assert AgentConfig(eval_envs=0).evaluation_envs(1024) == 0
+    # The job's evaluation is split across its workers (rounded up): it does not grow with them.
+    assert [AgentConfig().evaluation_envs(1024, workers) for workers in (1, 2, 3, 8, 256)] == [128, 64, 43, 16, 1]
     with pytest.raises(UsageError, match=r"--agent\.eval-envs must not be negative"):
         AgentConfig(eval_envs=-1).evaluation_envs(64)
     with pytest.raises(UsageError, match=r"--agent\.eval-episodes must be at least 1"):
@@ -131,28 +133,23 @@ def test_the_evaluation_steps_four_times_per_step_on_the_cpu_and_once_on_a_gpu()
     default = AgentConfig()
     assert (default.evaluation_steps(on_gpu=False), default.evaluation_steps(on_gpu=True)) == (4, 1)
     assert AgentConfig(eval_steps_per_step=2).evaluation_steps(on_gpu=True) == 2
-    # 896 training environments and 32 evaluation environments stepped 4 times: 1024 env-steps per step, as 1024
-    # environments in one simulation; where --agent.eval-envs does not divide, the evaluation rounds down.
-    assert default.stepped_envs(1024, on_gpu=False) == 1024
-    assert AgentConfig(eval_envs=10).stepped_envs(1024, on_gpu=False) == 1014 + 2 * 4
+    # 1024 training environments and 32 evaluation environments stepped 4 times: 1152 env-steps per step; where
+    # --agent.eval-envs does not divide, the evaluation rounds down.
+    assert default.stepped_envs(1024, on_gpu=False) == 1024 + 32 * 4
+    assert AgentConfig(eval_envs=10).stepped_envs(1024, on_gpu=False) == 1024 + 2 * 4
     assert AgentConfig(eval_envs=0).stepped_envs(1024, on_gpu=False) == 1024
+    # Two CPU workers: 64 evaluation environments each, 16 stepped 4 times.
+    assert default.separate_evaluation_envs(1024, on_gpu=False, world_size=2) == 16
 
 
-def test_on_the_cpu_the_evaluation_is_part_of_the_environments_and_on_a_gpu_it_comes_on_top() -> None:
+def test_the_evaluation_comes_on_top_of_the_environments_on_every_device() -> None:
     default = AgentConfig()
-    # CPU: PPO trains on 896; the training simulation holds just those (the evaluation has its own).
-    assert default.training_envs(1024, on_gpu=False) == default.training_simulation_envs(1024, on_gpu=False) == 896
-    # CPU, evaluation in the training simulation: its last 128 of the 1024.
+    # CPU: PPO trains on all 1024; the evaluation has a simulation of its own.
+    assert default.training_simulation_envs(1024, on_gpu=False) == 1024
+    # Evaluation in the training simulation: 128 more after the 1024, on the CPU as on a GPU.
     in_sim = AgentConfig(eval_steps_per_step=1)
-    assert (in_sim.training_envs(1024, on_gpu=False), in_sim.training_simulation_envs(1024, on_gpu=False)) == (
-        896,
-        1024,
-    )
-    # GPU: PPO trains on all 1024; the 128 evaluation environments are 128 more in the same simulation.
-    assert (default.training_envs(1024, on_gpu=True), default.training_simulation_envs(1024, on_gpu=True)) == (
-        1024,
-        1152,
-    )
+    assert in_sim.training_simulation_envs(1024, on_gpu=False) == 1152
+    assert default.training_simulation_envs(1024, on_gpu=True) == 1152
     assert default.stepped_envs(1024, on_gpu=True) == 1152
     # GPU with an evaluation simulation of its own: 1024 train, 64 evaluate twice per step.
     two = AgentConfig(eval_steps_per_step=2)
@@ -293,9 +290,9 @@ def test_evaluation_in_a_simulation_of_its_own_stepped_twice_per_step(steady_han
     cfg.stop_when_iterations = 1
     cfg.agent.eval_envs, cfg.agent.eval_episodes, cfg.agent.eval_steps_per_step = 16, 8, 2
     result = train_worker(cfg, None, DistributedContext(device="cpu"))
-    # 48 environments train; the evaluation simulation holds 8, stepped twice per training step: 64 env-steps per
+    # 64 environments train; the evaluation simulation holds 8, stepped twice per training step: 80 env-steps per
     # step, as 16 evaluation environments in the training simulation would take.
-    assert [r.env_steps for r in result.records] == [1600, 3200]
+    assert [r.env_steps for r in result.records] == [2000, 4000]
     # Its staggered first episodes do not count; the next ones (50 of its steps, 25 training steps) all end within
     # iteration 2, where a 50-step episode stepped once per training step would span two iterations.
     first, second = result.records

@@ -221,7 +221,7 @@ class _Ending:
             final_iteration=final,
             last_iteration=results[0].final_iteration if results else None,
             env_steps_per_iteration=workers
-            * cfg.agent.stepped_envs(cfg.env.num_envs, on_gpu=self.prepared.selection.kind != "cpu")
+            * cfg.agent.stepped_envs(cfg.env.num_envs, self.prepared.selection.kind != "cpu", workers)
             * cfg.agent.num_steps_per_env,
             wall_s=time.time() - self.began,
             detail=detail,

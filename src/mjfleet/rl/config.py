@@ -81,12 +81,11 @@ class AgentConfig:
     wandb_project: str = "mjfleet"
     """Weights & Biases project when ``logger`` is ``wandb``."""
     eval_envs: int = 128
-    """Environments per worker (at most a quarter of ``--env.num-envs``) that run the deterministic policy, the
-    actor's mean that ``play`` runs: their episodes are logged as ``Eval/...`` and are what ``--stop-when`` reads;
-    their transitions never reach PPO. On the CPU they are part of ``--env.num-envs`` (PPO trains on the others), since
-    there every simulated environment costs time; on a GPU they come on top of them, since there more environments in
-    the same launches cost almost nothing and PPO keeps the batch the settings name. 0: none (``--stop-when`` reads
-    the training episodes)."""
+    """Environments of the whole job that run the deterministic policy, the actor's mean that ``play`` runs, split
+    evenly across its workers (at most a quarter of ``--env.num-envs`` each): their episodes are logged as
+    ``Eval/...`` and are what ``--stop-when`` reads; their transitions never reach PPO. They come on top of
+    ``--env.num-envs``, which PPO trains on, on every device. 0: none (``--stop-when`` reads the training
+    episodes)."""
     eval_steps_per_step: int | None = None
     """Steps the evaluation environments take per training step. 1: they step with the others, in the same
     simulation. Above 1: they are a simulation of their own, of ``--agent.eval-envs`` / this many environments,
@@ -101,16 +100,17 @@ class AgentConfig:
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     """PPO."""
 
-    def evaluation_envs(self, num_envs: int) -> int:
-        """How many of a worker's ``num_envs`` environments evaluate: :attr:`eval_envs`, at most ``num_envs // 4``.
-        Raises :class:`UsageError` (naming the flag) for settings out of range."""
+    def evaluation_envs(self, num_envs: int, world_size: int = 1) -> int:
+        """This worker's share of :attr:`eval_envs` (the job's, split evenly across its ``world_size`` workers,
+        rounded up), at most ``num_envs // 4``. Raises :class:`UsageError` (naming the flag) for settings out of
+        range."""
         if self.eval_envs < 0:
             raise UsageError(f"--agent.eval-envs must not be negative (got {self.eval_envs})")
         if self.eval_steps_per_step is not None and self.eval_steps_per_step < 1:
             raise UsageError(f"--agent.eval-steps-per-step must be at least 1 (got {self.eval_steps_per_step})")
         if self.eval_episodes < 1:
             raise UsageError(f"--agent.eval-episodes must be at least 1 (got {self.eval_episodes})")
-        return min(self.eval_envs, num_envs // 4)
+        return min(-(-self.eval_envs // max(1, world_size)), num_envs // 4)
 
     def evaluation_steps(self, on_gpu: bool) -> int:
         """:attr:`eval_steps_per_step`, or its default for the device the environments run on."""
@@ -118,29 +118,24 @@ class AgentConfig:
             return self.eval_steps_per_step
         return 1 if on_gpu else CPU_EVAL_STEPS_PER_STEP
 
-    def separate_evaluation_envs(self, num_envs: int, on_gpu: bool) -> int:
+    def separate_evaluation_envs(self, num_envs: int, on_gpu: bool, world_size: int = 1) -> int:
         """Environments of the evaluation's own simulation for a worker with ``num_envs`` (:meth:`evaluation_envs`
         divided by :meth:`evaluation_steps`, at least 1), or 0 where the evaluation steps in the training simulation."""
-        eval_envs, steps = self.evaluation_envs(num_envs), self.evaluation_steps(on_gpu)
+        eval_envs, steps = self.evaluation_envs(num_envs, world_size), self.evaluation_steps(on_gpu)
         return max(1, eval_envs // steps) if eval_envs and steps > 1 else 0
 
-    def training_envs(self, num_envs: int, on_gpu: bool) -> int:
-        """Environments PPO trains on for a worker with ``--env.num-envs`` ``num_envs``: all of them on a GPU, where
-        the evaluation environments come on top; on the CPU the others than :meth:`evaluation_envs`."""
-        return num_envs if on_gpu else num_envs - self.evaluation_envs(num_envs)
+    def training_simulation_envs(self, num_envs: int, on_gpu: bool, world_size: int = 1) -> int:
+        """Environments of a worker's training simulation: the ``num_envs`` PPO trains on, and after them its
+        evaluation environments where they step in the same simulation."""
+        separate = self.separate_evaluation_envs(num_envs, on_gpu, world_size)
+        return num_envs + (0 if separate else self.evaluation_envs(num_envs, world_size))
 
-    def training_simulation_envs(self, num_envs: int, on_gpu: bool) -> int:
-        """Environments of the training simulation: :meth:`training_envs`, and after them the evaluation
-        environments where they step in the same simulation."""
-        shared = 0 if self.separate_evaluation_envs(num_envs, on_gpu) else self.evaluation_envs(num_envs)
-        return self.training_envs(num_envs, on_gpu) + shared
-
-    def stepped_envs(self, num_envs: int, on_gpu: bool) -> int:
+    def stepped_envs(self, num_envs: int, on_gpu: bool, world_size: int = 1) -> int:
         """Environment steps a worker with ``--env.num-envs`` ``num_envs`` simulates per training step: the training
         simulation's environments, plus the evaluation's own simulation's environments times their steps."""
-        separate = self.separate_evaluation_envs(num_envs, on_gpu)
+        separate = self.separate_evaluation_envs(num_envs, on_gpu, world_size)
         own = separate * self.evaluation_steps(on_gpu) if separate else 0
-        return self.training_simulation_envs(num_envs, on_gpu) + own
+        return self.training_simulation_envs(num_envs, on_gpu, world_size) + own
 
     def to_rsl_rl(self, multi_gpu: dict[str, int] | None = None) -> dict[str, Any]:
         """The config dict that ``rsl_rl.algorithms.PPO.construct_algorithm`` reads (and nothing else).

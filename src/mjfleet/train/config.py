@@ -99,7 +99,7 @@ class TrainConfig:
     and NaN training are never retried. With a value above 0 even a single worker runs as a launched process."""
     stop_when: StopWhen | None = None
     """End training early once a statistic of the evaluation episodes (the deterministic policy that ``play`` runs,
-    on ``--agent.eval-envs`` of each worker's environments; logged as ``Eval/...``) meets a condition:
+    on the job's ``--agent.eval-envs`` evaluation environments; logged as ``Eval/...``) meets a condition:
     ``success>=0.9``, ``return>20``, ``length>=900`` or any logged ``Metrics/<name>``, e.g.
     ``Metrics/lin_vel_error<0.2`` (its mean over the most recent ``--agent.eval-episodes`` of every worker). The
     training episodes, with the policy's action noise, are logged as ``Episode/...`` and ``Metrics/...``; with

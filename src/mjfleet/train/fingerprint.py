@@ -27,14 +27,21 @@ NOT_TRAINING = frozenset(
         "agent.export_onnx",
         "agent.logger",
         "agent.wandb_project",
+        "agent.eval_episodes",
+        "agent.eval_steps_per_step",
         "env.sim.threads",
+        "env.sim.nconmax",
+        "env.sim.njmax",
         "env.sim.use_graph",
         "env.sim.solver_notices",
         "env.sim.sensors_every_substep",
     }
 )
 """Settings inside ``env`` and ``agent`` that change where results go, how fast they come or how long the run is,
-not what the policy learns (``sensors_every_substep`` and the Warp graph give bit-identical physics)."""
+not what the policy learns: ``sensors_every_substep`` and the Warp graph give bit-identical physics; ``nconmax`` and
+``njmax`` are capacity (raising them after an overflow is the fix, and continues the run); the evaluation's window and
+its stepping are bookkeeping (how many environments evaluate stays part of it: in the training simulation they
+share its random streams)."""
 
 
 def training_settings(cfg: TrainConfig) -> dict[str, Any]:
@@ -47,6 +54,16 @@ def training_settings(cfg: TrainConfig) -> dict[str, Any]:
     return {k: v for k, v in flat.items() if k not in NOT_TRAINING}
 
 
+def same_training(recorded: dict[str, Any], current: dict[str, Any]) -> bool:
+    """Whether a run recorded with the settings ``recorded`` trains what ``current`` names: equal in every setting
+    that decides training now (a run recorded when a setting counted that no longer does still matches)."""
+    return _deciding(recorded) == _deciding(current)
+
+
+def _deciding(settings: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in settings.items() if k not in NOT_TRAINING}
+
+
 def fingerprint(settings: dict[str, Any]) -> str:
     """A short digest of :func:`training_settings` (equal settings, equal digest)."""
     text = json.dumps(settings, sort_keys=True, separators=(",", ":"))
@@ -55,6 +72,7 @@ def fingerprint(settings: dict[str, Any]) -> str:
 
 def differences(recorded: dict[str, Any], current: dict[str, Any], limit: int = 4) -> str:
     """The settings that differ, as flags with both values: ``--seed 2 (the run has 1), --env.num-envs ...``."""
+    recorded, current = _deciding(recorded), _deciding(current)
     differ = [k for k in recorded.keys() | current.keys() if recorded.get(k, _ABSENT) != current.get(k, _ABSENT)]
     keys = sorted(differ, key=lambda k: (k.count("."), k))  # the task, seed and --resume before nested settings
     parts = [

@@ -17,7 +17,7 @@ from pathlib import Path
 from mjfleet.errors import FatalTrainingError, UsageError
 from mjfleet.train.config import TrainConfig
 from mjfleet.train.external import ExternalJob
-from mjfleet.train.fingerprint import differences, fingerprint, training_settings
+from mjfleet.train.fingerprint import differences, fingerprint, same_training, training_settings
 from mjfleet.train.run_dir import check_log_root, next_run_dir
 from mjfleet.train.run_identity import RunIdentity, RunRecord, run_identity, runs_of
 from mjfleet.train.start import StartPoint, continue_point, plan_start
@@ -91,11 +91,11 @@ def plan_run(
     settings = training_settings(cfg)
     digest = fingerprint(settings)
     if cfg.finish is not None:
-        return _finish(cfg, settings, digest)
+        return _finish(cfg, settings)
     identity = run_identity(cfg.run_id, env, job, invocation)
     if identity is not None:
         runs = runs_of(experiment_dir, identity)
-        same = [(run_dir, record) for run_dir, record in runs if record.fingerprint == digest]
+        same = [(run_dir, record) for run_dir, record in runs if same_training(record.settings, settings)]
         if same:
             return _continued(cfg, *same[0])
         if runs:
@@ -132,7 +132,7 @@ def plan_run(
     return RunStart(run_dir, start, record)
 
 
-def _finish(cfg: TrainConfig, settings: dict[str, object], digest: str) -> RunStart:
+def _finish(cfg: TrainConfig, settings: dict[str, object]) -> RunStart:
     assert cfg.finish is not None
     run_dir = cfg.finish
     record = RunRecord.read(run_dir)
@@ -144,7 +144,7 @@ def _finish(cfg: TrainConfig, settings: dict[str, object], digest: str) -> RunSt
         )
     if record.task != cfg.task:
         raise UsageError(f"--finish {run_dir} is a run of {record.task}, not {cfg.task}: train {record.task} --finish")
-    if record.fingerprint != digest:
+    if not same_training(record.settings, settings):
         raise UsageError(
             f"--finish {run_dir}: these settings differ from the run's: {differences(record.settings, settings)};"
             " finishing trains the run as it began (leave them out), --resume starts a new run from it"

@@ -108,13 +108,12 @@ def _train(
     report_dir = local_report_dir() if launched else None
     if stop_check is None and report_dir is not None and ctx.is_main:
         stop_check = file_stop_check(report_dir)
-    # On the CPU the evaluation environments are part of --env.num-envs (measured on 2 cores: 128 more on top of
-    # 1,024 made every iteration 9-11% slower); on a GPU they come on top, where eight times the environments cost
-    # 1.9 times the iteration (bench on an H100), so PPO's batch stays the one the settings name.
-    eval_envs = cfg.agent.evaluation_envs(cfg.env.num_envs)
-    on_gpu = str(ctx.device).startswith("cuda")
-    separate = cfg.agent.separate_evaluation_envs(cfg.env.num_envs, on_gpu)
-    simulated = cfg.agent.training_simulation_envs(cfg.env.num_envs, on_gpu)
+    # The evaluation environments come on top of --env.num-envs on every device (PPO trains on the batch the settings
+    # name) and the job's --agent.eval-envs are split across its workers (the evaluation does not grow with them).
+    n, workers, on_gpu = cfg.env.num_envs, ctx.world_size, str(ctx.device).startswith("cuda")
+    eval_envs = cfg.agent.evaluation_envs(n, workers)
+    separate = cfg.agent.separate_evaluation_envs(n, on_gpu, workers)
+    simulated = cfg.agent.training_simulation_envs(n, on_gpu, workers)
     with scoped_device(ctx.device):
         evaluation = None
         if separate:
