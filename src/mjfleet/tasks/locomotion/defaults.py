@@ -35,10 +35,12 @@ def locomotion_sim(nconmax: int, njmax: int, training_contacts: ContactModel | N
 
 
 CPU_TRAINING_CONTACTS = ContactModel(
-    applies="cpu", cone="pyramidal", impratio=1.0, max_condim=3, joint_friction=False, self_collisions=False
+    applies="cpu", cone="pyramidal", max_condim=3, joint_friction=False, self_collisions=False
 )
 """The contact model Menagerie robots train on on the CPU: each change is a share of the physics time there
-(``bench <task> --contact-costs``), and the policy is judged on the file as shipped."""
+(``bench <task> --contact-costs``), and the policy is judged on the file as shipped. The file's ``impratio`` stays:
+friction as hard as the file's (Menagerie's Go1: 100) costs no more with pyramidal cones, and a Go1 policy trained with
+impratio 1 slipped less than it expected on the file and fell (0.92 against 0.98 on its training model)."""
 
 
 def rough_randomization() -> RandomizationConfig:
