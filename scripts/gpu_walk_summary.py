@@ -30,7 +30,7 @@ TIMEOUT = 124  # what `timeout` exits with when the limit stopped the command (S
 RICH_PREFIX = re.compile(r"^\[[^\]]*\]\s+(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+")
 # `it 50/300 | 1:05 ETA 5:25 | 1.23M steps 18.9k/s | ...` (mjfleet.rl.progress.progress_line)
 PROGRESS = re.compile(r"^it (\d+)/(\d+) \| (\d+(?::\d\d)+)\b.*? \| \S+ steps (\S+)/s \|")
-# `... (128 iterations, 12,582,912 env-steps in 1:08 from the command)` (mjfleet.train.ending)
+# `... (128 iterations, 12,582,912 env-steps in 1:08 from the command)` (mjfleet.runs.ending)
 HEADLINE = re.compile(r"^(.*?) \((?:(\d+) iterations?, ([\d,]+) env-steps in )?(\d+(?::\d\d)+) from the command\)$")
 # `start-up: first iteration done 12.3 s after the process started: ...` (mjfleet.train.startup)
 STARTUP = "start-up: "
@@ -99,7 +99,7 @@ def read_train_log(path: Path) -> TrainLog:
 
 
 def read_job(log_root: Path) -> dict | None:
-    """The run's ``job.json`` (mjfleet.train.run_identity.RunRecord), where there is exactly one under the root."""
+    """The run's ``job.json`` (mjfleet.runs.record.RunRecord), where there is exactly one under the root."""
     found = sorted(log_root.glob("*/*/job.json"))
     if len(found) != 1:
         return None

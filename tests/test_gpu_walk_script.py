@@ -16,8 +16,8 @@ from types import ModuleType
 import pytest
 
 from mjfleet.rl.progress import Progress, progress_block, progress_line
-from mjfleet.train.ending import RunEnd, ending_lines
-from mjfleet.train.run_identity import RunRecord
+from mjfleet.runs.ending import RunEnd, ending_lines
+from mjfleet.runs.record import RunRecord
 from mjfleet.train.startup import StartupClock
 
 from .helpers import load_script

@@ -23,13 +23,14 @@ from mjfleet.launch.launcher import LaunchPlan
 from mjfleet.launch.worker_logs import write_report
 from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint, resolve_checkpoint, save_atomic
 from mjfleet.rl.runner import NonFiniteTrainingError, Runner
+from mjfleet.runs import start as start_module
+from mjfleet.runs.start import StartPoint
 from mjfleet.runtime import stop as stop_module
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.runtime.stop import STOP_FILE, StopRequest
 from mjfleet.train import run, supervisor
-from mjfleet.train import start as start_module
 from mjfleet.train.config import TrainConfig
-from mjfleet.train.worker import StartPoint, train_worker
+from mjfleet.train.worker import train_worker
 
 from .helpers import make_run_dir, small_train_config
 from .instruments import FAULT_ENV, instrument

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mjfleet.cli import train
-from mjfleet.train.ending import RunEnd, ending_lines
+from mjfleet.runs.ending import RunEnd, ending_lines
 
 from .helpers import run_main
 from .instruments import instrument

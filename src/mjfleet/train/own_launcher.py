@@ -19,10 +19,10 @@ from mjfleet.launch.launcher import (
     resolve_worker_log_dir,
 )
 from mjfleet.rl.records import WorkerResult
+from mjfleet.runs.start import StartPoint
 from mjfleet.runtime.devices import DeviceSelection
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.train.config import TrainConfig
-from mjfleet.train.start import StartPoint
 
 
 def slurm_gpus_per_node(cfg: TrainConfig, selection: DeviceSelection, env: Mapping[str, str]) -> int | None:

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mjfleet.launch.launcher import LaunchPlan
+from mjfleet.runs.directory import create_run_dir, remove_stale_temporaries
 from mjfleet.runtime.devices import DeviceSelection
 from mjfleet.train.config import TrainConfig
 from mjfleet.train.external import ExternalJob
 from mjfleet.train.planner import RunStart
-from mjfleet.train.run_dir import create_run_dir, remove_stale_temporaries
 
 logger = logging.getLogger("mjfleet.train")
 

@@ -13,14 +13,19 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from mjfleet.config_io import plain
 from mjfleet.errors import FatalTrainingError, UsageError
+from mjfleet.rl.checkpoint import hidden_dims, is_onnx, load_checkpoint, resolve_checkpoint
+from mjfleet.runs.directory import check_log_root, next_run_dir
+from mjfleet.runs.fingerprint import differences, fingerprint, same_training, training_settings
+from mjfleet.runs.identity import RunIdentity, run_identity
+from mjfleet.runs.record import RunRecord, runs_of
+from mjfleet.runs.source import DOWNLOAD_DIR, fetch, is_wandb_ref
+from mjfleet.runs.start import StartPoint, continue_point
 from mjfleet.train.config import TrainConfig
 from mjfleet.train.external import ExternalJob
-from mjfleet.train.fingerprint import differences, fingerprint, same_training, training_settings
-from mjfleet.train.run_dir import check_log_root, next_run_dir
-from mjfleet.train.run_identity import RunIdentity, RunRecord, run_identity, runs_of
-from mjfleet.train.start import StartPoint, continue_point, plan_start
 
 logger = logging.getLogger("mjfleet.train")
 
@@ -88,11 +93,11 @@ def plan_run(
     """
     experiment_dir = cfg.log_root / cfg.agent.experiment_name
     check_log_root(experiment_dir)
-    settings = training_settings(cfg)
+    settings = training_settings(plain(dataclasses.asdict(cfg)))
     digest = fingerprint(settings)
     if cfg.finish is not None:
         return _finish(cfg, settings)
-    identity = run_identity(cfg.run_id, env, job, invocation)
+    identity = run_identity(cfg.run_id, env, None if job is None else job.launcher, invocation)
     if identity is not None:
         runs = runs_of(experiment_dir, identity)
         same = [(run_dir, record) for run_dir, record in runs if same_training(record.settings, settings)]
@@ -175,3 +180,43 @@ def _continued(cfg: TrainConfig, run_dir: Path, record: RunRecord) -> RunStart:
             "--resume %s is where run %s began; it continues from its own newest checkpoint", cfg.resume, run_dir
         )
     return RunStart(run_dir, continue_point(run_dir, record.first_start), record, continues=True)
+
+
+def plan_start(cfg: TrainConfig) -> StartPoint:
+    """The first attempt's start: ``--resume`` resolved to one validated checkpoint, then ``max_iterations`` more.
+
+    A ``wandb:`` reference is downloaded here, once, under ``<log_root>/.wandb_downloads``; every worker then loads
+    that file.
+
+    Raises :class:`~mjfleet.errors.UsageError` for a missing, truncated or foreign checkpoint.
+    """
+    if cfg.resume is None:
+        return StartPoint(checkpoint=None, final_iteration=cfg.agent.max_iterations)
+    resume = cfg.resume
+    if is_wandb_ref(resume):
+        resume = fetch(str(resume), cfg.log_root / DOWNLOAD_DIR)
+        if is_onnx(resume):
+            raise UsageError(f"--resume {cfg.resume}: an ONNX export holds no training state; name a model_<it>.pt")
+    checkpoint = resolve_checkpoint(resume)
+    data = load_checkpoint(checkpoint)
+    _check_networks(cfg, checkpoint, data)
+    start_iteration = int(data["iter"])
+    return StartPoint(
+        checkpoint=checkpoint,
+        final_iteration=start_iteration + cfg.agent.max_iterations,
+        start_iteration=start_iteration,
+    )
+
+
+def _check_networks(cfg: TrainConfig, checkpoint: Path, data: dict[str, Any]) -> None:
+    """The networks this run builds must take the checkpoint's weights (otherwise every worker would fail to load
+    them after the run directory exists)."""
+    for role in ("actor", "critic"):
+        saved = hidden_dims(data.get(f"{role}_state_dict") or {})
+        wanted = getattr(cfg.agent.policy, f"{role}_hidden_dims")
+        if saved is not None and saved != tuple(wanted):
+            flag = f"--agent.policy.{role}-hidden-dims"
+            raise UsageError(
+                f"--resume {checkpoint}: its {role} has hidden layers {' '.join(map(str, saved))}, this run's"
+                f" {' '.join(map(str, wanted))}; pass {flag} {' '.join(map(str, saved))} to continue it"
+            )

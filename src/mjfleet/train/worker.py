@@ -22,6 +22,9 @@ from mjfleet.rl.evaluation_env import SeparateEvaluation
 from mjfleet.rl.records import KEPT_RECORDS, IterationRecord, WorkerResult
 from mjfleet.rl.runner import Runner, StopCheck
 from mjfleet.rl.stop_condition import as_condition
+from mjfleet.runs.ending import Ending
+from mjfleet.runs.record import record_end
+from mjfleet.runs.start import StartPoint
 from mjfleet.runtime.context import DistributedContext, default_store, process_group
 from mjfleet.runtime.processes import hard_exit
 from mjfleet.runtime.stop import file_stop_check
@@ -30,12 +33,11 @@ from mjfleet.sim.config import as_shipped
 from mjfleet.sim.warp_runtime import scoped_device
 from mjfleet.tasks.registry import get_task
 from mjfleet.train.config import TrainConfig
-from mjfleet.train.run_identity import Ending, record_end
-from mjfleet.train.start import StartPoint, plan_start
+from mjfleet.train.planner import plan_start
 from mjfleet.train.startup import StartupClock
 from mjfleet.train.worker_hook import WorkerHookContext, load_worker_hook
 
-__all__ = ["StartPoint", "WorkerResult", "plan_start", "seed_everything", "train_worker", "write_params"]
+__all__ = ["WorkerResult", "seed_everything", "train_worker", "write_params"]
 
 logger = logging.getLogger(__name__)
 
