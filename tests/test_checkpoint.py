@@ -13,7 +13,7 @@ from mjfleet.cli import play
 from mjfleet.errors import UsageError
 from mjfleet.rl.checkpoint import load_checkpoint, newest_run, resolve_checkpoint, save_atomic
 from mjfleet.runs.source import resolve_play_checkpoint
-from mjfleet.train.planner import plan_start
+from mjfleet.train.plan import plan_start
 
 from .helpers import small_train_config
 

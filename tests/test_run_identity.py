@@ -21,7 +21,7 @@ from mjfleet.runtime.stop import StopRequest
 from mjfleet.train import run
 from mjfleet.train.config import TrainConfig
 from mjfleet.train.external import ExternalJob
-from mjfleet.train.planner import RunFailedBefore, plan_run
+from mjfleet.train.plan import RunFailedBefore, plan_run
 
 from .helpers import run_main, small_train_config
 

@@ -26,8 +26,7 @@ from mjfleet.runtime.stop import StopRequest
 from mjfleet.train.config import TrainConfig, validate
 from mjfleet.train.external import check_external_options, detect_external_job, external_device
 from mjfleet.train.own_launcher import describe_plan, make_plan
-from mjfleet.train.plan import Prepared, open_run_dir
-from mjfleet.train.planner import plan_this_start, report_nothing_left
+from mjfleet.train.plan import Prepared, open_run_dir, plan_this_start, report_nothing_left
 
 logger = logging.getLogger("mjfleet.train")
 

@@ -24,8 +24,7 @@ from mjfleet.runtime.context import DistributedContext, destroy_process_group, i
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.runtime.watch import group_timeout
 from mjfleet.train.external import ExternalJob, duplicate_gpus, this_host, wait_for_rendezvous
-from mjfleet.train.plan import Prepared, open_run_dir
-from mjfleet.train.planner import RunFailedBefore, RunStart, plan_this_start, report_nothing_left
+from mjfleet.train.plan import Prepared, RunFailedBefore, RunStart, open_run_dir, plan_this_start, report_nothing_left
 from mjfleet.train.worker import train_worker
 
 logger = logging.getLogger("mjfleet.train")

@@ -33,7 +33,7 @@ from mjfleet.sim.config import as_shipped
 from mjfleet.sim.warp_runtime import scoped_device
 from mjfleet.tasks.registry import get_task
 from mjfleet.train.config import TrainConfig
-from mjfleet.train.planner import plan_start
+from mjfleet.train.plan import plan_start
 from mjfleet.train.startup import StartupClock
 from mjfleet.train.worker_hook import WorkerHookContext, load_worker_hook
 
