@@ -20,8 +20,6 @@ from tensordict import TensorDict
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.episode_stats import EpisodeStats
 from mjfleet.errors import FatalTrainingError
-from mjfleet.rl.checkpointing import Checkpointing
-from mjfleet.rl.checkpointing import CheckpointWriteError as CheckpointWriteError  # raised from here
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.eval_stats import EvaluationWindow, is_evaluation_name
 from mjfleet.rl.evaluation_env import SeparateEvaluation
@@ -30,6 +28,8 @@ from mjfleet.rl.ppo import SyncedPPO
 from mjfleet.rl.progress import IterationClock, Progress, progress_block, progress_line
 from mjfleet.rl.records import IterationRecord
 from mjfleet.rl.replicas import check_replicas
+from mjfleet.rl.saving import CheckpointWriteError as CheckpointWriteError  # raised from here
+from mjfleet.rl.saving import Saving
 from mjfleet.rl.stop_condition import StopCondition, StopConditionTracker
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.runtime.stop import signal_name
@@ -52,7 +52,7 @@ StepHook = Callable[["Runner"], None]
 """Called after every environment step of a rollout (e.g. to render a video frame)."""
 
 
-class Runner(Checkpointing):
+class Runner(Saving):
     """Trains one worker's replica: rsl-rl-lib builds the models, storage and :class:`~mjfleet.rl.ppo.SyncedPPO`
     (``PPO.construct_algorithm``); the loop, checkpoints and logging are mjfleet's.
 

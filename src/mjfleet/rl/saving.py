@@ -1,4 +1,5 @@
-"""What a :class:`~mjfleet.rl.runner.Runner` saves and loads: checkpoints with every rank's state, ONNX exports."""
+"""What a :class:`~mjfleet.rl.runner.Runner` saves and loads: checkpoints with every rank's state (written through
+:mod:`mjfleet.rl.checkpoint`, which holds the files' format), ONNX exports."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ class CheckpointWriteError(FatalTrainingError):
     repeats = False  # free space, and the run continues
 
 
-class Checkpointing:
-    """The checkpoint half of the runner; the attributes below are the runner's (set in its ``__init__``)."""
+class Saving:
+    """The saving and loading half of the runner; the attributes below are the runner's (set in its ``__init__``)."""
 
     env: MjEnv
     agent_cfg: AgentConfig
