@@ -49,9 +49,9 @@ class WorkerResult:
     stop_signal: int | None = None
     """Signal number that stopped training early (after a final checkpoint), or None if it ran to the end."""
     condition_met_at: int | None = None
+    """The iteration at which the ``--stop-when`` condition ended training, or None."""
     met_condition: str | None = None
     """The ``--stop-when`` condition that ended training, as read (``Eval/success >= 0.95``), or None."""
-    """The iteration at which the ``--stop-when`` condition ended training, or None."""
     last_checkpoint: str | None = None
     """The newest checkpoint written (or resumed from) by this run."""
     run_dir: str | None = None

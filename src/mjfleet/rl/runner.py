@@ -7,7 +7,7 @@ import io
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,11 @@ class Runner(Saving):
       iteration, a block every :attr:`block_interval`). Checkpoints also carry every rank's RNG and episode
       state, the evaluation window and the training wall time, so a restart with the same number of workers
       continues where the run left off.
+
+    Its collaborators come with the constructor: the hooks called after every iteration and every rollout step, the
+    stop request and the ``--stop-when`` condition, the extra fields of every ONNX export. A worker hook, which is
+    handed the built runner (:mod:`mjfleet.train.worker_hook`), may add hooks of its own to :attr:`hooks` and
+    :attr:`step_hooks`.
     """
 
     def __init__(
@@ -84,6 +89,13 @@ class Runner(Saving):
         logged_config: dict[str, Any] | None = None,
         eval_envs: int = 0,
         evaluation: SeparateEvaluation | None = None,
+        *,
+        hooks: Sequence[IterationHook] = (),
+        step_hooks: Sequence[StepHook] = (),
+        stop_check: StopCheck | None = None,
+        stop_condition: StopCondition | None = None,
+        stop_when_iterations: int | None = None,
+        export_info: Mapping[str, Any] | None = None,
     ) -> None:
         self.env = env
         self.agent_cfg = agent_cfg
@@ -91,27 +103,27 @@ class Runner(Saving):
         self.device = ctx.device
         self.run_dir = run_dir
         self.replica_check_interval = replica_check_interval
-        self.hooks: list[IterationHook] = []
-        """Called after every iteration (heartbeats, the records a worker returns, a worker hook's own)."""
-        self.export_info: dict[str, Any] = {}
-        """Extra fields of every ONNX export's JSON (the worker adds the task id)."""
-        self.step_hooks: list[StepHook] = []
+        self.hooks: list[IterationHook] = list(hooks)
+        """Called in order after every iteration (heartbeats, the records a worker returns, a worker hook's own)."""
+        self.export_info: dict[str, Any] = dict(export_info or {})
+        """Extra fields of every ONNX export's JSON (the worker's: the task id)."""
+        self.step_hooks: list[StepHook] = list(step_hooks)
         """Called after every rollout step, with :attr:`current_learning_iteration` the last completed iteration."""
-        self.stop_check: StopCheck | None = None
+        self.stop_check = stop_check
         """Asked after each iteration on the ranks that have one whether to stop (any rank's request stops all; a
         checkpoint is written, then :meth:`learn` returns)."""
         self.stop_signal: int | None = None
         """Signal number that stopped :meth:`learn` early, or None."""
-        self.stop_condition: StopCondition | None = None
+        self.stop_condition = stop_condition
         """``--stop-when``: :meth:`learn` ends (checkpoint written) once this held for :attr:`stop_when_iterations`
         iterations in a row. Every rank decides alike from the same all-reduced episode means."""
-        self.stop_when_iterations: int | None = None
+        self.stop_when_iterations = stop_when_iterations
         """Iterations in a row :attr:`stop_condition` must hold; None: :attr:`StopCondition.default_streak`."""
         self.condition_met_at: int | None = None
+        """The iteration at which :attr:`stop_condition` ended :meth:`learn`, or None."""
         self.met_condition: StopCondition | None = None
         """The condition that ended :meth:`learn` as the run read it (the training episodes' without evaluation
         environments), or None."""
-        """The iteration at which :attr:`stop_condition` ended :meth:`learn`, or None."""
         self.current_learning_iteration = 0
         """Iterations completed, counting those of a resumed checkpoint."""
         self.last_checkpoint: Path | None = None
