@@ -220,9 +220,9 @@ class _Closing:
             started_at=started_at,
             final_iteration=final,
             last_iteration=results[0].final_iteration if results else None,
-            env_steps_per_iteration=workers
-            * cfg.agent.stepped_envs(cfg.env.num_envs, self.prepared.selection.kind != "cpu", workers)
-            * cfg.agent.num_steps_per_env,
+            env_steps_per_iteration=cfg.agent.env_steps_per_iteration(
+                cfg.env.num_envs, self.prepared.selection.kind != "cpu", workers
+            ),
             wall_s=time.time() - self.began,
             detail=detail,
             finishable=how in ("stopped", "interrupted") or (how == "failed" and code != FATAL_EXIT_CODE),

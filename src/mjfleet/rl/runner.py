@@ -140,9 +140,15 @@ class Runner(Saving):
         """This rank's evaluation environments: the last ones of ``env``, stepped with the deterministic policy
         (:meth:`~mjfleet.rl.config.AgentConfig.training_simulation_envs` sizes ``env`` for them)."""
         self.train_envs = env.num_envs - self.eval_envs
+        """This rank's environments that PPO trains on (``--env.num-envs``)."""
         env.split_evaluation(self.eval_envs)
         self.evaluation = evaluation
         """Evaluation environments in a simulation of their own (instead of :attr:`eval_envs`), or None."""
+        self.steps_per_iteration = agent_cfg.env_steps_per_iteration(
+            self.train_envs, ctx.device_kind == "cuda", ctx.world_size
+        )
+        """Environment steps one iteration simulates over all ranks, evaluation environments included
+        (:meth:`~mjfleet.rl.config.AgentConfig.env_steps_per_iteration`)."""
         self.evaluates = bool(eval_envs or evaluation)
         """Whether any environment of this rank runs the deterministic policy."""
         self.eval_window = EvaluationWindow(env.stats.keys, agent_cfg.eval_episodes)
@@ -203,8 +209,6 @@ class Runner(Saving):
 
         start = self.current_learning_iteration
         total = start + num_learning_iterations
-        stepped = env.num_envs + (self.evaluation.env_steps_per_step if self.evaluation else 0)
-        steps_per_iteration = steps * stepped * self.ctx.world_size
         condition = self._resolved_condition()
         tracker = None
         if condition is not None:
@@ -246,7 +250,7 @@ class Runner(Saving):
                 ) from e
             t2 = time.perf_counter()
             self.current_learning_iteration = it
-            self.env_steps += steps_per_iteration
+            self.env_steps += self.steps_per_iteration
             stop, episode = self._agree_after_iteration(it, losses)
             evaluation = self.eval_window.means()
             # The evaluation statistics count once the window holds enough episodes.
@@ -256,7 +260,7 @@ class Runner(Saving):
                 iteration=it,
                 losses=losses,
                 episode=episode,
-                env_steps_per_s=steps_per_iteration / (t2 - t0),
+                env_steps_per_s=self.steps_per_iteration / (t2 - t0),
                 collect_s=t1 - t0,
                 learn_s=t2 - t1,
                 sync_s=alg.sync_s,

@@ -46,6 +46,7 @@ class Saving:
     last_checkpoint: Path | None
     previous_elapsed_s: float
     env_steps: int
+    steps_per_iteration: int
     eval_window: EvaluationWindow
     restored_env_state: bool
 
@@ -129,8 +130,7 @@ class Saving:
                 group["lr"] = self.alg.learning_rate
         self.previous_elapsed_s = float(data.get("elapsed_s", 0.0))
         # A checkpoint from before env-steps were saved: as many per iteration as this run takes.
-        per_iteration = self.agent_cfg.num_steps_per_env * self.env.num_envs * self.ctx.world_size
-        self.env_steps = int(data.get("env_steps", self.current_learning_iteration * per_iteration))
+        self.env_steps = int(data.get("env_steps", self.current_learning_iteration * self.steps_per_iteration))
         self.eval_window.load_state_dict(data.get("eval_window"))
         if evaluate:
             restore_shared_state(self.env, data.get("rank_states"))
