@@ -26,7 +26,7 @@ from mjfleet.rl.evaluation_env import SeparateEvaluation
 from mjfleet.rl.metrics import MetricsWriter
 from mjfleet.rl.ppo import SyncedPPO
 from mjfleet.rl.progress import IterationClock, Progress, progress_block, progress_line
-from mjfleet.rl.records import IterationRecord
+from mjfleet.rl.records import PROGRESS_FILE, IterationRecord, append_progress
 from mjfleet.rl.replicas import check_replicas
 from mjfleet.rl.saving import CheckpointWriteError as CheckpointWriteError  # raised from here
 from mjfleet.rl.saving import Saving
@@ -68,10 +68,10 @@ class Runner(Saving):
       what ``play`` runs) and are left out of the rollout storage, so PPO never sees their transitions; their
       episodes are the ``Eval/...`` statistics that ``--stop-when`` reads. With ``evaluation`` they are instead a
       simulation of their own, stepped several times per training step (:mod:`mjfleet.rl.evaluation_env`).
-    - Only rank 0 writes checkpoints (atomically), TensorBoard/W&B and the console progress (a line every
-      iteration, a block every :attr:`block_interval`). Checkpoints also carry every rank's RNG and episode
-      state, the evaluation window and the training wall time, so a restart with the same number of workers
-      continues where the run left off.
+    - Only rank 0 writes checkpoints (atomically), TensorBoard/W&B, every iteration's record to ``progress.jsonl``
+      and the console progress made from that record (a line every iteration, a block every
+      :attr:`block_interval`). Checkpoints also carry every rank's RNG and episode state, the evaluation window and
+      the training wall time, so a restart with the same number of workers continues where the run left off.
 
     Its collaborators come with the constructor: the hooks called after every iteration and every rollout step, the
     stop request and the ``--stop-when`` condition, the extra fields of every ONNX export. A worker hook, which is
@@ -178,6 +178,9 @@ class Runner(Saving):
             )
         self.alg: SyncedPPO = alg
         self.writer: MetricsWriter | None = None
+        self.writes_progress = ctx.is_main and run_dir is not None
+        """Rank 0 of a run that writes appends every iteration's record to ``<run_dir>/progress.jsonl``
+        (:data:`~mjfleet.rl.records.PROGRESS_FILE`)."""
         if ctx.is_main and run_dir is not None:
             self.writer = MetricsWriter(
                 run_dir, agent_cfg.logger == "wandb", agent_cfg.wandb_project, config=logged_config
@@ -422,6 +425,21 @@ class Runner(Saving):
                     return f"{label} {name} is not finite"
         return None
 
+    def _write_progress(self, record: IterationRecord) -> None:
+        """Append ``record`` to ``progress.jsonl``; a file that cannot be written (a full disk) is said once and
+        left: the checkpoints are what the run needs."""
+        if not self.writes_progress or self.run_dir is None:
+            return
+        try:
+            append_progress(self.run_dir, record)
+        except OSError as e:
+            self.writes_progress = False
+            logger.warning(
+                "could not write %s (%s); this start writes no more progress records",
+                self.run_dir / PROGRESS_FILE,
+                e.strerror or e,
+            )
+
     def _log(
         self,
         r: IterationRecord,
@@ -432,6 +450,7 @@ class Runner(Saving):
     ) -> None:
         if not self.ctx.is_main:
             return
+        self._write_progress(r)
         action_std = float(self.alg.get_policy().output_std.detach().mean())
         scalars = {f"Loss/{k}": v for k, v in r.losses.items()}
         scalars["Loss/learning_rate"] = self.alg.learning_rate
