@@ -186,7 +186,8 @@ def test_sigint_in_process_finishes_the_iteration_checkpoints_and_exits_130(
     assert code == 130
     assert [i for i, _ in list_checkpoints(run_dir)] == [3]  # iteration 3 was under way when the signal came
     said = _flat(err)
-    assert "stopped by SIGINT at iteration 3 of 50 (3 iterations, 768 env-steps in" in said
+    # 32 training environments and 2 evaluating, stepped 4 times (8 evaluation environments' worth), x 8 steps x 3
+    assert "stopped by SIGINT at iteration 3 of 50 (3 iterations, 960 env-steps in" in said
     assert f"run directory: {run_dir}" in said and f"checkpoint: {run_dir / 'model_3.pt'}" in said
     assert f"watch it: play cartpole-balance --checkpoint {run_dir / 'model_3.pt'}" in said
     finish = f"train cartpole-balance --finish {run_dir} (continues in place to iteration 50)"
