@@ -188,7 +188,7 @@ def _commit() -> str:
 
 def measure(task: str, device: str, stop_when: str) -> dict[str, Any]:
     """Run the three commands for one task; the row for the results file."""
-    from mjfleet.train.run_identity import RunRecord
+    from mjfleet.runs.record import RunRecord
 
     today = datetime.datetime.now(datetime.UTC).date().isoformat()
     commit = _commit()

@@ -33,7 +33,8 @@ for arg in "$@"; do
 done
 
 source "$repo/scripts/python_env.sh"  # sets py (the interpreter command) and runner (its description)
-# Wide enough that no log line wraps: the summary reads the progress lines and the last lines of each run.
+# Wide enough that no log line wraps: the summary reads the start-up line and the last lines of each run (its
+# iterations come from the run's progress.jsonl).
 export COLUMNS=300
 
 out=${MJFLEET_WALK_OUT:-$repo/time-to-walk/$(date +%Y-%m-%dT%H-%M-%S)}

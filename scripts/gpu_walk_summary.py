@@ -7,10 +7,10 @@ none failed (a training run stopped at its time limit is a result, not a failure
 
 Reads ``plan.txt`` (``name limit_s`` per line, in order), ``phases.txt`` (``name exit_code start end``, epoch
 seconds; ``name skipped - -`` or ``name no-checkpoint - -`` for a phase that did not run), ``commands.txt``,
-``about.txt``, each ``train-<task>-<label>.log`` (its progress lines, start-up line and last lines), the
-``job.json`` under ``runs/<task>-<label>/`` and each ``play-<task>-<label>.json`` (``play``'s JSON line). Nothing is
-estimated: a figure the files do not hold is ``-``. Standard library only, plus what ``gpu_summary.py`` uses for the
-GPU line.
+``about.txt``, each ``train-<task>-<label>.log`` (its start-up line and last lines), the run's ``job.json`` and
+``progress.jsonl`` (one record per iteration) under ``runs/<task>-<label>/`` and each ``play-<task>-<label>.json``
+(``play``'s JSON line). Nothing is estimated: a figure the files do not hold is ``-``. Standard library only, plus what
+``gpu_summary.py`` uses for the GPU line.
 """
 
 from __future__ import annotations
@@ -28,9 +28,8 @@ from gpu_summary import gpu_line, versions_line
 
 TIMEOUT = 124  # what `timeout` exits with when the limit stopped the command (SIGTERM honoured)
 RICH_PREFIX = re.compile(r"^\[[^\]]*\]\s+(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+")
-# `it 50/300 | 1:05 ETA 5:25 | 1.23M steps 18.9k/s | ...` (mjfleet.rl.progress.progress_line)
-PROGRESS = re.compile(r"^it (\d+)/(\d+) \| (\d+(?::\d\d)+)\b.*? \| \S+ steps (\S+)/s \|")
-# `... (128 iterations, 12,582,912 env-steps in 1:08 from the command)` (mjfleet.train.ending)
+PROGRESS_FILE = "progress.jsonl"  # every iteration's record, one JSON line each (mjfleet.rl.records)
+# `... (128 iterations, 12,582,912 env-steps in 1:08 from the command)` (mjfleet.runs.ending)
 HEADLINE = re.compile(r"^(.*?) \((?:(\d+) iterations?, ([\d,]+) env-steps in )?(\d+(?::\d\d)+) from the command\)$")
 # `start-up: first iteration done 12.3 s after the process started: ...` (mjfleet.train.startup)
 STARTUP = "start-up: "
@@ -38,12 +37,11 @@ STARTUP = "start-up: "
 
 @dataclass
 class TrainLog:
-    """What a ``train`` log says."""
+    """What a ``train`` command's log and its run's ``progress.jsonl`` say."""
 
     iterations: list[tuple[int, float, float]] = field(default_factory=list)
-    """(iteration, seconds since this start began training, env-steps/s of that iteration) per progress line."""
-    final: int | None = None
-    """The iteration the run trains to, as its progress lines say."""
+    """(iteration, seconds since this start began training, env-steps/s of that iteration) per iteration of the
+    command's start, from ``progress.jsonl``."""
     headline: str | None = None
     """The first of the run's last lines, without its time part: ``finished at iteration 128 of 1500: ...``."""
     startup: str | None = None
@@ -64,42 +62,51 @@ class Phase:
         return int(self.status) if self.status is not None and self.status.lstrip("-").isdigit() else None
 
 
-def seconds(duration: str) -> int:
-    """``1:08`` -> 68, ``1:02:03`` -> 3723."""
-    total = 0
-    for part in duration.split(":"):
-        total = total * 60 + int(part)
-    return total
-
-
-def count(text: str) -> float:
-    """``950``, ``12.3k``, ``4.56M``, ``1.23G`` (mjfleet.rl.progress.format_count) as a number."""
-    scale = {"k": 1e3, "M": 1e6, "G": 1e9}.get(text[-1:], 1.0)
-    return float(text[:-1] if scale != 1.0 else text) * scale
-
-
 def rate(value: float) -> str:
     return f"{value / 1e3:.0f}k" if value >= 1e4 else f"{value:,.0f}"
 
 
-def read_train_log(path: Path) -> TrainLog:
-    log = TrainLog()
+def read_train_log(path: Path, log_root: Path) -> TrainLog:
+    """The last lines and the start-up line of the command's log ``path``, and the iterations of its run under
+    ``log_root``."""
+    log = TrainLog(iterations=read_progress(log_root))
     if not path.is_file():
         return log
     for raw in path.read_text(errors="replace").splitlines():
         line = RICH_PREFIX.sub("", raw).strip()
-        if m := PROGRESS.match(line):
-            log.iterations.append((int(m[1]), float(seconds(m[3])), count(m[4])))
-            log.final = int(m[2])
-        elif (m := HEADLINE.match(line)) and line.endswith("from the command)"):
+        if (m := HEADLINE.match(line)) and line.endswith("from the command)"):
             log.headline = m[1]
         elif line.startswith(STARTUP) and log.startup is None:
             log.startup = line.removeprefix(STARTUP)
     return log
 
 
+def read_progress(log_root: Path) -> list[tuple[int, float, float]]:
+    """(iteration, elapsed s, env-steps/s) of the last start in the run's ``progress.jsonl``, where there is exactly
+    one run under the root (a continued run's earlier starts come first in the file: each start's elapsed time and
+    iterations begin again)."""
+    found = sorted(log_root.glob(f"*/*/{PROGRESS_FILE}"))
+    if len(found) != 1:
+        return []
+    try:
+        lines = found[0].read_text().splitlines()
+    except OSError:
+        return []
+    iterations: list[tuple[int, float, float]] = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+            entry = (int(record["iteration"]), float(record["elapsed_s"]), float(record["env_steps_per_s"]))
+        except (ValueError, TypeError, KeyError):
+            continue  # a line cut short by a killed process
+        if iterations and (entry[0] <= iterations[-1][0] or entry[1] < iterations[-1][1]):
+            iterations = []  # another start of the run
+        iterations.append(entry)
+    return iterations
+
+
 def read_job(log_root: Path) -> dict | None:
-    """The run's ``job.json`` (mjfleet.train.run_identity.RunRecord), where there is exactly one under the root."""
+    """The run's ``job.json`` (mjfleet.runs.record.RunRecord), where there is exactly one under the root."""
     found = sorted(log_root.glob("*/*/job.json"))
     if len(found) != 1:
         return None
@@ -181,13 +188,13 @@ def _iterations(log: TrainLog, job: dict | None) -> str:
         last = log.iterations[-1][0]
     if last is None:
         return "-"
-    final = (job or {}).get("final_iteration") or log.final
+    final = (job or {}).get("final_iteration")
     return f"{last} of {final}" if final else str(last)
 
 
 def _overhead(train: Phase, log: TrainLog) -> float | None:
     """The command's time outside iterations 2 to the last: start-up, the first iteration (Warp kernels compiled or
-    loaded, CUDA graphs captured) and the exit. Progress times have 1 s resolution."""
+    loaded, CUDA graphs captured) and the exit."""
     if train.seconds is None or len(log.iterations) < 2:
         return None
     return train.seconds - (log.iterations[-1][1] - log.iterations[0][1])
@@ -304,7 +311,7 @@ def summarize(out: Path) -> tuple[str, bool]:
             label,
             train,
             play,
-            read_train_log(out / f"{train.name}.log"),
+            read_train_log(out / f"{train.name}.log", out / "runs" / f"{task}-{label}"),
             read_job(out / "runs" / f"{task}-{label}"),
             read_play(out / f"{play.name}.json"),
         )

@@ -15,9 +15,9 @@ from types import ModuleType
 
 import psutil
 
+from mjfleet.runs.directory import create_run_dir, next_run_dir
 from mjfleet.tasks.registry import all_tasks, get_task
 from mjfleet.train.config import TrainConfig
-from mjfleet.train.run_dir import create_run_dir, next_run_dir
 
 
 def local_task_ids() -> list[str]:

@@ -24,6 +24,12 @@ ALLOWED: dict[str, set[str]] = {
 """Packages whose mjfleet dependencies (besides the core) are fixed: the launcher runs any picklable function and
 must not pull in training, tasks or the simulator."""
 
+FORBIDDEN: dict[str, set[str]] = {
+    "runs": {"train", "cli", "launch", "cluster"},
+}
+"""Packages that must not import these: a run as a record (its identity, ``job.json``, directory, start point, where
+a checkpoint comes from, how it ended) knows nothing of the training flow, the commands or the launchers."""
+
 
 def _unit(module: str) -> str:
     """``mjfleet.rl.runner`` -> ``rl``; ``mjfleet.errors`` -> ``errors``."""
@@ -123,7 +129,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_no_import_cycle_between_packages() -> None:
     graph = package_graph()
-    assert {"cli", "cluster", "envs", "launch", "rl", "runtime", "sim", "tasks", "train"} <= set(graph)
+    assert {"cli", "cluster", "envs", "launch", "rl", "runs", "runtime", "sim", "tasks", "train"} <= set(graph)
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle between packages: " + " -> ".join(cycle or [])
 
@@ -132,6 +138,12 @@ def test_no_import_cycle_between_packages() -> None:
 def test_low_level_packages_stay_generic(package: str) -> None:
     used = package_graph()[package] - CORE
     assert used <= ALLOWED[package], f"{package}/ imports {sorted(used - ALLOWED[package])}"
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_records_know_nothing_of_the_flow(package: str) -> None:
+    used = package_graph()[package] & FORBIDDEN[package]
+    assert not used, f"{package}/ imports {sorted(used)}"
 
 
 def test_core_modules_import_no_package() -> None:

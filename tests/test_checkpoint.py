@@ -12,8 +12,8 @@ import torch
 from mjfleet.cli import play
 from mjfleet.errors import UsageError
 from mjfleet.rl.checkpoint import load_checkpoint, newest_run, resolve_checkpoint, save_atomic
-from mjfleet.train.checkpoint_source import resolve_play_checkpoint
-from mjfleet.train.start import plan_start
+from mjfleet.runs.source import resolve_play_checkpoint
+from mjfleet.train.plan import plan_start
 
 from .helpers import small_train_config
 

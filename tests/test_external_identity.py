@@ -167,7 +167,7 @@ def test_two_ranks_resuming_from_wandb_fetch_it_once(tmp_path: Path, token: str)
         textwrap.dedent(
             """
             import os, sys
-            from mjfleet.train import start
+            from mjfleet.train import plan as start
             from mjfleet.cli.train import main
 
             fetch = start.fetch

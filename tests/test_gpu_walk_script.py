@@ -1,6 +1,7 @@
 """``scripts/gpu_time_to_walk.sh`` without a GPU: its ``--dry-run``, a whole sweep with a stand-in interpreter whose
-``train`` and ``play`` print lines made by mjfleet's own formatters, and ``scripts/gpu_walk_summary.py``'s tables of
-such a results folder. No GPU figure is produced or faked here: the numbers are the fabricated inputs'."""
+``train`` and ``play`` print lines made by mjfleet's own formatters (and leave a ``progress.jsonl`` written by its
+own writer), and ``scripts/gpu_walk_summary.py``'s tables of such a results folder. No GPU figure is produced or
+faked here: the numbers are the fabricated inputs'."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from types import ModuleType
 import pytest
 
 from mjfleet.rl.progress import Progress, progress_block, progress_line
-from mjfleet.train.ending import RunEnd, ending_lines
-from mjfleet.train.run_identity import RunRecord
+from mjfleet.rl.records import IterationRecord, append_progress
+from mjfleet.runs.ending import RunEnd, ending_lines
+from mjfleet.runs.record import RunRecord
 from mjfleet.train.startup import StartupClock
 
 from .helpers import load_script
@@ -142,6 +144,27 @@ def train_log(num_envs: int, iterations: list[tuple[int, float, float]], end: Ru
     return "\n".join([_rich("training go1-velocity-flat on cuda:0"), *records]) + "\n"
 
 
+def write_progress(run_dir: Path, num_envs: int, iterations: list[tuple[int, float, float]]) -> None:
+    """The run's ``progress.jsonl`` as rank 0 writes it: a record per (iteration, elapsed s, env-steps/s)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for it, elapsed, rate in iterations:
+        record = IterationRecord(
+            iteration=it,
+            losses={"value": 0.1},
+            episode={"Episode/success": 0.5},
+            env_steps_per_s=rate,
+            collect_s=0.3,
+            learn_s=0.1,
+            sync_s=0.0,
+            evaluation={"Eval/success": 0.6},
+            evaluation_episodes=50,
+            env_steps=it * num_envs * STEPS,
+            elapsed_s=elapsed,
+            run_elapsed_s=elapsed,
+        )
+        append_progress(run_dir, record)
+
+
 def _end(how: str, num_envs: int, last: int | None, wall_s: float, detail: str = "") -> RunEnd:
     return RunEnd(
         how=how,  # type: ignore[arg-type]
@@ -183,6 +206,7 @@ mode=$(cat "$d/mode")
 if [[ $mode == fail ]]; then cat "$d/log" >&2; exit 1; fi
 mkdir -p "$run"
 touch "$run/model_9.pt" "$run/model_10.pt" "$run/model_x.pt"  # the newest is 10, not 9
+if [[ -f $d/progress.jsonl ]]; then cp "$d/progress.jsonl" "$run/progress.jsonl"; fi
 if [[ $mode == slow ]]; then
   echo '{"fingerprint": "0000000000000000", "settings": {}, "task": "t", "final_iteration": 1500}' >"$run/job.json"
   trap 'kill $! 2>/dev/null; cp "$d/job.json" "$run/job.json"; cat "$d/log" >&2; exit 143' TERM
@@ -194,11 +218,20 @@ cat "$d/log" >&2
 """
 
 
-def _prepare(data: Path, label: str, mode: str, log: str, record: dict[str, object] | None) -> None:
+def _prepare(
+    data: Path,
+    label: str,
+    mode: str,
+    log: str,
+    record: dict[str, object] | None,
+    progress: tuple[int, list[tuple[int, float, float]]] | None = None,
+) -> None:
     (data / label).mkdir(parents=True)
     (data / label / "mode").write_text(mode)
     (data / label / "log").write_text(log)
     (data / label / "job.json").write_text(json.dumps(record))
+    if progress is not None:
+        write_progress(data / label, *progress)
 
 
 def test_a_sweep_with_a_stand_in_interpreter(tmp_path: Path) -> None:
@@ -208,9 +241,9 @@ def test_a_sweep_with_a_stand_in_interpreter(tmp_path: Path) -> None:
     fast = [(1, 5.0, 2.0e5), (2, 6.0, 3.1e5), (3, 7.0, 3.3e5)]
     for label in ("fresh", "warm", "4096"):
         end = _end("condition", 4096, 3, 20.0, "success>=0.95")
-        _prepare(data, label, "ok", train_log(4096, fast, end), job(4096, "condition", 3))
+        _prepare(data, label, "ok", train_log(4096, fast, end), job(4096, "condition", 3), (4096, fast))
     stopped = _end("stopped", 1024, 3, 1.0, "SIGTERM")
-    _prepare(data, "1024", "slow", train_log(1024, fast, stopped), job(1024, "stopped", 3))
+    _prepare(data, "1024", "slow", train_log(1024, fast, stopped), job(1024, "stopped", 3), (1024, fast))
     failed = _end("failed", 8192, None, 9.0, "CUDA error: out of memory")
     _prepare(data, "8192", "fail", train_log(8192, [], failed), None)
     fake = tmp_path / "python"
@@ -254,6 +287,7 @@ def test_a_sweep_with_a_stand_in_interpreter(tmp_path: Path) -> None:
     assert rows["1024"][3:6] == ["3 of 1500", "time limit (1 s), stopped by SIGTERM", "0.97"]
     assert rows["4096"][3:6] == ["3 of 1500", "stop condition held", "0.97"]
     assert rows["8192"][3:6] == ["-", "failed: CUDA error: out of memory (exit 1)", "no checkpoint"]
+    assert rows["4096"][7] == "320k |" and rows["1024"][7] == "320k |"  # from progress.jsonl: after the first
     assert (
         "-m mjfleet.cli.train go1-velocity-flat --gpu-ids 0 --env.num-envs 1024 --stop-when 'success>=0.95'"
         " --log-root <out>/runs/go1-velocity-flat-1024`" in text
@@ -293,6 +327,7 @@ def _results(tmp_path: Path) -> Path:
         run = out / "runs" / f"{task}-{label}" / "go1_velocity" / "2026-12-01_10-00-00"
         run.mkdir(parents=True)
         RunRecord(**job(n, how, last)).write(run)  # type: ignore[arg-type]
+        write_progress(run, n, progress)
         result = {"task": task, "agent": "policy", "success_rate": success, "lin_vel_error": 0.092}
         (out / f"play-{task}-{label}.json").write_text(json.dumps(result) + "\n")
         phases += [f"train-{task}-{label} {code} {t:.6f} {t + seconds:.6f}", f"play-{task}-{label} 0 {t} {t + 20}"]

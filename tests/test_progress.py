@@ -1,7 +1,9 @@
-"""The console's progress report: its formatting, its clock, and the lines of real (small) training runs."""
+"""The console's progress report: its formatting, its clock, the lines of real (small) training runs, and the same
+records as data in the run directory's ``progress.jsonl``."""
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from pathlib import Path
@@ -17,6 +19,7 @@ from mjfleet.rl.progress import (
     progress_block,
     progress_line,
 )
+from mjfleet.rl.records import PROGRESS_FILE, read_progress
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.train.worker import train_worker
 
@@ -149,3 +152,16 @@ def test_a_run_and_its_continuation_log_elapsed_time_and_eta(tmp_path: Path, cap
     assert match is not None and match.group(4) is not None  # the run's total beside this start's time
     assert result.records[-1].env_steps == 7 * 80 * 16
     assert result.records[-1].run_elapsed_s - result.records[-1].elapsed_s == pytest.approx(saved["elapsed_s"])
+
+
+def test_a_run_writes_one_json_line_per_iteration(tmp_path: Path) -> None:
+    cfg = small_train_config(num_envs=16, steps=8, iterations=3, log_root=tmp_path)
+    run_dir = make_run_dir(tmp_path, "progress", "jsonl")
+    result = train_worker(cfg, run_dir, CPU)
+    lines = (run_dir / PROGRESS_FILE).read_text().splitlines()
+    assert len(lines) == 3
+    records = [json.loads(line) for line in lines]
+    assert [r["iteration"] for r in records] == [1, 2, 3]
+    assert [r["env_steps"] for r in records] == [16 * 8, 2 * 16 * 8, 3 * 16 * 8]
+    assert all(r["env_steps_per_s"] > 0 and r["elapsed_s"] > 0 for r in records)
+    assert read_progress(run_dir) == result.records  # the numbers the worker returns and the console line says

@@ -23,13 +23,14 @@ from mjfleet.launch.launcher import LaunchPlan
 from mjfleet.launch.worker_logs import write_report
 from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint, resolve_checkpoint, save_atomic
 from mjfleet.rl.runner import NonFiniteTrainingError, Runner
+from mjfleet.runs import start as start_module
+from mjfleet.runs.start import StartPoint
 from mjfleet.runtime import stop as stop_module
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.runtime.stop import STOP_FILE, StopRequest
 from mjfleet.train import run, supervisor
-from mjfleet.train import start as start_module
 from mjfleet.train.config import TrainConfig
-from mjfleet.train.worker import StartPoint, train_worker
+from mjfleet.train.worker import train_worker
 
 from .helpers import make_run_dir, small_train_config
 from .instruments import FAULT_ENV, instrument
@@ -185,7 +186,8 @@ def test_sigint_in_process_finishes_the_iteration_checkpoints_and_exits_130(
     assert code == 130
     assert [i for i, _ in list_checkpoints(run_dir)] == [3]  # iteration 3 was under way when the signal came
     said = _flat(err)
-    assert "stopped by SIGINT at iteration 3 of 50 (3 iterations, 768 env-steps in" in said
+    # 32 training environments and 2 evaluating, stepped 4 times (8 evaluation environments' worth), x 8 steps x 3
+    assert "stopped by SIGINT at iteration 3 of 50 (3 iterations, 960 env-steps in" in said
     assert f"run directory: {run_dir}" in said and f"checkpoint: {run_dir / 'model_3.pt'}" in said
     assert f"watch it: play cartpole-balance --checkpoint {run_dir / 'model_3.pt'}" in said
     finish = f"train cartpole-balance --finish {run_dir} (continues in place to iteration 50)"

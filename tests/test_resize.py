@@ -14,10 +14,10 @@ from mjfleet.envs.env import MjEnv
 from mjfleet.launch.launcher import LaunchPlan, WorkerFailure
 from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
 from mjfleet.rl.rank_state import capture_rank_state, restore_rank_state, restore_shared_state
+from mjfleet.runs.start import StartPoint
 from mjfleet.tasks.locomotion.task import LocomotionTask
 from mjfleet.train import run, supervisor
 from mjfleet.train.config import TrainConfig
-from mjfleet.train.start import StartPoint
 
 from .helpers import small_train_config
 from .instruments import instrument

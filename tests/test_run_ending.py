@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mjfleet.cli import train
-from mjfleet.train.ending import RunEnd, ending_lines
+from mjfleet.runs.ending import RunEnd, ending_lines
 
 from .helpers import run_main
 from .instruments import instrument
@@ -28,7 +28,8 @@ def _train(argv: list[str], log_root: Path) -> tuple[int, str, Path]:
 def test_a_finished_run_says_where_it_is_and_how_to_watch_it(tmp_path: Path) -> None:
     code, said, run_dir = _train(["--agent.max-iterations", "2"], tmp_path)
     assert code == 0, said
-    assert "finished at iteration 2 of 2 (2 iterations, 512 env-steps in " in said
+    # 32 training environments and 2 evaluating, stepped 4 times (8 evaluation environments' worth), x 8 steps x 2
+    assert "finished at iteration 2 of 2 (2 iterations, 640 env-steps in " in said
     assert f"run directory: {run_dir}" in said
     assert f"checkpoint: {run_dir / 'model_2.pt'} (ONNX: {run_dir / 'model_2.onnx'})" in said
     assert f"watch it: play cartpole-balance --checkpoint {run_dir / 'model_2.pt'}" in said

@@ -12,17 +12,24 @@ from pathlib import Path
 import pytest
 
 from mjfleet.cli import train
+from mjfleet.config_io import plain
 from mjfleet.errors import UsageError
+from mjfleet.runs.fingerprint import differences, fingerprint, same_training, training_settings
+from mjfleet.runs.identity import RunIdentity, run_identity
+from mjfleet.runs.record import JOB_FILE, RunRecord, record_end
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.train import run
+from mjfleet.train.config import TrainConfig
 from mjfleet.train.external import ExternalJob
-from mjfleet.train.fingerprint import differences, fingerprint, same_training, training_settings
-from mjfleet.train.planner import RunFailedBefore, plan_run
-from mjfleet.train.run_identity import JOB_FILE, RunIdentity, RunRecord, record_end, run_identity
+from mjfleet.train.plan import RunFailedBefore, plan_run
 
 from .helpers import run_main, small_train_config
 
 TORCHRUN = ExternalJob("torchrun", 0, 0, 1, 1, 0, "127.0.0.1", 29500, 0, True, key="torchrun-x")
+
+
+def _settings(cfg: TrainConfig) -> dict[str, object]:
+    return training_settings(plain(dataclasses.asdict(cfg)))
 
 
 def _stopped_after_first_iteration() -> StopRequest:
@@ -37,14 +44,14 @@ def _runs(log_root: Path) -> list[Path]:
 
 def test_the_identity_comes_from_the_job_first_match_wins() -> None:
     env = {"SLURM_JOB_ID": "99", "SLURM_ARRAY_TASK_ID": "3", "SLURM_STEP_ID": "1", "TORCHELASTIC_RUN_ID": "r"}
-    assert run_identity("mine", env, TORCHRUN) == RunIdentity("mine", "--run-id")
-    assert run_identity(None, env, TORCHRUN) == RunIdentity("slurm-99_3.1", "SLURM_JOB_ID")
-    assert run_identity(None, {"TORCHELASTIC_RUN_ID": "r"}, TORCHRUN) == RunIdentity(
+    assert run_identity("mine", env, TORCHRUN.launcher) == RunIdentity("mine", "--run-id")
+    assert run_identity(None, env, TORCHRUN.launcher) == RunIdentity("slurm-99_3.1", "SLURM_JOB_ID")
+    assert run_identity(None, {"TORCHELASTIC_RUN_ID": "r"}, TORCHRUN.launcher) == RunIdentity(
         "torchrun-r", "TORCHELASTIC_RUN_ID"
     )
     # torchrun's static rendezvous: nothing but its invocation's token (from its store) names it; no process id.
-    assert run_identity(None, {"TORCHELASTIC_RUN_ID": "none"}, TORCHRUN) is None
-    assert run_identity(None, {"TORCHELASTIC_RUN_ID": "none"}, TORCHRUN, "ab12") == RunIdentity(
+    assert run_identity(None, {"TORCHELASTIC_RUN_ID": "none"}, TORCHRUN.launcher) is None
+    assert run_identity(None, {"TORCHELASTIC_RUN_ID": "none"}, TORCHRUN.launcher, "ab12") == RunIdentity(
         "torchrun-ab12", "torchrun"
     )
     # mjfleet's own launcher takes only --run-id: two commands of one salloc stay two runs.
@@ -53,7 +60,7 @@ def test_the_identity_comes_from_the_job_first_match_wins() -> None:
 
 def test_the_fingerprint_holds_what_is_trained_not_how_or_where() -> None:
     base = small_train_config(seed=1)
-    same = fingerprint(training_settings(base))
+    same = fingerprint(_settings(base))
     agent = dataclasses.replace(
         base.agent,
         max_iterations=999,
@@ -75,10 +82,10 @@ def test_the_fingerprint_holds_what_is_trained_not_how_or_where() -> None:
         video_interval=5,
         run_id="x",
     )
-    assert fingerprint(training_settings(how)) == same
+    assert fingerprint(_settings(how)) == same
     # A run recorded when capacity still counted matches the same settings now.
-    recorded = {**training_settings(base), "env.sim.njmax": 64}
-    assert same_training(recorded, training_settings(how)) and differences(recorded, training_settings(how)) == ""
+    recorded = {**_settings(base), "env.sim.njmax": 64}
+    assert same_training(recorded, _settings(how)) and differences(recorded, _settings(how)) == ""
     rewards = dataclasses.replace(base.env.rewards, effort=-0.5)  # type: ignore[attr-defined]
     for changed in (
         dataclasses.replace(base, seed=2),
@@ -87,8 +94,8 @@ def test_the_fingerprint_holds_what_is_trained_not_how_or_where() -> None:
         dataclasses.replace(base, resume=Path("logs/other/model_5.pt")),
         dataclasses.replace(base, agent=dataclasses.replace(base.agent, num_steps_per_env=8)),
     ):
-        assert fingerprint(training_settings(changed)) != same
-    said = differences(training_settings(base), training_settings(dataclasses.replace(base, seed=2)))
+        assert fingerprint(_settings(changed)) != same
+    said = differences(_settings(base), _settings(dataclasses.replace(base, seed=2)))
     assert said == "--seed 2 (the run has 1)"
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from mjfleet.cli import play, train
+from mjfleet.runs.source import LOCAL_DIR_ENV
 from mjfleet.runtime.context import DistributedContext
-from mjfleet.train.wandb_source import LOCAL_DIR_ENV
 from mjfleet.train.worker import train_worker
 
 from .helpers import make_run_dir, run_main, small_train_config

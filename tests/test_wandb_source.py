@@ -9,7 +9,7 @@ import pytest
 
 from mjfleet.cli import play
 from mjfleet.errors import UsageError
-from mjfleet.train.wandb_source import LOCAL_DIR_ENV, ApiRunFiles, WandbRef, fetch, parse_ref
+from mjfleet.runs.source import LOCAL_DIR_ENV, ApiRunFiles, WandbRef, fetch, parse_ref
 
 from .helpers import run_main
 

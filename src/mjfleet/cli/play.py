@@ -19,10 +19,10 @@ from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import UsageError, exits_on_usage_error
 from mjfleet.rl.checkpoint import list_checkpoints, newest_run
 from mjfleet.rl.config import AgentConfig
+from mjfleet.runs.source import local_checkpoint, resolve_play_checkpoint
 from mjfleet.runtime.devices import GpuIds, select_local_devices
 from mjfleet.sim.config import as_shipped
 from mjfleet.tasks.registry import get_task
-from mjfleet.train.checkpoint_source import load_policy, local_checkpoint, resolve_play_checkpoint
 from mjfleet.viewer.display import check_display
 
 # torch, Warp and the simulator are imported by play() itself, so a mistyped command is answered at once.
@@ -145,7 +145,7 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
     """Evaluate and return the summary dict that ``play`` prints."""
 
     from mjfleet.envs.env import MjEnv
-    from mjfleet.rl.evaluate import Policy, evaluate, random_policy, zero_policy
+    from mjfleet.rl.evaluate import Policy, evaluate, load_policy, random_policy, zero_policy
     from mjfleet.sim.warp_runtime import scoped_device
     from mjfleet.train.worker import seed_everything
 

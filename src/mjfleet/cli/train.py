@@ -35,6 +35,8 @@ from mjfleet.launch.diagnosis import WorkerFailure
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.records import WorkerResult
 from mjfleet.rl.stop_condition import StopCondition
+from mjfleet.runs.ending import Ending, RunEnd, command_prefix, ending_lines
+from mjfleet.runs.record import RunRecord
 from mjfleet.runtime.devices import trains_on_cpu
 from mjfleet.runtime.nccl import nccl_hint
 from mjfleet.runtime.peers import is_peer_failure
@@ -43,8 +45,6 @@ from mjfleet.runtime.stop import StopRequest, exit_code, signal_name
 from mjfleet.tasks.registry import get_task
 from mjfleet.tasks.spec import TaskSpec
 from mjfleet.train import Prepared, TrainConfig, describe, prepare, run
-from mjfleet.train.ending import How, RunEnd, command_prefix, ending_lines
-from mjfleet.train.run_identity import RunRecord
 
 logger = logging.getLogger("mjfleet.train")
 
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
         write_out(describe(prepared))
         return
     run_dirs: list[Path] = [] if prepared.run is None else [prepared.run.run_dir]
-    end = _Ending(prepared, began, run_dirs)
+    end = _Closing(prepared, began, run_dirs)
     stop = StopRequest()
     with stop.install():
         try:
@@ -190,13 +190,13 @@ def main(argv: list[str] | None = None) -> None:
     end.close("finished", "", 0, results)
 
 
-class _Ending:
-    """Writes a run's last lines and exits (see :mod:`mjfleet.train.ending`)."""
+class _Closing:
+    """Writes a run's last lines and exits (see :mod:`mjfleet.runs.ending`)."""
 
     def __init__(self, prepared: Prepared, began: float, run_dirs: list[Path]) -> None:
         self.prepared, self.began, self.run_dirs = prepared, began, run_dirs
 
-    def close(self, how: How, detail: str, code: int, results: list[WorkerResult] | None = None) -> NoReturn:
+    def close(self, how: Ending, detail: str, code: int, results: list[WorkerResult] | None = None) -> NoReturn:
         """Log the last lines (``detail``: its first line goes into the first; a failure's further lines, such as a
         worker's last error lines and hints, follow it) and exit with ``code``."""
         detail, *more = detail.splitlines() or [""]
@@ -220,9 +220,9 @@ class _Ending:
             started_at=started_at,
             final_iteration=final,
             last_iteration=results[0].final_iteration if results else None,
-            env_steps_per_iteration=workers
-            * cfg.agent.stepped_envs(cfg.env.num_envs, self.prepared.selection.kind != "cpu", workers)
-            * cfg.agent.num_steps_per_env,
+            env_steps_per_iteration=cfg.agent.env_steps_per_iteration(
+                cfg.env.num_envs, self.prepared.selection.kind != "cpu", workers
+            ),
             wall_s=time.time() - self.began,
             detail=detail,
             finishable=how in ("stopped", "interrupted") or (how == "failed" and code != FATAL_EXIT_CODE),

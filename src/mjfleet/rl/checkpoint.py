@@ -28,6 +28,11 @@ _DIGITS_RE = re.compile(r"(\d+)")
 _REQUIRED_KEYS = ("actor_state_dict", "critic_state_dict", "optimizer_state_dict", "iter")
 
 
+def is_onnx(path: Path) -> bool:
+    """Whether ``path`` names an exported ONNX policy rather than a training checkpoint."""
+    return path.suffix == ".onnx"
+
+
 def checkpoint_name(iteration: int) -> str:
     """File name of the checkpoint written after ``iteration`` completed iterations."""
     return f"model_{iteration}.pt"

@@ -137,6 +137,12 @@ class AgentConfig:
         own = separate * self.evaluation_steps(on_gpu) if separate else 0
         return self.training_simulation_envs(num_envs, on_gpu, world_size) + own
 
+    def env_steps_per_iteration(self, num_envs: int, on_gpu: bool, world_size: int = 1) -> int:
+        """Environment steps one iteration simulates over all ``world_size`` workers, each with ``--env.num-envs``
+        ``num_envs``, evaluation environments included: the one rule for the runner's count, the launch plan's line
+        and the run's last lines."""
+        return world_size * self.stepped_envs(num_envs, on_gpu, world_size) * self.num_steps_per_env
+
     def to_rsl_rl(self, multi_gpu: dict[str, int] | None = None) -> dict[str, Any]:
         """The config dict that ``rsl_rl.algorithms.PPO.construct_algorithm`` reads (and nothing else).
 

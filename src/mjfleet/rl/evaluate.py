@@ -5,11 +5,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from tensordict import TensorDict
 
 from mjfleet.envs.env import MjEnv
+from mjfleet.rl.checkpoint import is_onnx
+
+if TYPE_CHECKING:
+    from mjfleet.rl.config import AgentConfig
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +30,23 @@ def random_policy(env: MjEnv) -> Policy:
 def zero_policy(env: MjEnv) -> Policy:
     """All-zero actions."""
     return lambda obs: torch.zeros(env.num_envs, env.num_actions, device=env.device)
+
+
+def load_policy(checkpoint: Path, env: MjEnv, agent_cfg: AgentConfig, device: str) -> Policy:
+    """The deterministic policy of ``checkpoint`` for ``env``: onnxruntime for ``.onnx``, else the torch actor."""
+    if is_onnx(checkpoint):
+        from mjfleet.rl.onnx_policy import OnnxPolicy
+
+        onnx_policy = OnnxPolicy(checkpoint)
+        onnx_policy.check_compatible(env.get_observations(), env.num_actions)
+        return onnx_policy
+
+    from mjfleet.rl.runner import Runner
+    from mjfleet.runtime.context import DistributedContext
+
+    runner = Runner(env, agent_cfg, DistributedContext(device=device), run_dir=None)
+    runner.load(str(checkpoint), evaluate=True)  # play's --seed decides resets, not the training run's RNGs
+    return runner.get_inference_policy(device)  # type: ignore[return-value]
 
 
 @dataclass

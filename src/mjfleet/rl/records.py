@@ -1,15 +1,23 @@
-"""What training measured and returns: per-iteration records and each worker's result.
+"""What training measured and returns: per-iteration records (also in the run directory's ``progress.jsonl``) and
+each worker's result.
 
-No torch or simulator imports: the launcher unpickles these when workers finish.
+No torch or simulator imports: the launcher unpickles these when workers finish, and scripts read ``progress.jsonl``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 KEPT_RECORDS = 1000
 """A worker result carries the records of at most this many most recent iterations."""
+
+PROGRESS_FILE = "progress.jsonl"
+"""Every iteration's :class:`IterationRecord` as one JSON line in the run directory, appended by rank 0 as the
+iteration ends: what the console's progress line says, as data (:func:`read_progress`)."""
 
 
 @dataclass
@@ -37,6 +45,33 @@ class IterationRecord:
     """Training wall time of the run up to this iteration, earlier starts (resume, restarts) included."""
 
 
+def append_progress(run_dir: Path, record: IterationRecord) -> None:
+    """Append ``record`` to ``<run_dir>/progress.jsonl`` as one JSON line (its fields by name), flushed at once."""
+    with (run_dir / PROGRESS_FILE).open("a") as f:
+        f.write(json.dumps(dataclasses.asdict(record)) + "\n")
+
+
+def read_progress(run_dir: Path) -> list[IterationRecord]:
+    """The records of ``<run_dir>/progress.jsonl`` in the order they were written (none where there is no file).
+
+    A continued run's starts append to one file, so an iteration trained again after a restart appears again; a line
+    cut short by a killed process is skipped.
+    """
+    try:
+        lines = (run_dir / PROGRESS_FILE).read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    names = {f.name for f in dataclasses.fields(IterationRecord)}
+    records = []
+    for line in lines:
+        try:
+            data = json.loads(line)
+            records.append(IterationRecord(**{k: v for k, v in data.items() if k in names}))
+        except (ValueError, TypeError, AttributeError):
+            continue
+    return records
+
+
 @dataclass
 class WorkerResult:
     """What each worker hands back to the launcher."""
@@ -49,9 +84,9 @@ class WorkerResult:
     stop_signal: int | None = None
     """Signal number that stopped training early (after a final checkpoint), or None if it ran to the end."""
     condition_met_at: int | None = None
+    """The iteration at which the ``--stop-when`` condition ended training, or None."""
     met_condition: str | None = None
     """The ``--stop-when`` condition that ended training, as read (``Eval/success >= 0.95``), or None."""
-    """The iteration at which the ``--stop-when`` condition ended training, or None."""
     last_checkpoint: str | None = None
     """The newest checkpoint written (or resumed from) by this run."""
     run_dir: str | None = None

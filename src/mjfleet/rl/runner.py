@@ -7,7 +7,7 @@ import io
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +20,16 @@ from tensordict import TensorDict
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.episode_stats import EpisodeStats
 from mjfleet.errors import FatalTrainingError
-from mjfleet.rl.checkpointing import Checkpointing
-from mjfleet.rl.checkpointing import CheckpointWriteError as CheckpointWriteError  # raised from here
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.eval_stats import EvaluationWindow, is_evaluation_name
 from mjfleet.rl.evaluation_env import SeparateEvaluation
 from mjfleet.rl.metrics import MetricsWriter
 from mjfleet.rl.ppo import SyncedPPO
 from mjfleet.rl.progress import IterationClock, Progress, progress_block, progress_line
-from mjfleet.rl.records import IterationRecord
+from mjfleet.rl.records import PROGRESS_FILE, IterationRecord, append_progress
 from mjfleet.rl.replicas import check_replicas
+from mjfleet.rl.saving import CheckpointWriteError as CheckpointWriteError  # raised from here
+from mjfleet.rl.saving import Saving
 from mjfleet.rl.stop_condition import StopCondition, StopConditionTracker
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.runtime.stop import signal_name
@@ -52,7 +52,7 @@ StepHook = Callable[["Runner"], None]
 """Called after every environment step of a rollout (e.g. to render a video frame)."""
 
 
-class Runner(Checkpointing):
+class Runner(Saving):
     """Trains one worker's replica: rsl-rl-lib builds the models, storage and :class:`~mjfleet.rl.ppo.SyncedPPO`
     (``PPO.construct_algorithm``); the loop, checkpoints and logging are mjfleet's.
 
@@ -68,10 +68,15 @@ class Runner(Checkpointing):
       what ``play`` runs) and are left out of the rollout storage, so PPO never sees their transitions; their
       episodes are the ``Eval/...`` statistics that ``--stop-when`` reads. With ``evaluation`` they are instead a
       simulation of their own, stepped several times per training step (:mod:`mjfleet.rl.evaluation_env`).
-    - Only rank 0 writes checkpoints (atomically), TensorBoard/W&B and the console progress (a line every
-      iteration, a block every :attr:`block_interval`). Checkpoints also carry every rank's RNG and episode
-      state, the evaluation window and the training wall time, so a restart with the same number of workers
-      continues where the run left off.
+    - Only rank 0 writes checkpoints (atomically), TensorBoard/W&B, every iteration's record to ``progress.jsonl``
+      and the console progress made from that record (a line every iteration, a block every
+      :attr:`block_interval`). Checkpoints also carry every rank's RNG and episode state, the evaluation window and
+      the training wall time, so a restart with the same number of workers continues where the run left off.
+
+    Its collaborators come with the constructor: the hooks called after every iteration and every rollout step, the
+    stop request and the ``--stop-when`` condition, the extra fields of every ONNX export. A worker hook, which is
+    handed the built runner (:mod:`mjfleet.train.worker_hook`), may add hooks of its own to :attr:`hooks` and
+    :attr:`step_hooks`.
     """
 
     def __init__(
@@ -84,6 +89,13 @@ class Runner(Checkpointing):
         logged_config: dict[str, Any] | None = None,
         eval_envs: int = 0,
         evaluation: SeparateEvaluation | None = None,
+        *,
+        hooks: Sequence[IterationHook] = (),
+        step_hooks: Sequence[StepHook] = (),
+        stop_check: StopCheck | None = None,
+        stop_condition: StopCondition | None = None,
+        stop_when_iterations: int | None = None,
+        export_info: Mapping[str, Any] | None = None,
     ) -> None:
         self.env = env
         self.agent_cfg = agent_cfg
@@ -91,27 +103,27 @@ class Runner(Checkpointing):
         self.device = ctx.device
         self.run_dir = run_dir
         self.replica_check_interval = replica_check_interval
-        self.hooks: list[IterationHook] = []
-        """Called after every iteration (heartbeats, the records a worker returns, a worker hook's own)."""
-        self.export_info: dict[str, Any] = {}
-        """Extra fields of every ONNX export's JSON (the worker adds the task id)."""
-        self.step_hooks: list[StepHook] = []
+        self.hooks: list[IterationHook] = list(hooks)
+        """Called in order after every iteration (heartbeats, the records a worker returns, a worker hook's own)."""
+        self.export_info: dict[str, Any] = dict(export_info or {})
+        """Extra fields of every ONNX export's JSON (the worker's: the task id)."""
+        self.step_hooks: list[StepHook] = list(step_hooks)
         """Called after every rollout step, with :attr:`current_learning_iteration` the last completed iteration."""
-        self.stop_check: StopCheck | None = None
+        self.stop_check = stop_check
         """Asked after each iteration on the ranks that have one whether to stop (any rank's request stops all; a
         checkpoint is written, then :meth:`learn` returns)."""
         self.stop_signal: int | None = None
         """Signal number that stopped :meth:`learn` early, or None."""
-        self.stop_condition: StopCondition | None = None
+        self.stop_condition = stop_condition
         """``--stop-when``: :meth:`learn` ends (checkpoint written) once this held for :attr:`stop_when_iterations`
         iterations in a row. Every rank decides alike from the same all-reduced episode means."""
-        self.stop_when_iterations: int | None = None
+        self.stop_when_iterations = stop_when_iterations
         """Iterations in a row :attr:`stop_condition` must hold; None: :attr:`StopCondition.default_streak`."""
         self.condition_met_at: int | None = None
+        """The iteration at which :attr:`stop_condition` ended :meth:`learn`, or None."""
         self.met_condition: StopCondition | None = None
         """The condition that ended :meth:`learn` as the run read it (the training episodes' without evaluation
         environments), or None."""
-        """The iteration at which :attr:`stop_condition` ended :meth:`learn`, or None."""
         self.current_learning_iteration = 0
         """Iterations completed, counting those of a resumed checkpoint."""
         self.last_checkpoint: Path | None = None
@@ -128,9 +140,15 @@ class Runner(Checkpointing):
         """This rank's evaluation environments: the last ones of ``env``, stepped with the deterministic policy
         (:meth:`~mjfleet.rl.config.AgentConfig.training_simulation_envs` sizes ``env`` for them)."""
         self.train_envs = env.num_envs - self.eval_envs
+        """This rank's environments that PPO trains on (``--env.num-envs``)."""
         env.split_evaluation(self.eval_envs)
         self.evaluation = evaluation
         """Evaluation environments in a simulation of their own (instead of :attr:`eval_envs`), or None."""
+        self.steps_per_iteration = agent_cfg.env_steps_per_iteration(
+            self.train_envs, ctx.device_kind == "cuda", ctx.world_size
+        )
+        """Environment steps one iteration simulates over all ranks, evaluation environments included
+        (:meth:`~mjfleet.rl.config.AgentConfig.env_steps_per_iteration`)."""
         self.evaluates = bool(eval_envs or evaluation)
         """Whether any environment of this rank runs the deterministic policy."""
         self.eval_window = EvaluationWindow(env.stats.keys, agent_cfg.eval_episodes)
@@ -160,6 +178,9 @@ class Runner(Checkpointing):
             )
         self.alg: SyncedPPO = alg
         self.writer: MetricsWriter | None = None
+        self.writes_progress = ctx.is_main and run_dir is not None
+        """Rank 0 of a run that writes appends every iteration's record to ``<run_dir>/progress.jsonl``
+        (:data:`~mjfleet.rl.records.PROGRESS_FILE`)."""
         if ctx.is_main and run_dir is not None:
             self.writer = MetricsWriter(
                 run_dir, agent_cfg.logger == "wandb", agent_cfg.wandb_project, config=logged_config
@@ -191,8 +212,6 @@ class Runner(Checkpointing):
 
         start = self.current_learning_iteration
         total = start + num_learning_iterations
-        stepped = env.num_envs + (self.evaluation.env_steps_per_step if self.evaluation else 0)
-        steps_per_iteration = steps * stepped * self.ctx.world_size
         condition = self._resolved_condition()
         tracker = None
         if condition is not None:
@@ -234,7 +253,7 @@ class Runner(Checkpointing):
                 ) from e
             t2 = time.perf_counter()
             self.current_learning_iteration = it
-            self.env_steps += steps_per_iteration
+            self.env_steps += self.steps_per_iteration
             stop, episode = self._agree_after_iteration(it, losses)
             evaluation = self.eval_window.means()
             # The evaluation statistics count once the window holds enough episodes.
@@ -244,7 +263,7 @@ class Runner(Checkpointing):
                 iteration=it,
                 losses=losses,
                 episode=episode,
-                env_steps_per_s=steps_per_iteration / (t2 - t0),
+                env_steps_per_s=self.steps_per_iteration / (t2 - t0),
                 collect_s=t1 - t0,
                 learn_s=t2 - t1,
                 sync_s=alg.sync_s,
@@ -406,6 +425,21 @@ class Runner(Checkpointing):
                     return f"{label} {name} is not finite"
         return None
 
+    def _write_progress(self, record: IterationRecord) -> None:
+        """Append ``record`` to ``progress.jsonl``; a file that cannot be written (a full disk) is said once and
+        left: the checkpoints are what the run needs."""
+        if not self.writes_progress or self.run_dir is None:
+            return
+        try:
+            append_progress(self.run_dir, record)
+        except OSError as e:
+            self.writes_progress = False
+            logger.warning(
+                "could not write %s (%s); this start writes no more progress records",
+                self.run_dir / PROGRESS_FILE,
+                e.strerror or e,
+            )
+
     def _log(
         self,
         r: IterationRecord,
@@ -416,6 +450,7 @@ class Runner(Checkpointing):
     ) -> None:
         if not self.ctx.is_main:
             return
+        self._write_progress(r)
         action_std = float(self.alg.get_policy().output_std.detach().mean())
         scalars = {f"Loss/{k}": v for k, v in r.losses.items()}
         scalars["Loss/learning_rate"] = self.alg.learning_rate

@@ -20,14 +20,13 @@ from mjfleet.cluster.hosts import is_own_address, resolve
 from mjfleet.cluster.slurm import expand_nodelist, resolve_hostnames
 from mjfleet.errors import UsageError
 from mjfleet.rl.records import WorkerResult
+from mjfleet.runs.directory import discard_if_empty
 from mjfleet.runtime.devices import DeviceSelection, describe_gpu_request, local_gpu_count, select_devices
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.train.config import TrainConfig, validate
 from mjfleet.train.external import check_external_options, detect_external_job, external_device
 from mjfleet.train.own_launcher import describe_plan, make_plan
-from mjfleet.train.plan import Prepared, open_run_dir
-from mjfleet.train.planner import plan_this_start, report_nothing_left
-from mjfleet.train.run_dir import discard_if_empty
+from mjfleet.train.plan import Prepared, open_run_dir, plan_this_start, report_nothing_left
 
 logger = logging.getLogger("mjfleet.train")
 

@@ -20,12 +20,11 @@ import torch.distributed as dist
 
 from mjfleet.errors import FatalTrainingError, PeerFailed, UsageError, exception_line
 from mjfleet.rl.records import WorkerResult
-from mjfleet.runtime.context import DistributedContext, destroy_process_group, init_process_group
+from mjfleet.runtime.context import DistributedContext, process_group
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.runtime.watch import group_timeout
 from mjfleet.train.external import ExternalJob, duplicate_gpus, this_host, wait_for_rendezvous
-from mjfleet.train.plan import Prepared, open_run_dir
-from mjfleet.train.planner import RunFailedBefore, RunStart, plan_this_start, report_nothing_left
+from mjfleet.train.plan import Prepared, RunFailedBefore, RunStart, open_run_dir, plan_this_start, report_nothing_left
 from mjfleet.train.worker import train_worker
 
 logger = logging.getLogger("mjfleet.train")
@@ -83,24 +82,25 @@ def train_as_rank(
 def _joined(
     ctx: DistributedContext, job: ExternalJob, timeout_s: float, rendezvous_s: float, store: dist.Store | None
 ) -> Iterator[dist.Store | None]:
-    """The job's process group, yielding its store (None for one rank); ranks that do not all arrive within
-    ``rendezvous_s`` (one failed to start, or was refused its input) end every waiting rank with one line instead of
-    a wait of ``timeout_s``."""
+    """The job's process group (:func:`~mjfleet.runtime.context.process_group`: destroyed on a normal exit, left
+    alone on an error, which tearing it down first would hide from the other ranks), yielding its store (None for
+    one rank); ranks that do not all arrive within ``rendezvous_s`` (one failed to start, or was refused its input)
+    end every waiting rank with one line instead of a wait of ``timeout_s``."""
     prefixed: dist.Store | None = None
     if store is not None:
         # torchrun's agent keeps its store across restarts: the restarted ranks would otherwise read the dead
         # ranks' addresses from it.
         prefixed = dist.PrefixStore(f"mjfleet/{job.key}/start-{job.restart_count}", store)
-    try:
-        created = init_process_group(ctx, timeout_s, prefixed)
-    except (dist.DistError, RuntimeError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UsageError(
-            f"not every rank of the {job.world_size} joined within {rendezvous_s:g} s (--rendezvous-timeout-s): {first}"
-        ) from None
-    yield prefixed
-    if created:  # on an error the group stays: tearing it down first would hide this rank's error from the others
-        destroy_process_group()
+    with contextlib.ExitStack() as group:
+        try:
+            group.enter_context(process_group(ctx, timeout_s, prefixed))
+        except (dist.DistError, RuntimeError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise UsageError(
+                f"not every rank of the {job.world_size} joined within {rendezvous_s:g} s (--rendezvous-timeout-s):"
+                f" {first}"
+            ) from None
+        yield prefixed
 
 
 def _job_store(job: ExternalJob, timeout_s: float) -> dist.Store | None:

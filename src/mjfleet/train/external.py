@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from mjfleet.errors import UsageError
+from mjfleet.runs.identity import slurm_job_key
 from mjfleet.runtime.context import Ranks, check_ranks, env_int
 from mjfleet.runtime.devices import DeviceSelection, GpuRequest, select_devices, trains_on_cpu, visible_gpus
 from mjfleet.train.config import TrainConfig
@@ -164,20 +165,6 @@ def _srun_job(env: Mapping[str, str], expand_nodelist: Callable[[str, str], tupl
         agent_store=False,
         key=key,
     )
-
-
-def slurm_job_key(env: Mapping[str, str]) -> str | None:
-    """``slurm-<job>[_<array task>][.<step>]``: the same in every task of one step and after a requeue."""
-    job = (env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or "").strip()
-    if not job:
-        return None
-    value = f"slurm-{job}"
-    if env.get("SLURM_ARRAY_TASK_ID", "").strip():
-        value += f"_{env['SLURM_ARRAY_TASK_ID'].strip()}"
-    step = (env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID") or "").strip()
-    if step:
-        value += f".{step}"
-    return value
 
 
 def tasks_on_node(tasks_per_node: str, node: int) -> int | None:

@@ -19,10 +19,10 @@ from mjfleet.launch.launcher import (
     resolve_worker_log_dir,
 )
 from mjfleet.rl.records import WorkerResult
+from mjfleet.runs.start import StartPoint
 from mjfleet.runtime.devices import DeviceSelection
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.train.config import TrainConfig
-from mjfleet.train.start import StartPoint
 
 
 def slurm_gpus_per_node(cfg: TrainConfig, selection: DeviceSelection, env: Mapping[str, str]) -> int | None:
@@ -86,7 +86,7 @@ def describe_plan(cfg: TrainConfig, plan: LaunchPlan, selection: DeviceSelection
     devices = selection.describe() if selection.kind == "cuda" else cpu
     if plan.workers_per_device > 1:
         devices += f"; {plan.workers_per_device} workers per GPU, gloo collectives"
-    per_iteration = plan.world_size * cfg.env.num_envs * cfg.agent.num_steps_per_env
+    per_iteration = cfg.agent.env_steps_per_iteration(cfg.env.num_envs, selection.kind == "cuda", plan.world_size)
     hosts = f" on each of {len(plan.hostnames)} hosts ({', '.join(plan.hostnames)})" if len(plan.hostnames) > 1 else ""
     if plan.launcher_address is not None:
         hosts += f", launcher address {plan.launcher_address}"

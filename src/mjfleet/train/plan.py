@@ -1,28 +1,88 @@
-"""The plan of a run: every input checked and resolved once by :func:`mjfleet.train.prepare`, read by everything
-downstream (the launcher, the workers, ``--dry-run``), never derived again."""
+"""The plan of a start: every input checked and resolved once, read by everything downstream (the launcher, the
+workers, ``--dry-run``), never derived again.
+
+The words, one each:
+
+- the **start point** (:class:`~mjfleet.runs.start.StartPoint`): the checkpoint training begins from (or none) and
+  the iteration it trains to; :func:`plan_start` makes a new run's from ``--resume`` and ``--agent.max-iterations``;
+- the **run start** (:class:`RunStart`): the run this start trains and its start point. The planner decides it:
+  **continue** a run (the one ``--finish`` names, or the run of this job with the same settings: from its newest
+  checkpoint), begin a **new** run (a directory not created yet), or **refuse** (a checkpoint that cannot be
+  resumed, a ``--run-id`` or ``--finish`` run with other settings, a run whose training diverged);
+- **prepared** (:class:`Prepared`): the run start with the devices and the launch plan, what
+  :func:`mjfleet.train.prepare` returns.
+
+A start is planned once, by one process: the ``train`` command itself, or rank 0 of another launcher's job after the
+ranks met (it shares the result). That is the only place that resolves ``--resume`` (a ``wandb:`` reference is
+downloaded here), looks for the run an identity continues, and refuses what cannot be continued.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from mjfleet.config_io import plain
+from mjfleet.errors import FatalTrainingError, UsageError
 from mjfleet.launch.launcher import LaunchPlan
+from mjfleet.rl.checkpoint import hidden_dims, is_onnx, load_checkpoint, resolve_checkpoint
+from mjfleet.runs.directory import check_log_root, create_run_dir, next_run_dir, remove_stale_temporaries
+from mjfleet.runs.fingerprint import differences, fingerprint, same_training, training_settings
+from mjfleet.runs.identity import RunIdentity, run_identity
+from mjfleet.runs.record import RunRecord, runs_of
+from mjfleet.runs.source import DOWNLOAD_DIR, fetch, is_wandb_ref
+from mjfleet.runs.start import StartPoint, continue_point
 from mjfleet.runtime.devices import DeviceSelection
 from mjfleet.train.config import TrainConfig
 from mjfleet.train.external import ExternalJob
-from mjfleet.train.planner import RunStart
-from mjfleet.train.run_dir import create_run_dir, remove_stale_temporaries
 
 logger = logging.getLogger("mjfleet.train")
 
 
+class RunFailedBefore(FatalTrainingError):
+    """The run this start would continue failed in a way that a restart repeats (its training diverged)."""
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """The run a start trains and where it begins; the same for every worker of the start."""
+
+    run_dir: Path
+    """A new run directory (not created yet), or the existing one this start continues."""
+    start: StartPoint
+    """Where training begins (the checkpoint every worker loads first) and the iteration it trains to."""
+    record: RunRecord
+    """The run's ``job.json``: as it will be written for a new run, as read for a continued one."""
+    continues: bool = False
+    """:attr:`run_dir` exists: training continues there from its newest checkpoint."""
+    extended_from: int | None = None
+    """``--finish`` with a larger ``--agent.max-iterations``: the iteration the run was to end at, before this start
+    moved its end to :attr:`record`'s (written to ``job.json`` when the run directory is reopened)."""
+
+    @property
+    def identity(self) -> RunIdentity | None:
+        """The job the run belongs to, or None."""
+        return self.record.identity
+
+    @property
+    def nothing_left(self) -> bool:
+        """The continued run already ended (trained to its end, or its stop condition held)."""
+        return self.continues and (self.record.over or self.start.start_iteration >= self.start.final_iteration)
+
+
 @dataclass(frozen=True)
 class Prepared:
-    """A checked and planned run that has not created anything yet."""
+    """A checked and planned start that has not created anything yet."""
 
     cfg: TrainConfig
+    """The checked configuration."""
     selection: DeviceSelection
+    """The devices the workers train on (under another launcher: this rank's)."""
     run: RunStart | None
     """The run this start trains and where it begins; None where rank 0 of another launcher's job decides it once
     the ranks have met (:attr:`external`)."""
@@ -30,6 +90,160 @@ class Prepared:
     """How mjfleet's own launcher starts the workers (restarts reuse it); None: this process trains."""
     external: ExternalJob | None = None
     """The job another launcher (torchrun, srun) made this process a rank of; None when it started no one."""
+
+
+def plan_this_start(cfg: TrainConfig, job: ExternalJob | None, invocation: str | None = None) -> RunStart:
+    """What the one planner of a start does: bring and check the task's files (e.g. Menagerie's: missing ones fail
+    here, once, not in every worker), then :func:`plan_run`."""
+    cfg.env.prepare_assets()
+    return plan_run(cfg, os.environ, job, invocation)
+
+
+def plan_run(
+    cfg: TrainConfig, env: Mapping[str, str], job: ExternalJob | None, invocation: str | None = None
+) -> RunStart:
+    """The run start of ``cfg``: continue a run, begin a new one, or refuse (see the module docstring).
+
+    Raises :class:`UsageError` for a checkpoint that cannot be resumed, a ``--run-id`` or ``--finish`` whose run was
+    made with other settings, and :class:`RunFailedBefore` for a run whose training diverged.
+    """
+    experiment_dir = cfg.log_root / cfg.agent.experiment_name
+    check_log_root(experiment_dir)
+    settings = training_settings(plain(dataclasses.asdict(cfg)))
+    if cfg.finish is not None:
+        return _finish(cfg, settings)
+    identity = run_identity(cfg.run_id, env, None if job is None else job.launcher, invocation)
+    if identity is not None:
+        runs = runs_of(experiment_dir, identity)
+        same = [(run_dir, record) for run_dir, record in runs if same_training(record.settings, settings)]
+        if same:
+            return _continue(cfg, *same[0])
+        if runs:
+            run_dir, record = runs[0]
+            if identity.chosen:
+                raise UsageError(
+                    f"--run-id {identity.value} names run {run_dir}, which trains other settings:"
+                    f" {differences(record.settings, settings)}; give the same settings to continue it, or another"
+                    " --run-id for a new run"
+                )
+            # Right for a sweep in one allocation, a surprise after an edited batch script: said either way.
+            others = f" (and {len(runs) - 1} older)" if len(runs) > 1 else ""
+            logger.info(
+                "a new run: this job (%s %s) already has run %s%s, which trains other settings: %s; this start"
+                " trains them as a run of its own (the same settings again would continue that run)",
+                identity.source,
+                identity.value,
+                run_dir,
+                others,
+                differences(record.settings, settings),
+            )
+    return _new(cfg, settings, identity)
+
+
+def _finish(cfg: TrainConfig, settings: dict[str, Any]) -> RunStart:
+    """``--finish``: continue the run it names in place (extended to a larger ``--agent.max-iterations``)."""
+    assert cfg.finish is not None
+    run_dir = cfg.finish
+    record = RunRecord.read(run_dir)
+    if record is None:
+        why = "is not a directory" if not run_dir.is_dir() else f"has no {run_dir / 'job.json'} with its settings"
+        raise UsageError(
+            f"--finish {run_dir}: {why}; only a run this version of mjfleet made can be finished in place"
+            f" (--resume {run_dir} starts a new run from its newest checkpoint)"
+        )
+    if record.task != cfg.task:
+        raise UsageError(f"--finish {run_dir} is a run of {record.task}, not {cfg.task}: train {record.task} --finish")
+    if not same_training(record.settings, settings):
+        raise UsageError(
+            f"--finish {run_dir}: these settings differ from the run's: {differences(record.settings, settings)};"
+            " finishing trains the run as it began (leave them out), --resume starts a new run from it"
+        )
+    end = record.start_iteration + cfg.agent.max_iterations
+    if end == record.final_iteration:
+        return _continue(cfg, run_dir, record)
+    if end < record.final_iteration:
+        raise UsageError(
+            f"--finish {run_dir}: --agent.max-iterations {cfg.agent.max_iterations} would end the run at iteration"
+            f" {end}, before the end it trains to ({record.final_iteration}); --finish extends a run, it does not"
+            " shorten it"
+        )
+    # Extended in place: a run that had trained to its end (or met its condition) goes on to the new end.
+    reopened = None if record.over else record.ended
+    extended = dataclasses.replace(record, final_iteration=end, ended=reopened)
+    return dataclasses.replace(_continue(cfg, run_dir, extended), extended_from=record.final_iteration)
+
+
+def _new(cfg: TrainConfig, settings: dict[str, Any], identity: RunIdentity | None) -> RunStart:
+    """A new run: its start point (``--resume`` resolved: a missing, truncated or foreign checkpoint fails here), its
+    record and the name of its directory."""
+    start = plan_start(cfg)
+    record = RunRecord(
+        fingerprint=fingerprint(settings),
+        settings=settings,
+        task=cfg.task,
+        final_iteration=start.final_iteration,
+        start_iteration=start.start_iteration,
+        checkpoint=None if start.checkpoint is None else str(start.checkpoint),
+        run_id=None if identity is None else identity.value,
+        source=None if identity is None else identity.source,
+    )
+    run_dir = next_run_dir(cfg.log_root, cfg.agent.experiment_name, cfg.agent.run_name)
+    return RunStart(run_dir, start, record)
+
+
+def _continue(cfg: TrainConfig, run_dir: Path, record: RunRecord) -> RunStart:
+    """Continue the run in ``run_dir`` from its newest checkpoint, unless its training diverged."""
+    if record.failed:
+        raise RunFailedBefore(
+            f"run {run_dir} {record.describe_end()}: continuing it would fail the same way; change the settings"
+            f" for a new run, or start one from its last checkpoint with --resume {run_dir}"
+        )
+    if cfg.resume is not None and cfg.finish is None:
+        logger.info(
+            "--resume %s is where run %s began; it continues from its own newest checkpoint", cfg.resume, run_dir
+        )
+    return RunStart(run_dir, continue_point(run_dir, record.first_start), record, continues=True)
+
+
+def plan_start(cfg: TrainConfig) -> StartPoint:
+    """The start point of a new run: ``--resume`` resolved to one validated checkpoint, then ``max_iterations``
+    more.
+
+    A ``wandb:`` reference is downloaded here, once, under ``<log_root>/.wandb_downloads``; every worker then loads
+    that file.
+
+    Raises :class:`~mjfleet.errors.UsageError` for a missing, truncated or foreign checkpoint.
+    """
+    if cfg.resume is None:
+        return StartPoint(checkpoint=None, final_iteration=cfg.agent.max_iterations)
+    resume = cfg.resume
+    if is_wandb_ref(resume):
+        resume = fetch(str(resume), cfg.log_root / DOWNLOAD_DIR)
+        if is_onnx(resume):
+            raise UsageError(f"--resume {cfg.resume}: an ONNX export holds no training state; name a model_<it>.pt")
+    checkpoint = resolve_checkpoint(resume)
+    data = load_checkpoint(checkpoint)
+    _check_networks(cfg, checkpoint, data)
+    start_iteration = int(data["iter"])
+    return StartPoint(
+        checkpoint=checkpoint,
+        final_iteration=start_iteration + cfg.agent.max_iterations,
+        start_iteration=start_iteration,
+    )
+
+
+def _check_networks(cfg: TrainConfig, checkpoint: Path, data: dict[str, Any]) -> None:
+    """The networks this run builds must take the checkpoint's weights (otherwise every worker would fail to load
+    them after the run directory exists)."""
+    for role in ("actor", "critic"):
+        saved = hidden_dims(data.get(f"{role}_state_dict") or {})
+        wanted = getattr(cfg.agent.policy, f"{role}_hidden_dims")
+        if saved is not None and saved != tuple(wanted):
+            flag = f"--agent.policy.{role}-hidden-dims"
+            raise UsageError(
+                f"--resume {checkpoint}: its {role} has hidden layers {' '.join(map(str, saved))}, this run's"
+                f" {' '.join(map(str, wanted))}; pass {flag} {' '.join(map(str, saved))} to continue it"
+            )
 
 
 def open_run_dir(run: RunStart) -> Path:
@@ -58,3 +272,19 @@ def open_run_dir(run: RunStart) -> Path:
     run.record.write(run_dir)
     logger.info("run directory: %s", run_dir)
     return run_dir
+
+
+def report_nothing_left(run: RunStart) -> None:
+    """One line for a start whose run had already ended (a requeue, or ``--finish`` after its end)."""
+    record = run.record
+    how = record.describe_end() if record.over else f"trained to iteration {run.start.final_iteration}"
+    planned = record.final_iteration - record.start_iteration
+    logger.info(
+        "nothing to train: run %s %s; --finish %s --agent.max-iterations <more than %d> trains it further in place,"
+        " --resume %s starts a new run from it",
+        run.run_dir,
+        how,
+        run.run_dir,
+        planned,
+        run.run_dir,
+    )

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from mjfleet.launch.launcher import LaunchPlan, WorkerFailure
 from mjfleet.rl.records import WorkerResult
+from mjfleet.runs.start import StartPoint, continue_point
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.train.config import TrainConfig
 from mjfleet.train.own_launcher import launch_training
-from mjfleet.train.start import StartPoint, continue_point
 
 logger = logging.getLogger(__name__)
 

@@ -29,11 +29,14 @@ def clip_path(run_dir: Path, iteration: int) -> Path:
 
 class TrainingVideo:
     """Starts a clip at the first rollout step of every iteration divisible by ``interval`` and writes it once it
-    holds ``length`` frames (or when the run's last iteration ends, whichever comes first)."""
+    holds ``length`` frames (or when the run's last iteration ends, whichever comes first).
+
+    Built before the runner, which is given :meth:`on_step` as a step hook and :meth:`on_iteration` as an iteration
+    hook.
+    """
 
     def __init__(
         self,
-        runner: Runner,
         run_dir: Path,
         interval: int,
         length: int,
@@ -44,6 +47,7 @@ class TrainingVideo:
     ) -> None:
         self.run_dir = run_dir
         self.interval = interval
+        """Iterations between clips; 0 once rendering failed (no more clips)."""
         self.length = length
         self.final_iteration = final_iteration
         self.camera = camera
@@ -52,14 +56,12 @@ class TrainingVideo:
         """Clips written so far."""
         self._recorder: WorldVideo | None = None
         self._started_at = 0
-        runner.step_hooks.append(self.on_step)
-        runner.hooks.append(self.on_iteration)
 
     def on_step(self, runner: Runner) -> None:
         """Capture a frame while a clip is open; open one at the first step of a due iteration."""
         if self._recorder is None:
             iteration = runner.current_learning_iteration + 1  # the one being collected
-            if iteration % self.interval != 0 or iteration == self._started_at:
+            if self.interval == 0 or iteration % self.interval != 0 or iteration == self._started_at:
                 return
             try:
                 from mjfleet.render.video import WorldVideo
@@ -68,7 +70,6 @@ class TrainingVideo:
             except Exception as e:  # no OpenGL here (e.g. MUJOCO_GL unusable): train on without videos
                 logger.warning("training videos disabled: cannot render (%s: %s)", type(e).__name__, e)
                 self.interval = 0
-                runner.step_hooks.remove(self.on_step)
                 return
             self._started_at = iteration
         self._recorder.capture()

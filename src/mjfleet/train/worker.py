@@ -20,8 +20,11 @@ from mjfleet.errors import PEER_LOST_EXIT_CODE, FatalTrainingError
 from mjfleet.launch.worker_entry import local_report_dir, report_failure, write_heartbeat
 from mjfleet.rl.evaluation_env import SeparateEvaluation
 from mjfleet.rl.records import KEPT_RECORDS, IterationRecord, WorkerResult
-from mjfleet.rl.runner import Runner, StopCheck
+from mjfleet.rl.runner import IterationHook, Runner, StepHook, StopCheck
 from mjfleet.rl.stop_condition import as_condition
+from mjfleet.runs.ending import Ending
+from mjfleet.runs.record import record_end
+from mjfleet.runs.start import StartPoint
 from mjfleet.runtime.context import DistributedContext, default_store, process_group
 from mjfleet.runtime.processes import hard_exit
 from mjfleet.runtime.stop import file_stop_check
@@ -30,12 +33,11 @@ from mjfleet.sim.config import as_shipped
 from mjfleet.sim.warp_runtime import scoped_device
 from mjfleet.tasks.registry import get_task
 from mjfleet.train.config import TrainConfig
-from mjfleet.train.run_identity import Ending, record_end
-from mjfleet.train.start import StartPoint, plan_start
+from mjfleet.train.plan import plan_start
 from mjfleet.train.startup import StartupClock
 from mjfleet.train.worker_hook import WorkerHookContext, load_worker_hook
 
-__all__ = ["StartPoint", "WorkerResult", "plan_start", "seed_everything", "train_worker", "write_params"]
+__all__ = ["WorkerResult", "seed_everything", "train_worker", "write_params"]
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +133,28 @@ def _train(
             _say_physics(cfg, on_gpu, judged_apart=evaluation is not None)
         if ctx.is_main and run_dir is not None:
             write_params(run_dir, cfg)
+        hooks: list[IterationHook] = []
+        step_hooks: list[StepHook] = []
+        if cfg.video_interval > 0 and ctx.is_main and run_dir is not None:
+            from mjfleet.train.video import TrainingVideo
+
+            video = TrainingVideo(
+                run_dir,
+                cfg.video_interval,
+                cfg.video_length,
+                start.final_iteration,
+                spec.load_task_class().video_camera,
+                cfg.video_width,
+                cfg.video_height,
+            )
+            step_hooks.append(video.on_step)
+            hooks.append(video.on_iteration)
+        if ctx.is_main:
+            hooks.append(startup.hook)
+        records: deque[IterationRecord] = deque(maxlen=KEPT_RECORDS)
+        hooks.append(lambda _, record: records.append(record))
+        if launched:
+            hooks.append(_heartbeat_hook)
         runner = Runner(
             env,
             cfg.agent,
@@ -140,35 +164,19 @@ def _train(
             logged_config=plain(dataclasses.asdict(cfg)),
             eval_envs=0 if evaluation else eval_envs,
             evaluation=evaluation,
+            hooks=hooks,
+            step_hooks=step_hooks,
+            stop_check=stop_check,
+            stop_condition=None if cfg.stop_when is None else as_condition(cfg.stop_when),  # parsed already
+            stop_when_iterations=cfg.stop_when_iterations,
+            export_info={"task": cfg.task},
         )
         if start.checkpoint is not None:
             runner.load(str(start.checkpoint))
             logger.info("resumed from %s at iteration %d", start.checkpoint, runner.current_learning_iteration)
         startup.mark("PPO")
-        runner.stop_check = stop_check
-        runner.stop_condition = None if cfg.stop_when is None else as_condition(cfg.stop_when)  # parsed already
-        runner.stop_when_iterations = cfg.stop_when_iterations
-        runner.export_info["task"] = cfg.task
-        if cfg.video_interval > 0 and ctx.is_main and run_dir is not None:
-            from mjfleet.train.video import TrainingVideo
-
-            TrainingVideo(
-                runner,
-                run_dir,
-                cfg.video_interval,
-                cfg.video_length,
-                start.final_iteration,
-                spec.load_task_class().video_camera,
-                cfg.video_width,
-                cfg.video_height,
-            )
-        if ctx.is_main:
-            runner.hooks.append(startup.hook)
-        records: deque[IterationRecord] = deque(maxlen=KEPT_RECORDS)
-        runner.hooks.append(lambda _, record: records.append(record))
         if launched:
             write_heartbeat(ctx.rank, runner.current_learning_iteration, phase="ready")
-            runner.hooks.append(_heartbeat_hook)
         # Installed last, so its iteration hooks see what the built-in ones did.
         finish = None if hook is None else hook(runner, WorkerHookContext(cfg, run_dir, start))
         remaining = start.final_iteration - runner.current_learning_iteration

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from mjfleet.errors import UsageError
+from mjfleet.runs.start import StartPoint
 from mjfleet.train.config import TrainConfig
-from mjfleet.train.start import StartPoint
 
 if TYPE_CHECKING:
     from mjfleet.rl.runner import Runner

@@ -1,16 +1,8 @@
-"""A run directory belongs to a job and its configuration, not to a process start.
+"""``<run_dir>/job.json``: the run's record, written when its directory is created.
 
-The job part is resolved once, first match wins: ``--run-id`` (chosen by the user); the SLURM job (with its array
-task and step), which survives a requeue; torchrun's run id (``--rdzv-id``, or the random one of ``--standalone``),
-which stays the same across one torchrun's restarts; with torchrun's static rendezvous (run id ``none``), a token
-that rank 0 leaves in torchrun's own store, which lives exactly as long as that torchrun. Without any of them every
-start is a new run. No process id takes part: a container re-created with the same name and torchrun as PID 1 is
-another invocation.
-
-The configuration part is :func:`~mjfleet.train.fingerprint.fingerprint`. Every run records both in
-``<run_dir>/job.json`` (:class:`RunRecord`) when it is created, with where it began, the iteration it trains to and,
-once it ended, how. A later start of the same job with the same fingerprint continues that run; with another
-fingerprint it is another run (a sweep in one allocation), except under ``--run-id``, which refuses it.
+It holds the run's configuration (the settings that decide what it trains and their
+:func:`~mjfleet.runs.fingerprint.fingerprint`) and identity (:mod:`mjfleet.runs.identity`), where it began, the
+iteration it trains to and, once a start of it ended, how (:data:`~mjfleet.runs.ending.Ending`).
 """
 
 from __future__ import annotations
@@ -18,61 +10,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from mjfleet.files import write_text_atomic
-from mjfleet.train.external import ExternalJob, slurm_job_key
-from mjfleet.train.start import StartPoint
+from mjfleet.runs.ending import Ending
+from mjfleet.runs.identity import RunIdentity
+from mjfleet.runs.start import StartPoint
 
 logger = logging.getLogger(__name__)
 
 JOB_FILE = "job.json"
 """The run's record (:class:`RunRecord`), written when the run directory is created."""
-
-Ending = Literal["finished", "condition", "stopped", "failed"]
-
-
-@dataclass(frozen=True)
-class RunIdentity:
-    """Which job a run belongs to."""
-
-    value: str
-    source: str
-    """Where it came from, for the log: ``--run-id``, ``SLURM_JOB_ID``, ``TORCHELASTIC_RUN_ID`` or ``torchrun``."""
-
-    @property
-    def chosen(self) -> bool:
-        """Named by the user (``--run-id``): another configuration under it is refused, not made a second run."""
-        return self.source == "--run-id"
-
-
-def run_identity(
-    run_id: str | None, env: Mapping[str, str], job: ExternalJob | None, invocation: str | None = None
-) -> RunIdentity | None:
-    """The identity of this start (see the module docstring); None: a new run.
-
-    The job's own identities apply to the ranks of an external launcher: mjfleet's own launcher inside a SLURM
-    batch script names the job with ``--run-id $SLURM_JOB_ID``, so two ``train`` commands of one interactive
-    allocation stay two runs. ``invocation``: the token of this torchrun invocation where its rendezvous is static.
-    """
-    if run_id:
-        return RunIdentity(run_id, "--run-id")
-    if job is None:
-        return None
-    slurm = slurm_job_key(env)
-    if slurm is not None:
-        return RunIdentity(slurm, "SLURM_JOB_ID")
-    if job.launcher != "torchrun":
-        return None
-    elastic = env.get("TORCHELASTIC_RUN_ID", "").strip()
-    if elastic and elastic != "none":
-        return RunIdentity(f"torchrun-{elastic}", "TORCHELASTIC_RUN_ID")
-    if invocation:
-        return RunIdentity(f"torchrun-{invocation}", "torchrun")  # static rendezvous: this invocation's token
-    return None
 
 
 @dataclass(frozen=True)
@@ -80,10 +30,11 @@ class RunRecord:
     """What ``<run_dir>/job.json`` holds: the run's configuration and identity, its first start, how it ended."""
 
     fingerprint: str
-    """:func:`~mjfleet.train.fingerprint.fingerprint` of :attr:`settings`."""
+    """:func:`~mjfleet.runs.fingerprint.fingerprint` of :attr:`settings`."""
     settings: dict[str, Any]
-    """What decides what the run trains (:func:`~mjfleet.train.fingerprint.training_settings`)."""
+    """What decides what the run trains (:func:`~mjfleet.runs.fingerprint.training_settings`)."""
     task: str
+    """The task it trains."""
     final_iteration: int
     """The iteration the run trains to."""
     start_iteration: int = 0
@@ -91,9 +42,12 @@ class RunRecord:
     checkpoint: str | None = None
     """The checkpoint its first start resumed (``--resume``), or None."""
     run_id: str | None = None
+    """The job it was made for (:attr:`RunIdentity.value`), or None."""
     source: str | None = None
+    """Where :attr:`run_id` came from (:attr:`RunIdentity.source`)."""
     ended: dict[str, Any] | None = None
-    """``{"how": finished|condition|stopped|failed, "iteration", "message"}`` of the last start that ended."""
+    """``{"how": <an Ending: finished, condition, stopped or failed>, "iteration", "message"}`` of the last start
+    that ended."""
 
     @property
     def identity(self) -> RunIdentity | None:

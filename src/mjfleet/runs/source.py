@@ -1,4 +1,8 @@
-"""``wandb:<entity>/<project>/<run>[:<file>]``: a checkpoint of a W&B run logged by mjfleet, as a local file.
+"""Where a checkpoint comes from: what ``--checkpoint`` / ``--resume`` may name, turned into a local file.
+
+Accepted: a ``model_<it>.pt`` checkpoint, a run directory (its newest checkpoint), an experiment directory (its
+newest run, :func:`mjfleet.rl.checkpoint.newest_run`), an exported ``.onnx`` policy (``play`` only), or
+``wandb:<entity>/<project>/<run>[:<file>]``: a checkpoint of a W&B run logged by mjfleet.
 
 With ``--agent.logger wandb`` rank 0 saves every checkpoint (``model_<it>.pt``, its ONNX export and JSON) and
 ``params/*.yaml`` into the W&B run's files (:class:`mjfleet.rl.metrics.MetricsWriter`). Here they come back:
@@ -24,6 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mjfleet.errors import UsageError
+from mjfleet.rl.checkpoint import is_onnx, load_checkpoint, resolve_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -170,3 +175,20 @@ def _newest_checkpoint(names: list[str], ref: WandbRef) -> str:
             f"W&B run {ref.path} holds no model_<iteration>.pt (was it trained by mjfleet with --agent.logger wandb?)"
         )
     return found[-1][1]
+
+
+def resolve_play_checkpoint(path: Path) -> Path:
+    """The local file ``play`` loads: an ONNX policy as given, else a validated training checkpoint."""
+    if is_onnx(path):
+        if not path.is_file():
+            raise UsageError(f"ONNX policy {path} does not exist")
+        return path
+    checkpoint = resolve_checkpoint(path)
+    load_checkpoint(checkpoint)
+    return checkpoint
+
+
+def local_checkpoint(text: str, log_root: Path) -> Path:
+    """``--checkpoint`` as a local path: a ``wandb:`` reference is downloaded under ``<log_root>/.wandb_downloads``
+    (with the run's ``params/``, so its settings are read from beside it like a local run's)."""
+    return fetch(text, log_root / DOWNLOAD_DIR) if is_wandb_ref(text) else Path(text)

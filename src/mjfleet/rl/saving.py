@@ -1,4 +1,5 @@
-"""What a :class:`~mjfleet.rl.runner.Runner` saves and loads: checkpoints with every rank's state, ONNX exports."""
+"""What a :class:`~mjfleet.rl.runner.Runner` saves and loads: checkpoints with every rank's state (written through
+:mod:`mjfleet.rl.checkpoint`, which holds the files' format), ONNX exports."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ class CheckpointWriteError(FatalTrainingError):
     repeats = False  # free space, and the run continues
 
 
-class Checkpointing:
-    """The checkpoint half of the runner; the attributes below are the runner's (set in its ``__init__``)."""
+class Saving:
+    """The saving and loading half of the runner; the attributes below are the runner's (set in its ``__init__``)."""
 
     env: MjEnv
     agent_cfg: AgentConfig
@@ -45,6 +46,7 @@ class Checkpointing:
     last_checkpoint: Path | None
     previous_elapsed_s: float
     env_steps: int
+    steps_per_iteration: int
     eval_window: EvaluationWindow
     restored_env_state: bool
 
@@ -128,8 +130,7 @@ class Checkpointing:
                 group["lr"] = self.alg.learning_rate
         self.previous_elapsed_s = float(data.get("elapsed_s", 0.0))
         # A checkpoint from before env-steps were saved: as many per iteration as this run takes.
-        per_iteration = self.agent_cfg.num_steps_per_env * self.env.num_envs * self.ctx.world_size
-        self.env_steps = int(data.get("env_steps", self.current_learning_iteration * per_iteration))
+        self.env_steps = int(data.get("env_steps", self.current_learning_iteration * self.steps_per_iteration))
         self.eval_window.load_state_dict(data.get("eval_window"))
         if evaluate:
             restore_shared_state(self.env, data.get("rank_states"))

@@ -1,4 +1,5 @@
-"""The last lines of a run: how it ended, what it trained, where it is and what to run next."""
+"""How a run ended (:data:`Ending`, the one word for it: in ``job.json``, in its last lines and in ``train``'s exit),
+and the last lines of a run: how it ended, what it trained, where it is and what to run next."""
 
 from __future__ import annotations
 
@@ -11,17 +12,21 @@ from typing import Literal
 from mjfleet.rl.checkpoint import list_checkpoints
 from mjfleet.rl.progress import format_duration
 
-How = Literal["finished", "condition", "stopped", "interrupted", "failed", "nothing"]
+Ending = Literal["finished", "condition", "stopped", "interrupted", "failed", "nothing"]
+"""How a start of a run ended: ``finished`` (all iterations), ``condition`` (``--stop-when`` held), ``stopped`` (a
+signal, after a checkpoint), ``interrupted`` (a second signal: at once), ``failed``, ``nothing`` (the run had
+already ended). ``job.json`` records ``finished``, ``condition``, ``stopped`` and ``failed``
+(:func:`~mjfleet.runs.record.record_end`)."""
 
 
 @dataclass(frozen=True)
 class RunEnd:
     """What the end of one ``train`` command knows about its run."""
 
-    how: How
-    """``finished`` (all iterations), ``condition`` (``--stop-when`` held), ``stopped`` (a signal, after a
-    checkpoint), ``interrupted`` (a second signal: at once), ``failed``, ``nothing`` (the run had already ended)."""
+    how: Ending
+    """How this command's start of the run ended."""
     task: str
+    """The task it trained."""
     run_dir: Path | None
     """The run's directory; None when the command ended before one was chosen."""
     started_at: int | None

@@ -7,16 +7,13 @@ from. Where the run is written, how it is logged, how long it trains and on how 
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from typing import Any
 
-from mjfleet.config_io import plain
-from mjfleet.train.config import TrainConfig
-
 TRAINING_FIELDS = ("task", "seed", "resume", "init_at_random_ep_len", "env", "agent")
-"""The fields of :class:`TrainConfig` that decide what is trained (the rest say how and where it runs)."""
+"""The fields of the training configuration (:class:`~mjfleet.train.config.TrainConfig`) that decide what is trained
+(the rest say how and where it runs)."""
 
 NOT_TRAINING = frozenset(
     {
@@ -44,13 +41,15 @@ its stepping are bookkeeping (how many environments evaluate stays part of it: i
 share its random streams)."""
 
 
-def training_settings(cfg: TrainConfig) -> dict[str, Any]:
-    """Every setting that decides what ``cfg`` trains, flat, by its dotted name (``env.rewards.effort``), with
-    JSON values."""
+def training_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """Every setting that decides what ``config`` trains, flat, by its dotted name (``env.rewards.effort``), with
+    JSON values.
+
+    ``config``: the training configuration as plain data (``plain(dataclasses.asdict(cfg))``), nested by field.
+    """
     flat: dict[str, Any] = {}
-    everything = plain(dataclasses.asdict(cfg))
     for name in TRAINING_FIELDS:
-        _flatten(everything[name], name, flat)
+        _flatten(config[name], name, flat)
     return {k: v for k, v in flat.items() if k not in NOT_TRAINING}
 
 
