@@ -216,3 +216,13 @@ def test_stop_when_reads_the_evaluation_episodes_everywhere() -> None:
         for hit in _unqualified_training_reads(doc.read_text())
     ]
     assert found == []
+
+
+def test_the_readme_starts_a_newcomer_on_the_first_screen() -> None:
+    """What the project is, then how to get uv, install, train, play and test, in a block before line 40."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    start = lines.index("```bash")
+    block = "\n".join(lines[start : lines.index("```", start + 1)])
+    assert start < 40
+    for step in ("https://astral.sh/uv/install.sh", "pipx install uv", "uv sync", "uv run train", "uv run pytest"):
+        assert step in block, step
