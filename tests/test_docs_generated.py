@@ -119,3 +119,13 @@ def test_readme_marks_each_time_measured_before_stop_when_read_the_evaluation() 
         before = train["date"] < expect.EVALUATION_SINCE
         assert (expect.BEFORE_EVALUATION in time_cell) == before, (row["task"], row["device"], time_cell)
     assert "Measured before 2026-11-27" in (Path(__file__).parents[1] / "README.md").read_text()
+
+
+def test_the_changelog_page_is_the_changelog() -> None:
+    changelog_page = load_script(SCRIPTS / "changelog_page.py")
+    assert changelog_page.OUT.read_text() == changelog_page.render(), (
+        "docs/changelog.md is out of date: run uv run python scripts/changelog_page.py"
+    )
+    assert changelog_page.render("[x](docs/a.md#b) [y](https://e.org/docs/c)").endswith(
+        "[x](a.md#b) [y](https://e.org/docs/c)"
+    )
