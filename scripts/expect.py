@@ -34,7 +34,7 @@ from docs_text import ROOT, read_block, replace_block, table
 
 RESULTS = ROOT / "docs" / "results" / "expect.json"
 SUMMARY = "expect"
-"""The block in README.md: the table alone."""
+"""The block in README.md: a short table, the time to the condition and ``play`` success per task and device."""
 DETAILS = "expect-details"
 """The block in docs/performance.md: the table, the machines and each figure's command."""
 TARGETS = {ROOT / "README.md": SUMMARY, ROOT / "docs" / "performance.md": DETAILS}
@@ -103,15 +103,67 @@ def summary_table(results: dict[str, Any]) -> str:
     return table(header, (_cells(row, results["machines"]) for row in results["rows"]))
 
 
+EVALUATION_SINCE = "2026-11-27"
+"""The first date of runs whose ``--stop-when`` read the evaluation episodes (the deterministic policy); runs dated
+before it read the training episodes (the policy with its action noise)."""
+MET = "stop condition met"
+BEFORE_EVALUATION = "†"
+
+
+def _front_cells(row: dict[str, Any] | None, notes: list[str]) -> list[str]:
+    """The time to the condition and the ``play`` success of one task on one device, for README's short table: a
+    figure only where the condition was met; a caveat of the run becomes a numbered note (appended to ``notes``)."""
+    train = None if row is None else row.get("train")
+    if train is None or train.get("exit_s") is None or not str(train.get("ended", "")).startswith(MET):
+        return ["-", "-"]
+    time_cell = duration(train["exit_s"])
+    if train["date"] < EVALUATION_SINCE:
+        time_cell += f" {BEFORE_EVALUATION}"
+    caveat = str(train["ended"])[len(MET) :].strip(" ,;")
+    if caveat:
+        if caveat not in notes:
+            notes.append(caveat)
+        time_cell += f" ({notes.index(caveat) + 1})"
+    play = row.get("play") if row is not None else None
+    return [time_cell, NOT_MEASURED if play is None else f"{play['success']:.2f}"]
+
+
+def front_table(results: dict[str, Any]) -> tuple[str, list[str]]:
+    """README's what-to-expect table: per task that met ``--stop-when`` on a device, the time from the command to its
+    exit and ``play`` success on each device; and the caveats its cells number."""
+    by_task: dict[str, dict[str, dict[str, Any]]] = {}
+    for row in results["rows"]:
+        by_task.setdefault(row["task"], {})[row["device"]] = row
+    notes: list[str] = []
+    rows = []
+    for task, devices in by_task.items():
+        cells = [c for device in DEVICES for c in _front_cells(devices.get(device), notes)]
+        if any(c != "-" for c in cells):
+            rows.append([f"`{task}`", *cells])
+    header = ["task", "2-core CPU", "`play`", "one GPU", "`play`"]
+    return table(header, rows, align="lrrrr"), notes
+
+
 def render_summary(results: dict[str, Any]) -> str:
+    front, notes = front_table(results)
+    gpu_envs = sorted(
+        {row["train"]["envs"] for row in results["rows"] if row["device"] == "gpu" and row.get("train", {}).get("envs")}
+    )
+    envs = " or ".join(str(n) for n in gpu_envs)
+    caveats = "".join(f" ({i}) {note}." for i, note in enumerate(notes, 1))
     return (
-        summary_table(results)
+        front
         + "\n\n"
-        + "The GPU training runs used 4096 environments (the default is 1024) and Warp kernels compiled beforehand:"
-        " a first run on a fresh GPU machine compiles them, about a minute more. Each figure's command, machine and"
-        " conditions:"
-        " [docs/performance.md](docs/performance.md#what-to-expect). Generated from `docs/results/expect.json` by"
-        " `scripts/expect.py`, which also measures a task again."
+        + "The time from `train <task> --stop-when 'success>=0.95'` to its exit at the task's defaults"
+        + (f" (on the GPU with {envs} environments instead of 1024" if envs else " (on the GPU")
+        + " and Warp kernels compiled beforehand: a first run on a fresh GPU machine compiles them, about a minute"
+        " more), and the success of `play` (100 episodes) with the policy it ended with; `-`: not trained to the"
+        f" condition. {BEFORE_EVALUATION} Measured before {EVALUATION_SINCE}, when `--stop-when` read the training"
+        " episodes instead of the deterministic policy's evaluation episodes."
+        + caveats
+        + " Tasks not listed have not been trained to the condition. Every figure's date, commit, machine and command,"
+        " and the training throughput of every task: [what to expect](docs/performance.md#what-to-expect)"
+        " (generated, as this table, from `docs/results/expect.json` by `scripts/expect.py`)."
     )
 
 

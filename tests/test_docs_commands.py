@@ -33,6 +33,7 @@ PLACEHOLDERS = {
     "<run>": RUN,
     "${SLURM_JOB_ID}": "123",
     "$SLURM_JOB_ID": "123",
+    "my-robot-velocity-flat": "trotter-velocity-flat",  # docs/your_robot.md's package: the example's robot and tasks
 }
 
 
@@ -142,6 +143,8 @@ def test_every_repository_path_the_docs_name_exists() -> None:
             name = match.group(1)
             # relative to the repository, to the page, or to an example package (a package's own layout)
             bases = [ROOT, doc.parent, *(ROOT / "examples").glob("*/")]
+            if doc == ROOT / "docs" / "your_robot.md" and name.startswith("src/my_robot"):
+                continue  # the user's package that page builds (tests/test_your_robot_page.py)
             if not any((base / name).exists() for base in bases):
                 missing.append(f"{doc.relative_to(ROOT)}: {name}")
     assert missing == []
@@ -165,6 +168,8 @@ SETTLED = {
     "continues at the next iteration": "--resume starts a new run; --finish finishes one in place",
     "the options of every task": "train --help shows the generic options and the task ids",
     "about two hours": "the humanoid's CPU time is in the what-to-expect table",
+    "an eighth of them by the deterministic policy": "the evaluation environments come on top of --env.num-envs",
+    "an eighth of the simulation runs": "the same",
 }
 """Phrases of contradictions the docs once held, and what is true instead (the wording may still explain them)."""
 
@@ -179,3 +184,48 @@ def test_settled_contradictions_stay_settled() -> None:
             if hits > 0:
                 found.append(f"{doc.relative_to(ROOT)}: {phrase!r} ({SETTLED[phrase]})")
     assert found == []
+
+
+TRAINING_READS = re.compile(r"\bread(?:s|ing)?(?: from)? (?:the )?training episodes")
+"""A statement that the ``--stop-when`` condition reads the training episodes."""
+QUALIFIERS = ("eval-envs 0", "0: none", "before 2026-11-27")
+"""What makes such a statement true: without evaluation environments, or of the runs before the evaluation."""
+
+
+def _unqualified_training_reads(text: str) -> list[str]:
+    """Each place ``text`` says the condition reads the training episodes without saying it is the
+    ``--agent.eval-envs 0`` case or the runs from before the evaluation (within the 150 characters before it)."""
+    text = " ".join(text.split())
+    return [
+        text[max(0, m.start() - 60) : m.end()]
+        for m in TRAINING_READS.finditer(text)
+        if not any(q in text[max(0, m.start() - 150) : m.end()] for q in QUALIFIERS)
+    ]
+
+
+def test_stop_when_reads_the_evaluation_episodes_everywhere() -> None:
+    """``--stop-when`` reads the evaluation episodes of the deterministic policy; only ``--agent.eval-envs 0`` (and
+    the runs measured before 2026-11-27) read the training episodes. The statements the docs once held fail here."""
+    once = [
+        "- **`--stop-when` fired but `play` is worse.** The condition reads the training episodes, whose actions are",
+        "planar error 0.16 m/s: the stop condition, read from training episodes, held before the deterministic policy",
+        "it stands from iteration ~240 (17.6 min); the stop condition reads training episodes, whose action noise",
+    ]
+    assert all(_unqualified_training_reads(old) for old in once)
+    assert _unqualified_training_reads("With `--agent.eval-envs 0` the condition reads the training episodes") == []
+    found = [
+        f"{doc.relative_to(ROOT)}: ...{hit}"
+        for doc in [*DOCS, ROOT / "CHANGELOG.md"]
+        for hit in _unqualified_training_reads(doc.read_text())
+    ]
+    assert found == []
+
+
+def test_the_readme_starts_a_newcomer_on_the_first_screen() -> None:
+    """What the project is, then how to get uv, install, train, play and test, in a block before line 40."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    start = lines.index("```bash")
+    block = "\n".join(lines[start : lines.index("```", start + 1)])
+    assert start < 40
+    for step in ("https://astral.sh/uv/install.sh", "pipx install uv", "uv sync", "uv run train", "uv run pytest"):
+        assert step in block, step

@@ -103,3 +103,29 @@ def test_the_task_reference_tables_are_what_the_task_configurations_give() -> No
     )
     # cartpole-balance trains 80 iterations by default: the figure the task table gives.
     assert "| `cartpole-balance` | cart-pole | rail | 50 Hz (2 substeps) | 5 s | 1024 | 80 iterations," in text
+
+
+def test_readme_marks_each_time_measured_before_stop_when_read_the_evaluation() -> None:
+    expect = load_script(SCRIPTS / "expect.py")
+    results = expect.load()
+    front, _ = expect.front_table(results)
+    lines = {line.split("|")[1].strip(): line for line in front.splitlines()[2:]}
+    for row in results["rows"]:
+        train = row.get("train") or {}
+        if train.get("exit_s") is None or not str(train.get("ended", "")).startswith(expect.MET):
+            continue
+        cells = [c.strip() for c in lines[f"`{row['task']}`"].strip("|").split("|")]
+        time_cell = cells[1 if row["device"] == "cpu" else 3]
+        before = train["date"] < expect.EVALUATION_SINCE
+        assert (expect.BEFORE_EVALUATION in time_cell) == before, (row["task"], row["device"], time_cell)
+    assert "Measured before 2026-11-27" in (Path(__file__).parents[1] / "README.md").read_text()
+
+
+def test_the_changelog_page_is_the_changelog() -> None:
+    changelog_page = load_script(SCRIPTS / "changelog_page.py")
+    assert changelog_page.OUT.read_text() == changelog_page.render(), (
+        "docs/changelog.md is out of date: run uv run python scripts/changelog_page.py"
+    )
+    assert changelog_page.render("[x](docs/a.md#b) [y](https://e.org/docs/c)").endswith(
+        "[x](a.md#b) [y](https://e.org/docs/c)"
+    )
