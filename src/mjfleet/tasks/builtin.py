@@ -114,6 +114,7 @@ def _menagerie_tasks() -> list[TaskSpec]:
             loco.unitree_go1_flat_config,
             loco.unitree_go1_flat_agent,
             cpu_agent_cfg=loco.unitree_go1_flat_cpu_agent,
+            cpu_env_cfg=loco.unitree_go1_flat_cpu_config,
         ),
         TaskSpec(
             "unitree-go1-velocity-rough",
