@@ -74,6 +74,8 @@ def _cells(row: dict[str, Any], machines: dict[str, str]) -> list[str]:
         exit_cell = train["ended"]
     else:
         exit_cell = duration(train["exit_s"])
+        if train["date"] < EVALUATION_SINCE:
+            exit_cell += f" {BEFORE_EVALUATION}"
         details = [f"{train['iterations']} iterations"] if train.get("iterations") is not None else []
         details += [f"{train['envs']} envs"] if train.get("envs") is not None else []
         details += [train["ended"]] if train.get("ended") not in (None, "stop condition met") else []
@@ -168,7 +170,16 @@ def render_summary(results: dict[str, Any]) -> str:
 
 
 def render_details(results: dict[str, Any]) -> str:
-    lines = [summary_table(results), "", "Machines:", ""]
+    lines = [
+        summary_table(results),
+        "",
+        f"{BEFORE_EVALUATION} Measured before {EVALUATION_SINCE}, when `--stop-when` read the training episodes (the"
+        " policy with its action noise) instead of the deterministic policy's evaluation episodes: such runs stopped"
+        " earlier and played further below the condition.",
+        "",
+        "Machines:",
+        "",
+    ]
     lines += [f"- **{short_machine(results['machines'], key)}**: {text}" for key, text in results["machines"].items()]
     lines += ["", "How each figure was measured:", ""]
     for row in results["rows"]:
