@@ -116,10 +116,10 @@ def unitree_go1_flat_config() -> LocomotionConfig:
 
 
 UNITREE_GO1_CPU_ACTION_SCALE = 0.06
-"""``--env.action-scale`` of Menagerie's Go1 on the CPU: a quarter of the hip and thigh actuators' force limit over their
-gain (0.25 x 23.7 / 100 rad), where 0.25 rad asks for targets the actuators cannot reach. On 2 CPU cores (seeds 42, 1,
-2) the deterministic policy met ``--stop-when 'success>=0.95'`` after 182, 189 and 177 iterations (play 0.93, 0.96,
-0.91) where 0.25 took 348 and 306 (play 0.96, 0.92) and had not met it at 321 for seed 2."""
+"""``--env.action-scale`` of Menagerie's Go1 on the CPU: a quarter of the hip and thigh actuators' force limit over
+their gain (0.25 x 23.7 / 100 rad), where 0.25 rad asks for targets the actuators cannot reach. On 2 CPU cores
+(seeds 42, 1, 2) the deterministic policy met ``--stop-when 'success>=0.95'`` after 182, 189 and 177 iterations
+(play 0.93, 0.96, 0.91) where 0.25 took 348 and 306 (play 0.96, 0.92) and had not met it at 321 for seed 2."""
 
 
 def unitree_go1_flat_cpu_config() -> LocomotionConfig:
