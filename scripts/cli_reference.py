@@ -159,13 +159,14 @@ def differing(spec: TaskSpec) -> list[tuple[str, str, str]]:
     class's own default (the tables above)."""
     generic = {o.flag: o.default for o in options(TrainConfig(env=type(spec.env_cfg())(), agent=AgentConfig()))}
     gpu = {o.flag: o.default for o in options(TrainConfig(env=spec.env_cfg(), agent=spec.agent_cfg()))}
-    cpu = {o.flag: o.default for o in options(TrainConfig(env=spec.env_cfg(), agent=spec.agent_defaults(True)))}
+    cpu_cfg = TrainConfig(env=spec.env_defaults(True), agent=spec.agent_defaults(True))
+    cpu = {o.flag: o.default for o in options(cpu_cfg)}
     return [(flag, gpu[flag], cpu[flag]) for flag in gpu if gpu[flag] != generic[flag] or cpu[flag] != gpu[flag]]
 
 
 def _task_section(spec: TaskSpec) -> str:
     rows = differing(spec)
-    if spec.cpu_agent_cfg is None:
+    if not spec.has_cpu_defaults:
         body = table(["option", "default"], ([f"`{flag}`", f"`{gpu}`"] for flag, gpu, _ in rows))
         return f"### {spec.id}\n\n{body}\n"
     body = table(
@@ -173,7 +174,7 @@ def _task_section(spec: TaskSpec) -> str:
         ([f"`{flag}`", f"`{gpu}`", f"`{cpu}`" if cpu != gpu else "same"] for flag, gpu, cpu in rows),
     )
     note = (
-        "A run on the CPU (`--gpu-ids None`, or `auto` without a GPU) takes the PPO defaults of the last column;"
+        "A run on the CPU (`--gpu-ids None`, or `auto` without a GPU) takes the defaults of the last column;"
         f" `train {spec.id} --gpu-ids None --help` shows them.\n\n"
     )
     return f"### {spec.id}\n\n{note}{body}\n"

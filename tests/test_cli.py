@@ -231,6 +231,23 @@ def test_a_run_on_the_cpu_takes_the_tasks_cpu_ppo_defaults_and_flags_still_win(t
     assert train.parse_args(["cartpole-balance", "--gpu-ids", "None"]).agent == cartpole.agent_cfg()
 
 
+def test_a_run_on_the_cpu_takes_the_tasks_cpu_environment_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from mjfleet.tasks import registry
+
+    spec = get_task("cartpole-balance")
+
+    def fewer() -> object:
+        return dataclasses.replace(spec.env_cfg(), num_envs=256)
+
+    monkeypatch.setitem(registry._REGISTRY, spec.id, dataclasses.replace(spec, cpu_env_cfg=fewer))
+    assert train.parse_args(["cartpole-balance", "--gpu-ids", "None"]).env.num_envs == 256
+    assert train.parse_args(["cartpole-balance", "--gpu-ids", "0"]).env.num_envs == spec.env_cfg().num_envs
+    assert train.parse_args(["cartpole-balance", "--gpu-ids", "None", "--env.num-envs", "64"]).env.num_envs == 64
+    assert bench._train_config("cartpole-balance", bench.BenchConfig(), "cpu", 1, False, "mujoco").env.num_envs == 256
+
+
 def test_task_help_on_the_cpu_shows_the_cpu_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     spec = get_task("go1-velocity-flat")
     assert spec.cpu_agent_cfg is not None

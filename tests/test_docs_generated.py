@@ -81,6 +81,7 @@ def test_the_commands_a_measurement_runs_parse_with_the_real_parsers() -> None:
     from mjfleet.cli.args import parse
     from mjfleet.cli.bench import BenchConfig
     from mjfleet.cli.train import parse_args
+    from mjfleet.tasks.registry import get_task
 
     expect = load_script(SCRIPTS / "expect.py")
     for device, gpu_ids in (("cpu", None), ("gpu", (0,))):
@@ -88,7 +89,8 @@ def test_the_commands_a_measurement_runs_parse_with_the_real_parsers() -> None:
         assert list(commands) == ["train", "play", "throughput"]
         train = parse_args(shlex.split(commands["train"])[1:])
         assert train.gpu_ids == gpu_ids and str(train.stop_when) == "Eval/success >= 0.95"
-        assert train.log_root == Path("/tmp/runs") and train.env.num_envs == 1024  # the task's defaults
+        defaults = get_task("go1-velocity-flat").env_defaults(on_cpu=device == "cpu")
+        assert train.log_root == Path("/tmp/runs") and train.env.num_envs == defaults.num_envs  # the task's defaults
         bench = parse(BenchConfig, shlex.split(commands["throughput"])[2:], "bench")
         assert bench.skip_steps and bench.json == Path("/tmp/runs/bench.json")
 

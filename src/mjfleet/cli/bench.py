@@ -213,8 +213,9 @@ def _train_config(
 ) -> TrainConfig:
     """The training run one row of the scaling table measures."""
     spec = get_task(task_id)
-    agent = spec.agent_defaults(on_cpu=kind == "cpu")  # what train would use on this device
-    train_cfg = TrainConfig(env=spec.env_cfg(), agent=agent, task=task_id, gpu_ids=cfg.gpu_ids)
+    on_cpu = kind == "cpu"  # what train would use on this device
+    env, agent = spec.env_defaults(on_cpu), spec.agent_defaults(on_cpu)
+    train_cfg = TrainConfig(env=env, agent=agent, task=task_id, gpu_ids=cfg.gpu_ids)
     train_cfg.env.sim = dataclasses.replace(train_cfg.env.sim, backend=backend)
     train_cfg.agent = dataclasses.replace(train_cfg.agent, max_iterations=cfg.train_iterations)
     if cfg.train_num_envs:

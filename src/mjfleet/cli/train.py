@@ -67,7 +67,7 @@ def parse_args(argv: list[str], prog: str = "train") -> TrainConfig:
             cfg.task = spec.id
             return cfg
     on_cpu = _trains_on_cpu(spec, argv[1:], command)
-    default = TrainConfig(env=spec.env_cfg(), agent=spec.agent_defaults(on_cpu), task=spec.id)
+    default = TrainConfig(env=spec.env_defaults(on_cpu), agent=spec.agent_defaults(on_cpu), task=spec.id)
     description = f"{CPU_DEFAULTS_NOTE}\n\n{TrainConfig.__doc__}" if on_cpu else None
     cfg = parse(TrainConfig, argv[1:], command, default, description)
     cfg.task = spec.id
@@ -103,13 +103,13 @@ def recorded_config(spec: TaskSpec, run_dir: Path) -> TrainConfig:
     return cfg
 
 
-CPU_DEFAULTS_NOTE = "PPO defaults below: this task's for training on the CPU (with a GPU it uses others)."
+CPU_DEFAULTS_NOTE = "Defaults below: this task's for training on the CPU (with a GPU it uses others)."
 
 
 def _trains_on_cpu(spec: TaskSpec, args: list[str], command: str) -> bool:
-    """Whether the command trains on the CPU, for a task with PPO defaults of its own there: the device is read
-    from a first parse, before the defaults are chosen (without ``--help``, so help shows the ones that apply)."""
-    if spec.cpu_agent_cfg is None:
+    """Whether the command trains on the CPU, for a task with defaults of its own there: the device is read from a
+    first parse, before the defaults are chosen (without ``--help``, so help shows the ones that apply)."""
+    if not spec.has_cpu_defaults:
         return False
     probe = TrainConfig(env=spec.env_cfg(), agent=spec.agent_cfg(), task=spec.id)
     try:
@@ -140,9 +140,9 @@ def main(argv: list[str] | None = None) -> None:
     external = prepared.external
     if external is not None and external.rank != 0:
         logging.getLogger("mjfleet").setLevel(logging.WARNING)  # rank 0 speaks for the job
-    if prepared.selection.kind == "cpu" and get_task(cfg.task).cpu_agent_cfg is not None and cfg.finish is None:
+    if prepared.selection.kind == "cpu" and get_task(cfg.task).has_cpu_defaults and cfg.finish is None:
         logger.info(
-            "PPO defaults of %s on the CPU (%strain %s --gpu-ids None --help shows them)",
+            "defaults of %s on the CPU (%strain %s --gpu-ids None --help shows them)",
             cfg.task,
             command_prefix(os.environ),
             cfg.task,

@@ -73,6 +73,7 @@ def tasks() -> list[TaskSpec | RobotSpec]:
             loco.go1_flat_config,
             loco.go1_flat_agent,
             cpu_agent_cfg=loco.go1_flat_cpu_agent,
+            cpu_env_cfg=loco.go1_flat_cpu_config,
         ),
         TaskSpec(
             "go1-velocity-rough",
@@ -88,6 +89,7 @@ def tasks() -> list[TaskSpec | RobotSpec]:
             loco.humanoid_flat_config,
             loco.humanoid_flat_agent,
             cpu_agent_cfg=loco.humanoid_flat_cpu_agent,
+            cpu_env_cfg=loco.humanoid_flat_cpu_config,
         ),
         TaskSpec(
             "humanoid-velocity-rough",

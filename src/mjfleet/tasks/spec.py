@@ -50,6 +50,9 @@ class TaskSpec:
     cpu_agent_cfg: Callable[[], AgentConfig] | None = None
     """Returns the PPO defaults of a run that trains on the CPU, where the physics and the update share a few
     cores; None: ``agent_cfg``'s. Flags given on the command line override either."""
+    cpu_env_cfg: Callable[[], EnvConfig] | None = None
+    """Returns the environment defaults of a run that trains on the CPU (where they were measured to train faster);
+    None: ``env_cfg``'s. Flags given on the command line override either."""
     experiment_name: str = ""
     """Runs go under ``<log_root>/<experiment_name>/``, where ``play`` looks for the newest one; empty: the id with
     underscores (``cartpole-balance``: ``cartpole_balance``)."""
@@ -63,6 +66,15 @@ class TaskSpec:
     def agent_defaults(self, on_cpu: bool) -> AgentConfig:
         """The default PPO config of a run on the CPU (``on_cpu``) or on GPUs."""
         return self.cpu_agent_cfg() if on_cpu and self.cpu_agent_cfg is not None else self.agent_cfg()
+
+    def env_defaults(self, on_cpu: bool) -> EnvConfig:
+        """The default environment config of a run on the CPU (``on_cpu``) or on GPUs."""
+        return self.cpu_env_cfg() if on_cpu and self.cpu_env_cfg is not None else self.env_cfg()
+
+    @property
+    def has_cpu_defaults(self) -> bool:
+        """Whether a run on the CPU takes defaults of its own (PPO's, the environment's or both)."""
+        return self.cpu_agent_cfg is not None or self.cpu_env_cfg is not None
 
     def load_task_class(self) -> type[Task[Any]]:
         """The task class (imported now if given as ``"module:Class"``)."""

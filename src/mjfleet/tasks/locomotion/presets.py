@@ -30,9 +30,24 @@ def go1_rough_config() -> LocomotionConfig:
     return quadruped_rough_config(GO1, locomotion_sim(nconmax=32, njmax=128))
 
 
+CPU_TRAINING_ENVS = 896
+"""``--env.num-envs`` on the CPU of the tasks whose CPU defaults were measured with 896 environments training beside
+128 evaluating (1,024 simulated): the evaluation's come on top, and on the CPU every simulated environment costs."""
+
+
+def go1_flat_cpu_config() -> LocomotionConfig:
+    """``go1_flat_config`` with the environments its CPU defaults were measured with."""
+    return dataclasses.replace(go1_flat_config(), num_envs=CPU_TRAINING_ENVS)
+
+
 def humanoid_flat_config() -> LocomotionConfig:
     """G1-class humanoid on a plane: forward 0-1 m/s, sideways +-0.5 m/s, turning +-1 rad/s."""
     return biped_flat_config(HUMANOID, locomotion_sim(nconmax=32, njmax=160))
+
+
+def humanoid_flat_cpu_config() -> LocomotionConfig:
+    """``humanoid_flat_config`` with the environments its CPU defaults were measured with."""
+    return dataclasses.replace(humanoid_flat_config(), num_envs=CPU_TRAINING_ENVS)
 
 
 def humanoid_rough_config() -> LocomotionConfig:
