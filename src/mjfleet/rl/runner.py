@@ -51,8 +51,15 @@ StepHook = Callable[["Runner"], None]
 
 
 def build_learner(env: MjEnv, agent_cfg: AgentConfig, ctx: DistributedContext, train_envs: int) -> Learner:
-    """The learner for the first ``train_envs`` environments of ``env``."""
-    return RslRlPpo(env, agent_cfg, ctx, train_envs)
+    """The learner ``--agent.learner`` names, for the first ``train_envs`` environments of ``env``.
+
+    skrl is imported only for its learners: an ``rsl-rl-ppo`` run never loads it.
+    """
+    if agent_cfg.learner == "rsl-rl-ppo":
+        return RslRlPpo(env, agent_cfg, ctx, train_envs)
+    from mjfleet.rl.skrl_learners import build_skrl_learner
+
+    return build_skrl_learner(env, agent_cfg, ctx, train_envs)
 
 
 class Runner(Saving):

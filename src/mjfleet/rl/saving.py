@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch.distributed as dist
 
-from mjfleet.errors import FatalTrainingError
-from mjfleet.rl.checkpoint import checkpoint_name, load_checkpoint, save_atomic
+from mjfleet.errors import FatalTrainingError, UsageError
+from mjfleet.rl.checkpoint import checkpoint_learner, checkpoint_name, load_checkpoint, save_atomic
 from mjfleet.rl.rank_state import capture_rank_state, restore_rank_state, restore_shared_state
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class Saving:
     def save_checkpoint(self, elapsed_s: float | None = None) -> Path | None:
         """Rank 0 writes ``model_<iteration>.pt`` into the run directory; other ranks write nothing.
 
-        The checkpoint holds the learner's state (:meth:`~mjfleet.rl.learner.Learner.state_dict`: models
+        The checkpoint holds the learner's name and state (:meth:`~mjfleet.rl.learner.Learner.state_dict`: models
         with their observation normalisers, optimizers), its learning rate, iteration,
         the run's training wall time (``elapsed_s``; default: that of the run before this start) and env-steps, the
         evaluation window, and per rank the torch/NumPy/Python RNG states, the environment's generator,
@@ -71,6 +71,7 @@ class Saving:
             payload = self.learner.state_dict()
             payload.update(
                 {
+                    "learner": self.learner.name,
                     "iter": self.current_learning_iteration,
                     "infos": None,
                     "learning_rate": self.learner.learning_rate,
@@ -105,7 +106,11 @@ class Saving:
 
         policy = self.learner.policy()
         try:
-            meta = {**self.export_info, **policy_metadata(self.env, policy, self.current_learning_iteration)}
+            meta = {
+                **self.export_info,
+                "learner": self.learner.name,
+                **policy_metadata(self.env, policy, self.current_learning_iteration),
+            }
             export_policy(policy, path, meta)
             publish_latest(path)
         except Exception as e:
@@ -122,6 +127,12 @@ class Saving:
         # Read to host memory: the models copy their tensors onto their own device, and Adam keeps its ``step``
         # counters where they were loaded; on a GPU they would cost a host sync per parameter tensor and step.
         data = load_checkpoint(Path(path), map_location="cpu")
+        saved = checkpoint_learner(data)
+        if saved != self.learner.name:
+            raise UsageError(
+                f"checkpoint {path} was trained by {saved}, this run's learner is {self.learner.name}"
+                f" (--agent.learner {saved} takes it)"
+            )
         self.learner.load_state_dict(data)
         self.current_learning_iteration = int(data["iter"])
         self.previous_elapsed_s = float(data.get("elapsed_s", 0.0))
