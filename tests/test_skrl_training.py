@@ -189,6 +189,7 @@ def test_settings_out_of_range_are_one_line_naming_the_flag() -> None:
         (["--agent.sac.batch-size", "0"], "--agent.sac.batch-size must be at least 1 (got 0)"),
         (["--agent.td3.polyak", "1.5"], "--agent.td3.polyak must be above 0 and at most 1 (got 1.5)"),
         (["--agent.td3.policy-delay", "0"], "--agent.td3.policy-delay must be at least 1 (got 0)"),
+        (["--agent.sac.reward-scale", "0"], "--agent.sac.reward-scale must be positive (got 0.0)"),
         (["--agent.learner", "skrl-a2c"], "--agent.learner"),
     ):
         code, _, err = run_main(train.main, [*base, *flags])
@@ -198,3 +199,48 @@ def test_settings_out_of_range_are_one_line_naming_the_flag() -> None:
     assert code == 0
     for text in ("--agent.learner", "--agent.sac.buffer-per-env", "--agent.td3.exploration-noise"):
         assert text in out
+
+
+def test_sac_samples_squashed_actions_with_their_log_probability() -> None:
+    runner = _runner("skrl-sac", num_envs=8)
+    learner_ = runner.learner
+    assert isinstance(learner_, SkrlLearner)
+    actor = learner_.actor
+    limit = 0.5
+    actor.limit = limit
+    obs = runner.env.get_observations()["policy"]
+    torch.manual_seed(0)
+    actions, outputs = actor.act({"observations": obs}, role="policy")
+    assert actions.abs().max() < limit  # squashed into the bounds, never clipped onto them
+    # The log probability is the squashed distribution's: a Gaussian through tanh, scaled by the limit.
+    mean, extra = actor.compute({"observations": obs})
+    squashed = torch.distributions.TransformedDistribution(
+        torch.distributions.Normal(mean, extra["log_std"].exp()),
+        [torch.distributions.TanhTransform(), torch.distributions.AffineTransform(0.0, limit)],
+    )
+    expected = squashed.log_prob(actions.clamp(-limit + 1e-6, limit - 1e-6)).sum(-1, keepdim=True)
+    assert torch.allclose(outputs["log_prob"], expected, atol=1e-3), (outputs["log_prob"] - expected).abs().max()
+    assert torch.allclose(outputs["mean_actions"], limit * torch.tanh(mean))
+
+
+@pytest.mark.parametrize(("scale", "expected"), [(None, "1 / step_dt"), (3.0, "3")])
+def test_the_replay_buffer_holds_the_rewards_scaled(scale: float | None, expected: str) -> None:
+    cfg = skrl_config("skrl-td3", num_envs=8, steps=1)
+    cfg.agent.td3.reward_scale = scale
+    runner = Runner(make_env(num_envs=8), cfg.agent, CPU, None)
+    env_rewards: list[torch.Tensor] = []
+    step = runner.env.step
+
+    def recording_step(actions: torch.Tensor) -> tuple[object, ...]:
+        result = step(actions)
+        env_rewards.append(result[1].clone())
+        return result
+
+    runner.env.step = recording_step  # type: ignore[method-assign]
+    runner.learn(1)
+    learner_ = runner.learner
+    assert isinstance(learner_, SkrlLearner) and learner_.agent.memory is not None
+    stored = learner_.agent.memory.get_tensor_by_name("rewards")[0, :, 0]
+    factor = 1.0 / runner.env.step_dt if scale is None else scale
+    assert env_rewards[0].abs().sum() > 0, expected
+    assert torch.allclose(stored, env_rewards[0] * factor)

@@ -97,10 +97,14 @@ class OffPolicyConfig:
     learning_starts: int = 0
     """Steps per environment at the start of a run before the first gradient step (the buffer fills meanwhile)."""
     action_limit: float = 1.0
-    """The actor's actions lie in [-action_limit, action_limit]: its mean is squashed by tanh, its samples clipped.
+    """The actor's actions lie in [-action_limit, action_limit], squashed by tanh (SAC: its samples, TD3: its output).
     The task scales and clips them further (``--env.clip-actions``, the task's action scale)."""
     grad_norm_clip: float = 0.0
     """Clip the gradients' global norm to this; 0: no clipping."""
+    reward_scale: float | None = None
+    """Factor on the rewards the replay buffer stores. None: one over the task's step time. The tasks' rewards are
+    rates times the step time (a few hundredths per step at 50-100 Hz); scaled back to rates they are of order 1, the
+    scale that SAC's entropy coefficient and TD3's exploration noise are set for."""
 
 
 @dataclass

@@ -320,6 +320,17 @@ def build_skrl_learner(env: MjEnv, agent_cfg: AgentConfig, ctx: DistributedConte
 
 
 @dataclass(frozen=True)
+class RewardScale:
+    """skrl's ``rewards_shaper`` of the off-policy learners: the rewards times :attr:`factor`
+    (``--agent.sac.reward-scale``, ``--agent.td3.reward-scale``)."""
+
+    factor: float
+
+    def __call__(self, rewards: torch.Tensor, timestep: int, timesteps: int) -> torch.Tensor:
+        return rewards * self.factor
+
+
+@dataclass(frozen=True)
 class _Spaces:
     """The policy's and the critic's observation spaces (skrl's observations and states)."""
 
@@ -416,9 +427,12 @@ def _critics(
     }
 
 
-def _off_policy_cfg(c: OffPolicyConfig, agent_cfg: AgentConfig, spaces: _Spaces, device: str) -> dict[str, Any]:
+def _off_policy_cfg(
+    c: OffPolicyConfig, agent_cfg: AgentConfig, spaces: _Spaces, device: str, step_dt: float
+) -> dict[str, Any]:
     """The entries SAC_CFG and TD3_CFG share."""
     return {
+        "rewards_shaper": RewardScale(1.0 / step_dt if c.reward_scale is None else c.reward_scale),
         "gradient_steps": c.gradient_steps,
         "batch_size": c.batch_size,
         "discount_factor": c.gamma,
@@ -444,7 +458,7 @@ def _sac(
         learn_entropy=c.learn_entropy,
         initial_entropy_value=c.initial_entropy,
         target_entropy=c.target_entropy,
-        **_off_policy_cfg(c, agent_cfg, spaces, ctx.device),
+        **_off_policy_cfg(c, agent_cfg, spaces, ctx.device, env.step_dt),
     )
     agent = SAC(
         models={"policy": actor, **_critics(p, spaces, actions, ctx.device, clock)},
@@ -493,7 +507,7 @@ def _td3(
         smooth_regularization_noise=GaussianNoise,
         smooth_regularization_noise_kwargs={"mean": 0.0, "std": c.smooth_noise, "device": ctx.device},
         smooth_regularization_clip=c.smooth_clip,
-        **_off_policy_cfg(c, agent_cfg, spaces, ctx.device),
+        **_off_policy_cfg(c, agent_cfg, spaces, ctx.device, env.step_dt),
     )
     agent = TD3(
         models={"policy": policy, "target_policy": actor(), **_critics(p, spaces, actions, ctx.device, clock)},

@@ -75,8 +75,13 @@ def squashed(mean: torch.Tensor, limit: float | None) -> torch.Tensor:
 
 class GaussianActor(GaussianMixin, Model):
     """PPO's and SAC's actor: an MLP of the policy observations gives the mean, a learned log standard deviation per
-    action (independent of the observation, as in skrl's examples) the spread. With ``limit`` (SAC) the mean is
-    squashed into [-limit, limit] and samples are clipped to it."""
+    action (independent of the observation, as in skrl's examples) the spread.
+
+    With ``limit`` (SAC) the Gaussian's samples are squashed by ``limit * tanh`` into [-limit, limit], and the log
+    probability skrl's SAC reads is that of the squashed action (the Gaussian's, corrected by the squashing's
+    log-determinant). Clipping the samples instead would leave the clipped ones without a gradient from the critic
+    while the entropy bonus keeps widening the Gaussian: on cartpole the policy drifts to random full-scale actions.
+    The deterministic action is ``limit * tanh`` of the mean."""
 
     def __init__(
         self,
@@ -90,7 +95,7 @@ class GaussianActor(GaussianMixin, Model):
         clock: SyncClock,
     ) -> None:
         Model.__init__(self, observation_space=observation_space, action_space=action_space, device=device)
-        GaussianMixin.__init__(self, clip_actions=limit is not None, clip_log_std=True, reduction="sum")
+        GaussianMixin.__init__(self, clip_actions=False, clip_log_std=True, reduction="sum")
         self.mlp = mlp(self.num_observations, hidden, self.num_actions, activation)
         self.log_std_parameter = nn.Parameter(torch.full((self.num_actions,), math.log(init_std)))
         self.limit = limit
@@ -99,7 +104,19 @@ class GaussianActor(GaussianMixin, Model):
     def compute(  # pyright: ignore[reportIncompatibleMethodOverride]  (skrl's mixins pass role by position)
         self, inputs: dict[str, Any], role: str = ""
     ) -> tuple[torch.Tensor, dict[str, Any]]:
-        return squashed(self.mlp(inputs["observations"]), self.limit), {"log_std": self.log_std_parameter}
+        return self.mlp(inputs["observations"]), {"log_std": self.log_std_parameter}
+
+    def act(self, inputs: dict[str, Any], *, role: str = "") -> tuple[torch.Tensor, dict[str, Any]]:
+        """skrl's Gaussian sample and log probability, squashed where the actor has a ``limit`` (for sampling only:
+        ``taken_actions`` are read as unsquashed, which skrl's SAC never passes)."""
+        actions, outputs = super().act(inputs, role=role)
+        if self.limit is None:
+            return actions, outputs
+        tanh = torch.tanh(actions)
+        correction = torch.log(self.limit * (1.0 - tanh.square()) + 1e-6).sum(dim=-1, keepdim=True)
+        outputs["log_prob"] = outputs["log_prob"] - correction
+        outputs["mean_actions"] = squashed(outputs["mean_actions"], self.limit)
+        return self.limit * tanh, outputs
 
     def reduce_parameters(self) -> None:
         self.clock.timed(super().reduce_parameters)

@@ -284,6 +284,8 @@ def _check_off_policy(cfg: TrainConfig) -> None:
             raise UsageError(f"{flag}.gamma must be between 0 and 1 (got {c.gamma})")
         if not 0 < c.polyak <= 1:
             raise UsageError(f"{flag}.polyak must be above 0 and at most 1 (got {c.polyak})")
+        if c.reward_scale is not None and not c.reward_scale > 0:
+            raise UsageError(f"{flag}.reward-scale must be positive (got {c.reward_scale})")
         if not c.grad_norm_clip >= 0:
             raise UsageError(f"{flag}.grad-norm-clip must not be negative (got {c.grad_norm_clip})")
         if cfg.env.num_envs * c.buffer_per_env > MAX_ROLLOUT:
