@@ -23,6 +23,8 @@ from mjfleet.rl.runner import Runner
 from mjfleet.rl.skrl_learners import SkrlLearner
 from mjfleet.runs.fingerprint import fingerprint, same_training, training_settings
 from mjfleet.runtime.context import DistributedContext
+from mjfleet.runtime.stop import StopRequest
+from mjfleet.train import run
 from mjfleet.train.config import TrainConfig
 from mjfleet.train.plan import plan_start
 from mjfleet.train.worker import train_worker
@@ -244,3 +246,21 @@ def test_the_replay_buffer_holds_the_rewards_scaled(scale: float | None, expecte
     factor = 1.0 / runner.env.step_dt if scale is None else scale
     assert env_rewards[0].abs().sum() > 0, expected
     assert torch.allclose(stored, env_rewards[0] * factor)
+
+
+@pytest.mark.slow
+def test_finish_continues_an_interrupted_skrl_run_in_place(tmp_path: Path) -> None:
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--env.num-envs", "32", "--agent.num-steps-per-env", "8"]
+    argv += ["--agent.max-iterations", "3", "--agent.save-interval", "1", "--log-root", str(tmp_path)]
+    argv += ["--agent.learner", "skrl-sac", "--agent.sac.batch-size", "64", "--agent.sac.gradient-steps", "4"]
+    stop = StopRequest()
+    stop.signals.append(15)  # as by SIGTERM: stop after the current iteration, with a checkpoint
+    run(train.parse_args(argv), stop)
+    [run_dir] = [p for p in tmp_path.glob("*/*") if p.is_dir()]
+    assert [i for i, _ in list_checkpoints(run_dir)] == [1]
+    # --finish takes every setting from the run, the learner too, and goes on in place with its checkpoint.
+    code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(run_dir)])
+    assert code == 0, err
+    assert "training cartpole-balance with skrl-sac" in " ".join(err.split())
+    assert "finished at iteration 3 of 3 (2 iterations" in " ".join(err.split())
+    assert load_checkpoint(run_dir / "model_3.pt")["learner"] == "skrl-sac"
