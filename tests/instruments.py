@@ -6,9 +6,9 @@ install it in every worker of a run started from this process, in-process or lau
 - ``MJFLEET_PROBES=1``: :class:`Probes` returns, in ``WorkerResult.extras``:
 
   - ``"replica_digest"``: digest of parameters, normaliser statistics, optimizer state and learning rate at the
-    end (equal on every rank of a healthy run);
+    end (equal on every rank of a healthy run), whichever the learner;
   - ``"first_rollout_digest"``: digest of this rank's policy observations of its first rollout (differs between
-    ranks, whose seeds differ);
+    ranks, whose seeds differ): rsl_rl's rollout storage, or an skrl agent's memory;
   - ``"local_sums"`` / ``"local_counts"``: per iteration, this rank's own episode sums and counts (in
     ``env.stats.keys`` order) before the cross-rank reduction.
 
@@ -103,8 +103,8 @@ class Probes:
 
     def _after_iteration(self, runner: Runner, record: IterationRecord) -> None:
         if not self.first_rollout_digest:
-            # The storage still holds the rollout the update learned from.
-            self.first_rollout_digest = digest([runner.alg.storage.observations["policy"]])
+            # The storage (or memory) still holds the rollout the update learned from.
+            self.first_rollout_digest = digest([_rollout_observations(runner)])
         assert self._popped is not None
         sums, counts = self._popped
         self.local_sums.append(sums.tolist())
@@ -113,11 +113,25 @@ class Probes:
     def results(self, runner: Runner) -> dict[str, Any]:
         """What ``WorkerResult.extras`` holds."""
         return {
-            "replica_digest": replica_digest(runner.alg),
+            "replica_digest": replica_digest(runner.learner),
             "first_rollout_digest": self.first_rollout_digest,
             "local_sums": self.local_sums,
             "local_counts": self.local_counts,
         }
+
+
+def _rollout_observations(runner: Runner) -> torch.Tensor:
+    """The policy observations the learner recorded: rsl_rl's rollout storage, or an skrl agent's memory."""
+    from mjfleet.rl.ppo import RslRlPpo
+
+    learner = runner.learner
+    if isinstance(learner, RslRlPpo):
+        return learner.alg.storage.observations["policy"]
+    from mjfleet.rl.skrl_learners import SkrlLearner
+
+    assert isinstance(learner, SkrlLearner)
+    assert learner.agent.memory is not None
+    return learner.agent.memory.get_tensor_by_name("observations")
 
 
 class InjectedFaultError(RuntimeError):

@@ -1,9 +1,10 @@
-"""Typed PPO settings, turned into the nested dict rsl-rl-lib's PPO is built from."""
+"""Typed learner settings: PPO's (turned into the nested dict rsl-rl-lib's PPO is built from; skrl's PPO maps the
+same ones), skrl's SAC and TD3, and the training loop's."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from mjfleet.errors import UsageError
 
@@ -59,6 +60,80 @@ class AlgorithmConfig:
     """Clip the value update like the policy ratio."""
 
 
+Learner = Literal["rsl-rl-ppo", "skrl-ppo", "skrl-sac", "skrl-td3"]
+"""The learners ``--agent.learner`` chooses from (docs/learners.md)."""
+LEARNERS: tuple[Learner, ...] = get_args(Learner)
+DEFAULT_LEARNER: Learner = "rsl-rl-ppo"
+SKRL_LEARNERS: tuple[Learner, ...] = ("skrl-ppo", "skrl-sac", "skrl-td3")
+LEARNER_SETTINGS: dict[str, tuple[Learner, ...]] = {
+    "algorithm": ("rsl-rl-ppo", "skrl-ppo"),
+    "sac": ("skrl-sac",),
+    "td3": ("skrl-td3",),
+}
+"""The groups of ``--agent.*`` settings that only some learners read, and which: the others' do not decide what a run
+trains (:mod:`mjfleet.runs.fingerprint`). ``--agent.policy.*`` and the loop's settings are every learner's."""
+
+
+@dataclass
+class OffPolicyConfig:
+    """Settings that skrl's SAC and TD3 share: the replay buffer, the updates, the bounded actions."""
+
+    buffer_per_env: int = 1000
+    """Replay buffer size in transitions per training environment: it holds the most recent this many steps of each
+    of a worker's ``--env.num-envs`` environments, on the simulation's device."""
+    batch_size: int = 4096
+    """Transitions sampled from the replay buffer for each gradient step, on every worker (the workers' gradients are
+    averaged, so N workers learn from N times as many)."""
+    gradient_steps: int = 32
+    """Gradient steps of each iteration's update, after its ``--agent.num-steps-per-env`` environment steps."""
+    learning_rate: float = 1e-3
+    """Adam learning rate of the actor and the critics."""
+    gamma: float = 0.99
+    """Discount factor."""
+    polyak: float = 0.005
+    """At every update the target networks move this fraction of the way towards the networks they follow."""
+    random_steps: int = 0
+    """Steps per environment at the start of a run taken with uniformly random actions instead of the policy's."""
+    learning_starts: int = 0
+    """Steps per environment at the start of a run before the first gradient step (the buffer fills meanwhile)."""
+    action_limit: float = 1.0
+    """The actor's actions lie in [-action_limit, action_limit], squashed by tanh (SAC: its samples, TD3: its output).
+    The task scales and clips them further (``--env.clip-actions``, the task's action scale)."""
+    grad_norm_clip: float = 0.0
+    """Clip the gradients' global norm to this; 0: no clipping."""
+    reward_scale: float | None = None
+    """Factor on the rewards the replay buffer stores. None: one over the task's step time. The tasks' rewards are
+    rates times the step time (a few hundredths per step at 50-100 Hz); scaled back to rates they are of order 1, the
+    scale that SAC's entropy coefficient and TD3's exploration noise are set for."""
+
+
+@dataclass
+class SacConfig(OffPolicyConfig):
+    """skrl's Soft Actor-Critic (``--agent.learner skrl-sac``)."""
+
+    learn_entropy: bool = True
+    """Tune the entropy coefficient so that the policy's entropy approaches ``target_entropy``; else it stays
+    ``initial_entropy``."""
+    initial_entropy: float = 0.2
+    """Entropy coefficient (alpha) at the start of a run."""
+    target_entropy: float | None = None
+    """Entropy the tuning aims for; None: minus the number of actions."""
+
+
+@dataclass
+class Td3Config(OffPolicyConfig):
+    """skrl's Twin Delayed DDPG (``--agent.learner skrl-td3``)."""
+
+    exploration_noise: float = 0.1
+    """Standard deviation of the Gaussian noise added to the actor's actions while collecting."""
+    policy_delay: int = 2
+    """The actor and the target networks update once every this many critic updates."""
+    smooth_noise: float = 0.2
+    """Standard deviation of the noise added to the target actor's actions (target policy smoothing)."""
+    smooth_clip: float = 0.5
+    """The target policy smoothing noise is clipped to [-smooth_clip, smooth_clip]."""
+
+
 @dataclass
 class AgentConfig:
     """Training-loop settings."""
@@ -68,7 +143,7 @@ class AgentConfig:
     run_name: str = ""
     """Suffix of the run directory name (``<timestamp>_<run_name>``)."""
     max_iterations: int = 300
-    """Learning iterations (one rollout plus one PPO update each). Not rescaled by the number of workers."""
+    """Learning iterations (one rollout plus one update of the learner each). Not rescaled by the number of workers."""
     num_steps_per_env: int = 24
     """Environment steps per environment per rollout."""
     save_interval: int = 50
@@ -83,8 +158,8 @@ class AgentConfig:
     eval_envs: int = 128
     """Environments of the whole job that run the deterministic policy, the actor's mean that ``play`` runs, split
     evenly across its workers (at most a quarter of ``--env.num-envs`` each): their episodes are logged as
-    ``Eval/...`` and are what ``--stop-when`` reads; their transitions never reach PPO. They come on top of
-    ``--env.num-envs``, which PPO trains on, on every device. 0: none (``--stop-when`` reads the training
+    ``Eval/...`` and are what ``--stop-when`` reads; their transitions never reach the learner. They come on top of
+    ``--env.num-envs``, which the learner trains on, on every device. 0: none (``--stop-when`` reads the training
     episodes)."""
     eval_steps_per_step: int | None = None
     """Steps the evaluation environments take per training step. 1: they step with the others, in the same
@@ -98,7 +173,15 @@ class AgentConfig:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     """Networks."""
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
-    """PPO."""
+    """PPO (``rsl-rl-ppo`` and ``skrl-ppo``)."""
+    learner: Learner = DEFAULT_LEARNER
+    """What learns from the environments' steps: ``rsl-rl-ppo`` (rsl-rl-lib's PPO), ``skrl-ppo`` (skrl's PPO, from the
+    same ``--agent.algorithm.*`` settings), ``skrl-sac`` or ``skrl-td3`` (skrl's off-policy agents with a replay
+    buffer: ``--agent.sac.*``, ``--agent.td3.*``). Every learner uses ``--agent.policy.*`` for its networks."""
+    sac: SacConfig = field(default_factory=SacConfig)
+    """skrl's SAC (``--agent.learner skrl-sac``)."""
+    td3: Td3Config = field(default_factory=Td3Config)
+    """skrl's TD3 (``--agent.learner skrl-td3``)."""
 
     def evaluation_envs(self, num_envs: int, world_size: int = 1) -> int:
         """This worker's share of :attr:`eval_envs` (the job's, split evenly across its ``world_size`` workers,
@@ -125,7 +208,7 @@ class AgentConfig:
         return max(1, eval_envs // steps) if eval_envs and steps > 1 else 0
 
     def training_simulation_envs(self, num_envs: int, on_gpu: bool, world_size: int = 1) -> int:
-        """Environments of a worker's training simulation: the ``num_envs`` PPO trains on, and after them its
+        """Environments of a worker's training simulation: the ``num_envs`` the learner trains on, and after them its
         evaluation environments where they step in the same simulation."""
         separate = self.separate_evaluation_envs(num_envs, on_gpu, world_size)
         return num_envs + (0 if separate else self.evaluation_envs(num_envs, world_size))

@@ -22,9 +22,8 @@ from mjfleet.errors import UsageError
 from mjfleet.files import write_atomic, write_text_atomic
 
 if TYPE_CHECKING:
-    from rsl_rl.models import MLPModel
-
     from mjfleet.envs.env import MjEnv
+    from mjfleet.rl.learner import ExportablePolicy
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +43,7 @@ def metadata_path(onnx_path: Path) -> Path:
     return onnx_path.with_name(onnx_path.name + ".json")
 
 
-def policy_metadata(env: MjEnv, policy: MLPModel, iteration: int) -> dict[str, Any]:
+def policy_metadata(env: MjEnv, policy: ExportablePolicy, iteration: int) -> dict[str, Any]:
     """Inputs and outputs of the exported actor as the environment defines them (nothing here is configured twice).
 
     Observation groups are those the actor reads, concatenated in this order; joints are the actuated joints in
@@ -83,7 +82,7 @@ def policy_metadata(env: MjEnv, policy: MLPModel, iteration: int) -> dict[str, A
     return meta
 
 
-def export_policy(policy: MLPModel, path: Path, metadata: dict[str, Any]) -> Path:
+def export_policy(policy: ExportablePolicy, path: Path, metadata: dict[str, Any]) -> Path:
     """Write the deterministic actor (normaliser included) to ``path`` and its JSON beside it, each atomically."""
     module = policy.as_onnx(verbose=False)
     module.to("cpu")

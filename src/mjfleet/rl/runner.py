@@ -1,9 +1,8 @@
-"""The training loop: rsl-rl-lib's PPO and rollout storage, driven on any number of CPU or GPU workers."""
+"""The training loop around a learner (rsl-rl-lib's PPO, or skrl's PPO, SAC or TD3), driven on any number of CPU or
+GPU workers."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import logging
 import math
 import time
@@ -13,8 +12,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from rsl_rl.algorithms import PPO
-from rsl_rl.storage import RolloutStorage
 from tensordict import TensorDict
 
 from mjfleet.envs.env import MjEnv
@@ -23,8 +20,9 @@ from mjfleet.errors import FatalTrainingError
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.eval_stats import EvaluationWindow, is_evaluation_name
 from mjfleet.rl.evaluation_env import SeparateEvaluation
+from mjfleet.rl.learner import Learner
 from mjfleet.rl.metrics import MetricsWriter
-from mjfleet.rl.ppo import SyncedPPO
+from mjfleet.rl.ppo import RslRlPpo, SyncedPPO
 from mjfleet.rl.progress import IterationClock, Progress, progress_block, progress_line
 from mjfleet.rl.records import PROGRESS_FILE, IterationRecord, append_progress
 from mjfleet.rl.replicas import check_replicas
@@ -52,9 +50,21 @@ StepHook = Callable[["Runner"], None]
 """Called after every environment step of a rollout (e.g. to render a video frame)."""
 
 
+def build_learner(env: MjEnv, agent_cfg: AgentConfig, ctx: DistributedContext, train_envs: int) -> Learner:
+    """The learner ``--agent.learner`` names, for the first ``train_envs`` environments of ``env``.
+
+    skrl is imported only for its learners: an ``rsl-rl-ppo`` run never loads it.
+    """
+    if agent_cfg.learner == "rsl-rl-ppo":
+        return RslRlPpo(env, agent_cfg, ctx, train_envs)
+    from mjfleet.rl.skrl_learners import build_skrl_learner
+
+    return build_skrl_learner(env, agent_cfg, ctx, train_envs)
+
+
 class Runner(Saving):
-    """Trains one worker's replica: rsl-rl-lib builds the models, storage and :class:`~mjfleet.rl.ppo.SyncedPPO`
-    (``PPO.construct_algorithm``); the loop, checkpoints and logging are mjfleet's.
+    """Trains one worker's replica of a learner (:mod:`mjfleet.rl.learner`: rsl-rl-lib's PPO, or skrl's PPO, SAC or
+    TD3, as ``--agent.learner`` says); the loop, evaluation, checkpoints and logging are mjfleet's, for all of them.
 
     - One process group, made by the worker before the runner (``ctx.backend``: nccl, or gloo on the CPU and for
       workers sharing a GPU).
@@ -65,7 +75,7 @@ class Runner(Saving):
     - Every ``replica_check_interval`` iterations and at the end, ranks compare a digest of parameters and
       optimizer state and stop with :class:`~mjfleet.rl.replicas.ReplicaDivergenceError` if they differ.
     - The last ``eval_envs`` of each rank's environments act with the deterministic policy (the actor's mean,
-      what ``play`` runs) and are left out of the rollout storage, so PPO never sees their transitions; their
+      what ``play`` runs) and are left out of what the learner records, so it never sees their transitions; their
       episodes are the ``Eval/...`` statistics that ``--stop-when`` reads. With ``evaluation`` they are instead a
       simulation of their own, stepped several times per training step (:mod:`mjfleet.rl.evaluation_env`).
     - Only rank 0 writes checkpoints (atomically), TensorBoard/W&B, every iteration's record to ``progress.jsonl``
@@ -140,7 +150,7 @@ class Runner(Saving):
         """This rank's evaluation environments: the last ones of ``env``, stepped with the deterministic policy
         (:meth:`~mjfleet.rl.config.AgentConfig.training_simulation_envs` sizes ``env`` for them)."""
         self.train_envs = env.num_envs - self.eval_envs
-        """This rank's environments that PPO trains on (``--env.num-envs``)."""
+        """This rank's environments that the learner trains on (``--env.num-envs``)."""
         env.split_evaluation(self.eval_envs)
         self.evaluation = evaluation
         """Evaluation environments in a simulation of their own (instead of :attr:`eval_envs`), or None."""
@@ -153,30 +163,8 @@ class Runner(Saving):
         """Whether any environment of this rank runs the deterministic policy."""
         self.eval_window = EvaluationWindow(env.stats.keys, agent_cfg.eval_episodes)
         """The most recent evaluation episodes of every rank (identical on all ranks)."""
-        multi_gpu = None
-        if ctx.is_distributed:
-            # The worker created the one process group (runtime.context.process_group); a second would deadlock.
-            assert dist.is_initialized(), "a distributed Runner needs the process group of its worker"
-            multi_gpu = {"global_rank": ctx.rank, "local_rank": ctx.local_rank, "world_size": ctx.world_size}
-        # rsl_rl prints model summaries with bare print; keep them in the debug log instead.
-        captured = io.StringIO()
-        with contextlib.redirect_stdout(captured):
-            alg = PPO.construct_algorithm(env.get_observations(), env, agent_cfg.to_rsl_rl(multi_gpu), ctx.device)
-        logger.debug(captured.getvalue())
-        assert isinstance(alg, SyncedPPO), type(alg)
-        if self.eval_envs:
-            # The rollout storage holds the training environments only: the evaluation environments' actions are
-            # not samples of the policy distribution, and their transitions must not enter returns, advantages,
-            # the surrogate loss or the observation normaliser.
-            alg.storage = RolloutStorage(
-                "rl",
-                self.train_envs,
-                agent_cfg.num_steps_per_env,
-                self._training(env.get_observations().to(ctx.device)),
-                [env.num_actions],
-                ctx.device,
-            )
-        self.alg: SyncedPPO = alg
+        self.learner: Learner = build_learner(env, agent_cfg, ctx, self.train_envs)
+        """The algorithm: it records the training environments' steps only and learns once per iteration."""
         self.writer: MetricsWriter | None = None
         self.writes_progress = ctx.is_main and run_dir is not None
         """Rank 0 of a run that writes appends every iteration's record to ``<run_dir>/progress.jsonl``
@@ -189,10 +177,18 @@ class Runner(Saving):
         self._place = [0, 0, 0]
         """Iteration, phase (:data:`PHASES`) and rollout step: where this rank is (:meth:`position`)."""
 
+    @property
+    def alg(self) -> SyncedPPO:
+        """rsl_rl's PPO of an ``rsl-rl-ppo`` run, for hooks and tests written against rsl_rl (other learners have
+        none: reach them through :attr:`learner`)."""
+        if not isinstance(self.learner, RslRlPpo):
+            raise AttributeError(f"a {self.learner.name} runner has no rsl_rl algorithm; use Runner.learner")
+        return self.learner.alg
+
     # --- training ----------------------------------------------------------------------------------------------
     def learn(self, num_learning_iterations: int, init_at_random_ep_len: bool = False) -> None:
         """Run ``num_learning_iterations`` iterations after the last completed one."""
-        env, alg = self.env, self.alg
+        env, learner = self.env, self.learner
         steps = self.agent_cfg.num_steps_per_env
         if init_at_random_ep_len:
             env.episode_length_buf = torch.randint(
@@ -202,9 +198,9 @@ class Runner(Saving):
         # start ends early; the evaluation statistics take the episodes that run from a reset to their end, as play's.
         env.from_reset = env.episode_length_buf == 0
         obs = env.get_observations().to(self.device)
-        alg.train_mode()
+        learner.train_mode()
         if self.ctx.is_distributed:
-            alg.broadcast_parameters()
+            learner.broadcast_parameters()
         env.stats.pop()  # statistics of episodes cut by the random start do not belong to iteration 1
         env.eval_stats.pop()
         if self.evaluation is not None:
@@ -231,16 +227,16 @@ class Runner(Saving):
                         obs, rewards, dones = obs.to(self.device), rewards.to(self.device), dones.to(self.device)
                         self._process_env_step(obs, rewards, dones, extras)
                         if self.evaluation is not None:
-                            self.evaluation.step(self.alg.get_policy())
+                            self.evaluation.step(learner.act_deterministic)
                         for step_hook in self.step_hooks:
                             step_hook(self)
-                    alg.compute_returns(self._training(obs))
-                alg.synchronize()  # on a GPU, let the rollout's queued work count as collection, not learning
+                    learner.end_rollout(self._training(obs))
+                learner.synchronize()  # on a GPU, let the rollout's queued work count as collection, not learning
                 t1 = time.perf_counter()
-                alg.sync_s, alg.reductions = 0.0, 0
+                learner.reset_sync()
                 place[1] = 1
-                losses = alg.update()
-                alg.synchronize()
+                losses = learner.update()
+                learner.synchronize()
                 place[1] = 2
             except (RuntimeError, ValueError) as e:
                 # A diverging mini-batch leaves NaN weights that the next forward pass trips over (e.g. "normal
@@ -266,7 +262,7 @@ class Runner(Saving):
                 env_steps_per_s=self.steps_per_iteration / (t2 - t0),
                 collect_s=t1 - t0,
                 learn_s=t2 - t1,
-                sync_s=alg.sync_s,
+                sync_s=learner.sync_s,
                 evaluation=evaluation,
                 evaluation_episodes=self.eval_window.count,
                 env_steps=self.env_steps,
@@ -278,7 +274,7 @@ class Runner(Saving):
             if it % self.agent_cfg.save_interval == 0 or last:
                 self.save_checkpoint(clock.run_elapsed_s(time.perf_counter()))
             if self.ctx.is_distributed and (it % self.replica_check_interval == 0 or last):
-                agreed = check_replicas(self.alg, self.ctx.world_size, it)
+                agreed = check_replicas(learner, self.ctx.world_size, it)
                 if last and self.ctx.is_main:
                     logger.info(
                         "replicas identical on all %d ranks at iteration %d (digest %s)",
@@ -313,7 +309,7 @@ class Runner(Saving):
         :class:`~mjfleet.runtime.watch.RankWatch`)."""
         it, phase, step = self._place
         if phase == 1:
-            step = self.alg.reductions
+            step = self.learner.reductions
         steps = self.agent_cfg.num_steps_per_env
         words = (
             f"collecting (step {step} of {steps})",
@@ -343,22 +339,22 @@ class Runner(Saving):
         return obs[: self.train_envs] if self.eval_envs else obs
 
     def _act(self, obs: TensorDict) -> torch.Tensor:
-        """Sampled actions (recorded for PPO) for the training environments, the actor's mean for the evaluation
-        environments: the deterministic actions that ``play`` computes from :meth:`get_inference_policy`."""
+        """Sampled actions (recorded by the learner) for the training environments, the actor's mean for the
+        evaluation environments: the deterministic actions that ``play`` computes from :meth:`get_inference_policy`."""
         if not self.eval_envs:
-            return self.alg.act(obs)
-        deterministic = self.alg.get_policy()(obs[self.train_envs :])
-        return torch.cat((self.alg.act(obs[: self.train_envs]), deterministic))
+            return self.learner.act(obs)
+        deterministic = self.learner.act_deterministic(obs[self.train_envs :])
+        return torch.cat((self.learner.act(obs[: self.train_envs]), deterministic))
 
     def _process_env_step(
         self, obs: TensorDict, rewards: torch.Tensor, dones: torch.Tensor, extras: dict[str, Any]
     ) -> None:
-        """Hand the training environments' part of a step to PPO's storage."""
+        """Hand the training environments' part of a step to the learner."""
         if not self.eval_envs:
-            self.alg.process_env_step(obs, rewards, dones, extras)
+            self.learner.process_step(obs, rewards, dones, extras)
             return
         n = self.train_envs
-        self.alg.process_env_step(obs[:n], rewards[:n], dones[:n], {"time_outs": extras["time_outs"][:n]})
+        self.learner.process_step(obs[:n], rewards[:n], dones[:n], {"time_outs": extras["time_outs"][:n]})
 
     def _agree_after_iteration(self, it: int, losses: dict[str, float]) -> tuple[int, dict[str, float]]:
         """The iteration's one collective: rank 0's stop request, every rank's finiteness verdict and the training and
@@ -410,7 +406,7 @@ class Runner(Saving):
         )
         return (
             f"training diverged at iteration {it}: {what}; this iteration was not saved and {kept}"
-            " (try a lower --agent.algorithm.learning-rate)"
+            f" (try a lower {self.learner.learning_rate_flag})"
         )
 
     def _nonfinite_quantity(self, losses: dict[str, float]) -> str | None:
@@ -418,8 +414,7 @@ class Runner(Saving):
         for name, value in losses.items():
             if not math.isfinite(value):
                 return f"the {name} loss is {value}"
-        for label, model in (("actor", self.alg.actor), ("critic", self.alg.critic)):
-            # The state dict includes the observation normaliser's running statistics, not just parameters.
+        for label, model in self.learner.modules().items():
             for name, t in model.state_dict().items():
                 if t.is_floating_point() and not bool(torch.isfinite(t).all()):
                     return f"{label} {name} is not finite"
@@ -451,9 +446,9 @@ class Runner(Saving):
         if not self.ctx.is_main:
             return
         self._write_progress(r)
-        action_std = float(self.alg.get_policy().output_std.detach().mean())
+        action_std = self.learner.action_std
         scalars = {f"Loss/{k}": v for k, v in r.losses.items()}
-        scalars["Loss/learning_rate"] = self.alg.learning_rate
+        scalars["Loss/learning_rate"] = self.learner.learning_rate
         scalars["Policy/mean_std"] = action_std
         scalars.update(
             {
@@ -494,7 +489,7 @@ class Runner(Saving):
             evaluation_window=self.eval_window.episodes,
             stop_when=stop_when,
             losses=r.losses,
-            learning_rate=self.alg.learning_rate,
+            learning_rate=self.learner.learning_rate,
             action_std=action_std,
         )
         if block or r.iteration % self.block_interval == 0:

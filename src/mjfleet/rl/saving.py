@@ -9,18 +9,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch.distributed as dist
-from rsl_rl.models import MLPModel
 
-from mjfleet.errors import FatalTrainingError
-from mjfleet.rl.checkpoint import checkpoint_name, load_checkpoint, save_atomic
+from mjfleet.errors import FatalTrainingError, UsageError
+from mjfleet.rl.checkpoint import checkpoint_learner, checkpoint_name, load_checkpoint, save_atomic
 from mjfleet.rl.rank_state import capture_rank_state, restore_rank_state, restore_shared_state
 
 if TYPE_CHECKING:
     from mjfleet.envs.env import MjEnv
     from mjfleet.rl.config import AgentConfig
     from mjfleet.rl.eval_stats import EvaluationWindow
+    from mjfleet.rl.learner import ExportablePolicy, Learner
     from mjfleet.rl.metrics import MetricsWriter
-    from mjfleet.rl.ppo import SyncedPPO
     from mjfleet.runtime.context import DistributedContext
 
 logger = logging.getLogger("mjfleet.rl.runner")
@@ -39,7 +38,7 @@ class Saving:
     agent_cfg: AgentConfig
     ctx: DistributedContext
     run_dir: Path | None
-    alg: SyncedPPO
+    learner: Learner
     writer: MetricsWriter | None
     export_info: dict[str, Any]
     current_learning_iteration: int
@@ -53,7 +52,8 @@ class Saving:
     def save_checkpoint(self, elapsed_s: float | None = None) -> Path | None:
         """Rank 0 writes ``model_<iteration>.pt`` into the run directory; other ranks write nothing.
 
-        The checkpoint holds the models (including observation normalisers), optimizer, learning rate, iteration,
+        The checkpoint holds the learner's name and state (:meth:`~mjfleet.rl.learner.Learner.state_dict`: models
+        with their observation normalisers, optimizers), its learning rate, iteration,
         the run's training wall time (``elapsed_s``; default: that of the run before this start) and env-steps, the
         evaluation window, and per rank the torch/NumPy/Python RNG states, the environment's generator,
         episode-length buffer and step counter, and the task's ``state_dict()``. Every rank must call this at the
@@ -68,12 +68,13 @@ class Saving:
             rank_states = [s for s in gathered if s is not None]
         path = self.run_dir / checkpoint_name(self.current_learning_iteration)
         if self.ctx.is_main:
-            payload = self.alg.save()
+            payload = self.learner.state_dict()
             payload.update(
                 {
+                    "learner": self.learner.name,
                     "iter": self.current_learning_iteration,
                     "infos": None,
-                    "learning_rate": self.alg.learning_rate,
+                    "learning_rate": self.learner.learning_rate,
                     "world_size": self.ctx.world_size,
                     "rank_states": rank_states,
                     "elapsed_s": self.previous_elapsed_s if elapsed_s is None else elapsed_s,
@@ -103,9 +104,13 @@ class Saving:
         """
         from mjfleet.rl.onnx_policy import export_policy, policy_metadata, publish_latest
 
-        policy = self.alg.get_policy()
+        policy = self.learner.policy()
         try:
-            meta = {**self.export_info, **policy_metadata(self.env, policy, self.current_learning_iteration)}
+            meta = {
+                **self.export_info,
+                "learner": self.learner.name,
+                **policy_metadata(self.env, policy, self.current_learning_iteration),
+            }
             export_policy(policy, path, meta)
             publish_latest(path)
         except Exception as e:
@@ -122,12 +127,14 @@ class Saving:
         # Read to host memory: the models copy their tensors onto their own device, and Adam keeps its ``step``
         # counters where they were loaded; on a GPU they would cost a host sync per parameter tensor and step.
         data = load_checkpoint(Path(path), map_location="cpu")
-        self.alg.load(data, None, strict=True)
+        saved = checkpoint_learner(data)
+        if saved != self.learner.name:
+            raise UsageError(
+                f"checkpoint {path} was trained by {saved}, this run's learner is {self.learner.name}"
+                f" (--agent.learner {saved} takes it)"
+            )
+        self.learner.load_state_dict(data)
         self.current_learning_iteration = int(data["iter"])
-        if "learning_rate" in data:
-            self.alg.learning_rate = float(data["learning_rate"])
-            for group in self.alg.optimizer.param_groups:
-                group["lr"] = self.alg.learning_rate
         self.previous_elapsed_s = float(data.get("elapsed_s", 0.0))
         # A checkpoint from before env-steps were saved: as many per iteration as this run takes.
         self.env_steps = int(data.get("env_steps", self.current_learning_iteration * self.steps_per_iteration))
@@ -140,10 +147,12 @@ class Saving:
             self.restored_env_state = restore_rank_state(self.env, states, self.ctx.rank, self.ctx.world_size)
         self.last_checkpoint = Path(path)
 
-    def get_inference_policy(self, device: str | None = None) -> MLPModel:
+    def get_inference_policy(self, device: str | None = None) -> ExportablePolicy:
         """The actor in evaluation mode on ``device``; called with observations it returns deterministic actions."""
-        self.alg.eval_mode()
-        return self.alg.get_policy().to(device)
+        self.learner.eval_mode()
+        policy = self.learner.policy()
+        policy.to(device)
+        return policy
 
     def rank_state(self) -> dict[str, Any]:
         """This rank's RNG and episode state (see :mod:`mjfleet.rl.rank_state`)."""

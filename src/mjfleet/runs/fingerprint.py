@@ -1,7 +1,7 @@
 """What decides what a run trains, as one comparable value: the configuration part of a run's identity.
 
 Two starts of one job (a requeue, a restart, the same command again under ``--run-id``) continue one run only when
-they would train the same thing: the task, its environment and PPO settings, the seed and the weights it started
+they would train the same thing: the task, its environment and learner settings, the seed and the weights it started
 from. Where the run is written, how it is logged, how long it trains and on how many devices are not part of it.
 """
 
@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 from typing import Any
+
+from mjfleet.rl.config import DEFAULT_LEARNER, LEARNER_SETTINGS
 
 TRAINING_FIELDS = ("task", "seed", "resume", "init_at_random_ep_len", "env", "agent")
 """The fields of the training configuration (:class:`~mjfleet.train.config.TrainConfig`) that decide what is trained
@@ -40,17 +42,25 @@ not what the policy learns: ``sensors_every_substep`` and the Warp graph give bi
 its stepping are bookkeeping (how many environments evaluate stays part of it: in the training simulation they
 share its random streams)."""
 
+ADDED = {"agent.learner": DEFAULT_LEARNER}
+"""Settings that decide training and were added after runs were first recorded, with the value every run recorded
+before them had: such a run matches a start that names that value."""
+
 
 def training_settings(config: dict[str, Any]) -> dict[str, Any]:
     """Every setting that decides what ``config`` trains, flat, by its dotted name (``env.rewards.effort``), with
     JSON values.
 
     ``config``: the training configuration as plain data (``plain(dataclasses.asdict(cfg))``), nested by field.
+    Of the settings that only some learners read (:data:`~mjfleet.rl.config.LEARNER_SETTINGS`: PPO's, SAC's, TD3's),
+    those of the learner ``config`` names are part of it, the others' not.
     """
     flat: dict[str, Any] = {}
     for name in TRAINING_FIELDS:
         _flatten(config[name], name, flat)
-    return {k: v for k, v in flat.items() if k not in NOT_TRAINING}
+    learner = config["agent"].get("learner", DEFAULT_LEARNER)
+    unread = tuple(f"agent.{group}." for group, learners in LEARNER_SETTINGS.items() if learner not in learners)
+    return {k: v for k, v in flat.items() if k not in NOT_TRAINING and not k.startswith(unread)}
 
 
 def same_training(recorded: dict[str, Any], current: dict[str, Any]) -> bool:
@@ -60,7 +70,7 @@ def same_training(recorded: dict[str, Any], current: dict[str, Any]) -> bool:
 
 
 def _deciding(settings: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in settings.items() if k not in NOT_TRAINING}
+    return {k: v for k, v in {**ADDED, **settings}.items() if k not in NOT_TRAINING}
 
 
 def fingerprint(settings: dict[str, Any]) -> str:

@@ -185,8 +185,9 @@ def _train_in_process(prepared: Prepared, run_dir: Path, stop: StopRequest | Non
     assert prepared.run is not None
     cfg, start = prepared.cfg, prepared.run.start
     logger.info(
-        "training %s on %s: %d envs x %d steps per iteration, %d iterations",
+        "training %s with %s on %s: %d envs x %d steps per iteration, %d iterations",
         cfg.task,
+        cfg.agent.learner,
         prepared.selection.devices[0],
         cfg.env.num_envs,
         cfg.agent.num_steps_per_env,

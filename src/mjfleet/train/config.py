@@ -20,7 +20,7 @@ import tyro
 
 from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import UsageError
-from mjfleet.rl.config import AgentConfig
+from mjfleet.rl.config import LEARNERS, AgentConfig
 from mjfleet.rl.stop_condition import StopWhen, as_condition
 from mjfleet.runtime.devices import GpuIds
 
@@ -43,7 +43,7 @@ class TrainConfig:
     env: EnvConfig
     """Environment settings of the task."""
     agent: AgentConfig
-    """PPO and training-loop settings of the task."""
+    """Learner (PPO, SAC, TD3) and training-loop settings of the task."""
     task: tyro.conf.Suppress[str] = ""
     """Task id (the command's first argument, so no ``--task`` flag)."""
     seed: int = 42
@@ -240,6 +240,7 @@ def validate(cfg: TrainConfig) -> None:
     if keywords and len(cfg.hostnames) > 1:
         raise UsageError(f"--hostnames {keywords[0]} stands for a whole list of hosts: give it alone")
     _check_remote_options(cfg)
+    _check_off_policy(cfg)
     _check_numbers(cfg)  # last: the specific checks above word their messages better
 
 
@@ -258,6 +259,52 @@ def _check_remote_options(cfg: TrainConfig) -> None:
                     f"--launcher-address {address} is a loopback address that other hosts cannot reach; give an"
                     " address of this machine on the network the hosts share"
                 )
+
+
+def _check_off_policy(cfg: TrainConfig) -> None:
+    """skrl's SAC and TD3 settings (checked whichever the learner: a value out of range is a typo either way)."""
+    if cfg.agent.learner not in LEARNERS:
+        raise UsageError(f"--agent.learner must be one of {', '.join(LEARNERS)} (got {cfg.agent.learner!r})")
+    for group, c in (("sac", cfg.agent.sac), ("td3", cfg.agent.td3)):
+        flag = f"--agent.{group}"
+        for name, value in (
+            ("buffer-per-env", c.buffer_per_env),
+            ("batch-size", c.batch_size),
+            ("gradient-steps", c.gradient_steps),
+        ):
+            if value < 1:
+                raise UsageError(f"{flag}.{name} must be at least 1 (got {value})")
+        for name, value in (("random-steps", c.random_steps), ("learning-starts", c.learning_starts)):
+            if value < 0:
+                raise UsageError(f"{flag}.{name} must not be negative (got {value})")
+        for name, value in (("learning-rate", c.learning_rate), ("action-limit", c.action_limit)):
+            if not value > 0:
+                raise UsageError(f"{flag}.{name} must be positive (got {value})")
+        if not 0 <= c.gamma <= 1:
+            raise UsageError(f"{flag}.gamma must be between 0 and 1 (got {c.gamma})")
+        if not 0 < c.polyak <= 1:
+            raise UsageError(f"{flag}.polyak must be above 0 and at most 1 (got {c.polyak})")
+        if c.reward_scale is not None and not c.reward_scale > 0:
+            raise UsageError(f"{flag}.reward-scale must be positive (got {c.reward_scale})")
+        if not c.grad_norm_clip >= 0:
+            raise UsageError(f"{flag}.grad-norm-clip must not be negative (got {c.grad_norm_clip})")
+        if cfg.env.num_envs * c.buffer_per_env > MAX_ROLLOUT:
+            raise UsageError(
+                f"--env.num-envs * {flag}.buffer-per-env ({cfg.env.num_envs * c.buffer_per_env}) is too large for"
+                " one worker's replay buffer"
+            )
+    sac, td3 = cfg.agent.sac, cfg.agent.td3
+    if not sac.initial_entropy > 0:
+        raise UsageError(f"--agent.sac.initial-entropy must be positive (got {sac.initial_entropy})")
+    for name, value in (
+        ("exploration-noise", td3.exploration_noise),
+        ("smooth-noise", td3.smooth_noise),
+        ("smooth-clip", td3.smooth_clip),
+    ):
+        if not value >= 0:
+            raise UsageError(f"--agent.td3.{name} must not be negative (got {value})")
+    if td3.policy_delay < 1:
+        raise UsageError(f"--agent.td3.policy-delay must be at least 1 (got {td3.policy_delay})")
 
 
 def _check_numbers(cfg: TrainConfig) -> None:

@@ -30,7 +30,14 @@ from typing import Any
 from mjfleet.config_io import plain
 from mjfleet.errors import FatalTrainingError, UsageError
 from mjfleet.launch.launcher import LaunchPlan
-from mjfleet.rl.checkpoint import hidden_dims, is_onnx, load_checkpoint, resolve_checkpoint
+from mjfleet.rl.checkpoint import (
+    checkpoint_learner,
+    hidden_dims,
+    is_onnx,
+    load_checkpoint,
+    network_state,
+    resolve_checkpoint,
+)
 from mjfleet.runs.directory import check_log_root, create_run_dir, next_run_dir, remove_stale_temporaries
 from mjfleet.runs.fingerprint import differences, fingerprint, same_training, training_settings
 from mjfleet.runs.identity import RunIdentity, run_identity
@@ -233,10 +240,16 @@ def plan_start(cfg: TrainConfig) -> StartPoint:
 
 
 def _check_networks(cfg: TrainConfig, checkpoint: Path, data: dict[str, Any]) -> None:
-    """The networks this run builds must take the checkpoint's weights (otherwise every worker would fail to load
-    them after the run directory exists)."""
+    """The learner and the networks this run builds must take the checkpoint's state (otherwise every worker would fail
+    to load it after the run directory exists)."""
+    learner = checkpoint_learner(data)
+    if learner != cfg.agent.learner:
+        raise UsageError(
+            f"--resume {checkpoint}: it was trained by {learner}, this run's learner is {cfg.agent.learner};"
+            f" pass --agent.learner {learner} to continue it"
+        )
     for role in ("actor", "critic"):
-        saved = hidden_dims(data.get(f"{role}_state_dict") or {})
+        saved = hidden_dims(network_state(data, role))
         wanted = getattr(cfg.agent.policy, f"{role}_hidden_dims")
         if saved is not None and saved != tuple(wanted):
             flag = f"--agent.policy.{role}-hidden-dims"

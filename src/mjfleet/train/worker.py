@@ -110,8 +110,9 @@ def _train(
     report_dir = local_report_dir() if launched else None
     if stop_check is None and report_dir is not None and ctx.is_main:
         stop_check = file_stop_check(report_dir)
-    # The evaluation environments come on top of --env.num-envs on every device (PPO trains on the batch the settings
-    # name) and the job's --agent.eval-envs are split across its workers (the evaluation does not grow with them).
+    # The evaluation environments come on top of --env.num-envs on every device (the learner trains on the batch the
+    # settings name) and the job's --agent.eval-envs are split across its workers (the evaluation does not grow with
+    # them).
     n, workers, on_gpu = cfg.env.num_envs, ctx.world_size, str(ctx.device).startswith("cuda")
     eval_envs = cfg.agent.evaluation_envs(n, workers)
     separate = cfg.agent.separate_evaluation_envs(n, on_gpu, workers)
@@ -174,7 +175,7 @@ def _train(
         if start.checkpoint is not None:
             runner.load(str(start.checkpoint))
             logger.info("resumed from %s at iteration %d", start.checkpoint, runner.current_learning_iteration)
-        startup.mark("PPO")
+        startup.mark(cfg.agent.learner.rsplit("-", 1)[-1].upper())  # the algorithm: PPO, SAC or TD3
         if launched:
             write_heartbeat(ctx.rank, runner.current_learning_iteration, phase="ready")
         # Installed last, so its iteration hooks see what the built-in ones did.

@@ -1,0 +1,146 @@
+"""The one small interface every learner sits behind: what the runner's loop, checkpoints, exports and replica checks
+need of an algorithm, whichever library's it is.
+
+The runner (:mod:`mjfleet.rl.runner`) owns the loop: it steps the environments, hands each learner the training
+environments' part of every step, asks it for an update once per iteration, and owns progress, evaluation,
+checkpoints and the replica check for all learners alike. A learner owns its models, optimizers, normalisers and
+buffers. ``rsl-rl-ppo`` is :class:`mjfleet.rl.ppo.RslRlPpo`; the skrl learners are in :mod:`mjfleet.rl.skrl_learners`;
+:func:`mjfleet.rl.runner.build_learner` builds the one ``--agent.learner`` names.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, ClassVar, Protocol
+
+import torch
+from tensordict import TensorDict
+
+from mjfleet.rl.config import Learner as LearnerName
+
+
+class ExportablePolicy(Protocol):
+    """The deterministic actor with its observation normaliser: called with observation groups it returns the actions
+    ``play`` takes; :meth:`as_onnx` is the same computation on the concatenated observation tensor, for the export
+    (:mod:`mjfleet.rl.onnx_policy`). rsl-rl-lib's ``MLPModel`` is one."""
+
+    @property
+    def obs_groups(self) -> Sequence[str]:
+        """The observation groups it reads, concatenated in this order."""
+        ...
+
+    @property
+    def obs_dim(self) -> int:
+        """Values of the concatenated observation."""
+        ...
+
+    @property
+    def obs_normalization(self) -> bool:
+        """Whether it normalises observations with running statistics (part of the export)."""
+        ...
+
+    def __call__(self, obs: TensorDict) -> torch.Tensor: ...
+
+    def as_onnx(self, verbose: bool) -> torch.nn.Module:
+        """A module on the concatenated observation tensor, for ``torch.onnx.export``."""
+        ...
+
+    def to(self, device: str | torch.device | None) -> Any: ...
+
+
+class Learner(ABC):
+    """A learning algorithm as the runner drives it.
+
+    One iteration: :meth:`act` on the training environments' observations, the runner steps the environments and hands
+    the step to :meth:`process_step`, ``num_steps_per_env`` times; then :meth:`end_rollout` and :meth:`update`. The
+    evaluation environments' actions come from :meth:`act_deterministic` and their steps never reach the learner.
+    """
+
+    name: ClassVar[LearnerName]
+    """The ``--agent.learner`` value that selects it (recorded in checkpoints)."""
+    learning_rate_flag: ClassVar[str]
+    """The flag of its learning rate (the first thing to lower when training diverges)."""
+
+    @abstractmethod
+    def act(self, obs: TensorDict) -> torch.Tensor:
+        """Actions of the training environments, sampled from the policy (and remembered for :meth:`process_step`)."""
+
+    @abstractmethod
+    def act_deterministic(self, obs: TensorDict) -> torch.Tensor:
+        """The actor's deterministic actions (its mean): what the evaluation environments and ``play`` take."""
+
+    @abstractmethod
+    def process_step(self, obs: TensorDict, rewards: torch.Tensor, dones: torch.Tensor, extras: dict[str, Any]) -> None:
+        """Record the step of the training environments that followed :meth:`act`: the observations after it (of the
+        reset environments where episodes ended), rewards, ``dones`` and ``extras["time_outs"]``."""
+
+    @abstractmethod
+    def end_rollout(self, obs: TensorDict) -> None:
+        """The iteration's rollout ended with the training environments at ``obs`` (PPO computes its returns)."""
+
+    @abstractmethod
+    def update(self) -> dict[str, float]:
+        """Learn from what was recorded; returns the mean of each loss by name."""
+
+    @abstractmethod
+    def train_mode(self) -> None:
+        """Prepare for collecting and updating (called as training starts)."""
+
+    @abstractmethod
+    def eval_mode(self) -> None:
+        """Prepare for acting only (``play``)."""
+
+    @abstractmethod
+    def broadcast_parameters(self) -> None:
+        """Make every rank's parameters rank 0's (a collective)."""
+
+    @abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint holds of the learner: tensors and plain data only (checkpoints load with
+        ``weights_only=True``)."""
+
+    @abstractmethod
+    def load_state_dict(self, data: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s part of a checkpoint (every rank does)."""
+
+    @abstractmethod
+    def policy(self) -> ExportablePolicy:
+        """The deterministic actor with its observation normaliser (what ``play`` runs and the ONNX export holds)."""
+
+    @abstractmethod
+    def modules(self) -> dict[str, torch.nn.Module]:
+        """The modules whose state must stay finite, by the name an error names them with."""
+
+    @abstractmethod
+    def replica_tensors(self) -> list[torch.Tensor]:
+        """Everything the ranks must agree on, in a fixed order: parameters, normaliser statistics, optimizer state,
+        learning rates (:mod:`mjfleet.rl.replicas` digests them)."""
+
+    @property
+    @abstractmethod
+    def learning_rate(self) -> float:
+        """The current learning rate (the actor's, where networks have their own)."""
+
+    @property
+    @abstractmethod
+    def action_std(self) -> float:
+        """Mean standard deviation of the actions' exploration noise."""
+
+    @property
+    @abstractmethod
+    def sync_s(self) -> float:
+        """Seconds spent in gradient all-reduces since :meth:`reset_sync` (the gradient sync's share of an update)."""
+
+    @property
+    @abstractmethod
+    def reductions(self) -> int:
+        """Gradient all-reduces entered since :meth:`reset_sync` (where a rank is inside an update)."""
+
+    @abstractmethod
+    def reset_sync(self) -> None:
+        """Start counting :attr:`sync_s` and :attr:`reductions` afresh (before each update)."""
+
+    @abstractmethod
+    def synchronize(self) -> None:
+        """Wait for this rank's device (a GPU) to finish the work queued so far; nothing on the CPU."""

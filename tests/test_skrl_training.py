@@ -1,0 +1,266 @@
+"""skrl's PPO, SAC and TD3 behind ``train``: real (small) cartpole training on the CPU, its checkpoints, resume, ONNX
+export and ``play``, the evaluation environments and ``--stop-when``, and the run's identity."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from mjfleet.cli import play, train
+from mjfleet.config_io import plain
+from mjfleet.errors import UsageError
+from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
+from mjfleet.rl.config import AgentConfig
+from mjfleet.rl.onnx_policy import OnnxPolicy, export_policy, policy_metadata
+from mjfleet.rl.replicas import replica_digest
+from mjfleet.rl.runner import Runner
+from mjfleet.rl.skrl_learners import SkrlLearner
+from mjfleet.runs.fingerprint import fingerprint, same_training, training_settings
+from mjfleet.runtime.context import DistributedContext
+from mjfleet.runtime.stop import StopRequest
+from mjfleet.train import run
+from mjfleet.train.config import TrainConfig
+from mjfleet.train.plan import plan_start
+from mjfleet.train.worker import train_worker
+
+from .conftest import make_env
+from .helpers import make_run_dir, run_main, small_train_config
+from .instruments import instrument
+
+CPU = DistributedContext(device="cpu")
+SKRL = ("skrl-ppo", "skrl-sac", "skrl-td3")
+
+
+def skrl_config(learner: str, **overrides: object) -> TrainConfig:
+    """:func:`small_train_config` for an skrl learner, its off-policy updates small (a few gradient steps of 64)."""
+    cfg = small_train_config(**overrides)  # type: ignore[arg-type]
+    cfg.agent.learner = learner  # type: ignore[assignment]
+    for c in (cfg.agent.sac, cfg.agent.td3):
+        c.batch_size, c.gradient_steps = 64, 4
+    return cfg
+
+
+def _runner(learner: str, num_envs: int = 16, eval_envs: int = 0) -> Runner:
+    cfg = skrl_config(learner, num_envs=num_envs - eval_envs, steps=4)
+    return Runner(make_env(num_envs=num_envs), cfg.agent, CPU, None, eval_envs=eval_envs)
+
+
+def _play(checkpoint: Path, episodes: int = 8) -> dict[str, float]:
+    argv = ["cartpole-balance", "--checkpoint", str(checkpoint), "--gpu-ids", "None", "--num-episodes", str(episodes)]
+    code, out, err = run_main(play.main, argv)
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("learner", SKRL)
+def test_trains_saves_resumes_exports_and_plays(learner: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    instrument(monkeypatch, probes=True)
+    cfg = skrl_config(learner, num_envs=32, iterations=2, steps=8, log_root=tmp_path)
+    run_dir = make_run_dir(tmp_path, "first")
+    first = train_worker(cfg, run_dir, CPU)
+    assert [r.iteration for r in first.records] == [1, 2]
+    assert all(r.losses and all(map(torch.isfinite, map(torch.tensor, r.losses.values()))) for r in first.records)
+    assert [i for i, _ in list_checkpoints(run_dir)] == [1, 2]
+    saved = load_checkpoint(run_dir / "model_2.pt")
+    assert (saved["learner"], saved["iter"], saved["skrl_state"]["timestep"]) == (learner, 2, 16)
+    meta = json.loads((run_dir / "model_2.onnx.json").read_text())
+    assert (meta["learner"], meta["iteration"], meta["observation_normalization"]) == (learner, 2, True)
+
+    # Everything the learner holds comes back from the checkpoint (the replay buffer aside): the same digest.
+    runner = Runner(make_env(num_envs=32), cfg.agent, CPU, None)
+    runner.load(run_dir / "model_2.pt")
+    assert replica_digest(runner.learner) == first.extras["replica_digest"]
+
+    resumed = train_worker(dataclasses.replace(cfg, resume=run_dir, max_restarts=0), make_run_dir(tmp_path, "r"), CPU)
+    assert [r.iteration for r in resumed.records] == [3, 4]
+
+    # play runs the deterministic actor alike from the checkpoint and from its ONNX export.
+    from_pt, from_onnx = _play(run_dir / "model_2.pt"), _play(run_dir / "model_2.onnx")
+    assert from_pt["episodes"] == from_onnx["episodes"] == 8
+    assert from_pt["mean_length"] == pytest.approx(from_onnx["mean_length"])
+    assert from_pt["mean_return"] == pytest.approx(from_onnx["mean_return"], rel=1e-4)
+
+
+@pytest.mark.parametrize("learner", SKRL)
+def test_onnx_matches_torch_on_recorded_observations(learner: str, tmp_path: Path) -> None:
+    runner = _runner(learner, num_envs=8)
+    learner_ = runner.learner
+    assert isinstance(learner_, SkrlLearner)
+    env = runner.env
+    recorded = []
+    with torch.inference_mode():
+        obs = env.get_observations()
+        for _ in range(6):
+            recorded.append(obs.clone())
+            obs, *_ = env.step(torch.randn(env.num_envs, env.num_actions, generator=env.generator))
+    normaliser = learner_.agent.checkpoint_modules["observation_preprocessor"]
+    for obs in recorded:
+        normaliser(obs["policy"], train=True)  # non-trivial statistics, as after training
+    policy = runner.get_inference_policy("cpu")
+    path = export_policy(policy, tmp_path / "model_0.onnx", policy_metadata(env, policy, 0))
+    onnx_policy = OnnxPolicy(path)
+    onnx_policy.check_compatible(env.get_observations(), env.num_actions)
+    with torch.inference_mode():
+        for obs in recorded:
+            expected, actual = policy(obs), onnx_policy(obs)
+            assert actual.shape == expected.shape == (env.num_envs, env.num_actions)
+            assert torch.allclose(actual, expected, atol=1e-5, rtol=0), (actual - expected).abs().max()
+
+
+@pytest.mark.parametrize("learner", SKRL)
+def test_evaluation_environments_act_as_play_does_and_stay_out_of_the_learners_memory(learner: str) -> None:
+    runner = _runner(learner, num_envs=16, eval_envs=4)
+    learner_ = runner.learner
+    assert isinstance(learner_, SkrlLearner) and learner_.agent.memory is not None
+    assert (runner.train_envs, learner_.agent.memory.num_envs) == (12, 12)
+    seen: list[tuple[TensorDict, torch.Tensor]] = []
+    policies: list[torch.Tensor] = []
+    policy = learner_.policy()
+
+    def record(r: Runner) -> None:
+        obs = r.env.get_observations().clone()
+        seen.append((obs, r.env.actions.clone()))
+        with torch.inference_mode():
+            policies.append(policy(obs).clone())  # the actor as it is during this rollout (it learns after it)
+
+    runner.step_hooks.append(record)
+    runner.learn(1)
+    clip = runner.env.cfg.clip_actions
+    for ((_, _), (_, actions)), expected in zip(itertools.pairwise(seen), policies, strict=False):
+        assert torch.equal(actions[12:], expected[12:].clamp(-clip, clip))  # the actor's mean
+        assert not torch.allclose(actions[:12], expected[:12].clamp(-clip, clip))  # sampled (or noisy) around it
+    stored = learner_.agent.memory.get_tensor_by_name("observations")
+    assert stored.shape[1] == 12  # transitions of the training environments only
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("learner", ["skrl-ppo", "skrl-sac"])
+def test_stop_when_ends_an_skrl_run(learner: str, tmp_path: Path) -> None:
+    cfg = skrl_config(learner, num_envs=32, iterations=12, steps=16, log_root=tmp_path, stop_when="length>=0")
+    cfg.agent.eval_envs, cfg.agent.eval_episodes = 8, 1
+    cfg.stop_when_iterations = 2
+    run_dir = make_run_dir(tmp_path, "stop")
+    result = train_worker(cfg, run_dir, CPU)
+    first = next(r.iteration for r in result.records if r.evaluation_episodes)
+    assert result.condition_met_at == result.final_iteration == first + 1 < 12
+    assert list_checkpoints(run_dir)[-1][0] == result.final_iteration
+
+
+def test_the_learner_and_its_settings_are_part_of_the_fingerprint() -> None:
+    def settings(learner: str, **agent: object) -> dict[str, object]:
+        cfg = skrl_config(learner)
+        cfg.agent = dataclasses.replace(cfg.agent, **agent)  # type: ignore[arg-type]
+        return training_settings(plain(dataclasses.asdict(cfg)))
+
+    prints = {learner: fingerprint(settings(learner)) for learner in ("rsl-rl-ppo", *SKRL)}
+    assert len(set(prints.values())) == 4
+    sac = settings("skrl-sac")
+    assert sac["agent.learner"] == "skrl-sac" and sac["agent.sac.batch_size"] == 64
+    assert not any(k.startswith(("agent.td3.", "agent.algorithm.")) for k in sac)  # what SAC does not read
+    other_batch = settings("skrl-sac", sac=dataclasses.replace(AgentConfig().sac, batch_size=128))
+    assert fingerprint(other_batch) != prints["skrl-sac"]
+    # PPO's fingerprint ignores SAC's settings, and a run recorded before learners could be chosen is rsl_rl's PPO.
+    ppo = settings("rsl-rl-ppo")
+    assert not any(k.startswith(("agent.sac.", "agent.td3.")) for k in ppo)
+    assert fingerprint(settings("rsl-rl-ppo", sac=AgentConfig().sac)) == prints["rsl-rl-ppo"]
+    older = {k: v for k, v in ppo.items() if k != "agent.learner"}
+    assert same_training(older, ppo) and not same_training(older, settings("skrl-ppo"))
+
+
+def test_resume_with_another_learner_is_refused_in_one_line(tmp_path: Path) -> None:
+    cfg = skrl_config("skrl-sac", iterations=1, steps=4, log_root=tmp_path)
+    run_dir = make_run_dir(tmp_path, "sac")
+    train_worker(cfg, run_dir, CPU)
+    with pytest.raises(UsageError, match=r"trained by skrl-sac, this run's learner is skrl-td3; pass --agent.learner"):
+        plan_start(dataclasses.replace(skrl_config("skrl-td3"), resume=run_dir))
+    runner = Runner(make_env(num_envs=16), skrl_config("skrl-ppo").agent, CPU, None)
+    with pytest.raises(UsageError, match=r"was trained by skrl-sac, this run's learner is skrl-ppo"):
+        runner.load(run_dir / "model_1.pt")
+
+
+def test_settings_out_of_range_are_one_line_naming_the_flag() -> None:
+    base = ["cartpole-balance", "--gpu-ids", "None", "--dry-run"]
+    for flags, message in (
+        (["--agent.sac.batch-size", "0"], "--agent.sac.batch-size must be at least 1 (got 0)"),
+        (["--agent.td3.polyak", "1.5"], "--agent.td3.polyak must be above 0 and at most 1 (got 1.5)"),
+        (["--agent.td3.policy-delay", "0"], "--agent.td3.policy-delay must be at least 1 (got 0)"),
+        (["--agent.sac.reward-scale", "0"], "--agent.sac.reward-scale must be positive (got 0.0)"),
+        (["--agent.learner", "skrl-a2c"], "--agent.learner"),
+    ):
+        code, _, err = run_main(train.main, [*base, *flags])
+        assert code == 2, err
+        assert message in err and "Traceback" not in err
+    code, out, _ = run_main(train.main, ["cartpole-balance", "--help"])
+    assert code == 0
+    for text in ("--agent.learner", "--agent.sac.buffer-per-env", "--agent.td3.exploration-noise"):
+        assert text in out
+
+
+def test_sac_samples_squashed_actions_with_their_log_probability() -> None:
+    runner = _runner("skrl-sac", num_envs=8)
+    learner_ = runner.learner
+    assert isinstance(learner_, SkrlLearner)
+    actor = learner_.actor
+    limit = 0.5
+    actor.limit = limit
+    obs = runner.env.get_observations()["policy"]
+    torch.manual_seed(0)
+    actions, outputs = actor.act({"observations": obs}, role="policy")
+    assert actions.abs().max() < limit  # squashed into the bounds, never clipped onto them
+    # The log probability is the squashed distribution's: a Gaussian through tanh, scaled by the limit.
+    mean, extra = actor.compute({"observations": obs})
+    squashed = torch.distributions.TransformedDistribution(
+        torch.distributions.Normal(mean, extra["log_std"].exp()),
+        [torch.distributions.TanhTransform(), torch.distributions.AffineTransform(0.0, limit)],
+    )
+    expected = squashed.log_prob(actions.clamp(-limit + 1e-6, limit - 1e-6)).sum(-1, keepdim=True)
+    assert torch.allclose(outputs["log_prob"], expected, atol=1e-3), (outputs["log_prob"] - expected).abs().max()
+    assert torch.allclose(outputs["mean_actions"], limit * torch.tanh(mean))
+
+
+@pytest.mark.parametrize(("scale", "expected"), [(None, "1 / step_dt"), (3.0, "3")])
+def test_the_replay_buffer_holds_the_rewards_scaled(scale: float | None, expected: str) -> None:
+    cfg = skrl_config("skrl-td3", num_envs=8, steps=1)
+    cfg.agent.td3.reward_scale = scale
+    runner = Runner(make_env(num_envs=8), cfg.agent, CPU, None)
+    env_rewards: list[torch.Tensor] = []
+    step = runner.env.step
+
+    def recording_step(actions: torch.Tensor) -> tuple[object, ...]:
+        result = step(actions)
+        env_rewards.append(result[1].clone())
+        return result
+
+    runner.env.step = recording_step  # type: ignore[method-assign]
+    runner.learn(1)
+    learner_ = runner.learner
+    assert isinstance(learner_, SkrlLearner) and learner_.agent.memory is not None
+    stored = learner_.agent.memory.get_tensor_by_name("rewards")[0, :, 0]
+    factor = 1.0 / runner.env.step_dt if scale is None else scale
+    assert env_rewards[0].abs().sum() > 0, expected
+    assert torch.allclose(stored, env_rewards[0] * factor)
+
+
+@pytest.mark.slow
+def test_finish_continues_an_interrupted_skrl_run_in_place(tmp_path: Path) -> None:
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--env.num-envs", "32", "--agent.num-steps-per-env", "8"]
+    argv += ["--agent.max-iterations", "3", "--agent.save-interval", "1", "--log-root", str(tmp_path)]
+    argv += ["--agent.learner", "skrl-sac", "--agent.sac.batch-size", "64", "--agent.sac.gradient-steps", "4"]
+    stop = StopRequest()
+    stop.signals.append(15)  # as by SIGTERM: stop after the current iteration, with a checkpoint
+    run(train.parse_args(argv), stop)
+    [run_dir] = [p for p in tmp_path.glob("*/*") if p.is_dir()]
+    assert [i for i, _ in list_checkpoints(run_dir)] == [1]
+    # --finish takes every setting from the run, the learner too, and goes on in place with its checkpoint.
+    code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(run_dir)])
+    assert code == 0, err
+    assert "training cartpole-balance with skrl-sac" in " ".join(err.split())
+    assert "finished at iteration 3 of 3 (2 iterations" in " ".join(err.split())
+    assert load_checkpoint(run_dir / "model_3.pt")["learner"] == "skrl-sac"
