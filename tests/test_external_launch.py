@@ -350,23 +350,29 @@ def _kill_tree(launcher: subprocess.Popen[str]) -> None:
     launcher.wait(timeout=60)
 
 
+def freeze_rank_1(command: list[str], env: dict[str, str], after: str, startup_s: float) -> tuple[str, float]:
+    """Start the job, SIGSTOP its rank 1 at a random moment of the iterations after the line holding ``after``, and
+    read until the others say who did not arrive: what the job said, and seconds from the freeze to that line."""
+    launcher = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        said = _read_until(launcher, after, startup_s)
+        assert after in said, said[-3000:]
+        time.sleep(random.uniform(0.0, 1.5))  # anywhere in the next iterations
+        _train_workers(psutil.Process(launcher.pid))[1].suspend()
+        started = time.monotonic()
+        said += _read_until(launcher, "did not arrive", 120)
+        return said, time.monotonic() - started
+    finally:
+        _kill_tree(launcher)
+
+
 def test_a_rank_frozen_at_a_random_moment_is_named_with_where_it_froze(tmp_path: Path, token: str) -> None:
     """SIGSTOP one rank anywhere in an iteration (mid-rollout, mid-update): the other rank's watch names it, where it
     was, and the job ends as one that lost a peer."""
     command = [*_torchrun("--standalone", "--nproc_per_node=2"), *SMALL, "--agent.max-iterations", "200"]
     command += ["--collective-timeout-s", "6", "--log-root", str(tmp_path / "logs")]
     env = _env(token)
-    launcher = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        said = _read_until(launcher, "it 2/200", 240)
-        assert "it 2/200" in said, said
-        time.sleep(random.uniform(0.0, 1.5))  # anywhere in the next iterations
-        _train_workers(psutil.Process(launcher.pid))[1].suspend()
-        started = time.monotonic()
-        said += _read_until(launcher, "did not arrive", 120)
-        waited = time.monotonic() - started
-    finally:
-        _kill_tree(launcher)
+    said, waited = freeze_rank_1(command, env, after="it 2/200", startup_s=240)
     flat = " ".join(said.split())
     assert re.search(
         r"rank 1 did not arrive within 6 s \(--collective-timeout-s\): rank 1: no sign of life for \d+ s \(stopped,"
