@@ -1,0 +1,227 @@
+# pyright: reportAttributeAccessIssue=false
+"""The manipulation tasks on MuJoCo Menagerie's I2RT YAM arm, with real physics: the scene, resets and randomization,
+success and termination on hand-made states, and a few iterations of training followed by ``play``.
+
+Runs where the YAM's files are on disk (``MENAGERIE_ROOT`` or the mujoco-menagerie cache), like the Menagerie
+locomotion tasks; skipped with the reason elsewhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from pathlib import Path
+
+import mujoco
+import pytest
+import torch
+
+from mjfleet.envs.env import MjEnv
+from mjfleet.errors import UsageError
+from mjfleet.tasks.locomotion.sources import menagerie_available
+from mjfleet.tasks.manipulation.arms import YAM, ArmSpec
+from mjfleet.tasks.manipulation.config import LiftConfig, ReachConfig
+from mjfleet.tasks.manipulation.lift import LiftCubeTask
+from mjfleet.tasks.manipulation.model import CUBE, build_model
+from mjfleet.tasks.manipulation.presets import yam_lift_cube_config, yam_reach_config
+from mjfleet.tasks.manipulation.reach import ReachTask
+from mjfleet.tasks.registry import all_tasks
+
+from .test_menagerie import FIXTURE
+
+TASKS = ("yam-reach", "yam-lift-cube")
+
+
+def _yam_files() -> str | None:
+    """Why the YAM tests cannot run, or None when its Menagerie files are on disk."""
+    root = os.environ.get("MENAGERIE_ROOT")
+    if root and Path(root).resolve() == FIXTURE.resolve():
+        return "MENAGERIE_ROOT points at the test fixture"
+    if not menagerie_available("i2rt_yam"):
+        return "Menagerie files of i2rt_yam are not on disk (uv run mujoco-menagerie prefetch i2rt_yam)"
+    return None
+
+
+needs_yam = pytest.mark.skipif(_yam_files() is not None, reason=str(_yam_files()))
+
+
+def _reach(num_envs: int = 4, **overrides: object) -> MjEnv:
+    cfg = dataclasses.replace(yam_reach_config(), num_envs=num_envs, **overrides)  # type: ignore[arg-type]
+    return MjEnv(ReachTask(cfg), seed=0)
+
+
+def _lift(num_envs: int = 4, **overrides: object) -> MjEnv:
+    cfg = dataclasses.replace(yam_lift_cube_config(), num_envs=num_envs, **overrides)  # type: ignore[arg-type]
+    return MjEnv(LiftCubeTask(cfg), seed=0)
+
+
+# --- registration (no files needed) ------------------------------------------------------------------------------
+def test_manipulation_tasks_are_registered_with_the_arms_source_and_licence() -> None:
+    tasks = all_tasks()
+    for task_id in TASKS:
+        spec = tasks[task_id]
+        assert "I2RT YAM" in spec.description and "(MIT)" in spec.description
+        cfg = spec.env_cfg()
+        assert cfg.arm == "yam" and cfg.sim.decimation == 4  # type: ignore[attr-defined]
+        assert spec.env_defaults(on_cpu=True).num_envs < cfg.num_envs
+        assert spec.agent_cfg().experiment_name == task_id.replace("-", "_")
+    assert isinstance(tasks["yam-reach"].env_cfg(), ReachConfig)
+    assert isinstance(tasks["yam-lift-cube"].env_cfg(), LiftConfig)
+    assert YAM.menagerie == "i2rt_yam" and "MIT" in YAM.description
+
+
+def test_an_arm_file_without_the_records_names_is_one_line(tmp_path: Path) -> None:
+    xml = tmp_path / "arm.xml"
+    xml.write_text(
+        '<mujoco><worldbody><body name="link"><joint name="j" axis="0 0 1"/><geom size="0.05"/></body></worldbody>'
+        '<actuator><position name="a" joint="j"/></actuator></mujoco>'
+    )
+    arm = dataclasses.replace(YAM, name="mine", source=str(xml))
+    with pytest.raises(UsageError, match=r"arm 'mine' \(.*arm.xml\) has no site 'grasp_site', body 'link_6'"):
+        build_model(arm, yam_reach_config())
+    missing = dataclasses.replace(arm, source=str(tmp_path / "none.xml"))
+    assert isinstance(missing, ArmSpec)
+    with pytest.raises(UsageError, match="no such MJCF file"):
+        build_model(missing, yam_reach_config())
+
+
+# --- the scene -----------------------------------------------------------------------------------------------------
+@needs_yam
+def test_only_the_hand_table_floor_and_cube_collide() -> None:
+    m = build_model(YAM, yam_lift_cube_config(), cube=yam_lift_cube_config().cube)
+    colliding = {m.body(int(m.geom_bodyid[g])).name for g in range(m.ngeom) if m.geom_contype[g]}
+    assert colliding == {"world", "link_6", "lf_rot", "lf_down", "rf_rot", "rf_down", CUBE}
+    assert m.opt.timestep == YAM.timestep and m.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
+
+
+@needs_yam
+def test_reach_starts_at_home_and_holds_it_with_zero_actions() -> None:
+    env = _reach(num_envs=8, init_joint_noise=0.0)
+    task = env.task
+    assert isinstance(task, ReachTask)
+    start = task.ee_pos(env).clone()
+    assert torch.allclose(start, start[0].expand_as(start))  # no noise: every arm at home
+    assert 0.1 < float(start[0, 2]) < 0.4 and float(start[0, 0]) > 0.15  # the gripper above the table, in front
+    steps = [env.step(torch.zeros(8, env.num_actions)) for _ in range(50)]
+    obs, reward, _, _ = steps[-1]
+    assert torch.isfinite(obs["policy"]).all() and torch.isfinite(reward).all()
+    # Servos hold the home pose against gravity to within a centimetre.
+    assert float(torch.linalg.vector_norm(task.ee_pos(env) - start, dim=-1).max()) < 0.01
+    # Targets are drawn inside the configured box, one per environment.
+    box = task.cfg.target
+    for axis, (low, high) in enumerate((box.x, box.y, box.z)):
+        assert bool(((task.target[:, axis] >= low) & (task.target[:, axis] <= high)).all())
+    assert task.target.unique(dim=0).shape[0] == 8
+
+
+@needs_yam
+def test_reach_success_needs_the_end_effector_at_the_target_when_time_runs_out() -> None:
+    env = _reach(num_envs=3)
+    task = env.task
+    assert isinstance(task, ReachTask)
+    ee = task.ee_pos(env)
+    offsets = torch.tensor([[0.0, 0.0, 0.0], [0.0, 0.0, 0.02], [0.1, 0.0, 0.0]])
+    task.target[:] = ee + offsets  # on it, 2 cm away (inside the 3 cm tolerance), 10 cm away
+    task.after_step(env)
+    ids = torch.arange(3)
+    assert task.success(env, ids, torch.ones(3, dtype=torch.bool)).tolist() == [True, True, False]
+    assert task.success(env, ids, torch.zeros(3, dtype=torch.bool)).tolist() == [False, False, False]
+    # The reach terms pay most on the target.
+    assert float(task.reward_reach(env)[0]) == pytest.approx(1.0, abs=1e-3)
+    assert float(task.reward_reach(env)[2]) < 0.5 and float(task.reward_reach_fine(env)[2]) < 1e-3
+
+
+# --- lifting -------------------------------------------------------------------------------------------------------
+@needs_yam
+def test_cubes_are_randomized_per_environment_and_rest_on_the_table() -> None:
+    env = _lift(num_envs=6)
+    task = env.task
+    assert isinstance(task, LiftCubeTask)
+    cfg = task.cfg.cube
+    half = task.cube_half_size.clone()
+    assert half.unique().numel() == 6 and bool(((half >= cfg.half_size[0]) & (half <= cfg.half_size[1])).all())
+    assert task.cube_mass.unique().numel() == 6 and task.cube_friction.unique().numel() == 6
+    for _ in range(25):
+        env.step(torch.zeros(6, env.num_actions))
+    # Each cube settles on the table at its own half size: the physics uses each world's size.
+    assert torch.allclose(task.cube_pos(env)[:, 2], half, atol=2e-3), (task.cube_pos(env)[:, 2], half)
+    xy = task.cube_pos(env)[:, :2]
+    assert bool((xy[:, 0] >= cfg.x[0] - 0.01).all() and (xy[:, 0] <= cfg.x[1] + 0.01).all())
+    assert not env.terminated.any()
+
+
+def _place_cube(env: MjEnv, task: LiftCubeTask, row: int, pos: torch.Tensor) -> None:
+    adr = task._cube_qpos
+    env.sim.qpos[row, adr : adr + 3] = pos
+    env.sim.qpos[row, adr + 3 : adr + 7] = torch.tensor([1.0, 0.0, 0.0, 0.0])
+    env.sim.qvel[row] = 0.0
+
+
+@needs_yam
+def test_cube_held_at_the_goal_succeeds_and_a_dropped_cube_terminates() -> None:
+    env = _lift(num_envs=4)
+    task = env.task
+    assert isinstance(task, LiftCubeTask)
+    goal = task.goal.clone()
+    _place_cube(env, task, 0, goal[0])  # at the goal
+    _place_cube(env, task, 1, goal[1] + torch.tensor([0.0, 0.0, 0.08]))  # lifted, but 8 cm from the goal
+    _place_cube(env, task, 3, torch.tensor([0.8, 0.0, -0.2]))  # off the table's edge, below its top
+    env.sim.forward()
+    ids, timed_out = torch.arange(4), torch.ones(4, dtype=torch.bool)
+    held = math.ceil(task.cfg.hold_s / env.step_dt)
+    for _ in range(held - 1):
+        task.after_step(env)
+    assert not task.success(env, ids, timed_out).any()  # not held long enough yet
+    task.after_step(env)
+    assert task.success(env, ids, timed_out).tolist() == [True, False, False, False]
+    assert not task.success(env, ids, torch.zeros(4, dtype=torch.bool)).any()  # only at the end of an episode
+    assert task.terminations(env)["cube_dropped"].tolist() == [False, False, False, True]
+    assert float(task.reward_lift_precise(env)[0]) == pytest.approx(1.0)
+
+
+@needs_yam
+def test_a_cube_pushed_off_the_table_ends_the_episode_in_the_physics() -> None:
+    env = _lift(num_envs=2)
+    task = env.task
+    assert isinstance(task, LiftCubeTask)
+    _place_cube(env, task, 1, torch.tensor([0.75, 0.0, 0.05]))  # beyond the table's far edge (0.7 m)
+    episodes = None
+    for _ in range(30):
+        _, _, dones, extras = env.step(torch.zeros(2, env.num_actions))
+        if dones[1]:
+            episodes = extras["episodes"]
+            break
+    assert episodes is not None, "the cube fell past the table's top without ending its episode"
+    ids, ended = episodes
+    row = ids.tolist().index(1)
+    assert ended["Episode_Termination/cube_dropped"][row] == 1.0 and ended["Episode/success"][row] == 0.0
+    assert float(task.cube_pos(env)[1, 2]) > 0.0  # reset: back on the table
+
+
+# --- training and play ---------------------------------------------------------------------------------------------
+@pytest.mark.slow
+@needs_yam
+@pytest.mark.parametrize("task_id", TASKS)
+def test_task_trains_a_few_iterations_and_plays(task_id: str, tmp_path: Path) -> None:
+    from mjfleet.cli import play
+    from mjfleet.runtime.context import DistributedContext
+    from mjfleet.train.worker import train_worker
+
+    from .helpers import make_run_dir, run_main, small_train_config
+
+    cfg = small_train_config(task_id, num_envs=16, iterations=2, steps=8, log_root=tmp_path)
+    run_dir = make_run_dir(tmp_path, task_id)
+    result = train_worker(cfg, run_dir, DistributedContext(device="cpu"))
+    assert len(result.records) == 2 and all(r.env_steps_per_s > 0 for r in result.records)
+    meta = json.loads((run_dir / "policy.onnx.json").read_text())
+    assert meta["joint_names"][-1] == "left_finger" and len(meta["default_joint_pos"]) == 7
+
+    code, out, err = run_main(
+        play.main, [task_id, "--checkpoint", str(run_dir / "model_2.pt"), "--num-episodes", "2", "--gpu-ids", "None"]
+    )
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["episodes"] == 2 and 0.0 <= summary["success_rate"] <= 1.0
+    assert "final_distance" in summary
