@@ -95,7 +95,7 @@ def _timestep(spec: TaskSpec) -> float:
     import mjfleet.tasks.cartpole as cartpole
     import mjfleet.tasks.locomotion as locomotion
     from mjfleet.tasks.locomotion.sources import resolve_robot
-    from mjfleet.tasks.manipulation.arms import resolve_arm
+    from mjfleet.tasks.manipulation.sources import resolve_arm
 
     arm = getattr(spec.env_cfg(), "arm", None)
     if arm is not None:

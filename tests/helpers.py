@@ -24,7 +24,7 @@ def local_task_ids() -> list[str]:
     """Registered tasks whose model files are on this machine: every built-in one, except the MuJoCo Menagerie
     tasks where their files are not cached (tests/test_menagerie.py covers the legged ones with a fixture)."""
     from mjfleet.tasks.locomotion.sources import menagerie_available, resolve_robot
-    from mjfleet.tasks.manipulation.arms import resolve_arm
+    from mjfleet.tasks.manipulation.sources import resolve_arm
 
     ids = []
     for task_id, spec in sorted(all_tasks().items()):

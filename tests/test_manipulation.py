@@ -12,6 +12,7 @@ import dataclasses
 import json
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import mujoco
@@ -225,3 +226,94 @@ def test_task_trains_a_few_iterations_and_plays(task_id: str, tmp_path: Path) ->
     summary = json.loads(out)
     assert summary["episodes"] == 2 and 0.0 <= summary["success_rate"] <= 1.0
     assert "final_distance" in summary
+
+
+# --- an arm from a package of its own -----------------------------------------------------------------------------
+MINI_ARM = Path(__file__).with_name("fixtures") / "arm" / "mini_arm.xml"
+"""Our own four-joint arm with a two-finger gripper (not a Menagerie file): runs everywhere."""
+
+ARM_PACKAGE = f"""
+from mjfleet.tasks.arms import ArmSpec, TaskSpec, Zone, REACH_TASK, LIFT_CUBE_TASK
+from mjfleet.tasks.arms import lift_cube_config, manipulation_agent, reach_config
+
+ARM = ArmSpec(
+    name="mini",
+    source={str(MINI_ARM)!r},
+    ee_site="tip",
+    hand_body="hand",
+    gripper_actuator="gripper",
+    gripper_joints=("left_finger", "right_finger"),
+    fingertips=(Zone("left_tip", geom="left_pad"), Zone("right_tip", geom="right_pad")),
+    home=(("shoulder", 0.4), ("elbow", 1.2), ("wrist", 0.3), ("left_finger", 0.015), ("right_finger", 0.015)),
+)
+
+def reach():
+    return reach_config("mini")
+
+def lift():
+    return lift_cube_config("mini")
+
+def agent():
+    return manipulation_agent(10, (32, 32))
+
+def tasks():
+    return [
+        ARM,
+        TaskSpec("mini-reach", "A small arm reaches.", REACH_TASK, reach, agent),
+        TaskSpec("mini-lift-cube", "A small arm lifts a cube.", LIFT_CUBE_TASK, lift, agent),
+    ]
+"""
+
+
+@pytest.fixture
+def arm_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A distribution ``mjfleet-fake-arm`` on ``sys.path`` whose entry point returns an arm and its two tasks; the
+    registry loads again with it and is put back afterwards."""
+    import sys
+
+    from mjfleet.tasks import registry
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "mjfleet_fake_arm.py").write_text(ARM_PACKAGE)
+    dist = site / "mjfleet_fake_arm-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mjfleet-fake-arm\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[mjfleet.tasks]\nmini = mjfleet_fake_arm:tasks\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(registry, "_loaded", False)
+    for table in ("_REGISTRY", "_ROBOTS", "_ARMS", "_PACKAGES", "_BROKEN", "_UNCHECKED"):
+        monkeypatch.setattr(registry, table, {})
+    yield
+    sys.modules.pop("mjfleet_fake_arm", None)
+
+
+def test_an_arm_from_a_package_lists_builds_and_trains(arm_package: None, tmp_path: Path) -> None:
+    from mjfleet.cli import list_tasks, train
+    from mjfleet.tasks import registry
+
+    from .helpers import run_main
+
+    assert registry.all_arms()["mini"].path == MINI_ARM and "yam" in registry.all_arms()
+    assert registry.package_of("mini-reach") == "mjfleet-fake-arm" and registry.broken_packages() == {}
+    _, out, _ = run_main(lambda argv: list_tasks.main(), [])
+    rows = {line.split()[0]: line for line in out.splitlines()}
+    assert rows["mini-lift-cube"].endswith("[package mjfleet-fake-arm]")
+
+    # The package's arm in both tasks: its names found in its file, its cube on the table.
+    env = _lift(num_envs=2, arm="mini")
+    assert env.num_actions == 5 and env.get_observations()["policy"].shape == (2, 3 * 5 + 3 + 3 + 6)
+    for _ in range(10):
+        env.step(torch.zeros(2, env.num_actions))
+    assert torch.isfinite(env.sim.qpos).all() and not env.terminated.any()
+
+    logs = tmp_path / "logs"
+    flags = ["--gpu-ids", "None", "--log-root", str(logs), "--agent.max-iterations", "2", "--env.num-envs", "16"]
+    code, _, err = run_main(train.main, ["mini-reach", *flags, "--agent.num-steps-per-env", "8"])
+    assert code == 0, err
+    assert sorted(p.name for p in (logs / "mini_reach").glob("*/model_2.pt"))
+
+
+def test_an_unknown_arm_is_one_line() -> None:
+    with pytest.raises(UsageError, match=r"--env.arm 'nope' is not an arm \(yam\); docs/manipulation.md shows how"):
+        ReachTask(dataclasses.replace(yam_reach_config(), arm="nope"))

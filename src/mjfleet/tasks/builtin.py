@@ -11,6 +11,7 @@ from mjfleet.tasks.legged import LOCOMOTION_TASK
 from mjfleet.tasks.locomotion import presets as loco
 from mjfleet.tasks.locomotion.robots import BUILTIN_ROBOTS, RobotSpec
 from mjfleet.tasks.manipulation import presets as manip
+from mjfleet.tasks.manipulation.arms import BUILTIN_ARMS, ArmSpec
 from mjfleet.tasks.spec import TaskSpec
 
 
@@ -49,10 +50,11 @@ def _menagerie(robot: str, what: str) -> str:
 _CARTPOLE = "mjfleet.tasks.cartpole.cartpole:CartpoleTask"
 
 
-def tasks() -> list[TaskSpec | RobotSpec]:
-    """The built-in robot records and tasks."""
+def tasks() -> list[TaskSpec | RobotSpec | ArmSpec]:
+    """The built-in robot and arm records and tasks."""
     return [
         *BUILTIN_ROBOTS,
+        *BUILTIN_ARMS,
         TaskSpec(
             "cartpole-balance",
             "Keep a pole upright on a cart for 5 s, starting near upright.",

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from mjfleet.errors import UsageError
 from mjfleet.tasks.locomotion.robots import Zone
 
 MENAGERIE_PREFIX = "menagerie:"
@@ -85,22 +84,3 @@ YAM = ArmSpec(
 
 BUILTIN_ARMS = (YAM,)
 """The arm records shipped with mjfleet."""
-
-
-def resolve_arm(name: str) -> ArmSpec:
-    """The arm record called ``name`` (``--env.arm``)."""
-    arms = {a.name: a for a in BUILTIN_ARMS}
-    if name not in arms:
-        raise UsageError(f"--env.arm {name!r} is not an arm ({', '.join(arms)})")
-    return arms[name]
-
-
-def arm_file(arm: ArmSpec) -> str:
-    """The arm's MJCF on disk (a Menagerie model is downloaded into the cache if missing)."""
-    if arm.path is None:
-        from mjfleet.tasks.locomotion.sources import menagerie_file
-
-        return str(menagerie_file(arm.source))
-    if not arm.path.is_file():
-        raise UsageError(f"arm {arm.name!r}: no such MJCF file {arm.source!r}")
-    return str(arm.path)

@@ -11,8 +11,9 @@ import numpy as np
 
 from mjfleet.errors import UsageError, mujoco_message
 from mjfleet.tasks.locomotion.robots import Zone
-from mjfleet.tasks.manipulation.arms import ArmSpec, arm_file
+from mjfleet.tasks.manipulation.arms import ArmSpec
 from mjfleet.tasks.manipulation.config import CubeConfig, ManipulationConfig
+from mjfleet.tasks.manipulation.sources import arm_file
 
 TABLE_HALF_SIZE = (0.45, 0.5, 0.02)
 """The table top, a box (metres): its upper face is the plane z = 0."""

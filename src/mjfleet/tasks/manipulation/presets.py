@@ -17,9 +17,27 @@ def manipulation_sim() -> SimConfig:
     return SimConfig(decimation=4)
 
 
+def reach_config(arm: str) -> ReachConfig:
+    """Arm ``arm``'s end-effector to targets in front of it, 4 s episodes."""
+    return ReachConfig(num_envs=1024, episode_length_s=4.0, arm=arm, sim=manipulation_sim())
+
+
+def lift_cube_config(arm: str) -> LiftConfig:
+    """Arm ``arm`` lifts a randomized cube to a goal in the air, 8 s episodes; elliptic friction cones for the
+    grasp."""
+    return LiftConfig(
+        num_envs=1024,
+        episode_length_s=8.0,
+        arm=arm,
+        contact_cone="elliptic",
+        impratio=10.0,
+        sim=SimConfig(decimation=4, nconmax=32, njmax=160),
+    )
+
+
 def yam_reach_config() -> ReachConfig:
-    """The YAM's end-effector to targets in front of it, 4 s episodes."""
-    return ReachConfig(num_envs=1024, episode_length_s=4.0, arm="yam", sim=manipulation_sim())
+    """The YAM's end-effector to targets in front of it."""
+    return reach_config("yam")
 
 
 def yam_reach_cpu_config() -> ReachConfig:
@@ -30,15 +48,8 @@ def yam_reach_cpu_config() -> ReachConfig:
 
 
 def yam_lift_cube_config() -> LiftConfig:
-    """The YAM lifts a randomized cube to a goal in the air, 8 s episodes; elliptic friction cones for the grasp."""
-    return LiftConfig(
-        num_envs=1024,
-        episode_length_s=8.0,
-        arm="yam",
-        contact_cone="elliptic",
-        impratio=10.0,
-        sim=SimConfig(decimation=4, nconmax=32, njmax=160),
-    )
+    """The YAM lifts a randomized cube to a goal in the air."""
+    return lift_cube_config("yam")
 
 
 def yam_lift_cube_cpu_config() -> LiftConfig:

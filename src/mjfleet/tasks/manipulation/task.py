@@ -11,9 +11,9 @@ import torch
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.task import Task
-from mjfleet.tasks.manipulation.arms import resolve_arm
 from mjfleet.tasks.manipulation.config import Box3, ManipulationConfig
 from mjfleet.tasks.manipulation.model import home_qpos
+from mjfleet.tasks.manipulation.sources import resolve_arm
 
 CfgT = TypeVar("CfgT", bound=ManipulationConfig)
 
