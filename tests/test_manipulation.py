@@ -80,7 +80,7 @@ def test_an_arm_file_without_the_records_names_is_one_line(tmp_path: Path) -> No
         '<actuator><position name="a" joint="j"/></actuator></mujoco>'
     )
     arm = dataclasses.replace(YAM, name="mine", source=str(xml))
-    with pytest.raises(UsageError, match=r"arm 'mine' \(.*arm.xml\) has no site 'grasp_site', body 'link_6'"):
+    with pytest.raises(UsageError, match=r"arm 'mine' \(.*arm.xml\) has no site 'fingertip_centre', body 'link_6'"):
         build_model(arm, yam_reach_config())
     missing = dataclasses.replace(arm, source=str(tmp_path / "none.xml"))
     assert isinstance(missing, ArmSpec)
@@ -180,6 +180,34 @@ def test_cube_held_at_the_goal_succeeds_and_a_dropped_cube_terminates() -> None:
     assert not task.success(env, ids, torch.zeros(4, dtype=torch.bool)).any()  # only at the end of an episode
     assert task.terminations(env)["cube_dropped"].tolist() == [False, False, False, True]
     assert float(task.reward_lift_precise(env)[0]) == pytest.approx(1.0)
+
+
+@needs_yam
+def test_a_cube_between_the_closed_fingers_is_held_at_the_goal_and_succeeds() -> None:
+    """The end-effector site is where a grasp holds: a cube placed there, the fingers on its faces and the gripper
+    closing, stays in the hand for a second of physics, and holding it at the goal is a success."""
+    cfg = yam_lift_cube_config()
+    cube = dataclasses.replace(cfg.cube, half_size=(0.015, 0.015), mass=(0.05, 0.05))
+    env = _lift(num_envs=1, init_joint_noise=0.0, cube=cube)
+    task = env.task
+    assert isinstance(task, LiftCubeTask)
+    m = env.sim.mj_model
+    ee = task.ee_pos(env)[0].clone()
+    _place_cube(env, task, 0, ee)
+    for finger, sign in (("left_finger", 1.0), ("right_finger", -1.0)):  # the fingertips 15 mm from the centre
+        env.sim.qpos[0, int(m.jnt_qposadr[m.joint(finger).id])] = sign * 0.0146
+    env.sim.forward()
+    task.goal[0] = ee
+    close = torch.zeros(1, env.num_actions)
+    close[0, -1] = -1.0  # the gripper's action: closed; the arm holds its home pose
+    steps = round(1.0 / env.step_dt)
+    for _ in range(steps):
+        _, _, dones, _ = env.step(close)
+        assert not dones.any()
+    assert float(torch.linalg.vector_norm(task.cube_pos(env)[0] - ee)) < 0.01  # still in the hand
+    assert float(torch.linalg.vector_norm(task.cube_pos(env)[0] - task.ee_pos(env)[0])) < 0.005
+    assert bool(task.lifted(env)[0]) and float(task._held_steps[0]) == steps
+    assert task.success(env, torch.arange(1), torch.ones(1, dtype=torch.bool)).tolist() == [True]
 
 
 @needs_yam

@@ -38,6 +38,9 @@ class ArmSpec:
     """The fingers' joints (one may follow another through an equality constraint)."""
     fingertips: tuple[Zone, ...]
     """The fingers' contact geoms, one zone per finger: their friction is randomized in the lift task."""
+    ee_site_pos: tuple[float, float, float] | None = None
+    """Where in ``hand_body``'s frame to add the site ``ee_site`` (metres), for a file whose own grasp site is not
+    between the fingertips; None: the file's site called ``ee_site``."""
     home: tuple[tuple[str, float], ...] = ()
     """Default joint positions as (joint-name regular expression, value), first match wins, others 0; actions are
     offsets from it. Empty: the file's ``home`` keyframe."""
@@ -62,7 +65,7 @@ class ArmSpec:
 YAM = ArmSpec(
     name="yam",
     source="menagerie:i2rt_yam/yam",
-    ee_site="grasp_site",
+    ee_site="fingertip_centre",
     hand_body="link_6",
     gripper_actuator="gripper",
     gripper_joints=("left_finger", "right_finger"),
@@ -70,6 +73,9 @@ YAM = ArmSpec(
         Zone("left_fingertip", body="lf_down", kinds=("sphere", "box")),
         Zone("right_fingertip", body="rf_down", kinds=("sphere", "box")),
     ),
+    # The file's grasp_site lies 4.4 cm to the side of the fingertips (on the wrist's axis): the end-effector is
+    # midway between the fingers' pads and their tips instead.
+    ee_site_pos=(0.0, -0.037, 0.12),
     # Upper arm raised, forearm folded, wrist pitched down so the gripper points at the table, fingers half open.
     home=(
         (r"joint2", 1.047),

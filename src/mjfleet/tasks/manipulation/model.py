@@ -57,6 +57,10 @@ def build_model(arm: ArmSpec, cfg: ManipulationConfig, cube: CubeConfig | None =
             mass=sum(cube.mass) / 2,
             rgba=[0.8, 0.2, 0.2, 1.0],
         )
+    if arm.ee_site_pos is not None:
+        hand = next((b for b in spec.bodies if b.name == arm.hand_body), None)
+        if hand is not None:
+            hand.add_site(name=arm.ee_site, pos=list(arm.ee_site_pos), size=[0.005, 0.0, 0.0], group=4)
     m = spec.compile()
     check_arm_model(arm, m, path)
     if arm.timestep > 0:
