@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import imageio.v2 as imageio
 import mujoco
 import pytest
 import torch
@@ -247,13 +248,21 @@ def test_task_trains_a_few_iterations_and_plays(task_id: str, tmp_path: Path) ->
     meta = json.loads((run_dir / "policy.onnx.json").read_text())
     assert meta["joint_names"][-1] == "left_finger" and len(meta["default_joint_pos"]) == 7
 
-    code, out, err = run_main(
-        play.main, [task_id, "--checkpoint", str(run_dir / "model_2.pt"), "--num-episodes", "2", "--gpu-ids", "None"]
-    )
+    video = tmp_path / "play.mp4"
+    argv = [task_id, "--checkpoint", str(run_dir / "model_2.pt"), "--num-episodes", "2", "--gpu-ids", "None"]
+    argv += ["--video", "--video-path", str(video), "--video-width", "160", "--video-height", "120"]
+    argv += ["--env.episode-length-s", "0.5"]  # 25 frames: rendering the arm's meshes on the CPU takes ~0.1 s each
+    code, out, err = run_main(play.main, argv)
     assert code == 0, err
     summary = json.loads(out)
     assert summary["episodes"] == 2 and 0.0 <= summary["success_rate"] <= 1.0
-    assert "final_distance" in summary
+    assert "final_distance" in summary and summary["video"] == str(video)
+    # The front camera frames the arm over the table (and the red cube, where there is one).
+    frames = imageio.mimread(video)
+    assert len(frames) >= summary["mean_length"] and frames[0].shape == (120, 160, 3)
+    first = frames[0].astype(int)
+    red = (first[..., 0] > 150) & (first[..., 1] < 80) & (first[..., 2] < 80)
+    assert first.std() > 10 and (int(red.sum()) > 0) == (task_id == "yam-lift-cube")
 
 
 # --- an arm from a package of its own -----------------------------------------------------------------------------
