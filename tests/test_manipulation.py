@@ -354,3 +354,19 @@ def test_an_arm_from_a_package_lists_builds_and_trains(arm_package: None, tmp_pa
 def test_an_unknown_arm_is_one_line() -> None:
     with pytest.raises(UsageError, match=r"--env.arm 'nope' is not an arm \(yam\); docs/manipulation.md shows how"):
         ReachTask(dataclasses.replace(yam_reach_config(), arm="nope"))
+
+
+def test_train_without_the_arms_files_says_how_to_bring_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mjfleet.cli import train
+
+    from .helpers import run_main
+
+    monkeypatch.delenv("MENAGERIE_ROOT", raising=False)
+    monkeypatch.setenv("MENAGERIE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MENAGERIE_BASE_URL", (tmp_path / "nowhere").as_uri())  # fails at once, no network
+    logs = tmp_path / "logs"
+    code, _, err = run_main(train.main, ["yam-reach", "--gpu-ids", "None", "--log-root", str(logs)])
+    assert code == 2 and "Traceback" not in err
+    (line,) = err.splitlines()
+    assert "Menagerie robot 'i2rt_yam' is not on this machine" in line and "MENAGERIE_ROOT=<dir>" in line
+    assert not logs.exists()
