@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import ClassVar, TypeVar
 
 import mujoco
@@ -40,8 +41,9 @@ class ArmTask(Task[CfgT]):
         self.arm = resolve_arm(cfg.arm)
         self._model = self._build()
 
+    @abstractmethod
     def _build(self) -> mujoco.MjModel:
-        raise NotImplementedError
+        """The task's scene (called once, by ``__init__``)."""
 
     def build_model(self) -> mujoco.MjModel:
         return self._model
@@ -71,13 +73,13 @@ class ArmTask(Task[CfgT]):
         ctrl_low, ctrl_high = m.actuator_ctrlrange[gripper]
         scale[gripper] = float(ctrl_high - ctrl_low) / 2
         self._action_scale = scale
+        """Per actuator: radians per unit action on the arm; the gripper's half control range."""
         self._gripper = torch.zeros(m.nu, dtype=torch.bool, device=dev)
         self._gripper[gripper] = True
-        """Per actuator: radians per unit action on the arm; the gripper's half control range."""
         self.ee_site = torch.as_tensor([int(m.site(self.arm.ee_site).id)], device=dev)
         # Joints the actuators do not drive (a finger that follows another) start at home too.
         self._arm_qpos = torch.as_tensor(
-            [int(m.jnt_qposadr[j]) for j in range(m.njnt) if m.jnt_bodyid[j] != 0 and m.jnt_type[j] != 0],
+            [int(m.jnt_qposadr[j]) for j in range(m.njnt) if m.jnt_type[j] != mujoco.mjtJoint.mjJNT_FREE],
             dtype=torch.long,
             device=dev,
         )
