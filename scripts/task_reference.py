@@ -43,10 +43,11 @@ def _ppo(agent: AgentConfig) -> str:
 
 
 def _cpu_ppo(spec: TaskSpec) -> str:
+    envs = spec.env_defaults(on_cpu=True).num_envs
+    changed = [f"{envs} envs"] if envs != spec.env_cfg().num_envs else []
     if spec.cpu_agent_cfg is None:
-        return "the same"
+        return ", ".join(changed) or "the same"
     gpu, cpu = spec.agent_cfg(), spec.agent_defaults(on_cpu=True)
-    changed = []
     if cpu.policy.actor_hidden_dims != gpu.policy.actor_hidden_dims:
         changed.append(f"MLP {_networks(cpu)}")
     if cpu.algorithm.num_learning_epochs != gpu.algorithm.num_learning_epochs:
@@ -57,6 +58,9 @@ def _cpu_ppo(spec: TaskSpec) -> str:
 
 
 def _robot_and_ground(env: EnvConfig) -> tuple[str, str]:
+    arm = getattr(env, "arm", None)
+    if arm is not None:
+        return f"`{arm}`", "table"
     robot = getattr(env, "robot", "cart-pole")
     terrain = getattr(env, "terrain", None)
     ground = "rail" if terrain is None else ("plane" if terrain.kind == "flat" else "heightfield, curriculum")
@@ -91,7 +95,11 @@ def _timestep(spec: TaskSpec) -> float:
     import mjfleet.tasks.cartpole as cartpole
     import mjfleet.tasks.locomotion as locomotion
     from mjfleet.tasks.locomotion.sources import resolve_robot
+    from mjfleet.tasks.manipulation.sources import resolve_arm
 
+    arm = getattr(spec.env_cfg(), "arm", None)
+    if arm is not None:
+        return resolve_arm(arm).timestep
     robot = getattr(spec.env_cfg(), "robot", None)
     if robot is None:
         path = Path(cartpole.__file__).parent / "cartpole.xml"

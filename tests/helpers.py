@@ -22,13 +22,16 @@ from mjfleet.train.config import TrainConfig
 
 def local_task_ids() -> list[str]:
     """Registered tasks whose model files are on this machine: every built-in one, except the MuJoCo Menagerie
-    tasks where their files are not cached (tests/test_menagerie.py covers those with a fixture)."""
+    tasks where their files are not cached (tests/test_menagerie.py covers the legged ones with a fixture)."""
     from mjfleet.tasks.locomotion.sources import menagerie_available, resolve_robot
+    from mjfleet.tasks.manipulation.sources import resolve_arm
 
     ids = []
     for task_id, spec in sorted(all_tasks().items()):
-        robot = getattr(spec.env_cfg(), "robot", None)
+        cfg = spec.env_cfg()
+        robot, arm = getattr(cfg, "robot", None), getattr(cfg, "arm", None)
         menagerie = resolve_robot(robot).menagerie if isinstance(robot, str) else None
+        menagerie = resolve_arm(arm).menagerie if isinstance(arm, str) else menagerie
         if menagerie is None or menagerie_available(menagerie):
             ids.append(task_id)
     return ids

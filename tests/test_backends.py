@@ -21,16 +21,18 @@ from .helpers import local_task_ids, small_train_config
 SMALL_TERRAIN = {"num_levels": 2, "types": ("bumps", "stairs_up"), "tile_size": 4.0, "border": 2.0}
 """A 2 x 2-tile terrain for the rough tasks (the full one takes seconds to build)."""
 
-HORIZON = {"cartpole": 50, "flat": 20, "rough": 1}
+HORIZON = {"cartpole": 50, "flat": 20, "rough": 1, "reach": 20, "cube": 20}
 """Control steps compared. Warp steps in float32 and MuJoCo C in float64; on flat ground (a plane) both collide
 and solve alike and stay within ~3e-5 over 20 steps (0.4 s of walking with contacts). On the rough terrain the
 heightfield colliders differ (MuJoCo C's prisms against MuJoCo Warp's own), so the trajectories separate at the
 first foot contact (after 2-3 steps); there only the step before it is compared."""
 
-TOLERANCE = {"cartpole": 1e-4, "flat": 1e-3, "rough": 1e-4}
+TOLERANCE = {"cartpole": 1e-4, "flat": 1e-3, "rough": 1e-4, "reach": 1e-3, "cube": 1e-2}
 """Largest absolute difference of any ``qpos``/``qvel`` entry over the horizon (radians, metres, per second):
 about 30x the largest difference measured, so float32 rounding passes and a wrong model field, control or
-reset fails."""
+reset fails. The exception is the lifting task's cube, a box resting on the table's box: on its first steps the two
+solvers (elliptic cones, 10 iterations) settle its contact apart by up to 3.4e-3 m/s, a difference that halves every
+step (4e-6 after 20), while the arm's joints agree to float32 rounding."""
 
 
 def _env(task_id: str, backend: Backend, num_envs: int, **sim: object) -> MjEnv:

@@ -14,6 +14,7 @@ from mjfleet.errors import UsageError
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.tasks import builtin, registry
 from mjfleet.tasks.locomotion.robots import RobotSpec
+from mjfleet.tasks.manipulation.arms import ArmSpec
 from mjfleet.tasks.spec import TaskSpec
 from mjfleet.train.worker import train_worker
 
@@ -38,12 +39,14 @@ def test_builtin_tasks_are_a_source_like_a_plugin(monkeypatch: pytest.MonkeyPatc
     assert registry.BUILTIN_SOURCE.load() is builtin.tasks
     monkeypatch.setattr(registry, "_REGISTRY", {})
     monkeypatch.setattr(registry, "_ROBOTS", {})
+    monkeypatch.setattr(registry, "_ARMS", {})
     builtin.tasks()  # only returns specs: registering is the registry's job
-    assert registry._REGISTRY == {} and registry._ROBOTS == {}
+    assert registry._REGISTRY == {} and registry._ROBOTS == {} and registry._ARMS == {}
     registry._register_source(registry.BUILTIN_SOURCE)
     items = builtin.tasks()
     assert set(registry._REGISTRY) == {i.id for i in items if isinstance(i, TaskSpec)}
     assert set(registry._ROBOTS) == {i.name for i in items if isinstance(i, RobotSpec)}
+    assert set(registry._ARMS) == {i.name for i in items if isinstance(i, ArmSpec)} == {"yam"}
     registry._register_source(registry.BUILTIN_SOURCE)  # equal specs again: no duplicate-id error
 
 
@@ -77,7 +80,7 @@ def test_example_registers_a_task_that_trains() -> None:
     runpy.run_path(str(EXAMPLE))  # registers; training runs only as __main__
     cfg = small_train_config("cartpole-gentle-balance", num_envs=32, iterations=2, steps=8)
     # The registered task brings the example's own settings, not cartpole-balance's.
-    assert cfg.env.rewards.effort == -0.5 and cfg.agent.experiment_name == "cartpole_gentle_balance"
+    assert cfg.env.rewards.effort == -0.5 and cfg.agent.experiment_name == "cartpole_gentle_balance"  # type: ignore[attr-defined]
     result = train_worker(cfg, None, DistributedContext(device="cpu"))
     assert result.final_iteration == 2
     assert [r.iteration for r in result.records] == [1, 2]

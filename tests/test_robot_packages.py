@@ -21,6 +21,7 @@ from mjfleet.cli import list_tasks, play, train
 from mjfleet.tasks import builtin, registry
 from mjfleet.tasks.locomotion import presets
 from mjfleet.tasks.locomotion.robots import BUILTIN_ROBOTS, GO1
+from mjfleet.tasks.manipulation.arms import BUILTIN_ARMS
 from mjfleet.tasks.spec import TaskSpec
 
 from .helpers import run_main
@@ -104,8 +105,9 @@ def test_a_task_reusing_another_tasks_agent_config_gets_its_own_folder() -> None
 
 def test_builtin_source_returns_the_robots_before_the_tasks() -> None:
     items = builtin.tasks()
-    assert items[: len(BUILTIN_ROBOTS)] == list(BUILTIN_ROBOTS)
-    assert all(isinstance(i, TaskSpec) for i in items[len(BUILTIN_ROBOTS) :])
+    records = len(BUILTIN_ROBOTS) + len(BUILTIN_ARMS)
+    assert items[:records] == [*BUILTIN_ROBOTS, *BUILTIN_ARMS]
+    assert all(isinstance(i, TaskSpec) for i in items[records:])
 
 
 # --- broken packages -----------------------------------------------------------------------------------------------
@@ -120,7 +122,7 @@ BROKEN = {
     "returns": (
         "def tasks():\n    return {'id': 'limp-walk'}\n",
         "limp-walk",
-        "mjfleet_fake_limp:tasks returned a dict, not TaskSpecs and RobotSpecs (or a list of them)",
+        "mjfleet_fake_limp:tasks returned a dict, not TaskSpecs, RobotSpecs and ArmSpecs (or a list of them)",
     ),
     "builtin-id": (
         """
@@ -168,7 +170,7 @@ def _install_fake(root: Path, module: str) -> None:
 def reload_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The registry loads again (with whatever is on ``sys.path`` then) and is put back afterwards."""
     monkeypatch.setattr(registry, "_loaded", False)
-    for table in ("_REGISTRY", "_ROBOTS", "_PACKAGES", "_BROKEN", "_UNCHECKED"):
+    for table in ("_REGISTRY", "_ROBOTS", "_ARMS", "_PACKAGES", "_BROKEN", "_UNCHECKED"):
         monkeypatch.setattr(registry, table, {})
     monkeypatch.setattr(registry, "_WARNED", set())
     yield

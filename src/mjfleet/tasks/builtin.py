@@ -10,6 +10,8 @@ from mjfleet.tasks.cartpole.config import balance_config, swingup_config
 from mjfleet.tasks.legged import LOCOMOTION_TASK
 from mjfleet.tasks.locomotion import presets as loco
 from mjfleet.tasks.locomotion.robots import BUILTIN_ROBOTS, RobotSpec
+from mjfleet.tasks.manipulation import presets as manip
+from mjfleet.tasks.manipulation.arms import BUILTIN_ARMS, ArmSpec
 from mjfleet.tasks.spec import TaskSpec
 
 
@@ -48,10 +50,11 @@ def _menagerie(robot: str, what: str) -> str:
 _CARTPOLE = "mjfleet.tasks.cartpole.cartpole:CartpoleTask"
 
 
-def tasks() -> list[TaskSpec | RobotSpec]:
-    """The built-in robot records and tasks."""
+def tasks() -> list[TaskSpec | RobotSpec | ArmSpec]:
+    """The built-in robot and arm records and tasks."""
     return [
         *BUILTIN_ROBOTS,
+        *BUILTIN_ARMS,
         TaskSpec(
             "cartpole-balance",
             "Keep a pole upright on a cart for 5 s, starting near upright.",
@@ -99,6 +102,7 @@ def tasks() -> list[TaskSpec | RobotSpec]:
             loco.humanoid_rough_agent,
         ),
         *_menagerie_tasks(),
+        *_manipulation_tasks(),
     ]
 
 
@@ -137,5 +141,27 @@ def _menagerie_tasks() -> list[TaskSpec]:
             LOCOMOTION_TASK,
             loco.unitree_g1_rough_config,
             loco.unitree_g1_rough_agent,
+        ),
+    ]
+
+
+def _manipulation_tasks() -> list[TaskSpec]:
+    """Reaching and lifting with MuJoCo Menagerie's I2RT YAM arm (files from the mujoco-menagerie cache)."""
+    return [
+        TaskSpec(
+            "yam-reach",
+            _menagerie("i2rt_yam", "Menagerie I2RT YAM arm (MIT) brings its gripper to random targets in front of it."),
+            manip.REACH_TASK,
+            manip.yam_reach_config,
+            manip.yam_reach_agent,
+            cpu_env_cfg=manip.yam_reach_cpu_config,
+        ),
+        TaskSpec(
+            "yam-lift-cube",
+            _menagerie("i2rt_yam", "Menagerie I2RT YAM arm (MIT) grasps a randomized cube and lifts it to a goal."),
+            manip.LIFT_CUBE_TASK,
+            manip.yam_lift_cube_config,
+            manip.yam_lift_cube_agent,
+            cpu_env_cfg=manip.yam_lift_cube_cpu_config,
         ),
     ]

@@ -1,6 +1,7 @@
 """Tasks and robots by name; built-in and third-party ones load through one mechanism.
 
-A source is a callable returning a ``TaskSpec``, a ``RobotSpec`` or a list of them, named ``"module:function"``.
+A source is a callable returning a ``TaskSpec``, a ``RobotSpec`` (a legged robot), an ``ArmSpec`` (an arm) or a list of
+them, named ``"module:function"``.
 The built-in source comes first; installed packages add theirs under the ``mjfleet.tasks`` entry-point group. A
 package's source is taken whole or not at all: one that cannot be imported, raises, returns something else, reuses
 a registered id or robot name, or whose robot file lacks what its record names, adds nothing, and the problem is one
@@ -18,12 +19,15 @@ from importlib.metadata import EntryPoint, entry_points
 
 from mjfleet.errors import UsageError, exception_line
 from mjfleet.tasks.locomotion.robots import RobotSpec
+from mjfleet.tasks.manipulation.arms import ArmSpec
 from mjfleet.tasks.spec import TaskSpec
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "ArmSpec",
     "RobotSpec",
     "TaskSpec",
+    "all_arms",
     "all_robots",
     "all_tasks",
     "broken_packages",
@@ -37,7 +41,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "mjfleet.tasks"
-"""Entry-point group: each entry point names a callable returning ``TaskSpec``s and ``RobotSpec``s."""
+"""Entry-point group: each entry point names a callable returning ``TaskSpec``s, ``RobotSpec``s and ``ArmSpec``s."""
 
 BUILTIN_SOURCE = EntryPoint(name="builtin", value="mjfleet.tasks.builtin:tasks", group=ENTRY_POINT_GROUP)
 """The tasks and robots shipped with mjfleet, loaded like an entry point but not from installed metadata: the package
@@ -49,7 +53,7 @@ BUILTIN_PACKAGE = "mjfleet"
 TASK_ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 """Task ids are lowercase kebab-case (they are typed on command lines and become folder names)."""
 
-Item = TaskSpec | RobotSpec
+Item = TaskSpec | RobotSpec | ArmSpec
 
 
 @dataclass(frozen=True)
@@ -64,8 +68,9 @@ class Broken:
 
 _REGISTRY: dict[str, TaskSpec] = {}
 _ROBOTS: dict[str, RobotSpec] = {}
+_ARMS: dict[str, ArmSpec] = {}
 _PACKAGES: dict[str, str] = {}
-"""``task:<id>`` / ``robot:<name>`` -> the package that registered it."""
+"""``task:<id>`` / ``robot:<name>`` / ``arm:<name>`` -> the package that registered it."""
 _BROKEN: dict[str, Broken] = {}
 _UNCHECKED: dict[str, tuple[list[RobotSpec], tuple[str, ...]]] = {}
 """Package -> its robots whose files are not checked yet, and its task ids: checked when one of its tasks is looked up
@@ -82,26 +87,32 @@ class SourceError(Exception):
 
 
 def register(item: Item, package: str = "") -> None:
-    """Add a task or a robot record; ids and names are unique (registering an equal one again does nothing)."""
+    """Add a task, a robot or an arm record; ids and names are unique (registering an equal one again does nothing)."""
     problem = _clash(item)
     if problem:
         raise ValueError(problem)
     if isinstance(item, TaskSpec):
         _REGISTRY[item.id] = item
+    elif isinstance(item, ArmSpec):
+        _ARMS[item.name] = item
     else:
         _ROBOTS[item.name] = item
     _PACKAGES.setdefault(_key(item), package or BUILTIN_PACKAGE)
 
 
 def _key(item: Item) -> str:
-    return f"task:{item.id}" if isinstance(item, TaskSpec) else f"robot:{item.name}"
+    if isinstance(item, TaskSpec):
+        return f"task:{item.id}"
+    return f"arm:{item.name}" if isinstance(item, ArmSpec) else f"robot:{item.name}"
 
 
 def _clash(item: Item) -> str:
     """Why ``item`` cannot be registered next to those already there ('' if it can)."""
-    table: dict[str, TaskSpec] | dict[str, RobotSpec]
+    table: dict[str, TaskSpec] | dict[str, RobotSpec] | dict[str, ArmSpec]
     if isinstance(item, TaskSpec):
         kind, name, table = "task id", item.id, _REGISTRY
+    elif isinstance(item, ArmSpec):
+        kind, name, table = "arm name", item.name, _ARMS
     else:
         kind, name, table = "robot name", item.name, _ROBOTS
     if name in table and table[name] != item:
@@ -121,11 +132,11 @@ def _source_items(source: EntryPoint) -> list[Item]:
         raise SourceError(f"{source.value} raised {exception_line(e)}") from e
     is_list = isinstance(returned, list | tuple)
     items: list[object] = list(returned) if is_list else [returned]
-    wrong = sorted({type(i).__name__ for i in items if not isinstance(i, TaskSpec | RobotSpec)})
+    wrong = sorted({type(i).__name__ for i in items if not isinstance(i, TaskSpec | RobotSpec | ArmSpec)})
     if wrong or not items:
         what = "an empty list" if not items else f"a list holding {', '.join(wrong)}" if is_list else f"a {wrong[0]}"
-        raise SourceError(f"{source.value} returned {what}, not TaskSpecs and RobotSpecs (or a list of them)")
-    specs = [i for i in items if isinstance(i, TaskSpec | RobotSpec)]
+        raise SourceError(f"{source.value} returned {what}, not TaskSpecs, RobotSpecs and ArmSpecs (or a list of them)")
+    specs = [i for i in items if isinstance(i, TaskSpec | RobotSpec | ArmSpec)]
     ids = tuple(i.id for i in specs if isinstance(i, TaskSpec))
     bad_ids = [i for i in ids if not TASK_ID.fullmatch(i)]
     if bad_ids:
@@ -146,7 +157,7 @@ def _register_source(source: EntryPoint, package: str = "", check_files: bool = 
     problem = next((p for p in map(_clash, items) if p), "")
     if problem:
         raise SourceError(problem, ids)
-    for item in sorted(items, key=lambda i: isinstance(i, TaskSpec)):  # robots first
+    for item in sorted(items, key=lambda i: isinstance(i, TaskSpec)):  # records first
         register(item, package)
     # Menagerie files are checked when a task needs them: they may not be downloaded yet.
     on_disk = [i for i in items if isinstance(i, RobotSpec) and i.path is not None]
@@ -168,7 +179,7 @@ def check_robot_files(package: str | None = None) -> None:
         if problem:
             for key in [k for k, owner in _PACKAGES.items() if owner == name]:
                 kind, _, item = key.partition(":")
-                (_REGISTRY if kind == "task" else _ROBOTS).pop(item, None)
+                {"task": _REGISTRY, "arm": _ARMS}.get(kind, _ROBOTS).pop(item, None)
                 del _PACKAGES[key]
             _BROKEN.setdefault(name, Broken(f"{problem}; its tasks are not loaded", ids))
 
@@ -220,6 +231,12 @@ def all_robots() -> dict[str, RobotSpec]:
     """Every registered robot record, by name."""
     _load()
     return dict(_ROBOTS)
+
+
+def all_arms() -> dict[str, ArmSpec]:
+    """Every registered arm record, by name."""
+    _load()
+    return dict(_ARMS)
 
 
 def package_of(task_id: str) -> str:

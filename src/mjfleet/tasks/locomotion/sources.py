@@ -49,9 +49,14 @@ def robot_file(robot: RobotSpec) -> Path:
         if not robot.path.is_file():
             raise UsageError(f"robot {robot.name!r}: no such MJCF file {robot.source!r}")
         return robot.path
+    return menagerie_file(robot.source)
+
+
+def menagerie_file(source: str) -> Path:
+    """The MJCF of ``menagerie:<robot>[/<entry>]`` on disk, downloaded into the cache if it is not there yet."""
     import mujoco_menagerie as mm
 
-    name, _, entry = robot.source.removeprefix(MENAGERIE_PREFIX).partition("/")
+    name, _, entry = source.removeprefix(MENAGERIE_PREFIX).partition("/")
     try:
         model = mm.get(name)
         file = model.entry(entry or model.default_model).file

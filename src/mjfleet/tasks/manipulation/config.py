@@ -1,0 +1,147 @@
+"""Settings of the manipulation tasks (every field is a ``--env.<...>`` flag; no simulator imports)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+from mjfleet.envs.config import EnvConfig
+
+Range = tuple[float, float]
+
+
+@dataclass
+class Box3:
+    """An axis-aligned box of positions in the arm's base frame (metres; the base is at the origin, the table top is
+    z = 0)."""
+
+    x: Range = (0.25, 0.4)
+    """Forward range."""
+    y: Range = (-0.15, 0.15)
+    """Sideways range."""
+    z: Range = (0.15, 0.35)
+    """Height range above the table."""
+
+
+@dataclass
+class ManipulationConfig(EnvConfig):
+    """Settings every manipulation task has: the arm, its actions and the solver."""
+
+    arm: str = "yam"
+    """The arm record's name (``yam``: MuJoCo Menagerie's I2RT YAM)."""
+    action_scale: float = 0.5
+    """Arm joint target = home angle + action * action_scale (radians). The gripper's action spans its control range:
+    -1 closed, +1 open, 0 its home opening."""
+    init_joint_noise: float = 0.1
+    """Arm joint angles start uniformly within +-this (radians) around home, inside the joint limits."""
+    soft_joint_limit: float = 0.9
+    """Fraction of each joint's range inside which the ``joint_limits`` term pays nothing."""
+    contact_cone: Literal["file", "pyramidal", "elliptic"] = "file"
+    """Friction cone of the physics (``file``: the arm file's)."""
+    impratio: float | None = None
+    """Ratio of frictional to normal constraint impedance (None: the file's)."""
+    solver_iterations: int = 10
+    """Constraint-solver iteration cap (replaces the MJCF's)."""
+    linesearch_iterations: int = 16
+    """Line-search iteration cap of the constraint solver (replaces the MJCF's)."""
+
+    def prepare_assets(self) -> None:
+        """Resolve ``arm`` and bring its MJCF onto the disk (Menagerie models: download into the cache)."""
+        from mjfleet.tasks.manipulation.sources import arm_file, resolve_arm
+
+        arm_file(resolve_arm(self.arm))
+
+
+@dataclass
+class ReachRewards:
+    """Per-term weights (0 disables a term). Each term is integrated over time (multiplied by the control step)."""
+
+    reach: float = 1.0
+    """1 - tanh(d / reach_std), d the distance from the end-effector to the target."""
+    reach_fine: float = 1.0
+    """exp(-d^2 / reach_fine_std^2): pays for the last centimetres."""
+    action_rate: float = -0.01
+    """Sum of squared changes of the action since the last step."""
+    joint_limits: float = -1.0
+    """Sum of joint excursions beyond ``soft_joint_limit`` of each joint's range."""
+    joint_vel: float = -0.001
+    """Sum of squared joint velocities."""
+
+
+@dataclass
+class ReachConfig(ManipulationConfig):
+    """Bring the end-effector to a target position drawn anew each episode."""
+
+    target: Box3 = field(default_factory=Box3)
+    """Where targets are drawn (uniformly)."""
+    reach_std: float = 0.1
+    """Distance scale of the ``reach`` term (metres)."""
+    reach_fine_std: float = 0.02
+    """Distance scale of the ``reach_fine`` term (metres)."""
+    success_distance: float = 0.03
+    """An episode succeeds when it times out with the end-effector this close to the target (metres)."""
+    rewards: ReachRewards = field(default_factory=ReachRewards)
+    """Reward term weights."""
+
+
+@dataclass
+class CubeConfig:
+    """The cube to lift: its size, mass and friction are drawn per environment at every reset, and its start pose on
+    the table."""
+
+    half_size: Range = (0.015, 0.025)
+    """Half the edge length (metres)."""
+    mass: Range = (0.03, 0.1)
+    """Mass (kg)."""
+    friction: Range = (0.6, 1.2)
+    """Sliding friction coefficient of the cube's faces."""
+    x: Range = (0.25, 0.35)
+    """Start position, forward (metres from the arm's base)."""
+    y: Range = (-0.1, 0.1)
+    """Start position, sideways (metres)."""
+    yaw: Range = (-math.pi, math.pi)
+    """Start heading about the vertical (radians)."""
+
+
+@dataclass
+class LiftRewards:
+    """Per-term weights (0 disables a term). Each term is integrated over time (multiplied by the control step)."""
+
+    lift: float = 1.0
+    """Staged: reach * (1 + bring), reach = exp(-|ee - cube|^2 / reach_std^2) and bring = exp(-|cube - goal|^2 /
+    bring_std^2). Reaching pays first; carrying the cube towards the goal only pays with the hand on it."""
+    lift_precise: float = 1.0
+    """exp(-|cube - goal|^2 / precise_std^2): pays for the last centimetres."""
+    action_rate: float = -0.01
+    """Sum of squared changes of the action since the last step."""
+    joint_limits: float = -1.0
+    """Sum of joint excursions beyond ``soft_joint_limit`` of each joint's range."""
+    joint_vel: float = -0.001
+    """Sum of squared joint velocities."""
+
+
+@dataclass
+class LiftConfig(ManipulationConfig):
+    """Grasp a cube on the table and hold it at a goal position in the air."""
+
+    cube: CubeConfig = field(default_factory=CubeConfig)
+    """The cube and its randomization."""
+    goal: Box3 = field(default_factory=lambda: Box3(x=(0.25, 0.4), y=(-0.15, 0.15), z=(0.15, 0.3)))
+    """Where goals are drawn (uniformly, once per episode)."""
+    fingertip_friction: Range = (0.8, 1.5)
+    """Sliding friction of the fingertips' geoms, drawn per environment at every reset."""
+    reach_std: float = 0.1
+    """Distance scale of the reaching part of ``lift`` (metres)."""
+    bring_std: float = 0.3
+    """Distance scale of the carrying part of ``lift`` (metres)."""
+    precise_std: float = 0.05
+    """Distance scale of ``lift_precise`` (metres)."""
+    success_distance: float = 0.05
+    """The cube counts as at the goal this close to it (metres)."""
+    hold_s: float = 0.5
+    """An episode succeeds when it times out with the cube at the goal, off the table, for at least this long."""
+    drop_height: float = -0.05
+    """The episode terminates when the cube's centre falls below this height: off the table's edge (metres)."""
+    rewards: LiftRewards = field(default_factory=LiftRewards)
+    """Reward term weights."""

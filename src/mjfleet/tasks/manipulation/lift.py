@@ -1,0 +1,174 @@
+# pyright: reportAttributeAccessIssue=false
+# (mujoco ships compiled bindings without type stubs.)
+"""Lift a cube: grasp a randomized cube on the table and hold it at a goal position in the air."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import mujoco
+import torch
+
+from mjfleet.envs.env import MjEnv
+from mjfleet.tasks.manipulation.config import LiftConfig
+from mjfleet.tasks.manipulation.model import CUBE, build_model, zone_geoms
+from mjfleet.tasks.manipulation.task import ArmTask, uniform_in
+
+LIFT_CLEARANCE = 0.02
+"""The cube counts as off the table when its lowest possible point is this high above it (metres)."""
+
+
+def _uniform(bounds: tuple[float, float], n: int, device: torch.device, gen: torch.Generator) -> torch.Tensor:
+    low, high = bounds
+    return low + (high - low) * torch.rand(n, device=device, generator=gen)
+
+
+class LiftCubeTask(ArmTask[LiftConfig]):
+    """Grasp the cube, lift it to the goal and hold it there; see docs/manipulation.md for the MDP."""
+
+    batched_model_fields: ClassVar[tuple[str, ...]] = (
+        "geom_friction",
+        "geom_size",
+        "body_mass",
+        "body_subtreemass",
+        "body_inertia",
+    )
+
+    def _build(self) -> mujoco.MjModel:
+        return build_model(self.arm, self.cfg, cube=self.cfg.cube)
+
+    def setup(self, env: MjEnv) -> None:
+        super().setup(env)
+        m, n, dev = env.sim.mj_model, env.num_envs, env.device
+        self._cube_body = int(m.body(CUBE).id)
+        self._cube_geom = int(m.geom(CUBE).id)
+        self._cube_qpos = int(m.jnt_qposadr[m.joint(CUBE).id])
+        self._cube_dof = int(m.jnt_dofadr[m.joint(CUBE).id])
+        tips = [g for zone in self.arm.fingertips for g in zone_geoms(m, zone)]
+        self._fingertip_geoms = torch.as_tensor(tips, dtype=torch.long, device=dev)
+
+        def zeros(*shape: int) -> torch.Tensor:
+            return torch.zeros(*shape, device=dev)
+
+        self.goal = zeros(n, 3)
+        """Goal position of the cube in each environment (base frame)."""
+        self.cube_half_size, self.cube_mass, self.cube_friction = zeros(n), zeros(n), zeros(n)
+        self._reach_err_sq, self._goal_err = zeros(n), zeros(n)
+        self._held_steps, self._lifted_steps, self._steps = zeros(n), zeros(n), zeros(n)
+
+    # --- state helpers -----------------------------------------------------------------------------------------
+    def cube_pos(self, env: MjEnv) -> torch.Tensor:
+        """Cube centre, ``(num_envs, 3)``."""
+        return env.sim.qpos[:, self._cube_qpos : self._cube_qpos + 3]
+
+    def cube_quat(self, env: MjEnv) -> torch.Tensor:
+        """Cube orientation (w, x, y, z), ``(num_envs, 4)``."""
+        return env.sim.qpos[:, self._cube_qpos + 3 : self._cube_qpos + 7]
+
+    def lifted(self, env: MjEnv) -> torch.Tensor:
+        """Whether each cube is clear of the table (its centre above a corner's reach, plus the clearance)."""
+        return self.cube_pos(env)[:, 2] > self.cube_half_size * 3**0.5 + LIFT_CLEARANCE
+
+    # --- MDP ---------------------------------------------------------------------------------------------------
+    def reset(self, env: MjEnv, env_ids: torch.Tensor) -> None:
+        n, dev, g, cfg = env_ids.numel(), env.device, env.generator, self.cfg
+        if n == 0:
+            return
+        self.reset_arm(env, env_ids)
+        self._randomize(env, env_ids)
+        cube = cfg.cube
+        yaw = _uniform(cube.yaw, n, dev, g)
+        pose = torch.stack(
+            (
+                _uniform(cube.x, n, dev, g),
+                _uniform(cube.y, n, dev, g),
+                self.cube_half_size[env_ids],  # resting on the table: no drop, the same contact on every backend
+                torch.cos(yaw / 2),
+                torch.zeros(n, device=dev),
+                torch.zeros(n, device=dev),
+                torch.sin(yaw / 2),
+            ),
+            dim=-1,
+        )
+        env.sim.qpos[env_ids, self._cube_qpos : self._cube_qpos + 7] = pose
+        self.goal[env_ids] = uniform_in(cfg.goal, n, dev, g)
+        for buf in (self._held_steps, self._lifted_steps, self._steps):
+            buf[env_ids] = 0.0
+
+    def _randomize(self, env: MjEnv, env_ids: torch.Tensor) -> None:
+        """Draw each reset world's cube size, mass and friction and its fingertips' friction."""
+        n, dev, g, cfg, sim = env_ids.numel(), env.device, env.generator, self.cfg, env.sim
+        half = _uniform(cfg.cube.half_size, n, dev, g)
+        mass = _uniform(cfg.cube.mass, n, dev, g)
+        friction = _uniform(cfg.cube.friction, n, dev, g)
+        self.cube_half_size[env_ids], self.cube_mass[env_ids], self.cube_friction[env_ids] = half, mass, friction
+        sim.model_field("geom_size")[env_ids, self._cube_geom] = half.unsqueeze(-1).expand(n, 3)
+        sim.model_field("body_mass")[env_ids, self._cube_body] = mass
+        sim.model_field("body_subtreemass")[env_ids, self._cube_body] = mass
+        # A solid cube of edge 2h: I = m (2h)^2 / 6 about every axis through its centre.
+        inertia = (mass * (2 * half) ** 2 / 6).unsqueeze(-1).expand(n, 3)
+        sim.model_field("body_inertia")[env_ids, self._cube_body] = inertia
+        frictions = sim.model_field("geom_friction")
+        frictions[env_ids, self._cube_geom, 0] = friction
+        tips = _uniform(cfg.fingertip_friction, n, dev, g).unsqueeze(-1).expand(n, len(self._fingertip_geoms))
+        frictions[env_ids.unsqueeze(-1), self._fingertip_geoms, 0] = tips
+        sim.model_fields_changed(env_ids)
+
+    def _measure(self, env: MjEnv) -> None:
+        """Distances the rewards, success and statistics read, from the current state."""
+        cube = self.cube_pos(env)
+        self._reach_err_sq = torch.sum(torch.square(self.ee_pos(env) - cube), dim=-1)
+        self._goal_err = torch.linalg.vector_norm(self.goal - cube, dim=-1)
+
+    def after_step(self, env: MjEnv) -> None:
+        self._measure(env)
+        lifted = self.lifted(env)
+        at_goal = lifted & (self._goal_err < self.cfg.success_distance)
+        self._held_steps = torch.where(at_goal, self._held_steps + 1.0, 0.0)
+        self._lifted_steps += lifted.float()
+        self._steps += 1.0
+
+    def observations(self, env: MjEnv) -> dict[str, torch.Tensor]:
+        cube = self.cube_pos(env)
+        w, x, y, z = self.cube_quat(env).unbind(-1)
+        # The cube's x and y axes in the base frame: its orientation without a quaternion's sign ambiguity.
+        axes = torch.stack(
+            (1 - 2 * (y * y + z * z), 2 * (x * y + w * z), 2 * (x * z - w * y), 2 * (x * y - w * z),
+             1 - 2 * (x * x + z * z), 2 * (y * z + w * x)),
+            dim=-1,
+        )  # fmt: skip
+        policy = torch.cat([*self.arm_observations(env), cube - self.ee_pos(env), self.goal - cube, axes], dim=-1)
+        cube_vel = env.sim.qvel[:, self._cube_dof : self._cube_dof + 6]
+        properties = torch.stack((self.cube_half_size, self.cube_mass, self.cube_friction), dim=-1)
+        return {"policy": policy, "critic": torch.cat((policy, cube_vel, properties), dim=-1)}
+
+    def termination_names(self) -> tuple[str, ...]:
+        return ("cube_dropped",)
+
+    def terminations(self, env: MjEnv) -> dict[str, torch.Tensor]:
+        return {"cube_dropped": self.cube_pos(env)[:, 2] < self.cfg.drop_height}
+
+    # --- reward terms ------------------------------------------------------------------------------------------
+    def reward_lift(self, env: MjEnv) -> torch.Tensor:
+        """reach * (1 + bring): reaching the cube, then bringing it to the goal."""
+        reach = torch.exp(-self._reach_err_sq / self.cfg.reach_std**2)
+        bring = torch.exp(-torch.square(self._goal_err / self.cfg.bring_std))
+        return reach * (1.0 + bring)
+
+    def reward_lift_precise(self, env: MjEnv) -> torch.Tensor:
+        """exp(-|cube - goal|^2 / precise_std^2)."""
+        return torch.exp(-torch.square(self._goal_err / self.cfg.precise_std))
+
+    # --- statistics --------------------------------------------------------------------------------------------
+    def metric_names(self) -> tuple[str, ...]:
+        return ("final_distance", "lifted_fraction")
+
+    def episode_metrics(self, env: MjEnv, env_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {
+            "final_distance": self._goal_err[env_ids],
+            "lifted_fraction": self._lifted_steps[env_ids] / self._steps[env_ids].clamp(min=1.0),
+        }
+
+    def success(self, env: MjEnv, env_ids: torch.Tensor, time_outs: torch.Tensor) -> torch.Tensor:
+        """Timed out with the cube off the table, within ``success_distance`` of the goal, for the last ``hold_s``."""
+        return time_outs & (self._held_steps[env_ids] * self.dt >= self.cfg.hold_s - 1e-6)

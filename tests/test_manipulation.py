@@ -1,0 +1,372 @@
+# pyright: reportAttributeAccessIssue=false
+"""The manipulation tasks on MuJoCo Menagerie's I2RT YAM arm, with real physics: the scene, resets and randomization,
+success and termination on hand-made states, and a few iterations of training followed by ``play``.
+
+Runs where the YAM's files are on disk (``MENAGERIE_ROOT`` or the mujoco-menagerie cache), like the Menagerie
+locomotion tasks; skipped with the reason elsewhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import imageio.v2 as imageio
+import mujoco
+import pytest
+import torch
+
+from mjfleet.envs.env import MjEnv
+from mjfleet.errors import UsageError
+from mjfleet.tasks.locomotion.sources import menagerie_available
+from mjfleet.tasks.manipulation.arms import YAM, ArmSpec
+from mjfleet.tasks.manipulation.config import LiftConfig, ReachConfig
+from mjfleet.tasks.manipulation.lift import LiftCubeTask
+from mjfleet.tasks.manipulation.model import CUBE, build_model
+from mjfleet.tasks.manipulation.presets import yam_lift_cube_config, yam_reach_config
+from mjfleet.tasks.manipulation.reach import ReachTask
+from mjfleet.tasks.registry import all_tasks
+
+from .test_menagerie import FIXTURE
+
+TASKS = ("yam-reach", "yam-lift-cube")
+
+
+def _yam_files() -> str | None:
+    """Why the YAM tests cannot run, or None when its Menagerie files are on disk."""
+    root = os.environ.get("MENAGERIE_ROOT")
+    if root and Path(root).resolve() == FIXTURE.resolve():
+        return "MENAGERIE_ROOT points at the test fixture"
+    if not menagerie_available("i2rt_yam"):
+        return "Menagerie files of i2rt_yam are not on disk (uv run mujoco-menagerie prefetch i2rt_yam)"
+    return None
+
+
+needs_yam = pytest.mark.skipif(_yam_files() is not None, reason=str(_yam_files()))
+
+
+def _reach(num_envs: int = 4, **overrides: object) -> MjEnv:
+    cfg = dataclasses.replace(yam_reach_config(), num_envs=num_envs, **overrides)  # type: ignore[arg-type]
+    return MjEnv(ReachTask(cfg), seed=0)
+
+
+def _lift(num_envs: int = 4, **overrides: object) -> MjEnv:
+    cfg = dataclasses.replace(yam_lift_cube_config(), num_envs=num_envs, **overrides)  # type: ignore[arg-type]
+    return MjEnv(LiftCubeTask(cfg), seed=0)
+
+
+# --- registration (no files needed) ------------------------------------------------------------------------------
+def test_manipulation_tasks_are_registered_with_the_arms_source_and_licence() -> None:
+    tasks = all_tasks()
+    for task_id in TASKS:
+        spec = tasks[task_id]
+        assert "I2RT YAM" in spec.description and "(MIT)" in spec.description
+        cfg = spec.env_cfg()
+        assert cfg.arm == "yam" and cfg.sim.decimation == 4  # type: ignore[attr-defined]
+        assert spec.env_defaults(on_cpu=True).num_envs < cfg.num_envs
+        assert spec.agent_cfg().experiment_name == task_id.replace("-", "_")
+    assert isinstance(tasks["yam-reach"].env_cfg(), ReachConfig)
+    assert isinstance(tasks["yam-lift-cube"].env_cfg(), LiftConfig)
+    assert YAM.menagerie == "i2rt_yam" and "MIT" in YAM.description
+
+
+def test_an_arm_file_without_the_records_names_is_one_line(tmp_path: Path) -> None:
+    xml = tmp_path / "arm.xml"
+    xml.write_text(
+        '<mujoco><worldbody><body name="link"><joint name="j" axis="0 0 1"/><geom size="0.05"/></body></worldbody>'
+        '<actuator><position name="a" joint="j"/></actuator></mujoco>'
+    )
+    arm = dataclasses.replace(YAM, name="mine", source=str(xml))
+    with pytest.raises(UsageError, match=r"arm 'mine' \(.*arm.xml\) has no site 'fingertip_centre', body 'link_6'"):
+        build_model(arm, yam_reach_config())
+    missing = dataclasses.replace(arm, source=str(tmp_path / "none.xml"))
+    assert isinstance(missing, ArmSpec)
+    with pytest.raises(UsageError, match="no such MJCF file"):
+        build_model(missing, yam_reach_config())
+
+
+# --- the scene -----------------------------------------------------------------------------------------------------
+@needs_yam
+def test_only_the_hand_table_floor_and_cube_collide() -> None:
+    m = build_model(YAM, yam_lift_cube_config(), cube=yam_lift_cube_config().cube)
+    colliding = {m.body(int(m.geom_bodyid[g])).name for g in range(m.ngeom) if m.geom_contype[g]}
+    assert colliding == {"world", "link_6", "lf_rot", "lf_down", "rf_rot", "rf_down", CUBE}
+    assert m.opt.timestep == YAM.timestep and m.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
+
+
+@needs_yam
+def test_reach_starts_at_home_and_holds_it_with_zero_actions() -> None:
+    env = _reach(num_envs=8, init_joint_noise=0.0)
+    task = env.task
+    assert isinstance(task, ReachTask)
+    start = task.ee_pos(env).clone()
+    assert torch.allclose(start, start[0].expand_as(start))  # no noise: every arm at home
+    assert 0.1 < float(start[0, 2]) < 0.4 and float(start[0, 0]) > 0.15  # the gripper above the table, in front
+    steps = [env.step(torch.zeros(8, env.num_actions)) for _ in range(50)]
+    obs, reward, _, _ = steps[-1]
+    assert torch.isfinite(obs["policy"]).all() and torch.isfinite(reward).all()
+    # Servos hold the home pose against gravity to within a centimetre.
+    assert float(torch.linalg.vector_norm(task.ee_pos(env) - start, dim=-1).max()) < 0.01
+    # Targets are drawn inside the configured box, one per environment.
+    box = task.cfg.target
+    for axis, (low, high) in enumerate((box.x, box.y, box.z)):
+        assert bool(((task.target[:, axis] >= low) & (task.target[:, axis] <= high)).all())
+    assert task.target.unique(dim=0).shape[0] == 8
+
+
+@needs_yam
+def test_reach_success_needs_the_end_effector_at_the_target_when_time_runs_out() -> None:
+    env = _reach(num_envs=3)
+    task = env.task
+    assert isinstance(task, ReachTask)
+    ee = task.ee_pos(env)
+    offsets = torch.tensor([[0.0, 0.0, 0.0], [0.0, 0.0, 0.02], [0.1, 0.0, 0.0]])
+    task.target[:] = ee + offsets  # on it, 2 cm away (inside the 3 cm tolerance), 10 cm away
+    task.after_step(env)
+    ids = torch.arange(3)
+    assert task.success(env, ids, torch.ones(3, dtype=torch.bool)).tolist() == [True, True, False]
+    assert task.success(env, ids, torch.zeros(3, dtype=torch.bool)).tolist() == [False, False, False]
+    # The reach terms pay most on the target.
+    assert float(task.reward_reach(env)[0]) == pytest.approx(1.0, abs=1e-3)
+    assert float(task.reward_reach(env)[2]) < 0.5 and float(task.reward_reach_fine(env)[2]) < 1e-3
+
+
+# --- lifting -------------------------------------------------------------------------------------------------------
+@needs_yam
+def test_cubes_are_randomized_per_environment_and_rest_on_the_table() -> None:
+    env = _lift(num_envs=6)
+    task = env.task
+    assert isinstance(task, LiftCubeTask)
+    cfg = task.cfg.cube
+    half = task.cube_half_size.clone()
+    assert half.unique().numel() == 6 and bool(((half >= cfg.half_size[0]) & (half <= cfg.half_size[1])).all())
+    assert task.cube_mass.unique().numel() == 6 and task.cube_friction.unique().numel() == 6
+    for _ in range(25):
+        env.step(torch.zeros(6, env.num_actions))
+    # Each cube settles on the table at its own half size: the physics uses each world's size.
+    assert torch.allclose(task.cube_pos(env)[:, 2], half, atol=2e-3), (task.cube_pos(env)[:, 2], half)
+    xy = task.cube_pos(env)[:, :2]
+    assert bool((xy[:, 0] >= cfg.x[0] - 0.01).all() and (xy[:, 0] <= cfg.x[1] + 0.01).all())
+    assert not env.terminated.any()
+
+
+def _place_cube(env: MjEnv, task: LiftCubeTask, row: int, pos: torch.Tensor) -> None:
+    adr = task._cube_qpos
+    env.sim.qpos[row, adr : adr + 3] = pos
+    env.sim.qpos[row, adr + 3 : adr + 7] = torch.tensor([1.0, 0.0, 0.0, 0.0])
+    env.sim.qvel[row] = 0.0
+
+
+@needs_yam
+def test_cube_held_at_the_goal_succeeds_and_a_dropped_cube_terminates() -> None:
+    env = _lift(num_envs=4)
+    task = env.task
+    assert isinstance(task, LiftCubeTask)
+    goal = task.goal.clone()
+    _place_cube(env, task, 0, goal[0])  # at the goal
+    _place_cube(env, task, 1, goal[1] + torch.tensor([0.0, 0.0, 0.08]))  # lifted, but 8 cm from the goal
+    _place_cube(env, task, 3, torch.tensor([0.8, 0.0, -0.2]))  # off the table's edge, below its top
+    env.sim.forward()
+    ids, timed_out = torch.arange(4), torch.ones(4, dtype=torch.bool)
+    held = math.ceil(task.cfg.hold_s / env.step_dt)
+    for _ in range(held - 1):
+        task.after_step(env)
+    assert not task.success(env, ids, timed_out).any()  # not held long enough yet
+    task.after_step(env)
+    assert task.success(env, ids, timed_out).tolist() == [True, False, False, False]
+    assert not task.success(env, ids, torch.zeros(4, dtype=torch.bool)).any()  # only at the end of an episode
+    assert task.terminations(env)["cube_dropped"].tolist() == [False, False, False, True]
+    assert float(task.reward_lift_precise(env)[0]) == pytest.approx(1.0)
+
+
+@needs_yam
+def test_a_cube_between_the_closed_fingers_is_held_at_the_goal_and_succeeds() -> None:
+    """The end-effector site is where a grasp holds: a cube placed there, the fingers on its faces and the gripper
+    closing, stays in the hand for a second of physics, and holding it at the goal is a success."""
+    cfg = yam_lift_cube_config()
+    cube = dataclasses.replace(cfg.cube, half_size=(0.015, 0.015), mass=(0.05, 0.05))
+    env = _lift(num_envs=1, init_joint_noise=0.0, cube=cube)
+    task = env.task
+    assert isinstance(task, LiftCubeTask)
+    m = env.sim.mj_model
+    ee = task.ee_pos(env)[0].clone()
+    _place_cube(env, task, 0, ee)
+    for finger, sign in (("left_finger", 1.0), ("right_finger", -1.0)):  # the fingertips 15 mm from the centre
+        env.sim.qpos[0, int(m.jnt_qposadr[m.joint(finger).id])] = sign * 0.0146
+    env.sim.forward()
+    task.goal[0] = ee
+    close = torch.zeros(1, env.num_actions)
+    close[0, -1] = -1.0  # the gripper's action: closed; the arm holds its home pose
+    steps = round(1.0 / env.step_dt)
+    for _ in range(steps):
+        _, _, dones, _ = env.step(close)
+        assert not dones.any()
+    assert float(torch.linalg.vector_norm(task.cube_pos(env)[0] - ee)) < 0.01  # still in the hand
+    assert float(torch.linalg.vector_norm(task.cube_pos(env)[0] - task.ee_pos(env)[0])) < 0.005
+    assert bool(task.lifted(env)[0]) and float(task._held_steps[0]) == steps
+    assert task.success(env, torch.arange(1), torch.ones(1, dtype=torch.bool)).tolist() == [True]
+
+
+@needs_yam
+def test_a_cube_pushed_off_the_table_ends_the_episode_in_the_physics() -> None:
+    env = _lift(num_envs=2)
+    task = env.task
+    assert isinstance(task, LiftCubeTask)
+    _place_cube(env, task, 1, torch.tensor([0.75, 0.0, 0.05]))  # beyond the table's far edge (0.7 m)
+    episodes = None
+    for _ in range(30):
+        _, _, dones, extras = env.step(torch.zeros(2, env.num_actions))
+        if dones[1]:
+            episodes = extras["episodes"]
+            break
+    assert episodes is not None, "the cube fell past the table's top without ending its episode"
+    ids, ended = episodes
+    row = ids.tolist().index(1)
+    assert ended["Episode_Termination/cube_dropped"][row] == 1.0 and ended["Episode/success"][row] == 0.0
+    assert float(task.cube_pos(env)[1, 2]) > 0.0  # reset: back on the table
+
+
+# --- training and play ---------------------------------------------------------------------------------------------
+@pytest.mark.slow
+@needs_yam
+@pytest.mark.parametrize("task_id", TASKS)
+def test_task_trains_a_few_iterations_and_plays(task_id: str, tmp_path: Path) -> None:
+    from mjfleet.cli import play
+    from mjfleet.runtime.context import DistributedContext
+    from mjfleet.train.worker import train_worker
+
+    from .helpers import make_run_dir, run_main, small_train_config
+
+    cfg = small_train_config(task_id, num_envs=16, iterations=2, steps=8, log_root=tmp_path)
+    run_dir = make_run_dir(tmp_path, task_id)
+    result = train_worker(cfg, run_dir, DistributedContext(device="cpu"))
+    assert len(result.records) == 2 and all(r.env_steps_per_s > 0 for r in result.records)
+    meta = json.loads((run_dir / "policy.onnx.json").read_text())
+    assert meta["joint_names"][-1] == "left_finger" and len(meta["default_joint_pos"]) == 7
+
+    video = tmp_path / "play.mp4"
+    argv = [task_id, "--checkpoint", str(run_dir / "model_2.pt"), "--num-episodes", "2", "--gpu-ids", "None"]
+    argv += ["--video", "--video-path", str(video), "--video-width", "160", "--video-height", "120"]
+    argv += ["--env.episode-length-s", "0.5"]  # 25 frames: rendering the arm's meshes on the CPU takes ~0.1 s each
+    code, out, err = run_main(play.main, argv)
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["episodes"] == 2 and 0.0 <= summary["success_rate"] <= 1.0
+    assert "final_distance" in summary and summary["video"] == str(video)
+    # The front camera frames the arm over the table (and the red cube, where there is one).
+    frames = imageio.mimread(video)
+    assert len(frames) >= summary["mean_length"] and frames[0].shape == (120, 160, 3)
+    first = frames[0].astype(int)
+    red = (first[..., 0] > 150) & (first[..., 1] < 80) & (first[..., 2] < 80)
+    assert first.std() > 10 and (int(red.sum()) > 0) == (task_id == "yam-lift-cube")
+
+
+# --- an arm from a package of its own -----------------------------------------------------------------------------
+MINI_ARM = Path(__file__).with_name("fixtures") / "arm" / "mini_arm.xml"
+"""Our own four-joint arm with a two-finger gripper (not a Menagerie file): runs everywhere."""
+
+ARM_PACKAGE = f"""
+from mjfleet.tasks.arms import ArmSpec, TaskSpec, Zone, REACH_TASK, LIFT_CUBE_TASK
+from mjfleet.tasks.arms import lift_cube_config, manipulation_agent, reach_config
+
+ARM = ArmSpec(
+    name="mini",
+    source={str(MINI_ARM)!r},
+    ee_site="tip",
+    hand_body="hand",
+    gripper_actuator="gripper",
+    gripper_joints=("left_finger", "right_finger"),
+    fingertips=(Zone("left_tip", geom="left_pad"), Zone("right_tip", geom="right_pad")),
+    home=(("shoulder", 0.4), ("elbow", 1.2), ("wrist", 0.3), ("left_finger", 0.015), ("right_finger", 0.015)),
+)
+
+def reach():
+    return reach_config("mini")
+
+def lift():
+    return lift_cube_config("mini")
+
+def agent():
+    return manipulation_agent(10, (32, 32))
+
+def tasks():
+    return [
+        ARM,
+        TaskSpec("mini-reach", "A small arm reaches.", REACH_TASK, reach, agent),
+        TaskSpec("mini-lift-cube", "A small arm lifts a cube.", LIFT_CUBE_TASK, lift, agent),
+    ]
+"""
+
+
+@pytest.fixture
+def arm_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A distribution ``mjfleet-fake-arm`` on ``sys.path`` whose entry point returns an arm and its two tasks; the
+    registry loads again with it and is put back afterwards."""
+    import sys
+
+    from mjfleet.tasks import registry
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "mjfleet_fake_arm.py").write_text(ARM_PACKAGE)
+    dist = site / "mjfleet_fake_arm-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mjfleet-fake-arm\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[mjfleet.tasks]\nmini = mjfleet_fake_arm:tasks\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(registry, "_loaded", False)
+    for table in ("_REGISTRY", "_ROBOTS", "_ARMS", "_PACKAGES", "_BROKEN", "_UNCHECKED"):
+        monkeypatch.setattr(registry, table, {})
+    yield
+    sys.modules.pop("mjfleet_fake_arm", None)
+
+
+def test_an_arm_from_a_package_lists_builds_and_trains(arm_package: None, tmp_path: Path) -> None:
+    from mjfleet.cli import list_tasks, train
+    from mjfleet.tasks import registry
+
+    from .helpers import run_main
+
+    assert registry.all_arms()["mini"].path == MINI_ARM and "yam" in registry.all_arms()
+    assert registry.package_of("mini-reach") == "mjfleet-fake-arm" and registry.broken_packages() == {}
+    _, out, _ = run_main(lambda argv: list_tasks.main(), [])
+    rows = {line.split()[0]: line for line in out.splitlines()}
+    assert rows["mini-lift-cube"].endswith("[package mjfleet-fake-arm]")
+
+    # The package's arm in both tasks: its names found in its file, its cube on the table.
+    env = _lift(num_envs=2, arm="mini")
+    assert env.num_actions == 5 and env.get_observations()["policy"].shape == (2, 3 * 5 + 3 + 3 + 6)
+    for _ in range(10):
+        env.step(torch.zeros(2, env.num_actions))
+    assert torch.isfinite(env.sim.qpos).all() and not env.terminated.any()
+
+    logs = tmp_path / "logs"
+    flags = ["--gpu-ids", "None", "--log-root", str(logs), "--agent.max-iterations", "2", "--env.num-envs", "16"]
+    code, _, err = run_main(train.main, ["mini-reach", *flags, "--agent.num-steps-per-env", "8"])
+    assert code == 0, err
+    assert sorted(p.name for p in (logs / "mini_reach").glob("*/model_2.pt"))
+
+
+def test_an_unknown_arm_is_one_line() -> None:
+    with pytest.raises(UsageError, match=r"--env.arm 'nope' is not an arm \(yam\); docs/manipulation.md shows how"):
+        ReachTask(dataclasses.replace(yam_reach_config(), arm="nope"))
+
+
+def test_train_without_the_arms_files_says_how_to_bring_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mjfleet.cli import train
+
+    from .helpers import run_main
+
+    monkeypatch.delenv("MENAGERIE_ROOT", raising=False)
+    monkeypatch.setenv("MENAGERIE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MENAGERIE_BASE_URL", (tmp_path / "nowhere").as_uri())  # fails at once, no network
+    logs = tmp_path / "logs"
+    code, _, err = run_main(train.main, ["yam-reach", "--gpu-ids", "None", "--log-root", str(logs)])
+    assert code == 2 and "Traceback" not in err
+    (line,) = err.splitlines()
+    assert "Menagerie robot 'i2rt_yam' is not on this machine" in line and "MENAGERIE_ROOT=<dir>" in line
+    assert not logs.exists()
