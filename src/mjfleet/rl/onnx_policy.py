@@ -59,7 +59,11 @@ def policy_metadata(env: MjEnv, policy: ExportablePolicy, iteration: int) -> dic
         actuators.append(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_ACTUATOR, i) or f"actuator_{i}")
         if model.actuator_trntype[i] == mujoco.mjtTrn.mjTRN_JOINT:
             joints.append(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, int(model.actuator_trnid[i, 0])))
-    scale = getattr(env.cfg, "action_scale", None)
+    scale: Any = getattr(env.cfg, "action_scale", None)
+    per_actuator = getattr(env.task, "action_scale", None)
+    if isinstance(per_actuator, torch.Tensor) and per_actuator.numel() == env.num_actions:
+        values = [float(v) for v in per_actuator.tolist()]
+        scale = values[0] if len(set(values)) == 1 else values
     default = getattr(env.task, "default_joint_pos", None)
     meta: dict[str, Any] = {
         "format": FORMAT,
@@ -71,7 +75,7 @@ def policy_metadata(env: MjEnv, policy: ExportablePolicy, iteration: int) -> dic
         "outputs": [{"name": OUTPUT_NAME, "shape": ["batch", int(env.num_actions)]}],
         "observation_normalization": bool(policy.obs_normalization),
         "clip_actions": float(env.cfg.clip_actions),
-        "action_scale": None if scale is None else float(scale),
+        "action_scale": None if scale is None else scale if isinstance(scale, list) else float(scale),
         "control_dt": float(env.step_dt),
         "physics_dt": float(model.opt.timestep),
         "actuator_names": actuators,

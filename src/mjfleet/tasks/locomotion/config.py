@@ -165,6 +165,10 @@ class LocomotionConfig(EnvConfig):
     records."""
     action_scale: float = 0.25
     """Joint position target = default angle + action_scale * action (radians)."""
+    action_scale_of_force: float = 0.0
+    """When above 0, each joint's action scale is this fraction of its actuator's force limit over its position gain
+    instead of ``action_scale``: one unit of action asks every servo for the same share of what it can exert (0.25 is
+    mjlab's rule). Needs position actuators with force limits."""
     tracking_std: float = 0.5
     """Width of the exponential velocity-tracking rewards (m/s or rad/s)."""
     air_time_threshold: float = 0.5
