@@ -192,6 +192,35 @@ def test_zero_action_stands_with_feet_on_the_ground() -> None:
     torch.testing.assert_close(env.sim.ctrl, task.default_joint_pos.expand(4, -1))
 
 
+def test_action_scale_of_force_asks_each_servo_for_the_same_share_of_its_limit() -> None:
+    env = make_loco_env("go1-velocity-flat", num_envs=2, action_scale_of_force=0.25)
+    task, m = _task(env), env.sim.mj_model
+    limits = np.abs(m.actuator_forcerange[:, 1])
+    assert len(set(limits.tolist())) == 2  # hips and thighs 23.7 N m, calves 35.55: the scales differ
+    expected = torch.as_tensor(0.25 * limits / m.actuator_gainprm[:, 0], dtype=torch.float32)
+    torch.testing.assert_close(task.action_scale, expected)
+    actions = torch.ones(2, env.num_actions)
+    task.apply_actions(env, actions)
+    torch.testing.assert_close(env.sim.ctrl, (task.default_joint_pos + expected).expand(2, -1))
+    # Servo torque at the target = gain x offset = a quarter of each limit.
+    torch.testing.assert_close(
+        expected * torch.as_tensor(m.actuator_gainprm[:, 0]).float(), 0.25 * torch.as_tensor(limits).float()
+    )
+
+
+def test_action_scale_of_force_needs_force_limits() -> None:
+    from mjfleet.errors import UsageError
+    from mjfleet.tasks.locomotion.task import action_scales
+
+    m = mujoco.MjModel.from_xml_string(
+        '<mujoco><worldbody><body><joint name="j"/><geom size=".1"/></body></worldbody>'
+        '<actuator><position name="a" joint="j" kp="10"/></actuator></mujoco>'
+    )
+    assert action_scales(m, 0.3, 0.0) == [0.3]
+    with pytest.raises(UsageError, match="actuator 'a' has no force limit"):
+        action_scales(m, 0.3, 0.25)
+
+
 def test_trunk_on_the_ground_is_a_base_contact_termination() -> None:
     env = make_loco_env("go1-velocity-flat", num_envs=2)
     env.step(torch.zeros(2, env.num_actions))
