@@ -127,7 +127,7 @@ def _rollout_observations(runner: Runner) -> torch.Tensor:
     learner = runner.learner
     if isinstance(learner, RslRlPpo):
         return learner.alg.storage.observations["policy"]
-    from mjfleet.rl.skrl_learners import SkrlLearner
+    from mjfleet.rl.skrl_learner import SkrlLearner
 
     assert isinstance(learner, SkrlLearner)
     assert learner.agent.memory is not None

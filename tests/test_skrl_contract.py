@@ -38,7 +38,7 @@ from skrl.resources.preprocessors.torch import RunningStandardScaler
 
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.runner import build_learner
-from mjfleet.rl.skrl_learners import SkrlLearner
+from mjfleet.rl.skrl_learner import SkrlLearner
 from mjfleet.runtime.context import DistributedContext
 
 from .conftest import make_env

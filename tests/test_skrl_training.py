@@ -20,7 +20,7 @@ from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.onnx_policy import OnnxPolicy, export_policy, policy_metadata
 from mjfleet.rl.replicas import replica_digest
 from mjfleet.rl.runner import Runner
-from mjfleet.rl.skrl_learners import SkrlLearner
+from mjfleet.rl.skrl_learner import SkrlLearner
 from mjfleet.runs.fingerprint import fingerprint, same_training, training_settings
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.runtime.stop import StopRequest

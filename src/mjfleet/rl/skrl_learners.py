@@ -35,197 +35,30 @@ from typing import Any
 import gymnasium
 import torch
 import torch.distributed as dist
-from tensordict import TensorDict
-from torch import nn
 
 from mjfleet.envs.env import MjEnv
-from mjfleet.errors import UsageError
 from mjfleet.rl.config import AgentConfig, OffPolicyConfig, PolicyConfig
 from mjfleet.rl.learner import Learner
 from mjfleet.rl.skrl_distributed import configure_skrl
+from mjfleet.rl.skrl_learner import SkrlLearner
 from mjfleet.rl.skrl_models import (
     Critic,
     DeterministicActor,
     GaussianActor,
-    SkrlPolicy,
+    Net,
     SyncClock,
     SyncedStandardScaler,
 )
 from mjfleet.runtime.context import DistributedContext
 
 # isort: split
-from skrl.agents.torch import Agent, ExperimentCfg
+from skrl.agents.torch import ExperimentCfg
 from skrl.agents.torch.ppo import PPO, PPO_CFG
 from skrl.agents.torch.sac import SAC, SAC_CFG
 from skrl.agents.torch.td3 import TD3, TD3_CFG
 from skrl.memories.torch import RandomMemory
 from skrl.resources.noises.torch import GaussianNoise
-from skrl.resources.preprocessors.torch import RunningStandardScaler
 from skrl.resources.schedulers.torch import KLAdaptiveLR
-
-TRACKED = ("Loss / ", "Coefficient / ")
-"""The ``tracking_data`` entries an update reports, by prefix (``Loss / Critic loss`` becomes ``critic``)."""
-
-
-class SkrlLearner(Learner):
-    """An skrl agent driven by the runner: ``act`` and ``record_transition`` every step, ``update`` every iteration."""
-
-    def __init__(
-        self,
-        agent: Agent,
-        actor: GaussianActor | DeterministicActor,
-        clock: SyncClock,
-        device: str,
-        learning_starts: int = 0,
-    ) -> None:
-        agent.init()
-        self.agent = agent
-        """skrl's agent, with its models, memory and preprocessors."""
-        self.actor = actor
-        """The actor (skrl's ``policy`` model)."""
-        normaliser = agent.checkpoint_modules.get("observation_preprocessor")
-        self._policy = SkrlPolicy(actor, normaliser if isinstance(normaliser, RunningStandardScaler) else None)
-        self.clock = clock
-        self.timestep = 0
-        """Steps each environment has taken in this run (skrl's ``timestep``: random steps and learning starts count
-        them)."""
-        self.learning_starts = learning_starts
-        self._on_cuda = torch.device(device).type == "cuda"
-        self._device = device
-        self._step: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
-
-    # --- collecting ------------------------------------------------------------------------------------------
-    def act(self, obs: TensorDict) -> torch.Tensor:
-        observations, states = obs["policy"], obs["critic"]
-        # ``timesteps`` is read only by skrl's reward shaping and exploration schedules, which these agents lack.
-        actions, _ = self.agent.act(observations, states, timestep=self.timestep, timesteps=0)
-        self._step = (observations, states, actions)
-        return actions
-
-    def act_deterministic(self, obs: TensorDict) -> torch.Tensor:
-        return self._policy(obs)
-
-    def process_step(self, obs: TensorDict, rewards: torch.Tensor, dones: torch.Tensor, extras: dict[str, Any]) -> None:
-        assert self._step is not None, "process_step without act"
-        observations, states, actions = self._step
-        time_outs = extras["time_outs"].bool()
-        self.agent.record_transition(
-            observations=observations,
-            states=states,
-            actions=actions,
-            rewards=rewards.unsqueeze(-1).clone(),  # PPO adds its time-out bootstrap in place
-            next_observations=obs["policy"],
-            next_states=obs["critic"],
-            terminated=(dones.bool() & ~time_outs).unsqueeze(-1),
-            truncated=time_outs.unsqueeze(-1),
-            infos={},
-            timestep=self.timestep,
-            timesteps=0,
-        )
-        self.timestep += 1
-        self._step = None
-
-    def end_rollout(self, obs: TensorDict) -> None:
-        """Nothing: skrl's PPO takes the last observations from its last recorded transition."""
-
-    # --- learning --------------------------------------------------------------------------------------------
-    def update(self) -> dict[str, float]:
-        if self.timestep < self.learning_starts:
-            return {}
-        agent = self.agent
-        agent.enable_models_training_mode(True)
-        agent.write_interval = 1  # SAC tracks its losses only while it writes them (see the module docstring)
-        try:
-            agent.update(timestep=self.timestep, timesteps=0)
-        finally:
-            agent.write_interval = 0
-            agent.enable_models_training_mode(False)
-        losses = {}
-        for tag, values in agent.tracking_data.items():
-            if tag.startswith(TRACKED) and values:
-                name = tag.split(" / ", 1)[1].removesuffix(" loss").lower().replace(" ", "_")
-                losses[name] = float(sum(values) / len(values))
-        agent.tracking_data.clear()
-        return losses
-
-    def train_mode(self) -> None:
-        self.agent.enable_training_mode(True)
-
-    def eval_mode(self) -> None:
-        self.agent.enable_training_mode(False)
-        self.agent.enable_models_training_mode(False)
-
-    def broadcast_parameters(self) -> None:
-        for model in self.agent.models.values():
-            model.broadcast_parameters()
-        for module in self._normalisers():
-            for buffer in module.buffers():
-                dist.broadcast(buffer, src=0)
-
-    # --- state -----------------------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """skrl's ``checkpoint_modules`` by name (``skrl``), and what they lack to continue a run (``skrl_state``)."""
-        modules = {name: module.state_dict() for name, module in self.agent.checkpoint_modules.items()}
-        return {"skrl": modules, "skrl_state": {"timestep": self.timestep, **self._extra_state()}}
-
-    def load_state_dict(self, data: dict[str, Any]) -> None:
-        saved, modules = data["skrl"], self.agent.checkpoint_modules
-        if set(saved) != set(modules):
-            raise UsageError(
-                f"the checkpoint holds the {self.name} modules {', '.join(sorted(saved))}, this run's are"
-                f" {', '.join(sorted(modules))} (another --agent.policy.obs-normalization?)"
-            )
-        for name, module in modules.items():
-            module.load_state_dict(saved[name])
-        state = data.get("skrl_state") or {}
-        self.timestep = int(state.get("timestep", 0))
-        self._load_extra_state(state)
-
-    def _extra_state(self) -> dict[str, Any]:
-        """What the learner keeps beyond skrl's ``checkpoint_modules``."""
-        return {}
-
-    def _load_extra_state(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`_extra_state`."""
-
-    def policy(self) -> SkrlPolicy:
-        return self._policy
-
-    def modules(self) -> dict[str, nn.Module]:
-        return {name: m for name, m in self.agent.checkpoint_modules.items() if isinstance(m, nn.Module)}
-
-    def replica_tensors(self) -> list[torch.Tensor]:
-        tensors: list[torch.Tensor] = []
-        for _, module in sorted(self.agent.checkpoint_modules.items()):
-            if isinstance(module, torch.optim.Optimizer):
-                for state in module.state_dict()["state"].values():
-                    tensors += [v for v in state.values() if isinstance(v, torch.Tensor)]
-                tensors.append(torch.tensor([g["lr"] for g in module.param_groups], dtype=torch.float64))
-            else:
-                tensors += list(module.state_dict().values())
-        for value in self._extra_state().values():
-            if isinstance(value, torch.Tensor):
-                tensors.append(value)
-        return tensors
-
-    def _normalisers(self) -> list[nn.Module]:
-        return [m for name, m in self.agent.checkpoint_modules.items() if name.endswith("_preprocessor")]
-
-    # --- reporting -------------------------------------------------------------------------------------------
-    @property
-    def sync_s(self) -> float:
-        return self.clock.seconds
-
-    @property
-    def reductions(self) -> int:
-        return self.clock.reductions
-
-    def reset_sync(self) -> None:
-        self.clock.reset()
-
-    def synchronize(self) -> None:
-        if self._on_cuda:
-            torch.cuda.synchronize(self._device)
 
 
 class SkrlPpo(SkrlLearner):
@@ -233,16 +66,8 @@ class SkrlPpo(SkrlLearner):
 
     name = "skrl-ppo"
     learning_rate_flag = "--agent.algorithm.learning-rate"
+    optimizer_attribute = "optimizer"
     agent: PPO
-
-    @property
-    def learning_rate(self) -> float:
-        return float(self.agent.optimizer.param_groups[0]["lr"])
-
-    @property
-    def action_std(self) -> float:
-        assert isinstance(self.actor, GaussianActor)
-        return self.actor.action_std
 
     def _extra_state(self) -> dict[str, Any]:
         return {"scheduler": self.agent.scheduler.state_dict()} if self.agent.scheduler else {}
@@ -258,15 +83,6 @@ class SkrlSac(SkrlLearner):
     name = "skrl-sac"
     learning_rate_flag = "--agent.sac.learning-rate"
     agent: SAC
-
-    @property
-    def learning_rate(self) -> float:
-        return float(self.agent.policy_optimizer.param_groups[0]["lr"])
-
-    @property
-    def action_std(self) -> float:
-        assert isinstance(self.actor, GaussianActor)
-        return self.actor.action_std
 
     def _extra_state(self) -> dict[str, Any]:
         if not self.agent.cfg.learn_entropy:
@@ -289,11 +105,8 @@ class SkrlTd3(SkrlLearner):
     agent: TD3
 
     @property
-    def learning_rate(self) -> float:
-        return float(self.agent.policy_optimizer.param_groups[0]["lr"])
-
-    @property
     def action_std(self) -> float:
+        """TD3's exploration noise (its actor is deterministic)."""
         return float(self.agent.cfg.exploration_noise_kwargs.get("std", 0.0))
 
     def _extra_state(self) -> dict[str, Any]:
@@ -369,10 +182,8 @@ def _ppo(
 ) -> SkrlPpo:
     p, a = agent_cfg.policy, agent_cfg.algorithm
     actions = _box(env.num_actions, float(env.cfg.clip_actions))
-    actor = GaussianActor(
-        spaces.observations, actions, ctx.device, p.actor_hidden_dims, p.activation, p.init_std, None, clock
-    )
-    value = Critic(spaces.states, actions, ctx.device, p.critic_hidden_dims, p.activation, False, clock)
+    actor = GaussianActor(spaces.observations, actions, _actor_net(p, ctx.device, clock), p.init_std, None)
+    value = Critic(spaces.states, actions, _critic_net(p, ctx.device, clock), of_actions=False)
     adaptive = a.schedule == "adaptive"
     cfg = PPO_CFG(
         rollouts=agent_cfg.num_steps_per_env,
@@ -421,10 +232,17 @@ def _replay_buffer(c: OffPolicyConfig, train_envs: int, device: str) -> RandomMe
 def _critics(
     p: PolicyConfig, spaces: _Spaces, actions: gymnasium.spaces.Box, device: str, clock: SyncClock
 ) -> dict[str, Critic]:
-    return {
-        name: Critic(spaces.states, actions, device, p.critic_hidden_dims, p.activation, True, clock)
-        for name in ("critic_1", "critic_2", "target_critic_1", "target_critic_2")
-    }
+    net = _critic_net(p, device, clock)
+    names = ("critic_1", "critic_2", "target_critic_1", "target_critic_2")
+    return {name: Critic(spaces.states, actions, net, of_actions=True) for name in names}
+
+
+def _actor_net(p: PolicyConfig, device: str, clock: SyncClock) -> Net:
+    return Net(p.actor_hidden_dims, p.activation, device, clock)
+
+
+def _critic_net(p: PolicyConfig, device: str, clock: SyncClock) -> Net:
+    return Net(p.critic_hidden_dims, p.activation, device, clock)
 
 
 def _off_policy_cfg(
@@ -451,9 +269,7 @@ def _sac(
 ) -> SkrlSac:
     p, c = agent_cfg.policy, agent_cfg.sac
     actions = _box(env.num_actions, c.action_limit)
-    actor = GaussianActor(
-        spaces.observations, actions, ctx.device, p.actor_hidden_dims, p.activation, p.init_std, c.action_limit, clock
-    )
+    actor = GaussianActor(spaces.observations, actions, _actor_net(p, ctx.device, clock), p.init_std, c.action_limit)
     cfg = SAC_CFG(
         learn_entropy=c.learn_entropy,
         initial_entropy_value=c.initial_entropy,
@@ -495,9 +311,7 @@ def _td3(
     actions = _box(env.num_actions, c.action_limit)
 
     def actor() -> DeterministicActor:
-        return DeterministicActor(
-            spaces.observations, actions, ctx.device, p.actor_hidden_dims, p.activation, c.action_limit, clock
-        )
+        return DeterministicActor(spaces.observations, actions, _actor_net(p, ctx.device, clock), c.action_limit)
 
     policy = actor()
     cfg = TD3_CFG(

@@ -68,6 +68,20 @@ def mlp(inputs: int, hidden: Sequence[int], outputs: int, activation: str) -> nn
     return nn.Sequential(*layers)
 
 
+@dataclass(frozen=True)
+class Net:
+    """What every model here is built from, besides its spaces."""
+
+    hidden: Sequence[int]
+    """Hidden layer sizes."""
+    activation: str
+    """Activation between them (rsl-rl-lib's names)."""
+    device: str
+    """Where the model lives."""
+    clock: SyncClock
+    """Times the model's gradient all-reduces."""
+
+
 def squashed(mean: torch.Tensor, limit: float | None) -> torch.Tensor:
     """The actor's output as its action mean: ``limit * tanh`` for actors with bounded actions (SAC, TD3)."""
     return mean if limit is None else limit * torch.tanh(mean)
@@ -87,19 +101,16 @@ class GaussianActor(GaussianMixin, Model):
         self,
         observation_space: gymnasium.Space,
         action_space: gymnasium.Space,
-        device: str,
-        hidden: Sequence[int],
-        activation: str,
+        net: Net,
         init_std: float,
         limit: float | None,
-        clock: SyncClock,
     ) -> None:
-        Model.__init__(self, observation_space=observation_space, action_space=action_space, device=device)
+        Model.__init__(self, observation_space=observation_space, action_space=action_space, device=net.device)
         GaussianMixin.__init__(self, clip_actions=False, clip_log_std=True, reduction="sum")
-        self.mlp = mlp(self.num_observations, hidden, self.num_actions, activation)
+        self.mlp = mlp(self.num_observations, net.hidden, self.num_actions, net.activation)
         self.log_std_parameter = nn.Parameter(torch.full((self.num_actions,), math.log(init_std)))
         self.limit = limit
-        self.clock = clock
+        self.clock = net.clock
 
     def compute(  # pyright: ignore[reportIncompatibleMethodOverride]  (skrl's mixins pass role by position)
         self, inputs: dict[str, Any], role: str = ""
@@ -134,17 +145,14 @@ class DeterministicActor(DeterministicMixin, Model):
         self,
         observation_space: gymnasium.Space,
         action_space: gymnasium.Space,
-        device: str,
-        hidden: Sequence[int],
-        activation: str,
+        net: Net,
         limit: float,
-        clock: SyncClock,
     ) -> None:
-        Model.__init__(self, observation_space=observation_space, action_space=action_space, device=device)
+        Model.__init__(self, observation_space=observation_space, action_space=action_space, device=net.device)
         DeterministicMixin.__init__(self, clip_actions=False)
-        self.mlp = mlp(self.num_observations, hidden, self.num_actions, activation)
+        self.mlp = mlp(self.num_observations, net.hidden, self.num_actions, net.activation)
         self.limit: float | None = limit
-        self.clock = clock
+        self.clock = net.clock
 
     def compute(  # pyright: ignore[reportIncompatibleMethodOverride]  (skrl's mixins pass role by position)
         self, inputs: dict[str, Any], role: str = ""
@@ -163,17 +171,14 @@ class Critic(DeterministicMixin, Model):
         self,
         state_space: gymnasium.Space,
         action_space: gymnasium.Space,
-        device: str,
-        hidden: Sequence[int],
-        activation: str,
+        net: Net,
         of_actions: bool,
-        clock: SyncClock,
     ) -> None:
-        Model.__init__(self, state_space=state_space, action_space=action_space, device=device)
+        Model.__init__(self, state_space=state_space, action_space=action_space, device=net.device)
         DeterministicMixin.__init__(self, clip_actions=False)
         self.of_actions = of_actions
-        self.mlp = mlp(self.num_states + (self.num_actions if of_actions else 0), hidden, 1, activation)
-        self.clock = clock
+        self.mlp = mlp(self.num_states + (self.num_actions if of_actions else 0), net.hidden, 1, net.activation)
+        self.clock = net.clock
 
     def compute(  # pyright: ignore[reportIncompatibleMethodOverride]  (skrl's mixins pass role by position)
         self, inputs: dict[str, Any], role: str = ""
