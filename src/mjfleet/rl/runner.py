@@ -4,7 +4,6 @@ GPU workers."""
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -16,16 +15,17 @@ from tensordict import TensorDict
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.episode_stats import EpisodeStats
-from mjfleet.errors import FatalTrainingError
 from mjfleet.rl.config import AgentConfig
+from mjfleet.rl.divergence import NonFiniteTrainingError, divergence_message, nonfinite_quantity
 from mjfleet.rl.eval_stats import EvaluationWindow, is_evaluation_name
 from mjfleet.rl.evaluation_env import SeparateEvaluation
 from mjfleet.rl.learner import Learner
 from mjfleet.rl.metrics import MetricsWriter
 from mjfleet.rl.ppo import RslRlPpo, SyncedPPO
-from mjfleet.rl.progress import IterationClock, Progress, progress_block, progress_line
-from mjfleet.rl.records import PROGRESS_FILE, IterationRecord, append_progress
+from mjfleet.rl.progress import IterationClock
+from mjfleet.rl.records import IterationRecord
 from mjfleet.rl.replicas import check_replicas
+from mjfleet.rl.reporting import IterationReporter, LearnerState
 from mjfleet.rl.saving import CheckpointWriteError as CheckpointWriteError  # raised from here
 from mjfleet.rl.saving import Saving
 from mjfleet.rl.stop_condition import StopCondition, StopConditionTracker
@@ -33,10 +33,6 @@ from mjfleet.runtime.context import DistributedContext
 from mjfleet.runtime.stop import signal_name
 
 logger = logging.getLogger(__name__)
-
-
-class NonFiniteTrainingError(FatalTrainingError):
-    """A loss, parameter or normaliser statistic became NaN or Inf."""
 
 
 StopCheck = Callable[[], int]
@@ -140,8 +136,6 @@ class Runner(Saving):
         """The newest checkpoint this run wrote or resumed from (the last known good state)."""
         self.restored_env_state = False
         """Whether :meth:`load` restored this rank's episode counters (then they are not re-randomised)."""
-        self.block_interval = 25
-        """Rank 0 logs the fuller progress block every this many iterations (and at the first and last)."""
         self.previous_elapsed_s = 0.0
         """Training wall time of the run before this start (from the checkpoint :meth:`load` read)."""
         self.env_steps = 0
@@ -165,17 +159,21 @@ class Runner(Saving):
         """The most recent evaluation episodes of every rank (identical on all ranks)."""
         self.learner: Learner = build_learner(env, agent_cfg, ctx, self.train_envs)
         """The algorithm: it records the training environments' steps only and learns once per iteration."""
-        self.writer: MetricsWriter | None = None
-        self.writes_progress = ctx.is_main and run_dir is not None
-        """Rank 0 of a run that writes appends every iteration's record to ``<run_dir>/progress.jsonl``
-        (:data:`~mjfleet.rl.records.PROGRESS_FILE`)."""
-        if ctx.is_main and run_dir is not None:
-            self.writer = MetricsWriter(
-                run_dir, agent_cfg.logger == "wandb", agent_cfg.wandb_project, config=logged_config
-            )
-        self._last_episode: dict[str, float] = {}
+        writes = ctx.is_main and run_dir is not None
+        self.reporter = IterationReporter(
+            run_dir if writes else None,
+            MetricsWriter(run_dir, agent_cfg.logger == "wandb", agent_cfg.wandb_project, config=logged_config)
+            if writes and run_dir is not None
+            else None,
+        )
+        """Rank 0's progress lines, TensorBoard / W&B scalars and ``progress.jsonl`` records."""
         self._place = [0, 0, 0]
         """Iteration, phase (:data:`PHASES`) and rollout step: where this rank is (:meth:`position`)."""
+
+    @property
+    def writer(self) -> MetricsWriter | None:
+        """Rank 0's TensorBoard / W&B writer while :meth:`learn` runs, else None."""
+        return self.reporter.writer
 
     @property
     def alg(self) -> SyncedPPO:
@@ -241,12 +239,10 @@ class Runner(Saving):
             except (RuntimeError, ValueError) as e:
                 # A diverging mini-batch leaves NaN weights that the next forward pass trips over (e.g. "normal
                 # expects all elements of std >= 0.0"); report the divergence, not the symptom.
-                problem = self._nonfinite_quantity({})
+                problem = nonfinite_quantity({}, learner.modules())
                 if problem is None:
                     raise
-                raise NonFiniteTrainingError(
-                    self._divergence_message(it, f"{problem} ({type(e).__name__}: {e})")
-                ) from e
+                raise NonFiniteTrainingError(self._divergence(it, f"{problem} ({type(e).__name__}: {e})")) from e
             t2 = time.perf_counter()
             self.current_learning_iteration = it
             self.env_steps += self.steps_per_iteration
@@ -269,7 +265,17 @@ class Runner(Saving):
                 elapsed_s=clock.elapsed_s(t2),
                 run_elapsed_s=clock.run_elapsed_s(t2),
             )
-            self._log(record, total, clock.eta_s(it), tracker, it == start + 1 or it == total)
+            if self.ctx.is_main:
+                self.reporter.report(
+                    record,
+                    LearnerState(learner.learning_rate, learner.action_std),
+                    total=total,
+                    eta_s=clock.eta_s(it),
+                    tracker=tracker,
+                    block=it == start + 1 or it == total,
+                    resumed=self.previous_elapsed_s > 0,
+                    evaluation_window=self.eval_window.episodes,
+                )
             last = it == total or bool(stop) or met
             if it % self.agent_cfg.save_interval == 0 or last:
                 self.save_checkpoint(clock.run_elapsed_s(time.perf_counter()))
@@ -299,9 +305,7 @@ class Runner(Saving):
                 )
                 break
         self.previous_elapsed_s = clock.run_elapsed_s(time.perf_counter())
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
+        self.reporter.close()
 
     def position(self) -> tuple[tuple[int, ...], str]:
         """Where this rank is in :meth:`learn`: a key that grows along the loop, identical on every rank at the same
@@ -364,7 +368,7 @@ class Runner(Saving):
         Raises :class:`NonFiniteTrainingError` on every rank (with the same message) before anything of this
         iteration is saved, so the last checkpoint stays the last good state.
         """
-        problem = self._nonfinite_quantity(losses)
+        problem = nonfinite_quantity(losses, self.learner.modules())
         stop = self.stop_check() if self.stop_check is not None else 0
         sums, counts = self.env.stats.pop()
         eval_sums, eval_counts = (self.evaluation.env if self.evaluation else self.env).eval_stats.pop()
@@ -393,106 +397,10 @@ class Runner(Saving):
             first = bad_ranks[0]
             where = f" on rank {first}" if self.ctx.is_distributed else ""
             others = f" (and on ranks {', '.join(map(str, bad_ranks[1:]))})" if len(bad_ranks) > 1 else ""
-            raise NonFiniteTrainingError(self._divergence_message(it, f"{problems[first]}{where}{others}"))
+            raise NonFiniteTrainingError(self._divergence(it, f"{problems[first]}{where}{others}"))
         if self.evaluates:
             self.eval_window.add(eval_sums.tolist(), eval_counts.tolist())
         return stop, EpisodeStats.means(self.env.stats.keys, sums, counts)
 
-    def _divergence_message(self, it: int, what: str) -> str:
-        kept = (
-            f"the last good checkpoint is {self.last_checkpoint}"
-            if self.last_checkpoint is not None
-            else "no checkpoint was written before it"
-        )
-        return (
-            f"training diverged at iteration {it}: {what}; this iteration was not saved and {kept}"
-            f" (try a lower {self.learner.learning_rate_flag})"
-        )
-
-    def _nonfinite_quantity(self, losses: dict[str, float]) -> str | None:
-        """Which loss, parameter or normaliser statistic of this rank is NaN/Inf, or None."""
-        for name, value in losses.items():
-            if not math.isfinite(value):
-                return f"the {name} loss is {value}"
-        for label, model in self.learner.modules().items():
-            for name, t in model.state_dict().items():
-                if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-                    return f"{label} {name} is not finite"
-        return None
-
-    def _write_progress(self, record: IterationRecord) -> None:
-        """Append ``record`` to ``progress.jsonl``; a file that cannot be written (a full disk) is said once and
-        left: the checkpoints are what the run needs."""
-        if not self.writes_progress or self.run_dir is None:
-            return
-        try:
-            append_progress(self.run_dir, record)
-        except OSError as e:
-            self.writes_progress = False
-            logger.warning(
-                "could not write %s (%s); this start writes no more progress records",
-                self.run_dir / PROGRESS_FILE,
-                e.strerror or e,
-            )
-
-    def _log(
-        self,
-        r: IterationRecord,
-        total: int,
-        eta_s: float | None,
-        tracker: StopConditionTracker | None,
-        block: bool,
-    ) -> None:
-        if not self.ctx.is_main:
-            return
-        self._write_progress(r)
-        action_std = self.learner.action_std
-        scalars = {f"Loss/{k}": v for k, v in r.losses.items()}
-        scalars["Loss/learning_rate"] = self.learner.learning_rate
-        scalars["Policy/mean_std"] = action_std
-        scalars.update(
-            {
-                "Perf/env_steps_per_s": r.env_steps_per_s,
-                "Perf/collection_time": r.collect_s,
-                "Perf/learning_time": r.learn_s,
-                "Perf/gradient_sync_time": r.sync_s,
-                "Perf/total_env_steps": float(r.env_steps),
-                "Perf/elapsed_s": r.run_elapsed_s,
-            }
-        )
-        scalars.update(r.episode)
-        if "Episode/return" in r.episode:
-            scalars["Train/mean_reward"] = r.episode["Episode/return"]
-            scalars["Train/mean_episode_length"] = r.episode["Episode/length"]
-        if r.evaluation:
-            scalars.update(r.evaluation)
-            scalars["Eval/episodes"] = float(r.evaluation_episodes)
-        if self.writer is not None:
-            self.writer.add_scalars(scalars, r.iteration)
-        self._last_episode.update(r.episode)  # an iteration in which no episode ended shows the previous means
-        stop_when = None
-        if tracker is not None:
-            stop_when = f"{tracker.condition} ({tracker.iterations} iterations in a row)"
-        progress = Progress(
-            iteration=r.iteration,
-            final=total,
-            elapsed_s=r.elapsed_s,
-            run_elapsed_s=r.run_elapsed_s if self.previous_elapsed_s > 0 else None,
-            eta_s=eta_s,
-            env_steps=r.env_steps,
-            env_steps_per_s=r.env_steps_per_s,
-            collect_s=r.collect_s,
-            learn_s=r.learn_s,
-            episode=self._last_episode,
-            evaluation=r.evaluation,
-            evaluation_episodes=r.evaluation_episodes,
-            evaluation_window=self.eval_window.episodes,
-            stop_when=stop_when,
-            losses=r.losses,
-            learning_rate=self.learner.learning_rate,
-            action_std=action_std,
-        )
-        if block or r.iteration % self.block_interval == 0:
-            logger.info("%s", progress_block(progress))
-        else:
-            logger.info("%s", progress_line(progress))
+    def _divergence(self, it: int, what: str) -> str:
+        return divergence_message(it, what, self.last_checkpoint, self.learner.learning_rate_flag)

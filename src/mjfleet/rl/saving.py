@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from mjfleet.rl.config import AgentConfig
     from mjfleet.rl.eval_stats import EvaluationWindow
     from mjfleet.rl.learner import ExportablePolicy, Learner
-    from mjfleet.rl.metrics import MetricsWriter
+    from mjfleet.rl.reporting import IterationReporter
     from mjfleet.runtime.context import DistributedContext
 
 logger = logging.getLogger("mjfleet.rl.runner")
@@ -39,7 +39,7 @@ class Saving:
     ctx: DistributedContext
     run_dir: Path | None
     learner: Learner
-    writer: MetricsWriter | None
+    reporter: IterationReporter
     export_info: dict[str, Any]
     current_learning_iteration: int
     last_checkpoint: Path | None
@@ -92,8 +92,8 @@ class Saving:
             uploads = [path]
             if self.agent_cfg.export_onnx and self.export_onnx(path.with_suffix(".onnx")) is not None:
                 uploads += [path.with_suffix(".onnx"), path.with_suffix(".onnx.json")]
-            if self.writer is not None:
-                self.writer.save_files(uploads)
+            if self.reporter.writer is not None:
+                self.reporter.writer.save_files(uploads)
         self.last_checkpoint = path
         return path if self.ctx.is_main else None
 
