@@ -6,6 +6,9 @@
 #
 #   scripts/compare_mjlab.sh                       # CUDA when there is a GPU, else the CPU; 4096 envs
 #   scripts/compare_mjlab.sh --device cpu --num-envs 1024 --steps 30
+#   scripts/compare_mjlab.sh --lift [--num-envs 256] [--iterations 5]
+#       PPO training throughput of mjlab's Mjlab-Lift-Cube-Yam and mjfleet's yam-lift-cube on the CPU, one after the
+#       other (scripts/mjlab_compare/lift_train.py); mjfleet needs the YAM files (mujoco-menagerie or MENAGERIE_ROOT)
 #   scripts/compare_mjlab.sh --bundle DIR [--python 3.12] [--beside SITE]
 #       where uv reaches PyPI: mjlab and every package it pins, resolved for that Python on x86-64 Linux, installed
 #       into DIR/site without torch and the CUDA libraries (the target's own CUDA torch serves) and without what the
@@ -24,6 +27,8 @@ num_envs=4096
 steps=200
 bundle=""
 beside=""
+lift=""
+iterations=5
 target_python=3.12
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -31,9 +36,11 @@ while [ $# -gt 0 ]; do
     --num-envs) num_envs="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
     --bundle) bundle="$2"; shift 2 ;;
+    --lift) lift=1; shift ;;
+    --iterations) iterations="$2"; shift 2 ;;
     --python) target_python="$2"; shift 2 ;;
     --beside) beside="$2"; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare_mjlab.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -93,6 +100,15 @@ else
   VIRTUAL_ENV="$venv" uv pip install -q "mjlab==$version" "torch==$torch_version"
   mjlab_python=("$venv/bin/python")
   mjfleet_python=(uv run --locked python)
+fi
+
+if [ -n "$lift" ]; then
+  [ -z "${MJLAB_SITE:-}" ] || { echo "compare_mjlab.sh: --lift runs mjlab from its own environment, not MJLAB_SITE" >&2; exit 2; }
+  [ "$num_envs" != 4096 ] || num_envs=256
+  mkdir -p "$out"
+  "${mjfleet_python[@]}" scripts/mjlab_compare/lift_train.py --mjlab-python "${mjlab_python[0]}" \
+    --num-envs "$num_envs" --iterations "$iterations" --out "$out" | tee "$out/table.txt"
+  exit 0
 fi
 
 "${mjlab_python[@]}" scripts/mjlab_compare/mjlab_side.py --num-envs "$num_envs" --steps "$steps" --device "$device" \

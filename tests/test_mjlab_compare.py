@@ -86,3 +86,29 @@ def test_the_table_times_the_exported_model_on_every_cpu_backend(
         assert engine in rows or engine.replace("2 threads", "1 thread") in rows, out
     measured = [float(line.split("│")[3].replace(",", "")) for key, line in rows.items() if key.startswith("mjfleet")]
     assert len(measured) == 3 and all(rate > 0 for rate in measured)
+
+
+def test_lift_comparison_reads_mjlab_iterations_and_leaves_out_the_first(tmp_path: Path) -> None:
+    lift = load_script(REPO / "scripts" / "mjlab_compare" / "lift_train.py")
+    block = (
+        "Learning iteration {i}/3\n  Total steps: 6144\n  Steps per second: {sps}\n  Collection time: {c}s\n"
+        "  Learning time: {lt}s\n  Mean reward: -0.5\n"
+    )
+    log = "[INFO] Training with: device=cpu\n" + "".join(
+        block.format(i=i, sps=sps, c=c, lt=lt) for i, (sps, c, lt) in enumerate([(150, 30.1, 9.0), (215, 21.8, 6.7)])
+    )
+    rows = lift.mjlab_iterations(log + "Learning iteration 2/3\n  Steps per second: 99\n")  # cut off: left out
+    assert rows == [
+        {"steps_per_s": 150.0, "collect_s": 30.1, "learn_s": 9.0},
+        {"steps_per_s": 215.0, "collect_s": 21.8, "learn_s": 6.7},
+    ]
+    side = lift.summarise("mjlab", "512-256-128", rows, 60.0)
+    assert (side.iterations, side.steps_per_s, side.collect_s) == (1, 215.0, 21.8)
+    progress = tmp_path / "progress.jsonl"
+    progress.write_text(
+        "".join(
+            json.dumps({"env_steps_per_s": s, "collect_s": 1.0, "learn_s": 0.5, "iteration": i}) + "\n"
+            for i, s in enumerate([900.0, 3000.0, 3200.0, 3100.0], 1)
+        )
+    )
+    assert lift.summarise("mjfleet", "x", lift.mjfleet_iterations(progress), 9.0).steps_per_s == 3100.0
