@@ -135,6 +135,25 @@ def test_reach_success_needs_the_end_effector_at_the_target_when_time_runs_out()
     assert float(task.reward_reach(env)[2]) < 0.5 and float(task.reward_reach_fine(env)[2]) < 1e-3
 
 
+@needs_yam
+@pytest.mark.parametrize("threshold", [10.0, 0.0])
+def test_the_hand_pressed_into_the_table_ends_the_episode(threshold: float) -> None:
+    env = _reach(num_envs=2, init_joint_noise=0.0, hand_table_force=threshold)
+    task = env.task
+    assert isinstance(task, ReachTask)
+    shoulder = int(env.sim.mj_model.jnt_qposadr[env.sim.mj_model.joint("joint2").id])
+    env.sim.qpos[1, shoulder] += 1.0  # row 1's gripper 4 cm into the table top; row 0 stays at home
+    actions = torch.zeros(2, env.num_actions)
+    actions[1, 1] = 1.0 / task.cfg.action_scale  # and its servo keeps pushing there
+    _, _, dones, extras = env.step(actions)
+    if threshold == 0.0:  # never
+        assert not dones.any()
+        return
+    assert dones.tolist() == [False, True]
+    ids, ended = extras["episodes"]
+    assert ids.tolist() == [1] and ended["Episode_Termination/hand_on_table"][0] == 1.0
+
+
 # --- lifting -------------------------------------------------------------------------------------------------------
 @needs_yam
 def test_cubes_are_randomized_per_environment_and_rest_on_the_table() -> None:

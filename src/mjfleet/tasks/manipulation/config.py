@@ -37,6 +37,9 @@ class ManipulationConfig(EnvConfig):
     """Arm joint angles start uniformly within +-this (radians) around home, inside the joint limits."""
     soft_joint_limit: float = 0.9
     """Fraction of each joint's range inside which the ``joint_limits`` term pays nothing."""
+    hand_table_force: float = 10.0
+    """The episode terminates when the hand (the arm record's ``hand_body`` and what hangs from it) presses on the
+    table with more than this net contact force (newtons, mjlab's threshold); 0: never."""
     contact_cone: Literal["file", "pyramidal", "elliptic"] = "file"
     """Friction cone of the physics (``file``: the arm file's)."""
     impratio: float | None = None

@@ -143,10 +143,13 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         return {"policy": policy, "critic": torch.cat((policy, cube_vel, properties), dim=-1)}
 
     def termination_names(self) -> tuple[str, ...]:
-        return ("cube_dropped",)
+        return ("cube_dropped", "hand_on_table")
 
     def terminations(self, env: MjEnv) -> dict[str, torch.Tensor]:
-        return {"cube_dropped": self.cube_pos(env)[:, 2] < self.cfg.drop_height}
+        return {
+            "cube_dropped": self.cube_pos(env)[:, 2] < self.cfg.drop_height,
+            "hand_on_table": self.hand_on_table(env),
+        }
 
     # --- reward terms ------------------------------------------------------------------------------------------
     def reward_lift(self, env: MjEnv) -> torch.Tensor:

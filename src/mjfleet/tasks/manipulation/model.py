@@ -23,6 +23,8 @@ FLOOR_HEIGHT = -0.75
 """The floor, where a cube pushed off the table lands (metres)."""
 CUBE = "cube"
 """Name of the cube's body, free joint and geom."""
+HAND_TABLE_SENSOR = "hand_table"
+"""Contact sensor between the hand and the table: whether they touch, then the net contact force (3 values)."""
 
 
 def build_model(arm: ArmSpec, cfg: ManipulationConfig, cube: CubeConfig | None = None) -> mujoco.MjModel:
@@ -57,9 +59,21 @@ def build_model(arm: ArmSpec, cfg: ManipulationConfig, cube: CubeConfig | None =
             mass=sum(cube.mass) / 2,
             rgba=[0.8, 0.2, 0.2, 1.0],
         )
-    if arm.ee_site_pos is not None:
-        hand = next((b for b in spec.bodies if b.name == arm.hand_body), None)
-        if hand is not None:
+    hand = next((b for b in spec.bodies if b.name == arm.hand_body), None)
+    if hand is not None:  # else check_arm_model names what the file lacks
+        # Computed inside the physics step, as the legged robots' touch sensors are: no contact bookkeeping outside it.
+        sensor = spec.add_sensor(
+            name=HAND_TABLE_SENSOR,
+            type=mujoco.mjtSensor.mjSENS_CONTACT,
+            objtype=mujoco.mjtObj.mjOBJ_XBODY,  # the subtree of hand_body
+            objname=arm.hand_body,
+            reftype=mujoco.mjtObj.mjOBJ_GEOM,
+            refname="table",
+        )
+        sensor.intprm[0] = 1 | 2  # data: found, force
+        sensor.intprm[1] = 3  # reduce: the net force of all matching contacts
+        sensor.intprm[2] = 1  # one slot
+        if arm.ee_site_pos is not None:
             hand.add_site(name=arm.ee_site, pos=list(arm.ee_site_pos), size=[0.005, 0.0, 0.0], group=4)
     m = spec.compile()
     check_arm_model(arm, m, path)

@@ -48,10 +48,10 @@ class ReachTask(ArmTask[ReachConfig]):
         return {"policy": obs, "critic": obs}
 
     def termination_names(self) -> tuple[str, ...]:
-        return ()
+        return ("hand_on_table",)
 
     def terminations(self, env: MjEnv) -> dict[str, torch.Tensor]:
-        return {}
+        return {"hand_on_table": self.hand_on_table(env)}
 
     # --- reward terms ------------------------------------------------------------------------------------------
     def reward_reach(self, env: MjEnv) -> torch.Tensor:

@@ -13,7 +13,7 @@ import torch
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.task import Task
 from mjfleet.tasks.manipulation.config import Box3, ManipulationConfig
-from mjfleet.tasks.manipulation.model import home_qpos
+from mjfleet.tasks.manipulation.model import HAND_TABLE_SENSOR, home_qpos
 from mjfleet.tasks.manipulation.sources import resolve_arm
 
 CfgT = TypeVar("CfgT", bound=ManipulationConfig)
@@ -77,6 +77,8 @@ class ArmTask(Task[CfgT]):
         self._gripper = torch.zeros(m.nu, dtype=torch.bool, device=dev)
         self._gripper[gripper] = True
         self.ee_site = torch.as_tensor([int(m.site(self.arm.ee_site).id)], device=dev)
+        adr = int(m.sensor(HAND_TABLE_SENSOR).adr[0])
+        self._hand_force = slice(adr + 1, adr + 4)
         # Joints the actuators do not drive (a finger that follows another) start at home too.
         self._arm_qpos = torch.as_tensor(
             [int(m.jnt_qposadr[j]) for j in range(m.njnt) if m.jnt_type[j] != mujoco.mjtJoint.mjJNT_FREE],
@@ -85,6 +87,15 @@ class ArmTask(Task[CfgT]):
         )
 
     # --- state helpers -----------------------------------------------------------------------------------------
+    def hand_on_table(self, env: MjEnv) -> torch.Tensor:
+        """Whether the hand presses on the table with more than ``hand_table_force`` (never where that is 0)."""
+        force = torch.linalg.vector_norm(env.sim.sensordata[:, self._hand_force], dim=-1)
+        return (
+            force > self.cfg.hand_table_force
+            if self.cfg.hand_table_force > 0
+            else torch.zeros_like(force, dtype=torch.bool)
+        )
+
     def joint_pos(self, env: MjEnv) -> torch.Tensor:
         """Actuated joint positions, ``(num_envs, num_actions)``."""
         return env.sim.qpos[:, self._qpos_idx]
