@@ -10,6 +10,7 @@ import itertools
 import logging
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -20,6 +21,7 @@ from mjfleet.errors import UsageError
 from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.eval_stats import EvaluationWindow
+from mjfleet.rl.evaluation_env import SeparateEvaluation
 from mjfleet.rl.records import WorkerResult
 from mjfleet.rl.runner import Runner
 from mjfleet.rl.stop_condition import StopCondition, StopConditionTracker
@@ -239,10 +241,11 @@ def steady_hand(monkeypatch: pytest.MonkeyPatch) -> str:
     return "test-steady-hand"
 
 
-def _steady_hand_run(task_id: str, eval_envs: int) -> WorkerResult:
+def _steady_hand_run(task_id: str, eval_envs: int, confirm: bool = True) -> WorkerResult:
     cfg = small_train_config(task_id, num_envs=64, iterations=8, steps=25, stop_when="success>=0.9")
     cfg.stop_when_iterations = 2
     cfg.agent.eval_envs, cfg.agent.eval_episodes, cfg.agent.eval_steps_per_step = eval_envs, 16, 1
+    cfg.agent.eval_confirm = confirm
     return train_worker(cfg, None, DistributedContext(device="cpu"))
 
 
@@ -255,6 +258,34 @@ def test_the_condition_reads_the_deterministic_policys_episodes(steady_hand: str
     # The training episodes, with sampled actions, never succeed: they cannot have ended the run.
     trained = [r.episode["Episode/success"] for r in result.records if "Episode/success" in r.episode]
     assert trained and max(trained) == 0.0
+
+
+@pytest.mark.parametrize("confirm", [True, False])
+def test_the_run_stops_when_the_current_policy_from_a_fresh_start_meets_the_condition_too(
+    steady_hand: str, confirm: bool, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    verdicts: list[tuple[int, int, float]] = []
+    judge = SeparateEvaluation.judge
+
+    def first_verdict_fails(self: SeparateEvaluation, policy: Any, rounds: int) -> tuple[torch.Tensor, torch.Tensor]:
+        sums, counts = judge(self, policy, rounds)
+        verdicts.append((self.env.num_envs, rounds, float(counts.max())))
+        return (sums * 0 if len(verdicts) == 1 else sums), counts  # the first: as if the policy had just got worse
+
+    monkeypatch.setattr(SeparateEvaluation, "judge", first_verdict_fails)
+    with caplog.at_level(logging.INFO, logger="mjfleet"):
+        result = _steady_hand_run(steady_hand, eval_envs=16, confirm=confirm)
+    if not confirm:  # the window alone: two iterations in a row from iteration 2
+        assert verdicts == [] and result.condition_met_at == 3
+        return
+    # The window holds at iterations 2 and 3; the current policy, judged on 16 fresh episodes (one round of the 16
+    # evaluation environments, each episode counted once), is said not to; the streak starts over and holds again
+    # at 4 and 5, where the policy meets the condition from a fresh start too.
+    assert verdicts == [(16, 1, 16.0), (16, 1, 16.0)]
+    assert result.condition_met_at == result.final_iteration == 5
+    said = [r.getMessage() for r in caplog.records if "from a fresh start" in r.getMessage()]
+    assert len(said) == 2 and said[0].startswith("iteration 3:") and said[0].endswith("not met, training goes on")
+    assert said[1].startswith("iteration 5:") and "Eval/success = 1.000: the condition holds" in said[1]
 
 
 def test_without_evaluation_the_same_condition_reads_the_training_episodes(steady_hand: str) -> None:

@@ -170,6 +170,11 @@ class AgentConfig:
     eval_episodes: int = 50
     """``Eval/...`` statistics are means over the most recent evaluation episodes of every worker, at least this many
     (whole iterations); ``--stop-when`` reads them once that many have ended."""
+    eval_confirm: bool = True
+    """When ``--stop-when`` holds on the evaluation episodes, which ran the policies of the last iterations, the
+    current policy first plays at least ``--agent.eval-episodes`` fresh episodes from a reset, as ``play`` runs it,
+    and the run stops only if they meet the condition too (else training goes on). On the CPU; on a GPU the window
+    decides alone."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     """Networks."""
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)

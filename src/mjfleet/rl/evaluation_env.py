@@ -52,3 +52,20 @@ class SeparateEvaluation:
         for _ in range(self.steps):
             actions = policy(self._obs.to(self.device))
             self._obs = self.env.step(actions.to(self.env.device))[0]
+
+    def judge(self, policy: Callable[[TensorDict], torch.Tensor], rounds: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The current policy from a fresh start, as ``play`` runs it: ``rounds`` times, every environment reset
+        and stepped for one whole episode (the first of each environment counts). Returns the episodes' sums and
+        counts (:meth:`~mjfleet.envs.episode_stats.EpisodeStats.pop`); then the windowed evaluation starts afresh."""
+        env = self.env
+        env.eval_stats.pop()
+        steps = int(env.max_episode_length) + 1  # a time-out ends every first episode within this many steps
+        for _ in range(rounds):
+            env.reset_all()
+            obs = env.get_observations()
+            for _ in range(steps):
+                obs, _, dones, _ = env.step(policy(obs.to(self.device)).to(env.device))
+                env.from_reset[dones.bool()] = False  # an environment's second episode does not count
+        totals = env.eval_stats.pop()
+        self.start()
+        return totals

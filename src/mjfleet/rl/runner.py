@@ -4,6 +4,7 @@ GPU workers."""
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -17,7 +18,7 @@ from mjfleet.envs.env import MjEnv
 from mjfleet.envs.episode_stats import EpisodeStats
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.divergence import NonFiniteTrainingError, divergence_message, nonfinite_quantity
-from mjfleet.rl.eval_stats import EvaluationWindow, is_evaluation_name
+from mjfleet.rl.eval_stats import EvaluationWindow, evaluation_name, is_evaluation_name
 from mjfleet.rl.evaluation_env import SeparateEvaluation
 from mjfleet.rl.learner import Learner
 from mjfleet.rl.metrics import MetricsWriter
@@ -102,6 +103,7 @@ class Runner(Saving):
         stop_condition: StopCondition | None = None,
         stop_when_iterations: int | None = None,
         export_info: Mapping[str, Any] | None = None,
+        judge: Callable[[], SeparateEvaluation] | None = None,
     ) -> None:
         self.env = env
         self.agent_cfg = agent_cfg
@@ -153,6 +155,9 @@ class Runner(Saving):
         )
         """Environment steps one iteration simulates over all ranks, evaluation environments included
         (:meth:`~mjfleet.rl.config.AgentConfig.env_steps_per_iteration`)."""
+        self._judge = judge
+        """Builds the simulation that plays the current policy from a fresh start when the stop condition holds
+        (``--agent.eval-confirm``), where :attr:`evaluation` is None (it serves otherwise)."""
         self.evaluates = bool(eval_envs or evaluation)
         """Whether any environment of this rank runs the deterministic policy."""
         self.eval_window = EvaluationWindow(env.stats.keys, agent_cfg.eval_episodes)
@@ -250,6 +255,8 @@ class Runner(Saving):
             evaluation = self.eval_window.means()
             # The evaluation statistics count once the window holds enough episodes.
             met = tracker is not None and tracker.update({**episode, **(evaluation if self.eval_window.full else {})})
+            if met and tracker is not None and self._confirms(tracker.condition):
+                met = self._confirm(tracker, it)
             clock.tick(it, t2)
             record = IterationRecord(
                 iteration=it,
@@ -337,6 +344,45 @@ class Runner(Saving):
                 condition.key,
             )
         return training
+
+    def _confirms(self, condition: StopCondition) -> bool:
+        """Whether a condition that held on the evaluation window is checked on the current policy first."""
+        judged = self.evaluation is not None or self._judge is not None
+        return self.agent_cfg.eval_confirm and judged and is_evaluation_name(condition.key)
+
+    def _confirm(self, tracker: StopConditionTracker, it: int) -> bool:
+        """Play the current deterministic policy from a reset in every evaluation environment of every rank, as many
+        rounds of whole episodes as make ``--agent.eval-episodes``, and check the condition on those episodes alone
+        (identically on every rank: their sums and counts are all-reduced). Not met: the streak starts over."""
+        if self.evaluation is None:
+            assert self._judge is not None
+            self.evaluation, self._judge = self._judge(), None
+            self.evaluation.env.split_evaluation(self.evaluation.env.num_envs)
+        judge = self.evaluation
+        per_round = judge.env.num_envs * self.ctx.world_size
+        rounds = -(-self.agent_cfg.eval_episodes // per_round)
+        with torch.inference_mode():
+            sums, counts = judge.judge(self.learner.act_deterministic, rounds)
+        if self.ctx.is_distributed:
+            packed = torch.cat((sums, counts)).to(self.device, torch.float64)
+            dist.all_reduce(packed, op=dist.ReduceOp.SUM)
+            sums, counts = packed.cpu().split(len(sums))
+        keys = self.env.stats.keys
+        means = {evaluation_name(k): v for k, v in EpisodeStats.means(keys, sums, counts).items()}
+        condition = tracker.condition
+        held = condition.holds(means)
+        if self.ctx.is_main:
+            logger.info(
+                "iteration %d: the current policy from a fresh start, %d episodes: %s = %.3f: %s",
+                it,
+                rounds * per_round,
+                condition.key,
+                means.get(condition.key, math.nan),
+                "the condition holds" if held else "not met, training goes on",
+            )
+        if not held:
+            tracker.streak = 0
+        return held
 
     def _training(self, obs: TensorDict) -> TensorDict:
         """The training environments' rows (all of them without evaluation environments)."""

@@ -27,6 +27,7 @@ NOT_TRAINING = frozenset(
         "agent.logger",
         "agent.wandb_project",
         "agent.eval_episodes",
+        "agent.eval_confirm",
         "agent.eval_steps_per_step",
         "env.sim.threads",
         "env.sim.nconmax",

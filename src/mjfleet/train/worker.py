@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import random
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -127,6 +128,16 @@ def _train(
                 seed=ctx.seed(cfg.seed) + 2**20,
             )
             evaluation = SeparateEvaluation(eval_env, cfg.agent.evaluation_steps(on_gpu), ctx.device)
+        judge: Callable[[], SeparateEvaluation] | None = None
+        if evaluation is None and eval_envs and not on_gpu and cfg.agent.eval_confirm and cfg.stop_when is not None:
+            # Built when the stop condition first holds: the evaluation steps in the training simulation, whose
+            # environments cannot start afresh without disturbing training.
+            def build_judge() -> SeparateEvaluation:
+                task = spec.load_task_class()(evaluation_config(cfg.env, eval_envs))
+                judge_env = MjEnv(task, device=ctx.device, seed=ctx.seed(cfg.seed) + 2**21)
+                return SeparateEvaluation(judge_env, 1, ctx.device)
+
+            judge = build_judge
         trained = dataclasses.replace(cfg.env, num_envs=simulated)
         env = MjEnv(spec.load_task_class()(trained), device=ctx.device, seed=ctx.seed(cfg.seed))
         startup.mark("simulation")
@@ -165,6 +176,7 @@ def _train(
             logged_config=plain(dataclasses.asdict(cfg)),
             eval_envs=0 if evaluation else eval_envs,
             evaluation=evaluation,
+            judge=judge,
             hooks=hooks,
             step_hooks=step_hooks,
             stop_check=stop_check,
