@@ -210,7 +210,7 @@ def test_action_scale_of_force_asks_each_servo_for_the_same_share_of_its_limit()
 
 def test_action_scale_of_force_needs_force_limits() -> None:
     from mjfleet.errors import UsageError
-    from mjfleet.tasks.locomotion.task import action_scales
+    from mjfleet.tasks.locomotion.actions import action_scales
 
     m = mujoco.MjModel.from_xml_string(
         '<mujoco><worldbody><body><joint name="j"/><geom size=".1"/></body></worldbody>'

@@ -4,7 +4,6 @@ GPU workers."""
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -18,8 +17,8 @@ from mjfleet.envs.env import MjEnv
 from mjfleet.envs.episode_stats import EpisodeStats
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.divergence import NonFiniteTrainingError, divergence_message, nonfinite_quantity
-from mjfleet.rl.eval_stats import EvaluationWindow, evaluation_name, is_evaluation_name
-from mjfleet.rl.evaluation_env import SeparateEvaluation
+from mjfleet.rl.eval_stats import EvaluationWindow, is_evaluation_name
+from mjfleet.rl.evaluation_env import SeparateEvaluation, confirm_condition
 from mjfleet.rl.learner import Learner
 from mjfleet.rl.metrics import MetricsWriter
 from mjfleet.rl.ppo import RslRlPpo, SyncedPPO
@@ -357,32 +356,14 @@ class Runner(Saving):
         if self.evaluation is None:
             assert self._judge is not None
             self.evaluation, self._judge = self._judge(), None
-            self.evaluation.env.split_evaluation(self.evaluation.env.num_envs)
-        judge = self.evaluation
-        per_round = judge.env.num_envs * self.ctx.world_size
-        rounds = -(-self.agent_cfg.eval_episodes // per_round)
-        with torch.inference_mode():
-            sums, counts = judge.judge(self.learner.act_deterministic, rounds)
-        if self.ctx.is_distributed:
-            packed = torch.cat((sums, counts)).to(self.device, torch.float64)
-            dist.all_reduce(packed, op=dist.ReduceOp.SUM)
-            sums, counts = packed.cpu().split(len(sums))
-        keys = self.env.stats.keys
-        means = {evaluation_name(k): v for k, v in EpisodeStats.means(keys, sums, counts).items()}
-        condition = tracker.condition
-        held = condition.holds(means)
+        held = confirm_condition(
+            self.evaluation, self.learner.act_deterministic, tracker.condition, self.agent_cfg.eval_episodes, self.ctx
+        )
         if self.ctx.is_main:
-            logger.info(
-                "iteration %d: the current policy from a fresh start, %d episodes: %s = %.3f: %s",
-                it,
-                rounds * per_round,
-                condition.key,
-                means.get(condition.key, math.nan),
-                "the condition holds" if held else "not met, training goes on",
-            )
-        if not held:
+            logger.info("iteration %d: %s", it, held.words)
+        if not held.met:
             tracker.streak = 0
-        return held
+        return held.met
 
     def _training(self, obs: TensorDict) -> TensorDict:
         """The training environments' rows (all of them without evaluation environments)."""

@@ -7,12 +7,11 @@ import math
 from typing import Any, ClassVar
 
 import mujoco
-import numpy as np
 import torch
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.task import Task
-from mjfleet.errors import UsageError
+from mjfleet.tasks.locomotion.actions import action_scales
 from mjfleet.tasks.locomotion.columns import Index, columns, concat_columns
 from mjfleet.tasks.locomotion.commands import VelocityCommands
 from mjfleet.tasks.locomotion.config import LocomotionConfig
@@ -451,27 +450,3 @@ class LocomotionTask(Task[LocomotionConfig]):
         """Timed out (no fall) with a mean planar-velocity error below 0.25 m/s."""
         mean_error = self._lin_err_sum[env_ids] / self._steps[env_ids].clamp(min=1.0)
         return time_outs & (mean_error < SUCCESS_LIN_VEL_ERROR)
-
-
-def action_scales(m: mujoco.MjModel, scale: float, of_force: float) -> list[float]:
-    """Per actuator: ``scale``, or with ``of_force`` > 0 that fraction of the actuator's force limit over its
-    position gain (the joint's ``actuatorfrcrange`` where it has one, else the actuator's ``forcerange``)."""
-    if of_force <= 0:
-        return [scale] * m.nu
-    scales = []
-    for i in range(m.nu):
-        joint = int(m.actuator_trnid[i, 0])
-        if m.jnt_actfrclimited[joint]:
-            limit = float(np.max(np.abs(m.jnt_actfrcrange[joint])))
-        elif m.actuator_forcelimited[i]:
-            limit = float(np.max(np.abs(m.actuator_forcerange[i])))
-        else:
-            raise UsageError(
-                f"--env.action-scale-of-force: actuator {m.actuator(i).name!r} has no force limit "
-                "(forcerange or the joint's actuatorfrcrange); use --env.action-scale"
-            )
-        gain = float(m.actuator_gainprm[i, 0])
-        if gain <= 0:
-            raise UsageError(f"--env.action-scale-of-force: actuator {m.actuator(i).name!r} has no position gain")
-        scales.append(of_force * limit / gain)
-    return scales
