@@ -15,10 +15,13 @@ import torch
 import warp as wp
 
 from mjfleet.envs.env import MjEnv
+from mjfleet.errors import UsageError
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.sim.config import Backend
+from mjfleet.tasks.locomotion.commands import CommandCurriculum
 from mjfleet.tasks.locomotion.config import (
     CommandConfig,
+    CommandCurriculumConfig,
     LocomotionConfig,
     RandomizationConfig,
     TerrainConfig,
@@ -291,6 +294,93 @@ def test_commands_are_drawn_in_range_and_resampled_on_time() -> None:
 def test_standing_fraction_gives_zero_commands() -> None:
     env = make_loco_env("go1-velocity-flat", num_envs=8, commands=CommandConfig(standing_fraction=1.0))
     assert torch.all(_task(env).commands.command == 0.0)
+
+
+def _ramp(start: float) -> CommandConfig:
+    """Commands of every sign, none zeroed, from ``start`` of their ranges."""
+    return CommandConfig(
+        lin_vel_x=(-1.0, 1.0),
+        lin_vel_y=(-0.5, 0.5),
+        yaw_rate=(-1.0, 1.0),
+        standing_fraction=0.0,
+        min_lin_speed=0.0,
+        curriculum=CommandCurriculumConfig(start=start, step=0.25, promote_at=0.8),
+    )
+
+
+def test_command_curriculum_draws_training_commands_from_its_share_and_evaluation_ones_from_the_full_ranges() -> None:
+    env = make_loco_env("go1-velocity-flat", num_envs=64, commands=_ramp(0.2))
+    env.split_evaluation(32)
+    task = _task(env)
+    env.reset_all()
+    bound = torch.tensor((1.0, 0.5, 1.0))
+    training, evaluation = task.commands.command[:32].abs(), task.commands.command[32:].abs()
+    assert torch.all(training <= 0.2 * bound + 1e-6)
+    assert torch.any(evaluation > 0.5 * bound)  # 32 draws from the full ranges: some beyond half of them
+    assert "command_level" in task.metric_names()
+    metrics = task.episode_metrics(env, torch.arange(64))
+    assert torch.equal(metrics["command_level"], torch.tensor([0.2] * 32 + [1.0] * 32))
+
+
+def test_command_curriculum_widens_only_after_an_episode_length_of_good_tracking() -> None:
+    cfg = CommandCurriculumConfig(start=0.2, step=0.25, promote_at=0.8)
+    ramp = CommandCurriculum(cfg, episode_steps=4, device=torch.device("cpu"))
+    counted = torch.tensor([True, True, False])
+    ramp.episodes_ended(torch.tensor([0.9, 0.85, 0.0]), counted)  # the uncounted row (evaluation) is ignored
+    for _ in range(3):
+        ramp.step()
+    assert ramp.level.item() == pytest.approx(0.2)  # judged once per episode length, not before
+    ramp.step()
+    assert ramp.level.item() == pytest.approx(0.45)
+    ramp.episodes_ended(torch.tensor([0.9, 0.5]), torch.tensor([True, True]))  # mean 0.7 < 0.8
+    for _ in range(4):
+        ramp.step()
+    assert ramp.level.item() == pytest.approx(0.45)
+    for _ in range(4):  # no episode ended: nothing to judge
+        ramp.step()
+    assert ramp.level.item() == pytest.approx(0.45)
+    for _ in range(3):
+        ramp.episodes_ended(torch.tensor([1.0]), torch.tensor([True]))
+        for _ in range(4):
+            ramp.step()
+    assert ramp.level.item() == pytest.approx(1.0)  # never beyond the full ranges
+
+
+def test_command_curriculum_reads_tracking_of_training_episodes_and_its_level_survives_a_checkpoint() -> None:
+    # Commands drawn from 1 % of the ranges: standing still tracks them well (0.79 of the most, the drop from the
+    # spawn height included), so the level rises at the first judgement after training episodes ended.
+    commands = _ramp(0.01)
+    commands.curriculum.promote_at = 0.7
+    env = make_loco_env("go1-velocity-flat", num_envs=8, commands=commands, episode_length_s=0.2)
+    task = _task(env)
+    assert task.command_curriculum is not None
+    zero = torch.zeros(8, env.num_actions)
+    for _ in range(int(env.max_episode_length) * 2):
+        env.step(zero)
+    assert task.command_curriculum.level.item() == pytest.approx(0.26)
+    assert torch.allclose(task.commands.scale, torch.tensor(0.26))
+    other = make_loco_env("go1-velocity-flat", num_envs=8, commands=_ramp(0.01))
+    other.task.load_state_dict(task.state_dict())
+    other.step(torch.zeros(8, other.num_actions))
+    assert torch.allclose(_task(other).commands.scale, torch.tensor(0.26))
+
+
+def test_command_curriculum_is_off_by_default_and_where_a_policy_is_judged() -> None:
+    env = make_loco_env("go1-velocity-flat", num_envs=8)
+    assert _task(env).command_curriculum is None and "command_level" not in _task(env).metric_names()
+    assert torch.all(_task(env).commands.scale == 1.0)
+    cfg = dataclasses.replace(get_task("unitree-go1-velocity-flat").env_cfg(), commands=_ramp(0.3))
+    judged = cfg.as_judged()
+    assert judged.commands.curriculum.start == 1.0 and judged.commands.lin_vel_x == (-1.0, 1.0)
+    assert judged.sim.training_contacts.applies == "never"
+    assert cfg.commands.curriculum.start == 0.3  # the training settings are left as they are
+
+
+@pytest.mark.parametrize(("field", "value"), [("start", 0.0), ("start", 1.5), ("step", 0.0), ("promote_at", 1.2)])
+def test_command_curriculum_settings_out_of_range_are_one_line_errors(field: str, value: float) -> None:
+    ramp = dataclasses.replace(CommandCurriculumConfig(start=0.5), **{field: value})
+    with pytest.raises(UsageError, match=f"--env.commands.curriculum.{field.replace('_', '-')} must be"):
+        make_loco_env("go1-velocity-flat", num_envs=2, commands=dataclasses.replace(CommandConfig(), curriculum=ramp))
 
 
 # --- terrain and curriculum --------------------------------------------------------------------------------------

@@ -21,7 +21,6 @@ from mjfleet.rl.checkpoint import list_checkpoints, newest_run
 from mjfleet.rl.config import AgentConfig
 from mjfleet.runs.source import local_checkpoint, resolve_play_checkpoint
 from mjfleet.runtime.devices import GpuIds, select_local_devices
-from mjfleet.sim.config import as_shipped
 from mjfleet.tasks.registry import get_task
 from mjfleet.viewer.display import check_display
 
@@ -106,8 +105,9 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
         run_dir = checkpoint = newest_run(source.log_root / agent_cfg.experiment_name)
     if run_dir is not None:
         env_cfg = update_dataclass(env_cfg, load_yaml(run_dir / "params" / "env.yaml"))
-        # A policy is judged on the robot file as shipped, whatever contact model it trained on (a flag can say else).
-        env_cfg.sim = as_shipped(env_cfg.sim)
+        # A policy is judged on the robot file as shipped, whatever contact model it trained on, and on the task's
+        # full command ranges (flags can say else).
+        env_cfg = env_cfg.as_judged()
         agent_cfg = update_dataclass(agent_cfg, load_yaml(run_dir / "params" / "agent.yaml"))
     env_cfg.num_envs = source.num_episodes
     default = PlayConfig(

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from typing import Self
 
-from mjfleet.sim.config import SimConfig
+from mjfleet.sim.config import SimConfig, as_shipped
 
 
 @dataclass
@@ -19,6 +21,12 @@ class EnvConfig:
     """Policy outputs are clipped to [-clip_actions, clip_actions] before the task scales them."""
     sim: SimConfig = field(default_factory=SimConfig)
     """Physics settings."""
+
+    def as_judged(self) -> Self:
+        """These settings as a policy is judged under them (the evaluation's own simulation, ``play``): the robot
+        file's own contact model, whatever the training simulation runs. Tasks that train under other conditions than
+        they judge (a command curriculum) override it and call this one."""
+        return dataclasses.replace(self, sim=as_shipped(self.sim))
 
     def prepare_assets(self) -> None:
         """Fetch or check the files the task loads, once, before any worker starts.

@@ -30,7 +30,6 @@ from mjfleet.runtime.context import DistributedContext, default_store, process_g
 from mjfleet.runtime.processes import hard_exit
 from mjfleet.runtime.stop import file_stop_check
 from mjfleet.runtime.watch import RankWatch, Store, group_timeout
-from mjfleet.sim.config import as_shipped
 from mjfleet.sim.warp_runtime import scoped_device
 from mjfleet.tasks.registry import get_task
 from mjfleet.train.config import TrainConfig
@@ -250,9 +249,9 @@ def _end_launched_worker(line: str) -> None:
 
 
 def evaluation_config(env: EnvConfig, num_envs: int) -> EnvConfig:
-    """The settings of the evaluation's own simulation: ``num_envs`` environments of the robot file as shipped,
-    whatever contact model the training simulation runs."""
-    return dataclasses.replace(env, num_envs=num_envs, sim=as_shipped(env.sim))
+    """The settings of the evaluation's own simulation: ``num_envs`` environments as a policy is judged (the robot
+    file as shipped, whatever contact model the training simulation runs; the full command ranges)."""
+    return dataclasses.replace(env.as_judged(), num_envs=num_envs)
 
 
 def _say_physics(cfg: TrainConfig, on_gpu: bool, judged_apart: bool) -> None:

@@ -6,7 +6,8 @@ import math
 
 import torch
 
-from mjfleet.tasks.locomotion.config import CommandConfig
+from mjfleet.errors import UsageError
+from mjfleet.tasks.locomotion.config import CommandConfig, CommandCurriculumConfig
 
 
 class VelocityCommands:
@@ -20,13 +21,16 @@ class VelocityCommands:
         """Current commands, ``(num_envs, 3)``: forward and sideways velocity (m/s, base frame), yaw rate (rad/s)."""
         self.time_left = torch.zeros(num_envs, device=device)
         """Seconds until each environment draws a new command."""
+        self.scale = torch.ones(num_envs, device=device)
+        """Share of the ranges each environment draws from: every bound times it (the command curriculum's level in
+        training environments; 1 in evaluation ones)."""
         bounds = torch.tensor((cfg.lin_vel_x, cfg.lin_vel_y, cfg.yaw_rate), dtype=torch.float32, device=device)
         self._low, self._span = bounds[:, 0], bounds[:, 1] - bounds[:, 0]
 
-    def draw(self, count: int) -> torch.Tensor:
-        """``count`` fresh commands, ``(count, 3)``."""
-        dev, g = self.command.device, self.generator
-        cmd = self._low + torch.rand(count, 3, device=dev, generator=g) * self._span
+    def draw(self, scale: torch.Tensor) -> torch.Tensor:
+        """Fresh commands for environments with these range shares ``(count,)``: ``(count, 3)``."""
+        dev, g, count = self.command.device, self.generator, scale.shape[0]
+        cmd = (self._low + torch.rand(count, 3, device=dev, generator=g) * self._span) * scale.unsqueeze(-1)
         slow = torch.linalg.vector_norm(cmd[:, :2], dim=-1) < self.cfg.min_lin_speed
         cmd[:, :2] *= (~slow).unsqueeze(-1)
         standing = torch.rand(count, device=dev, generator=g) < self.cfg.standing_fraction
@@ -44,7 +48,7 @@ class VelocityCommands:
 
     def reset(self, env_ids: torch.Tensor) -> None:
         """New commands and a full interval for the listed environments."""
-        self.command[env_ids] = self.draw(env_ids.numel())
+        self.command[env_ids] = self.draw(self.scale[env_ids])
         self.time_left[env_ids] = self.cfg.resample_interval_s
 
     def step(self) -> None:
@@ -55,5 +59,42 @@ class VelocityCommands:
         """
         self.time_left -= self.dt
         due = self.time_left <= 0.0
-        self.command = torch.where(due.unsqueeze(-1), self.draw(self.command.shape[0]), self.command)
+        self.command = torch.where(due.unsqueeze(-1), self.draw(self.scale), self.command)
         self.time_left = torch.where(due, self.cfg.resample_interval_s, self.time_left)
+
+
+class CommandCurriculum:
+    """The level of the command curriculum (the share of the ranges training draws from), judged once per episode
+    length on the training episodes that ended in it; on the device, without host syncs."""
+
+    def __init__(self, cfg: CommandCurriculumConfig, episode_steps: int, device: torch.device) -> None:
+        if not 0.0 < cfg.start <= 1.0:
+            raise UsageError(f"--env.commands.curriculum.start must be in (0, 1] (got {cfg.start})")
+        if cfg.step <= 0.0:
+            raise UsageError(f"--env.commands.curriculum.step must be positive (got {cfg.step})")
+        if not 0.0 < cfg.promote_at <= 1.0:
+            raise UsageError(f"--env.commands.curriculum.promote-at must be in (0, 1] (got {cfg.promote_at})")
+        self.cfg = cfg
+        self.episode_steps = episode_steps
+        self.level = torch.tensor(cfg.start, device=device)
+        """Share of every command range the training environments draw from."""
+        self._sum = torch.zeros((), device=device)
+        self._count = torch.zeros((), device=device)
+        self._steps = 0
+
+    def episodes_ended(self, tracking: torch.Tensor, counted: torch.Tensor) -> None:
+        """Add ended episodes' tracking (their reward's sum over the full episode length, 0-1) where ``counted``."""
+        weight = counted.float()
+        self._sum += torch.sum(tracking * weight)
+        self._count += torch.sum(weight)
+
+    def step(self) -> None:
+        """One control step; after each episode length, widen the ranges if the episodes that ended tracked well."""
+        self._steps += 1
+        if self._steps < self.episode_steps:
+            return
+        self._steps = 0
+        good = (self._count > 0) & (self._sum > self.cfg.promote_at * self._count)
+        self.level = torch.where(good, torch.clamp(self.level + self.cfg.step, max=1.0), self.level)
+        self._sum.zero_()
+        self._count.zero_()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Self
 
 from mjfleet.envs.config import EnvConfig
 
@@ -56,6 +57,21 @@ class LocomotionRewards:
 
 
 @dataclass
+class CommandCurriculumConfig:
+    """Training commands drawn from a share of their ranges that widens as the policy tracks them (Isaac Lab's and
+    legged_gym's command curriculum); the evaluation and ``play`` always draw from the full ranges."""
+
+    start: float = 1.0
+    """Share of every command range the training environments draw from at first (each bound times it); 1 draws
+    from the full ranges from the start: no curriculum."""
+    step: float = 0.1
+    """Share added whenever the training episodes that ended over the last episode's length tracked well."""
+    promote_at: float = 0.8
+    """They tracked well when their planar tracking reward, summed over each episode and divided by the full episode
+    length (a fall forfeits the rest), averaged over this share of its most."""
+
+
+@dataclass
 class CommandConfig:
     """Base-velocity commands, drawn uniformly per environment and redrawn at intervals."""
 
@@ -71,6 +87,8 @@ class CommandConfig:
     """Probability that a drawn command is zero (stand still)."""
     min_lin_speed: float = 0.1
     """Drawn linear commands slower than this become zero, so "move" commands are clearly distinguishable."""
+    curriculum: CommandCurriculumConfig = field(default_factory=CommandCurriculumConfig)
+    """Start the training commands small and widen them (off by default)."""
 
 
 @dataclass
@@ -207,6 +225,12 @@ class LocomotionConfig(EnvConfig):
     """Domain randomization."""
     noise: NoiseConfig = field(default_factory=NoiseConfig)
     """Observation noise."""
+
+    def as_judged(self) -> Self:
+        """The file's contact model and the full command ranges: what the evaluation and ``play`` run."""
+        judged = super().as_judged()
+        off = dataclasses.replace(self.commands.curriculum, start=1.0)
+        return dataclasses.replace(judged, commands=dataclasses.replace(self.commands, curriculum=off))
 
     def prepare_assets(self) -> None:
         """Resolve ``robot``, bring its MJCF onto the disk (Menagerie models: download into the cache) and check that

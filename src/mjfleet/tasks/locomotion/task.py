@@ -13,7 +13,7 @@ from mjfleet.envs.env import MjEnv
 from mjfleet.envs.task import Task
 from mjfleet.tasks.locomotion.actions import action_scales
 from mjfleet.tasks.locomotion.columns import Index, columns, concat_columns
-from mjfleet.tasks.locomotion.commands import VelocityCommands
+from mjfleet.tasks.locomotion.commands import CommandCurriculum, VelocityCommands
 from mjfleet.tasks.locomotion.config import LocomotionConfig
 from mjfleet.tasks.locomotion.curriculum import TerrainCurriculum
 from mjfleet.tasks.locomotion.model import build_model, touch_sensor_name
@@ -65,6 +65,10 @@ class LocomotionTask(Task[LocomotionConfig]):
         self.heights = HeightLookup(self.terrain, dev) if self.terrain is not None else None
         self.curriculum = TerrainCurriculum(cfg.terrain, self.terrain, n, dev, g) if self.terrain is not None else None
         self.commands = VelocityCommands(cfg.commands, n, self.dt, dev, g)
+        ramp = cfg.commands.curriculum
+        self.command_curriculum = (
+            CommandCurriculum(ramp, int(env.max_episode_length), dev) if ramp.start != 1.0 else None
+        )
         self.randomizer = DomainRandomizer(cfg.randomization, env.sim, self.base_body, g)
         self.pushes = Pushes(cfg.randomization, n, self.dt, dev, g)
         self.randomizer.apply(torch.arange(n, device=dev))
@@ -133,6 +137,7 @@ class LocomotionTask(Task[LocomotionConfig]):
         self._lin_err_sum, self._yaw_err_sum, self._steps = zeros(n), zeros(n), zeros(n)
         self._spawn_xy = zeros(n, 2)
         self._walked, self._commanded = zeros(n), zeros(n)
+        self._tracking_sum = zeros(n)
 
     def _make_noise_amplitude(self, dev: torch.device) -> torch.Tensor:
         """Per-entry uniform noise amplitude of the policy observation (commands and actions stay exact)."""
@@ -195,6 +200,12 @@ class LocomotionTask(Task[LocomotionConfig]):
             return
         xy = torch.zeros(n, 2, device=dev)
         ground = torch.zeros(n, device=dev)
+        if self.command_curriculum is not None:
+            # Training episodes only (not evaluation rows, not the first reset of an environment).
+            counted = (env_ids < env.first_eval_env) & (self._steps[env_ids] > 0)
+            tracking = self._tracking_sum[env_ids] / env.max_episode_length
+            self.command_curriculum.episodes_ended(tracking, counted)
+            self._scale_commands(env)
         if self.curriculum is not None:
             self.curriculum.update(env_ids, self._walked[env_ids], self._commanded[env_ids])
             xy, ground = self.curriculum.spawn(env_ids)
@@ -230,12 +241,20 @@ class LocomotionTask(Task[LocomotionConfig]):
             self._steps,
             self._walked,
             self._commanded,
+            self._tracking_sum,
         ):
             buf[env_ids] = 0
         self._spawn_xy[env_ids] = xy
         # Observations follow the resets: refresh the base state of the reset rows only.
         lin_vel, _, gravity, height = self._base_state(env, env_ids)
         self.lin_vel[env_ids], self.gravity[env_ids], self.base_height[env_ids] = lin_vel, gravity, height
+
+    def _scale_commands(self, env: MjEnv) -> None:
+        """The curriculum's level for the training rows, the full ranges for the evaluation rows; at every step and
+        reset, which is cheap and holds after a resume restored the level or the evaluation rows were set aside."""
+        assert self.command_curriculum is not None
+        self.commands.scale[: env.first_eval_env] = self.command_curriculum.level
+        self.commands.scale[env.first_eval_env :] = 1.0
 
     def apply_actions(self, env: MjEnv, actions: torch.Tensor) -> None:
         # Position servos: ctrl is the joint target; MuJoCo clamps it to the joint range (ctrlrange).
@@ -259,6 +278,10 @@ class LocomotionTask(Task[LocomotionConfig]):
         self._steps += 1.0
         self._walked = torch.linalg.vector_norm(sim.qpos[:, :2] - self._spawn_xy, dim=-1)
         self._commanded += torch.linalg.vector_norm(command[:, :2], dim=-1) * dt
+        if self.command_curriculum is not None:
+            self._tracking_sum += torch.exp(-self._lin_err_sq / self.cfg.tracking_std**2)
+            self.command_curriculum.step()
+            self._scale_commands(env)
 
         if self._air_time_clock:
             # Quadruped air time (legged_gym): a touchdown pays the swing time minus the threshold. Contacts are
@@ -421,20 +444,29 @@ class LocomotionTask(Task[LocomotionConfig]):
 
     # --- statistics --------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Task state a restarted or resumed run needs: the terrain curriculum levels (saved in checkpoints)."""
-        if self.curriculum is None:
-            return {}
-        return {"terrain_levels": self.curriculum.levels.detach().cpu().clone()}
+        """Task state a restarted or resumed run needs: the terrain curriculum levels and the command curriculum's
+        level (saved in checkpoints)."""
+        state: dict[str, Any] = {}
+        if self.curriculum is not None:
+            state["terrain_levels"] = self.curriculum.levels.detach().cpu().clone()
+        if self.command_curriculum is not None:
+            state["command_level"] = self.command_curriculum.level.detach().cpu().clone()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` (ignored when the number of environments changed)."""
+        """Restore :meth:`state_dict` (terrain levels: ignored when the number of environments changed)."""
         levels = state.get("terrain_levels")
         if self.curriculum is not None and levels is not None and levels.shape == self.curriculum.levels.shape:
             self.curriculum.levels.copy_(levels.to(self.curriculum.levels.device))
+        level = state.get("command_level")
+        if self.command_curriculum is not None and level is not None:
+            self.command_curriculum.level = level.to(self.command_curriculum.level.device)
 
     def metric_names(self) -> tuple[str, ...]:
-        names = ("lin_vel_error", "yaw_rate_error")
-        return (*names, "terrain_level") if self.cfg.terrain.kind == "rough" else names
+        names: tuple[str, ...] = ("lin_vel_error", "yaw_rate_error")
+        if self.cfg.terrain.kind == "rough":
+            names = (*names, "terrain_level")
+        return (*names, "command_level") if self.cfg.commands.curriculum.start != 1.0 else names
 
     def episode_metrics(self, env: MjEnv, env_ids: torch.Tensor) -> dict[str, torch.Tensor]:
         steps = self._steps[env_ids].clamp(min=1.0)
@@ -444,6 +476,8 @@ class LocomotionTask(Task[LocomotionConfig]):
         }
         if self.curriculum is not None:
             metrics["terrain_level"] = self.curriculum.levels[env_ids].float()
+        if self.command_curriculum is not None:
+            metrics["command_level"] = self.commands.scale[env_ids]
         return metrics
 
     def success(self, env: MjEnv, env_ids: torch.Tensor, time_outs: torch.Tensor) -> torch.Tensor:
