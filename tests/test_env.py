@@ -11,6 +11,7 @@ from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
 from mjfleet.envs.env import MjEnv
+from mjfleet.envs.episode_stats import EpisodeStats
 from mjfleet.tasks.cartpole.cartpole import CartpoleTask, balance_config
 
 from .conftest import make_env
@@ -202,3 +203,13 @@ def test_task_state_defaults_to_empty() -> None:
     task = CartpoleTask(balance_config())
     assert task.state_dict() == {}
     task.load_state_dict({})
+
+
+def test_statistics_pop_in_another_simulations_order() -> None:
+    evaluation = EpisodeStats(("Episode/return", "Metrics/error"), "cpu")
+    evaluation.add("Episode/return", torch.tensor([1.0, 3.0]))
+    evaluation.add("Metrics/error", torch.tensor([0.5]))
+    # The training simulation's order, with a metric the evaluation does not report (a training-only curriculum's).
+    sums, counts = evaluation.pop_as(("Metrics/level", "Metrics/error", "Episode/return"))
+    assert sums.tolist() == [0.0, 0.5, 4.0] and counts.tolist() == [0.0, 1.0, 2.0]
+    assert evaluation.pop()[1].tolist() == [0.0, 0.0]  # popped: it starts afresh

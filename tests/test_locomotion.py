@@ -376,6 +376,20 @@ def test_command_curriculum_is_off_by_default_and_where_a_policy_is_judged() -> 
     assert cfg.commands.curriculum.start == 0.3  # the training settings are left as they are
 
 
+def test_a_run_with_the_command_curriculum_evaluates_in_a_simulation_of_its_own_without_it() -> None:
+    # The evaluation's own simulation has the full ranges and so no command_level metric: its statistics are read in
+    # the training simulation's order.
+    spec = get_task("go1-velocity-flat")
+    env_cfg = dataclasses.replace(spec.env_cfg(), num_envs=64, episode_length_s=0.5, commands=_ramp(0.3))
+    agent = dataclasses.replace(spec.agent_cfg(), max_iterations=3, num_steps_per_env=8, eval_envs=16)
+    cfg = TrainConfig(env=env_cfg, agent=agent, task=spec.id, seed=1)
+    result = train_worker(cfg, run_dir=None, ctx=DistributedContext(device="cpu"))
+    last = result.records[-1]
+    assert last.episode["Metrics/command_level"] == pytest.approx(0.3)
+    assert "Eval_Metrics/lin_vel_error" in last.evaluation
+    assert "Eval_Metrics/command_level" not in last.evaluation
+
+
 @pytest.mark.parametrize(("field", "value"), [("start", 0.0), ("start", 1.5), ("step", 0.0), ("promote_at", 1.2)])
 def test_command_curriculum_settings_out_of_range_are_one_line_errors(field: str, value: float) -> None:
     ramp = dataclasses.replace(CommandCurriculumConfig(start=0.5), **{field: value})

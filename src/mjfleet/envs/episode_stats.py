@@ -53,6 +53,20 @@ class EpisodeStats:
         self._counts.zero_()
         return sums, counts
 
+    def pop_as(self, keys: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`pop` in the order of ``keys``, another simulation's statistics (the training simulation's, for the
+        evaluation's own, whose task may report other metrics: a training-only curriculum's): keys missing here
+        count no episode, keys beyond ``keys`` are left out."""
+        sums, counts = self.pop()
+        if keys == self.keys:
+            return sums, counts
+        pairs = [(j, self._index[k]) for j, k in enumerate(keys) if k in self._index]
+        out_sums, out_counts = sums.new_zeros(len(keys)), counts.new_zeros(len(keys))
+        if pairs:
+            to, of = (torch.tensor(side, device=sums.device) for side in zip(*pairs, strict=True))
+            out_sums[to], out_counts[to] = sums[of], counts[of]
+        return out_sums, out_counts
+
     @staticmethod
     def means(keys: tuple[str, ...], sums: torch.Tensor, counts: torch.Tensor) -> dict[str, float]:
         """Means of the keys that saw at least one episode."""

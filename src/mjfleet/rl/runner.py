@@ -398,7 +398,10 @@ class Runner(Saving):
         problem = nonfinite_quantity(losses, self.learner.modules())
         stop = self.stop_check() if self.stop_check is not None else 0
         sums, counts = self.env.stats.pop()
-        eval_sums, eval_counts = (self.evaluation.env if self.evaluation else self.env).eval_stats.pop()
+        # In the training simulation's order: the evaluation's own may report other metrics.
+        eval_sums, eval_counts = (self.evaluation.env if self.evaluation else self.env).eval_stats.pop_as(
+            self.env.stats.keys
+        )
         bad_ranks = [self.ctx.rank] if problem else []
         problems = {self.ctx.rank: problem}
         keys = len(sums)
