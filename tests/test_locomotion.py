@@ -324,25 +324,32 @@ def test_command_curriculum_draws_training_commands_from_its_share_and_evaluatio
 
 def test_command_curriculum_widens_only_after_an_episode_length_of_good_tracking() -> None:
     cfg = CommandCurriculumConfig(start=0.2, step=0.25, promote_at=0.8)
-    ramp = CommandCurriculum(cfg, episode_steps=4, device=torch.device("cpu"))
-    counted = torch.tensor([True, True, False])
-    ramp.episodes_ended(torch.tensor([0.9, 0.85, 0.0]), counted)  # the uncounted row (evaluation) is ignored
-    for _ in range(3):
-        ramp.step()
-    assert ramp.level.item() == pytest.approx(0.2)  # judged once per episode length, not before
-    ramp.step()
-    assert ramp.level.item() == pytest.approx(0.45)
-    ramp.episodes_ended(torch.tensor([0.9, 0.5]), torch.tensor([True, True]))  # mean 0.7 < 0.8
-    for _ in range(4):
-        ramp.step()
+    ramp = CommandCurriculum(cfg, num_envs=3, episode_steps=4, device=torch.device("cpu"))
+    every, counted = torch.arange(3), torch.tensor([True, True, False])
+
+    def episode(tracking: list[float]) -> None:
+        for _ in range(2):  # half the episode length: the tracking sum reads half as much as its most
+            ramp.step(torch.tensor(tracking) * 2)
+
+    episode([0.9, 0.85, 0.0])
+    ramp.episodes_ended(every, counted)  # the uncounted row (an evaluation one) is ignored
+    for _ in range(2):
+        ramp.step(torch.zeros(3))
+    assert ramp.level.item() == pytest.approx(0.45)  # judged once per episode length (the 4th step), not before
+    episode([0.9, 0.5, 1.0])  # mean of the counted 0.7 < 0.8
+    ramp.episodes_ended(every, counted)
+    episode([0.0, 0.0, 0.0])
     assert ramp.level.item() == pytest.approx(0.45)
     for _ in range(4):  # no episode ended: nothing to judge
-        ramp.step()
+        ramp.step(torch.ones(3))
+    ramp.episodes_ended(every, torch.zeros(3, dtype=torch.bool))  # only to start the sums afresh
     assert ramp.level.item() == pytest.approx(0.45)
     for _ in range(3):
-        ramp.episodes_ended(torch.tensor([1.0]), torch.tensor([True]))
         for _ in range(4):
-            ramp.step()
+            ramp.step(torch.ones(3))
+        ramp.episodes_ended(every, counted)
+    for _ in range(4):
+        ramp.step(torch.zeros(3))
     assert ramp.level.item() == pytest.approx(1.0)  # never beyond the full ranges
 
 

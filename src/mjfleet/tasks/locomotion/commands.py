@@ -36,6 +36,13 @@ class VelocityCommands:
         standing = torch.rand(count, device=dev, generator=g) < self.cfg.standing_fraction
         return cmd * (~standing).unsqueeze(-1)
 
+    def set_level(self, level: torch.Tensor, first_eval_env: int) -> None:
+        """Draw the training rows' commands from ``level`` of the ranges and the evaluation rows' (from
+        ``first_eval_env`` on) from the full ranges; cheap enough for every step, so it holds after a resume restored
+        the level or rows were set aside for evaluation."""
+        self.scale[:first_eval_env] = level
+        self.scale[first_eval_env:] = 1.0
+
     def hold(self, values: dict[int, float] | None) -> None:
         """Set command columns (0: lin_x, 1: lin_y, 2: yaw rate) of every environment and stop the timers until
         a reset; ``None`` lets every timer run out, so the next step draws."""
@@ -67,7 +74,7 @@ class CommandCurriculum:
     """The level of the command curriculum (the share of the ranges training draws from), judged once per episode
     length on the training episodes that ended in it; on the device, without host syncs."""
 
-    def __init__(self, cfg: CommandCurriculumConfig, episode_steps: int, device: torch.device) -> None:
+    def __init__(self, cfg: CommandCurriculumConfig, num_envs: int, episode_steps: int, device: torch.device) -> None:
         if not 0.0 < cfg.start <= 1.0:
             raise UsageError(f"--env.commands.curriculum.start must be in (0, 1] (got {cfg.start})")
         if cfg.step <= 0.0:
@@ -78,18 +85,15 @@ class CommandCurriculum:
         self.episode_steps = episode_steps
         self.level = torch.tensor(cfg.start, device=device)
         """Share of every command range the training environments draw from."""
+        self._tracking = torch.zeros(num_envs, device=device)
         self._sum = torch.zeros((), device=device)
         self._count = torch.zeros((), device=device)
         self._steps = 0
 
-    def episodes_ended(self, tracking: torch.Tensor, counted: torch.Tensor) -> None:
-        """Add ended episodes' tracking (their reward's sum over the full episode length, 0-1) where ``counted``."""
-        weight = counted.float()
-        self._sum += torch.sum(tracking * weight)
-        self._count += torch.sum(weight)
-
-    def step(self) -> None:
-        """One control step; after each episode length, widen the ranges if the episodes that ended tracked well."""
+    def step(self, tracking: torch.Tensor) -> None:
+        """One control step with each environment's tracking reward kernel (0-1); after each episode length, widen
+        the ranges if the episodes that ended in it tracked well."""
+        self._tracking += tracking
         self._steps += 1
         if self._steps < self.episode_steps:
             return
@@ -98,3 +102,11 @@ class CommandCurriculum:
         self.level = torch.where(good, torch.clamp(self.level + self.cfg.step, max=1.0), self.level)
         self._sum.zero_()
         self._count.zero_()
+
+    def episodes_ended(self, env_ids: torch.Tensor, counted: torch.Tensor) -> None:
+        """The listed environments' episodes ended: those ``counted`` (training ones) add their tracking, summed and
+        divided by the full episode length (a fall forfeits the rest); every listed one starts afresh."""
+        weight = counted.float()
+        self._sum += torch.sum(self._tracking[env_ids] / self.episode_steps * weight)
+        self._count += torch.sum(weight)
+        self._tracking[env_ids] = 0.0

@@ -67,7 +67,7 @@ class LocomotionTask(Task[LocomotionConfig]):
         self.commands = VelocityCommands(cfg.commands, n, self.dt, dev, g)
         ramp = cfg.commands.curriculum
         self.command_curriculum = (
-            CommandCurriculum(ramp, int(env.max_episode_length), dev) if ramp.start != 1.0 else None
+            CommandCurriculum(ramp, n, int(env.max_episode_length), dev) if ramp.start != 1.0 else None
         )
         self.randomizer = DomainRandomizer(cfg.randomization, env.sim, self.base_body, g)
         self.pushes = Pushes(cfg.randomization, n, self.dt, dev, g)
@@ -137,7 +137,6 @@ class LocomotionTask(Task[LocomotionConfig]):
         self._lin_err_sum, self._yaw_err_sum, self._steps = zeros(n), zeros(n), zeros(n)
         self._spawn_xy = zeros(n, 2)
         self._walked, self._commanded = zeros(n), zeros(n)
-        self._tracking_sum = zeros(n)
 
     def _make_noise_amplitude(self, dev: torch.device) -> torch.Tensor:
         """Per-entry uniform noise amplitude of the policy observation (commands and actions stay exact)."""
@@ -203,9 +202,8 @@ class LocomotionTask(Task[LocomotionConfig]):
         if self.command_curriculum is not None:
             # Training episodes only (not evaluation rows, not the first reset of an environment).
             counted = (env_ids < env.first_eval_env) & (self._steps[env_ids] > 0)
-            tracking = self._tracking_sum[env_ids] / env.max_episode_length
-            self.command_curriculum.episodes_ended(tracking, counted)
-            self._scale_commands(env)
+            self.command_curriculum.episodes_ended(env_ids, counted)
+            self.commands.set_level(self.command_curriculum.level, env.first_eval_env)
         if self.curriculum is not None:
             self.curriculum.update(env_ids, self._walked[env_ids], self._commanded[env_ids])
             xy, ground = self.curriculum.spawn(env_ids)
@@ -241,20 +239,12 @@ class LocomotionTask(Task[LocomotionConfig]):
             self._steps,
             self._walked,
             self._commanded,
-            self._tracking_sum,
         ):
             buf[env_ids] = 0
         self._spawn_xy[env_ids] = xy
         # Observations follow the resets: refresh the base state of the reset rows only.
         lin_vel, _, gravity, height = self._base_state(env, env_ids)
         self.lin_vel[env_ids], self.gravity[env_ids], self.base_height[env_ids] = lin_vel, gravity, height
-
-    def _scale_commands(self, env: MjEnv) -> None:
-        """The curriculum's level for the training rows, the full ranges for the evaluation rows; at every step and
-        reset, which is cheap and holds after a resume restored the level or the evaluation rows were set aside."""
-        assert self.command_curriculum is not None
-        self.commands.scale[: env.first_eval_env] = self.command_curriculum.level
-        self.commands.scale[env.first_eval_env :] = 1.0
 
     def apply_actions(self, env: MjEnv, actions: torch.Tensor) -> None:
         # Position servos: ctrl is the joint target; MuJoCo clamps it to the joint range (ctrlrange).
@@ -279,9 +269,8 @@ class LocomotionTask(Task[LocomotionConfig]):
         self._walked = torch.linalg.vector_norm(sim.qpos[:, :2] - self._spawn_xy, dim=-1)
         self._commanded += torch.linalg.vector_norm(command[:, :2], dim=-1) * dt
         if self.command_curriculum is not None:
-            self._tracking_sum += torch.exp(-self._lin_err_sq / self.cfg.tracking_std**2)
-            self.command_curriculum.step()
-            self._scale_commands(env)
+            self.command_curriculum.step(torch.exp(-self._lin_err_sq / self.cfg.tracking_std**2))
+            self.commands.set_level(self.command_curriculum.level, env.first_eval_env)
 
         if self._air_time_clock:
             # Quadruped air time (legged_gym): a touchdown pays the swing time minus the threshold. Contacts are
