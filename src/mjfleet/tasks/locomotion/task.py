@@ -18,6 +18,7 @@ from mjfleet.tasks.locomotion.config import LocomotionConfig
 from mjfleet.tasks.locomotion.curriculum import TerrainCurriculum
 from mjfleet.tasks.locomotion.model import build_model, touch_sensor_name
 from mjfleet.tasks.locomotion.randomization import BATCHED_FIELDS, DomainRandomizer, Pushes
+from mjfleet.tasks.locomotion.rewards import MOVING_SPEED, LocomotionRewards
 from mjfleet.tasks.locomotion.robots import RobotSpec
 from mjfleet.tasks.locomotion.rotations import heading, projected_gravity, quat_mul, rotate_inverse, yaw_quat
 from mjfleet.tasks.locomotion.sources import resolve_robot
@@ -26,9 +27,6 @@ from mjfleet.tasks.locomotion.terrain import HeightLookup, TerrainMap, generate
 SUCCESS_LIN_VEL_ERROR = 0.25
 """An episode succeeds when it times out with a mean linear-velocity tracking error below this (m/s)."""
 
-MOVING_SPEED = 0.1
-"""Gait rewards (air time) only pay while the commanded speed exceeds this (m/s)."""
-
 COMMAND_NAMES = ("lin_vel_x", "lin_vel_y", "yaw_rate")
 """Names of the command columns, as the viewer's sliders show them."""
 
@@ -36,7 +34,7 @@ SPAWN_CLEARANCE = 0.02
 """Robots spawn this far above their standing height, so no foot starts inside the ground (metres)."""
 
 
-class LocomotionTask(Task[LocomotionConfig]):
+class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
     """Track base-velocity commands with a quadruped or a humanoid; see ``docs/tasks.md`` for the full MDP."""
 
     batched_model_fields: ClassVar[tuple[str, ...]] = BATCHED_FIELDS
@@ -168,14 +166,6 @@ class LocomotionTask(Task[LocomotionConfig]):
         if self.heights is None:
             return torch.zeros(xy.shape[:-1], device=xy.device)
         return self.heights(xy)
-
-    def joint_pos(self, env: MjEnv) -> torch.Tensor:
-        """Joint angles in actuator order, ``(num_envs, num_actions)``."""
-        return env.sim.qpos[:, self._qpos_idx]
-
-    def joint_vel(self, env: MjEnv) -> torch.Tensor:
-        """Joint velocities in actuator order, ``(num_envs, num_actions)``."""
-        return env.sim.qvel[:, self._qvel_idx]
 
     def _base_state(
         self, env: MjEnv, rows: Index = slice(None)
@@ -346,81 +336,6 @@ class LocomotionTask(Task[LocomotionConfig]):
             self.gravity[:, 2] > -math.cos(self.cfg.termination_tilt)
         )
         return {"base_contact": self.terminal_contact, "fall": fallen}
-
-    # --- reward terms ------------------------------------------------------------------------------------------
-    def reward_track_lin_vel_xy(self, env: MjEnv) -> torch.Tensor:
-        """Exponential tracking of the commanded planar velocity."""
-        return torch.exp(-self._lin_err_sq / self.cfg.tracking_std**2)
-
-    def reward_track_yaw_rate(self, env: MjEnv) -> torch.Tensor:
-        """Exponential tracking of the commanded yaw rate."""
-        return torch.exp(-self._yaw_err_sq / self.cfg.tracking_std**2)
-
-    def reward_lin_vel_z(self, env: MjEnv) -> torch.Tensor:
-        """Squared vertical base velocity."""
-        return torch.square(self.lin_vel[:, 2])
-
-    def reward_ang_vel_xy(self, env: MjEnv) -> torch.Tensor:
-        """Squared roll and pitch rates."""
-        return torch.sum(torch.square(self.ang_vel[:, :2]), dim=-1)
-
-    def reward_torques(self, env: MjEnv) -> torch.Tensor:
-        """Sum of squared actuator forces."""
-        return torch.sum(torch.square(env.sim.actuator_force), dim=-1)
-
-    def reward_joint_acc(self, env: MjEnv) -> torch.Tensor:
-        """Sum of squared joint accelerations."""
-        return torch.sum(torch.square(env.sim.qacc[:, self._qvel_idx]), dim=-1)
-
-    def reward_action_rate(self, env: MjEnv) -> torch.Tensor:
-        """Sum of squared action changes."""
-        return torch.sum(torch.square(env.actions - env.last_actions), dim=-1)
-
-    def reward_feet_air_time(self, env: MjEnv) -> torch.Tensor:
-        """Swing time minus the threshold, paid at touchdown, while moving."""
-        return self._touchdown_reward * self._moving
-
-    def reward_biped_air_time(self, env: MjEnv) -> torch.Tensor:
-        """In single stance, the shorter of stance and swing time, capped, while moving."""
-        in_mode = torch.where(self.feet_contact, self._stance_time, self._swing_time)
-        single = self.feet_contact.sum(dim=-1) == 1
-        value = torch.where(single, in_mode.min(dim=-1).values, 0.0).clamp(max=self.cfg.air_time_threshold)
-        return value * self._moving
-
-    def reward_feet_slide(self, env: MjEnv) -> torch.Tensor:
-        """Horizontal speed of the feet that touch the ground."""
-        vel = env.sim.site_lin_vel(self._foot_sites)
-        return torch.sum(torch.linalg.vector_norm(vel[..., :2], dim=-1) * self.feet_contact, dim=-1)
-
-    def reward_undesired_contacts(self, env: MjEnv) -> torch.Tensor:
-        """Number of undesired geoms touching the ground."""
-        return self.undesired_count
-
-    def reward_flat_orientation(self, env: MjEnv) -> torch.Tensor:
-        """Squared horizontal part of the projected gravity."""
-        return torch.sum(torch.square(self.gravity[:, :2]), dim=-1)
-
-    def reward_joint_limits(self, env: MjEnv) -> torch.Tensor:
-        """Joint excursions beyond the soft limits."""
-        q = self.joint_pos(env)
-        return torch.sum((self._soft_low - q).clamp(min=0) + (q - self._soft_high).clamp(min=0), dim=-1)
-
-    def reward_joint_deviation(self, env: MjEnv) -> torch.Tensor:
-        """Absolute deviation of the deviation joints from their default angles."""
-        q = self.joint_pos(env)[:, self._deviation_idx] - self.default_joint_pos[self._deviation_idx]
-        return torch.sum(torch.abs(q), dim=-1)
-
-    def reward_base_height(self, env: MjEnv) -> torch.Tensor:
-        """Squared error of the base height above the ground."""
-        return torch.square(self.base_height - self.target_height)
-
-    def reward_alive(self, env: MjEnv) -> torch.Tensor:
-        """1 unless the episode terminates (fall or base contact) this step."""
-        return (~env.terminated).float()
-
-    def reward_termination(self, env: MjEnv) -> torch.Tensor:
-        """1 when the episode terminates (fall or base contact) this step."""
-        return env.terminated.float()
 
     # --- live commands (viewer) --------------------------------------------------------------------------------
     def command_ranges(self) -> dict[str, tuple[float, float]]:
