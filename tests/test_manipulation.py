@@ -203,6 +203,23 @@ def test_cube_held_at_the_goal_succeeds_and_a_dropped_cube_terminates() -> None:
 
 
 @needs_yam
+def test_lifted_pays_for_a_cube_off_the_table_with_the_hand_at_it() -> None:
+    env = _lift(num_envs=3)
+    task = env.task
+    assert isinstance(task, LiftCubeTask)
+    ee = task.ee_pos(env)
+    _place_cube(env, task, 0, ee[0])  # in the hand, in the air
+    _place_cube(env, task, 1, torch.tensor([0.3, 0.0, float(task.cube_half_size[1])]))  # on the table
+    _place_cube(env, task, 2, ee[2] + torch.tensor([0.0, 0.0, 0.3]))  # in the air, far from the hand
+    env.sim.forward()
+    task.after_step(env)
+    lifted = task.reward_lifted(env)
+    assert float(lifted[0]) == pytest.approx(1.0, abs=1e-3)
+    assert float(lifted[1]) == 0.0
+    assert float(lifted[2]) < 1e-3
+
+
+@needs_yam
 def test_a_cube_between_the_closed_fingers_is_held_at_the_goal_and_succeeds() -> None:
     """The end-effector site is where a grasp holds: a cube placed there, the fingers on its faces and the gripper
     closing, stays in the hand for a second of physics, and holding it at the goal is a success."""

@@ -116,6 +116,9 @@ class LiftRewards:
     bring_std^2). Reaching pays first; carrying the cube towards the goal only pays with the hand on it."""
     lift_precise: float = 1.0
     """exp(-|cube - goal|^2 / precise_std^2): pays for the last centimetres."""
+    lifted: float = 0.0
+    """reach while the cube is clear of the table, 0 on it: pays for any lift made with the hand at the cube, where
+    ``lift`` grows by little until the cube nears the goal (a cube on the table already earns most of ``bring``)."""
     action_rate: float = -0.01
     """Sum of squared changes of the action since the last step."""
     joint_limits: float = -1.0

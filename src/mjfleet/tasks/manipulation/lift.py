@@ -152,11 +152,17 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         }
 
     # --- reward terms ------------------------------------------------------------------------------------------
+    def _reach(self) -> torch.Tensor:
+        return torch.exp(-self._reach_err_sq / self.cfg.reach_std**2)
+
     def reward_lift(self, env: MjEnv) -> torch.Tensor:
         """reach * (1 + bring): reaching the cube, then bringing it to the goal."""
-        reach = torch.exp(-self._reach_err_sq / self.cfg.reach_std**2)
         bring = torch.exp(-torch.square(self._goal_err / self.cfg.bring_std))
-        return reach * (1.0 + bring)
+        return self._reach() * (1.0 + bring)
+
+    def reward_lifted(self, env: MjEnv) -> torch.Tensor:
+        """reach while the cube is off the table: a lift pays only with the hand at the cube (not a flung cube)."""
+        return self._reach() * self.lifted(env)
 
     def reward_lift_precise(self, env: MjEnv) -> torch.Tensor:
         """exp(-|cube - goal|^2 / precise_std^2)."""
