@@ -53,7 +53,8 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         self.goal = zeros(n, 3)
         """Goal position of the cube in each environment (base frame)."""
         self.cube_half_size, self.cube_mass, self.cube_friction = zeros(n), zeros(n), zeros(n)
-        self._reach_err_sq, self._goal_err = zeros(n), zeros(n)
+        self._reach, self._goal_err = zeros(n), zeros(n)
+        self._lifted = torch.zeros(n, dtype=torch.bool, device=dev)
         self._held_steps, self._lifted_steps, self._steps = zeros(n), zeros(n), zeros(n)
 
     # --- state helpers -----------------------------------------------------------------------------------------
@@ -115,14 +116,15 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         sim.model_fields_changed(env_ids)
 
     def _measure(self, env: MjEnv) -> None:
-        """Distances the rewards, success and statistics read, from the current state."""
+        """Reach kernel and goal distance the rewards, success and statistics read, from the current state."""
         cube = self.cube_pos(env)
-        self._reach_err_sq = torch.sum(torch.square(self.ee_pos(env) - cube), dim=-1)
+        reach_err_sq = torch.sum(torch.square(self.ee_pos(env) - cube), dim=-1)
+        self._reach = torch.exp(-reach_err_sq / self.cfg.reach_std**2)
         self._goal_err = torch.linalg.vector_norm(self.goal - cube, dim=-1)
 
     def after_step(self, env: MjEnv) -> None:
         self._measure(env)
-        lifted = self.lifted(env)
+        lifted = self._lifted = self.lifted(env)
         at_goal = lifted & (self._goal_err < self.cfg.success_distance)
         self._held_steps = torch.where(at_goal, self._held_steps + 1.0, 0.0)
         self._lifted_steps += lifted.float()
@@ -152,17 +154,14 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         }
 
     # --- reward terms ------------------------------------------------------------------------------------------
-    def _reach(self) -> torch.Tensor:
-        return torch.exp(-self._reach_err_sq / self.cfg.reach_std**2)
-
     def reward_lift(self, env: MjEnv) -> torch.Tensor:
         """reach * (1 + bring): reaching the cube, then bringing it to the goal."""
         bring = torch.exp(-torch.square(self._goal_err / self.cfg.bring_std))
-        return self._reach() * (1.0 + bring)
+        return self._reach * (1.0 + bring)
 
     def reward_lifted(self, env: MjEnv) -> torch.Tensor:
         """reach while the cube is off the table: a lift pays only with the hand at the cube (not a flung cube)."""
-        return self._reach() * self.lifted(env)
+        return self._reach * self._lifted
 
     def reward_lift_precise(self, env: MjEnv) -> torch.Tensor:
         """exp(-|cube - goal|^2 / precise_std^2)."""
