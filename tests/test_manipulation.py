@@ -22,6 +22,7 @@ import torch
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.errors import UsageError
+from mjfleet.sim.config import Backend
 from mjfleet.tasks.locomotion.sources import menagerie_available
 from mjfleet.tasks.manipulation.arms import YAM, ArmSpec
 from mjfleet.tasks.manipulation.config import LiftConfig, ReachConfig
@@ -217,15 +218,21 @@ def test_lifted_pays_for_a_cube_off_the_table_with_the_hand_at_it() -> None:
     assert float(lifted[0]) == pytest.approx(1.0, abs=1e-3)
     assert float(lifted[1]) == 0.0
     assert float(lifted[2]) < 1e-3
+    # No fingertip touches a cube on the table or one in the air away from the hand: grasp pays nothing.
+    assert task.grasped(env)[1:].tolist() == [False, False]
+    assert task.reward_grasp(env)[1:].tolist() == [0.0, 0.0]
 
 
 @needs_yam
-def test_a_cube_between_the_closed_fingers_is_held_at_the_goal_and_succeeds() -> None:
+@pytest.mark.parametrize("backend", ["mujoco", "warp"])
+def test_a_cube_between_the_closed_fingers_is_held_at_the_goal_and_succeeds(backend: Backend) -> None:
     """The end-effector site is where a grasp holds: a cube placed there, the fingers on its faces and the gripper
-    closing, stays in the hand for a second of physics, and holding it at the goal is a success."""
+    closing, stays in the hand for a second of physics, touched by both fingertips (the grasp sensors of either
+    backend), and holding it at the goal is a success."""
     cfg = yam_lift_cube_config()
     cube = dataclasses.replace(cfg.cube, half_size=(0.015, 0.015), mass=(0.05, 0.05))
-    env = _lift(num_envs=1, init_joint_noise=0.0, cube=cube)
+    sim = dataclasses.replace(cfg.sim, backend=backend)
+    env = _lift(num_envs=1, init_joint_noise=0.0, cube=cube, sim=sim)
     task = env.task
     assert isinstance(task, LiftCubeTask)
     m = env.sim.mj_model
@@ -244,6 +251,7 @@ def test_a_cube_between_the_closed_fingers_is_held_at_the_goal_and_succeeds() ->
     assert float(torch.linalg.vector_norm(task.cube_pos(env)[0] - ee)) < 0.01  # still in the hand
     assert float(torch.linalg.vector_norm(task.cube_pos(env)[0] - task.ee_pos(env)[0])) < 0.005
     assert bool(task.lifted(env)[0]) and float(task._held_steps[0]) == steps
+    assert bool(task.grasped(env)[0])  # both fingertips on the cube
     assert task.success(env, torch.arange(1), torch.ones(1, dtype=torch.bool)).tolist() == [True]
 
 

@@ -119,6 +119,8 @@ class LiftRewards:
     lifted: float = 0.0
     """reach while the cube is clear of the table, 0 on it: pays for any lift made with the hand at the cube, where
     ``lift`` grows by little until the cube nears the goal (a cube on the table already earns most of ``bring``)."""
+    grasp: float = 0.0
+    """reach while every fingertip touches the cube, 0 otherwise: pays for closing the hand on it."""
     action_rate: float = -0.01
     """Sum of squared changes of the action since the last step."""
     joint_limits: float = -1.0

@@ -11,7 +11,7 @@ import torch
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.tasks.manipulation.config import LiftConfig
-from mjfleet.tasks.manipulation.model import CUBE, build_model, zone_geoms
+from mjfleet.tasks.manipulation.model import CUBE, GRASP_SENSOR_PREFIX, build_model, zone_geoms
 from mjfleet.tasks.manipulation.task import ArmTask, uniform_in
 
 LIFT_CLEARANCE = 0.02
@@ -46,6 +46,8 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         self._cube_dof = int(m.jnt_dofadr[m.joint(CUBE).id])
         tips = [g for zone in self.arm.fingertips for g in zone_geoms(m, zone)]
         self._fingertip_geoms = torch.as_tensor(tips, dtype=torch.long, device=dev)
+        grasp = [int(m.sensor(GRASP_SENSOR_PREFIX + zone.name).adr[0]) for zone in self.arm.fingertips]
+        self._grasp_adr = torch.as_tensor(grasp, dtype=torch.long, device=dev)
 
         def zeros(*shape: int) -> torch.Tensor:
             return torch.zeros(*shape, device=dev)
@@ -55,7 +57,8 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         self.cube_half_size, self.cube_mass, self.cube_friction = zeros(n), zeros(n), zeros(n)
         self._reach, self._goal_err = zeros(n), zeros(n)
         self._lifted = torch.zeros(n, dtype=torch.bool, device=dev)
-        self._held_steps, self._lifted_steps, self._steps = zeros(n), zeros(n), zeros(n)
+        self._grasped = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._held_steps, self._lifted_steps, self._grasped_steps, self._steps = zeros(n), zeros(n), zeros(n), zeros(n)
 
     # --- state helpers -----------------------------------------------------------------------------------------
     def cube_pos(self, env: MjEnv) -> torch.Tensor:
@@ -69,6 +72,10 @@ class LiftCubeTask(ArmTask[LiftConfig]):
     def lifted(self, env: MjEnv) -> torch.Tensor:
         """Whether each cube is clear of the table (its centre above a corner's reach, plus the clearance)."""
         return self.cube_pos(env)[:, 2] > self.cube_half_size * 3**0.5 + LIFT_CLEARANCE
+
+    def grasped(self, env: MjEnv) -> torch.Tensor:
+        """Whether every fingertip zone touches the cube (read from the physics step's contact sensors)."""
+        return torch.all(env.sim.sensordata[:, self._grasp_adr] > 0, dim=-1)
 
     # --- MDP ---------------------------------------------------------------------------------------------------
     def reset(self, env: MjEnv, env_ids: torch.Tensor) -> None:
@@ -93,7 +100,7 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         )
         env.sim.qpos[env_ids, self._cube_qpos : self._cube_qpos + 7] = pose
         self.goal[env_ids] = uniform_in(cfg.goal, n, dev, g)
-        for buf in (self._held_steps, self._lifted_steps, self._steps):
+        for buf in (self._held_steps, self._lifted_steps, self._grasped_steps, self._steps):
             buf[env_ids] = 0.0
 
     def _randomize(self, env: MjEnv, env_ids: torch.Tensor) -> None:
@@ -125,6 +132,8 @@ class LiftCubeTask(ArmTask[LiftConfig]):
     def after_step(self, env: MjEnv) -> None:
         self._measure(env)
         lifted = self._lifted = self.lifted(env)
+        self._grasped = self.grasped(env)
+        self._grasped_steps += self._grasped.float()
         at_goal = lifted & (self._goal_err < self.cfg.success_distance)
         self._held_steps = torch.where(at_goal, self._held_steps + 1.0, 0.0)
         self._lifted_steps += lifted.float()
@@ -163,18 +172,23 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         """reach while the cube is off the table: a lift pays only with the hand at the cube (not a flung cube)."""
         return self._reach * self._lifted
 
+    def reward_grasp(self, env: MjEnv) -> torch.Tensor:
+        """reach while every fingertip touches the cube: closing the hand on it (a prerequisite of lifting)."""
+        return self._reach * self._grasped
+
     def reward_lift_precise(self, env: MjEnv) -> torch.Tensor:
         """exp(-|cube - goal|^2 / precise_std^2)."""
         return torch.exp(-torch.square(self._goal_err / self.cfg.precise_std))
 
     # --- statistics --------------------------------------------------------------------------------------------
     def metric_names(self) -> tuple[str, ...]:
-        return ("final_distance", "lifted_fraction")
+        return ("final_distance", "lifted_fraction", "grasped_fraction")
 
     def episode_metrics(self, env: MjEnv, env_ids: torch.Tensor) -> dict[str, torch.Tensor]:
         return {
             "final_distance": self._goal_err[env_ids],
             "lifted_fraction": self._lifted_steps[env_ids] / self._steps[env_ids].clamp(min=1.0),
+            "grasped_fraction": self._grasped_steps[env_ids] / self._steps[env_ids].clamp(min=1.0),
         }
 
     def success(self, env: MjEnv, env_ids: torch.Tensor, time_outs: torch.Tensor) -> torch.Tensor:

@@ -25,6 +25,8 @@ CUBE = "cube"
 """Name of the cube's body, free joint and geom."""
 HAND_TABLE_SENSOR = "hand_table"
 """Contact sensor between the hand and the table: whether they touch, then the net contact force (3 values)."""
+GRASP_SENSOR_PREFIX = "grasp_"
+"""With a cube, one contact sensor per fingertip zone, ``grasp_<zone>``: how many of its contacts touch the cube."""
 
 
 def build_model(arm: ArmSpec, cfg: ManipulationConfig, cube: CubeConfig | None = None) -> mujoco.MjModel:
@@ -73,6 +75,9 @@ def build_model(arm: ArmSpec, cfg: ManipulationConfig, cube: CubeConfig | None =
         sensor.intprm[0] = 1 | 2  # data: found, force
         sensor.intprm[1] = 3  # reduce: the net force of all matching contacts
         sensor.intprm[2] = 1  # one slot
+        if cube is not None:
+            for zone in arm.fingertips:
+                _add_grasp_sensor(spec, zone)
         if arm.ee_site_pos is not None:
             hand.add_site(name=arm.ee_site, pos=list(arm.ee_site_pos), size=[0.005, 0.0, 0.0], group=4)
     m = spec.compile()
@@ -98,6 +103,21 @@ def build_model(arm: ArmSpec, cfg: ManipulationConfig, cube: CubeConfig | None =
     m.geom_contype[off] = 0
     m.geom_conaffinity[off] = 0
     return m
+
+
+def _add_grasp_sensor(spec: mujoco.MjSpec, zone: Zone) -> None:
+    """A contact sensor of ``zone`` (its geom, or every geom of its body) against the cube: found contacts only."""
+    named = bool(zone.geom)
+    sensor = spec.add_sensor(
+        name=GRASP_SENSOR_PREFIX + zone.name,
+        type=mujoco.mjtSensor.mjSENS_CONTACT,
+        objtype=mujoco.mjtObj.mjOBJ_GEOM if named else mujoco.mjtObj.mjOBJ_BODY,
+        objname=zone.geom if named else zone.body,
+        reftype=mujoco.mjtObj.mjOBJ_GEOM,
+        refname=CUBE,
+    )
+    sensor.intprm[0] = 1  # data: found
+    sensor.intprm[2] = 1  # one slot
 
 
 def subtree(m: mujoco.MjModel, body: int) -> np.ndarray:
