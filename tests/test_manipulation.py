@@ -256,6 +256,29 @@ def test_a_cube_between_the_closed_fingers_is_held_at_the_goal_and_succeeds(back
 
 
 @needs_yam
+def test_training_episodes_can_start_with_the_cube_held_and_evaluation_rows_start_on_the_table() -> None:
+    """``--env.start-in-hand 1``: every cube, whatever its drawn size and mass, starts between the fingers and
+    stays there under the closed gripper; rows set aside for evaluation restart with the cube on the table, and the
+    policy is judged (evaluation, ``play``) without in-hand starts."""
+    env = _lift(num_envs=6, start_in_hand=1.0)
+    task = env.task
+    assert isinstance(task, LiftCubeTask)
+    assert bool(task.lifted(env).all())
+    env.split_evaluation(2)
+    started = task.training_start(env)
+    assert started is not None and started.tolist() == [True] * 4 + [False] * 2
+    assert task.lifted(env).tolist() == [True] * 4 + [False] * 2
+    close = torch.zeros(6, env.num_actions)
+    close[:, -1] = -1.0
+    for _ in range(round(1.0 / env.step_dt)):
+        _, _, dones, _ = env.step(close)
+        assert not dones.any()
+    assert task.grasped(env).tolist() == [True] * 4 + [False] * 2
+    assert task.lifted(env).tolist() == [True] * 4 + [False] * 2
+    assert env.task.cfg.as_judged().start_in_hand == 0.0  # type: ignore[attr-defined]
+
+
+@needs_yam
 def test_a_cube_pushed_off_the_table_ends_the_episode_in_the_physics() -> None:
     env = _lift(num_envs=2)
     task = env.task

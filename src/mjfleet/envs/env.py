@@ -137,6 +137,12 @@ class MjEnv(VecEnv):
         if not 0 <= count <= self.num_envs:
             raise ValueError(f"cannot set {count} of {self.num_envs} environments aside for evaluation")
         self.first_eval_env = self.num_envs - count
+        started = self.task.training_start(self)
+        if started is not None:  # an evaluation row's first episode began as a training one: it starts afresh
+            restart = started[self.first_eval_env :].nonzero(as_tuple=False).squeeze(-1) + self.first_eval_env
+            if restart.numel() > 0:
+                self._reset_envs(restart)
+                self._obs = self._observations()
 
     # --- resets ------------------------------------------------------------------------------------------------
     def reset_all(self) -> None:

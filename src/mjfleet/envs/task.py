@@ -88,6 +88,12 @@ class Task(ABC, Generic[CfgT]):
     def reset(self, env: MjEnv, env_ids: torch.Tensor) -> None:
         """Write the initial state of the listed environments into ``env.sim`` and reset their task state."""
 
+    def training_start(self, env: MjEnv) -> torch.Tensor | None:
+        """Which environments' current episodes began from a start that only training episodes have (a cube in
+        the hand), ``(num_envs,)`` bools; None: no such start. Evaluation rows set aside after the first reset
+        restart where it is true (:meth:`MjEnv.split_evaluation`)."""
+        return None
+
     @abstractmethod
     def apply_actions(self, env: MjEnv, actions: torch.Tensor) -> None:
         """Turn (clipped) policy actions into ``env.sim.ctrl``."""

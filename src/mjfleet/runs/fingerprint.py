@@ -43,7 +43,12 @@ not what the policy learns: ``sensors_every_substep`` and the Warp graph give bi
 its stepping are bookkeeping (how many environments evaluate stays part of it: in the training simulation they
 share its random streams)."""
 
-ADDED = {"agent.learner": DEFAULT_LEARNER}
+ADDED = {
+    "agent.learner": DEFAULT_LEARNER,
+    "env.rewards.lifted": 0.0,
+    "env.rewards.grasp": 0.0,
+    "env.start_in_hand": 0.0,
+}
 """Settings that decide training and were added after runs were first recorded, with the value every run recorded
 before them had: such a run matches a start that names that value."""
 

@@ -38,6 +38,11 @@ class ArmSpec:
     """The fingers' joints (one may follow another through an equality constraint)."""
     fingertips: tuple[Zone, ...]
     """The fingers' contact geoms, one zone per finger: their friction is randomized in the lift task."""
+    grasp_pose: tuple[tuple[str, float], ...] = ()
+    """How the fingers hold a cube at the end-effector site in the home pose: (finger joint name, joint position per
+    metre of the cube's half edge), e.g. ``(("left", 1.0), ("right", -1.0))`` for fingers that slide apart by the
+    half edge each. Lets a share of the lift task's training episodes start with the cube in the hand
+    (``--env.start-in-hand``); empty: the arm's episodes always start with the cube on the table."""
     ee_site_pos: tuple[float, float, float] | None = None
     """Where in ``hand_body``'s frame to add the site ``ee_site`` (metres), for a file whose own grasp site is not
     between the fingertips; None: the file's site called ``ee_site``."""
@@ -76,6 +81,7 @@ YAM = ArmSpec(
     # The file's grasp_site lies 4.4 cm to the side of the fingertips (on the wrist's axis): the end-effector is
     # midway between the fingers' pads and their tips instead.
     ee_site_pos=(0.0, -0.037, 0.12),
+    grasp_pose=(("left_finger", 1.0), ("right_finger", -1.0)),
     # Upper arm raised, forearm folded, wrist pitched down so the gripper points at the table, fingers half open.
     home=(
         (r"joint2", 1.047),

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Self
 
 from mjfleet.envs.config import EnvConfig
 
@@ -149,7 +150,15 @@ class LiftConfig(ManipulationConfig):
     """The cube counts as at the goal this close to it (metres)."""
     hold_s: float = 0.5
     """An episode succeeds when it times out with the cube at the goal, off the table, for at least this long."""
+    start_in_hand: float = 0.0
+    """Share of the training episodes that start with the cube held between the fingers, the arm at its home pose
+    and the gripper commanded closed (a start from which lifting is near, so that it gets explored); the others,
+    every evaluation episode and ``play`` start with the cube on the table. Needs the arm record's ``grasp_pose``."""
     drop_height: float = -0.05
     """The episode terminates when the cube's centre falls below this height: off the table's edge (metres)."""
     rewards: LiftRewards = field(default_factory=LiftRewards)
     """Reward term weights."""
+
+    def as_judged(self) -> Self:
+        """Judged from the start every user's episode has: the cube on the table."""
+        return dataclasses.replace(super().as_judged(), start_in_hand=0.0)

@@ -10,12 +10,16 @@ import mujoco
 import torch
 
 from mjfleet.envs.env import MjEnv
+from mjfleet.errors import UsageError
 from mjfleet.tasks.manipulation.config import LiftConfig
 from mjfleet.tasks.manipulation.model import CUBE, GRASP_SENSOR_PREFIX, build_model, zone_geoms
 from mjfleet.tasks.manipulation.task import ArmTask, uniform_in
 
 LIFT_CLEARANCE = 0.02
 """The cube counts as off the table when its lowest possible point is this high above it (metres)."""
+GRIP_DEPTH = 0.0004
+"""A cube that starts in the hand has the fingertips this far inside its faces (metres): in contact from the first
+step, so the closing servos hold it rather than let it drop before they touch."""
 
 
 def _uniform(bounds: tuple[float, float], n: int, device: torch.device, gen: torch.Generator) -> torch.Tensor:
@@ -48,6 +52,8 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         self._fingertip_geoms = torch.as_tensor(tips, dtype=torch.long, device=dev)
         grasp = [int(m.sensor(GRASP_SENSOR_PREFIX + zone.name).adr[0]) for zone in self.arm.fingertips]
         self._grasp_adr = torch.as_tensor(grasp, dtype=torch.long, device=dev)
+        if self.cfg.start_in_hand > 0:
+            self._setup_in_hand(env)
 
         def zeros(*shape: int) -> torch.Tensor:
             return torch.zeros(*shape, device=dev)
@@ -58,7 +64,42 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         self._reach, self._goal_err = zeros(n), zeros(n)
         self._lifted = torch.zeros(n, dtype=torch.bool, device=dev)
         self._grasped = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._in_hand = torch.zeros(n, dtype=torch.bool, device=dev)
+        """Whether each episode started with the cube in the hand (``--env.start-in-hand``)."""
         self._held_steps, self._lifted_steps, self._grasped_steps, self._steps = zeros(n), zeros(n), zeros(n), zeros(n)
+
+    def _setup_in_hand(self, env: MjEnv) -> None:
+        """Where a cube held in the home pose sits: at the end-effector site, turned like the hand, the fingers at
+        the arm record's ``grasp_pose``."""
+        m, dev = env.sim.mj_model, env.device
+        if not self.arm.grasp_pose:
+            raise UsageError(f"--env.start-in-hand needs a grasp_pose in the record of arm {self.arm.name!r}")
+        data = mujoco.MjData(m)
+        data.qpos[:] = self.home_qpos.cpu().numpy()
+        mujoco.mj_kinematics(m, data)
+        hand = int(m.body(self.arm.hand_body).id)
+        pose = [*data.site_xpos[int(m.site(self.arm.ee_site).id)], *data.xquat[hand]]
+        self._in_hand_pose = torch.as_tensor(pose, dtype=torch.float32, device=dev)
+        fingers = [(int(m.jnt_qposadr[m.joint(name).id]), per_metre) for name, per_metre in self.arm.grasp_pose]
+        self._finger_qpos = torch.as_tensor([adr for adr, _ in fingers], dtype=torch.long, device=dev)
+        self._finger_per_metre = torch.as_tensor([k for _, k in fingers], dtype=torch.float32, device=dev)
+        gripper = int(m.actuator(self.arm.gripper_actuator).id)
+        self._gripper_id, self._gripper_closed = gripper, float(m.actuator_ctrlrange[gripper, 0])
+
+    def _start_in_hand(self, env: MjEnv, env_ids: torch.Tensor) -> None:
+        """The arm at home, at rest, the cube between the fingers and the gripper commanded closed."""
+        sim, n = env.sim, env_ids.numel()
+        rows = env_ids.unsqueeze(-1)
+        sim.qpos[rows, self._arm_qpos] = self.home_qpos[self._arm_qpos]
+        sim.qpos[env_ids, self._cube_qpos : self._cube_qpos + 7] = self._in_hand_pose.expand(n, -1)
+        opening = (self.cube_half_size[env_ids] - GRIP_DEPTH).unsqueeze(-1)
+        sim.qpos[rows, self._finger_qpos] = opening * self._finger_per_metre
+        sim.qvel[env_ids] = 0.0
+        sim.ctrl[env_ids] = self.default_joint_pos
+        sim.ctrl[env_ids, self._gripper_id] = self._gripper_closed
+
+    def training_start(self, env: MjEnv) -> torch.Tensor | None:
+        return self._in_hand if self.cfg.start_in_hand > 0 else None
 
     # --- state helpers -----------------------------------------------------------------------------------------
     def cube_pos(self, env: MjEnv) -> torch.Tensor:
@@ -99,6 +140,12 @@ class LiftCubeTask(ArmTask[LiftConfig]):
             dim=-1,
         )
         env.sim.qpos[env_ids, self._cube_qpos : self._cube_qpos + 7] = pose
+        if cfg.start_in_hand > 0:  # training rows only: the evaluation judges the start every user's episode has
+            draw = torch.rand(n, device=dev, generator=g) < cfg.start_in_hand
+            in_hand = draw & (env_ids < env.first_eval_env)
+            self._in_hand[env_ids] = in_hand
+            if bool(in_hand.any()):
+                self._start_in_hand(env, env_ids[in_hand])
         self.goal[env_ids] = uniform_in(cfg.goal, n, dev, g)
         for buf in (self._held_steps, self._lifted_steps, self._grasped_steps, self._steps):
             buf[env_ids] = 0.0
