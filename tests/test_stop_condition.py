@@ -245,7 +245,7 @@ def _steady_hand_run(task_id: str, eval_envs: int, confirm: bool = True) -> Work
     cfg = small_train_config(task_id, num_envs=64, iterations=8, steps=25, stop_when="success>=0.9")
     cfg.stop_when_iterations = 2
     cfg.agent.eval_envs, cfg.agent.eval_episodes, cfg.agent.eval_steps_per_step = eval_envs, 16, 1
-    cfg.agent.eval_confirm = confirm
+    cfg.agent.eval_confirm, cfg.agent.eval_confirm_episodes = confirm, 16
     return train_worker(cfg, None, DistributedContext(device="cpu"))
 
 

@@ -172,9 +172,13 @@ class AgentConfig:
     (whole iterations); ``--stop-when`` reads them once that many have ended."""
     eval_confirm: bool = True
     """When ``--stop-when`` holds on the evaluation episodes, which ran the policies of the last iterations, the
-    current policy first plays at least ``--agent.eval-episodes`` fresh episodes from a reset, as ``play`` runs it,
-    and the run stops only if they meet the condition too (else training goes on). On the CPU; on a GPU the window
-    decides alone."""
+    current policy first plays at least ``--agent.eval-confirm-episodes`` fresh episodes from a reset, as ``play``
+    runs it, and the run stops only if they meet the condition too (else training goes on). On the CPU; on a GPU the
+    window decides alone."""
+    eval_confirm_episodes: int = 100
+    """Fresh episodes that check the current policy (``--agent.eval-confirm``), in whole rounds of the evaluation
+    environments: as many as ``play`` judges a checkpoint by. The check runs at every iteration the window holds the
+    condition: on fewer episodes, a policy just under the condition passes one of its checks by chance more often."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     """Networks."""
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
@@ -198,6 +202,8 @@ class AgentConfig:
             raise UsageError(f"--agent.eval-steps-per-step must be at least 1 (got {self.eval_steps_per_step})")
         if self.eval_episodes < 1:
             raise UsageError(f"--agent.eval-episodes must be at least 1 (got {self.eval_episodes})")
+        if self.eval_confirm_episodes < 1:
+            raise UsageError(f"--agent.eval-confirm-episodes must be at least 1 (got {self.eval_confirm_episodes})")
         return min(-(-self.eval_envs // max(1, world_size)), num_envs // 4)
 
     def evaluation_steps(self, on_gpu: bool) -> int:

@@ -351,13 +351,17 @@ class Runner(Saving):
 
     def _confirm(self, tracker: StopConditionTracker, it: int) -> bool:
         """Play the current deterministic policy from a reset in every evaluation environment of every rank, as many
-        rounds of whole episodes as make ``--agent.eval-episodes``, and check the condition on those episodes alone
-        (identically on every rank: their sums and counts are all-reduced). Not met: the streak starts over."""
+        rounds of whole episodes as make ``--agent.eval-confirm-episodes``, and check the condition on those episodes
+        alone (identically on every rank: their sums and counts are all-reduced). Not met: the streak starts over."""
         if self.evaluation is None:
             assert self._judge is not None
             self.evaluation, self._judge = self._judge(), None
         held = confirm_condition(
-            self.evaluation, self.learner.act_deterministic, tracker.condition, self.agent_cfg.eval_episodes, self.ctx
+            self.evaluation,
+            self.learner.act_deterministic,
+            tracker.condition,
+            self.agent_cfg.eval_confirm_episodes,
+            self.ctx,
         )
         if self.ctx.is_main:
             logger.info("iteration %d: %s", it, held.words)

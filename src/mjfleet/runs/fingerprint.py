@@ -28,6 +28,7 @@ NOT_TRAINING = frozenset(
         "agent.wandb_project",
         "agent.eval_episodes",
         "agent.eval_confirm",
+        "agent.eval_confirm_episodes",
         "agent.eval_steps_per_step",
         "env.sim.threads",
         "env.sim.nconmax",
