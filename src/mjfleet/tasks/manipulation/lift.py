@@ -83,8 +83,7 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         fingers = [(int(m.jnt_qposadr[m.joint(name).id]), per_metre) for name, per_metre in self.arm.grasp_pose]
         self._finger_qpos = torch.as_tensor([adr for adr, _ in fingers], dtype=torch.long, device=dev)
         self._finger_per_metre = torch.as_tensor([k for _, k in fingers], dtype=torch.float32, device=dev)
-        gripper = int(m.actuator(self.arm.gripper_actuator).id)
-        self._gripper_id, self._gripper_closed = gripper, float(m.actuator_ctrlrange[gripper, 0])
+        self._gripper_closed = float(m.actuator_ctrlrange[self._gripper_id, 0])
 
     def _start_in_hand(self, env: MjEnv, env_ids: torch.Tensor) -> None:
         """The arm at home, at rest, the cube between the fingers and the gripper commanded closed."""

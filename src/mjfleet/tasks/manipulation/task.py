@@ -68,7 +68,7 @@ class ArmTask(Task[CfgT]):
         mid, half = (low + high) / 2, (high - low) / 2
         self._soft_low = mid - half * self.cfg.soft_joint_limit
         self._soft_high = mid + half * self.cfg.soft_joint_limit
-        gripper = int(m.actuator(self.arm.gripper_actuator).id)
+        gripper = self._gripper_id = int(m.actuator(self.arm.gripper_actuator).id)
         scale = torch.full((m.nu,), self.cfg.action_scale, device=dev)
         ctrl_low, ctrl_high = m.actuator_ctrlrange[gripper]
         scale[gripper] = float(ctrl_high - ctrl_low) / 2
