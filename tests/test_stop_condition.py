@@ -241,11 +241,13 @@ def steady_hand(monkeypatch: pytest.MonkeyPatch) -> str:
     return "test-steady-hand"
 
 
-def _steady_hand_run(task_id: str, eval_envs: int, confirm: bool = True) -> WorkerResult:
+def _steady_hand_run(
+    task_id: str, eval_envs: int, confirm: bool = True, confirm_episodes: int = 16, eval_steps: int = 1
+) -> WorkerResult:
     cfg = small_train_config(task_id, num_envs=64, iterations=8, steps=25, stop_when="success>=0.9")
     cfg.stop_when_iterations = 2
-    cfg.agent.eval_envs, cfg.agent.eval_episodes, cfg.agent.eval_steps_per_step = eval_envs, 16, 1
-    cfg.agent.eval_confirm, cfg.agent.eval_confirm_episodes = confirm, 16
+    cfg.agent.eval_envs, cfg.agent.eval_episodes, cfg.agent.eval_steps_per_step = eval_envs, 16, eval_steps
+    cfg.agent.eval_confirm, cfg.agent.eval_confirm_episodes = confirm, confirm_episodes
     return train_worker(cfg, None, DistributedContext(device="cpu"))
 
 
@@ -260,9 +262,13 @@ def test_the_condition_reads_the_deterministic_policys_episodes(steady_hand: str
     assert trained and max(trained) == 0.0
 
 
-@pytest.mark.parametrize("confirm", [True, False])
+@pytest.mark.parametrize(("confirm", "eval_steps"), [(True, 1), (True, 2), (False, 1)])
 def test_the_run_stops_when_the_current_policy_from_a_fresh_start_meets_the_condition_too(
-    steady_hand: str, confirm: bool, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    steady_hand: str,
+    confirm: bool,
+    eval_steps: int,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     verdicts: list[tuple[int, int, float]] = []
     judge = SeparateEvaluation.judge
@@ -274,18 +280,22 @@ def test_the_run_stops_when_the_current_policy_from_a_fresh_start_meets_the_cond
 
     monkeypatch.setattr(SeparateEvaluation, "judge", first_verdict_fails)
     with caplog.at_level(logging.INFO, logger="mjfleet"):
-        result = _steady_hand_run(steady_hand, eval_envs=16, confirm=confirm)
+        result = _steady_hand_run(steady_hand, 16, confirm, confirm_episodes=24, eval_steps=eval_steps)
     if not confirm:  # the window alone: two iterations in a row from iteration 2
         assert verdicts == [] and result.condition_met_at == 3
         return
-    # The window holds at iterations 2 and 3; the current policy, judged on 16 fresh episodes (one round of the 16
-    # evaluation environments, each episode counted once), is said not to; the streak starts over and holds again
-    # at 4 and 5, where the policy meets the condition from a fresh start too.
-    assert verdicts == [(16, 1, 16.0), (16, 1, 16.0)]
-    assert result.condition_met_at == result.final_iteration == 5
+    # The window holds at iterations 2 and 3 (with an evaluation of 8 environments of its own stepped twice per
+    # training step, whose first episodes start staggered: 3 and 4); the current policy, judged on 24 fresh episodes
+    # (one round of a simulation of 24 environments of the check's own, each episode counted once), is said not to;
+    # the streak starts over and holds again two iterations later, where the policy meets the condition from a fresh
+    # start too.
+    first = 3 if eval_steps == 1 else 4
+    assert verdicts == [(24, 1, 24.0), (24, 1, 24.0)]
+    assert result.condition_met_at == result.final_iteration == first + 2
     said = [r.getMessage() for r in caplog.records if "from a fresh start" in r.getMessage()]
-    assert len(said) == 2 and said[0].startswith("iteration 3:") and said[0].endswith("not met, training goes on")
-    assert said[1].startswith("iteration 5:") and "Eval/success = 1.000: the condition holds" in said[1]
+    assert said[0].startswith(f"iteration {first}:") and said[0].endswith("not met, training goes on")
+    assert len(said) == 2 and said[1].startswith(f"iteration {first + 2}:")
+    assert "Eval/success = 1.000: the condition holds" in said[1]
 
 
 def test_without_evaluation_the_same_condition_reads_the_training_episodes(steady_hand: str) -> None:

@@ -176,9 +176,10 @@ class AgentConfig:
     runs it, and the run stops only if they meet the condition too (else training goes on). On the CPU; on a GPU the
     window decides alone."""
     eval_confirm_episodes: int = 100
-    """Fresh episodes that check the current policy (``--agent.eval-confirm``), in whole rounds of the evaluation
-    environments: as many as ``play`` judges a checkpoint by. The check runs at every iteration the window holds the
-    condition: on fewer episodes, a policy just under the condition passes one of its checks by chance more often."""
+    """Fresh episodes that check the current policy (``--agent.eval-confirm``), one in each environment of a
+    simulation of the check's own (split across the workers, rounded up): as many as ``play`` judges a checkpoint
+    by. The check runs at every iteration the window holds the condition: on fewer episodes, a policy just under the
+    condition passes one of its checks by chance more often."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     """Networks."""
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
@@ -205,6 +206,11 @@ class AgentConfig:
         if self.eval_confirm_episodes < 1:
             raise UsageError(f"--agent.eval-confirm-episodes must be at least 1 (got {self.eval_confirm_episodes})")
         return min(-(-self.eval_envs // max(1, world_size)), num_envs // 4)
+
+    def confirm_envs(self, world_size: int = 1) -> int:
+        """Environments of a worker's check of the current policy (``--agent.eval-confirm``): its share of
+        :attr:`eval_confirm_episodes`, rounded up, so that the check plays one episode in each."""
+        return -(-self.eval_confirm_episodes // max(1, world_size))
 
     def evaluation_steps(self, on_gpu: bool) -> int:
         """:attr:`eval_steps_per_step`, or its default for the device the environments run on."""

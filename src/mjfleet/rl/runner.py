@@ -156,7 +156,9 @@ class Runner(Saving):
         (:meth:`~mjfleet.rl.config.AgentConfig.env_steps_per_iteration`)."""
         self._judge = judge
         """Builds the simulation that plays the current policy from a fresh start when the stop condition holds
-        (``--agent.eval-confirm``), where :attr:`evaluation` is None (it serves otherwise)."""
+        (``--agent.eval-confirm``); None: :attr:`evaluation` serves, where there is one."""
+        self._confirmer: SeparateEvaluation | None = None
+        """What :attr:`_judge` built, at the first check."""
         self.evaluates = bool(eval_envs or evaluation)
         """Whether any environment of this rank runs the deterministic policy."""
         self.eval_window = EvaluationWindow(env.stats.keys, agent_cfg.eval_episodes)
@@ -353,11 +355,12 @@ class Runner(Saving):
         """Play the current deterministic policy from a reset in every evaluation environment of every rank, as many
         rounds of whole episodes as make ``--agent.eval-confirm-episodes``, and check the condition on those episodes
         alone (identically on every rank: their sums and counts are all-reduced). Not met: the streak starts over."""
-        if self.evaluation is None:
-            assert self._judge is not None
-            self.evaluation, self._judge = self._judge(), None
+        if self._confirmer is None and self._judge is not None:
+            self._confirmer = self._judge()
+        judge = self._confirmer or self.evaluation
+        assert judge is not None
         held = confirm_condition(
-            self.evaluation,
+            judge,
             self.learner.act_deterministic,
             tracker.condition,
             self.agent_cfg.eval_confirm_episodes,
