@@ -120,6 +120,32 @@ def test_reach_starts_at_home_and_holds_it_with_zero_actions() -> None:
 
 
 @needs_yam
+def test_the_action_filter_moves_the_arm_targets_part_way_and_the_policy_observes_them() -> None:
+    plain, env = _reach(num_envs=2), _reach(num_envs=2, action_filter=0.25)
+    task = env.task
+    assert isinstance(task, ReachTask)
+    home, gripper = task.default_joint_pos, task.arm.gripper_actuator
+    g = env.sim.mj_model.actuator(gripper).id
+    arm = [i for i in range(env.num_actions) if i != g]
+    action = torch.full((2, env.num_actions), 0.4)
+    for k in (1, 2):
+        env.step(action)
+        aimed = home + 0.4 * task._action_scale
+        # After k steps the arm's targets have come 1 - 0.75^k of the way; the gripper's all of it at once.
+        expected = home + (aimed - home) * (1 - 0.75**k)
+        assert torch.allclose(env.sim.ctrl[:, arm], expected[arm].expand(2, -1), atol=1e-6)
+        assert torch.allclose(env.sim.ctrl[:, g], aimed[g].expand(2), atol=1e-6)
+    # The targets are observed (relative to home) after what every arm task observes; unfiltered, they are not.
+    observed = env.get_observations()["policy"]
+    assert observed.shape[-1] == plain.get_observations()["policy"].shape[-1] + env.num_actions
+    assert torch.equal(observed[:, 3 * env.num_actions : 4 * env.num_actions], env.sim.ctrl - home)
+    env.reset_all()
+    assert torch.equal(task.targets, home.expand(2, -1))
+    with pytest.raises(UsageError, match=r"--env\.action-filter must be in"):
+        _reach(num_envs=1, action_filter=0.0)
+
+
+@needs_yam
 def test_reach_success_needs_the_end_effector_at_the_target_when_time_runs_out() -> None:
     env = _reach(num_envs=3)
     task = env.task

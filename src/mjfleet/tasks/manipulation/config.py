@@ -34,6 +34,11 @@ class ManipulationConfig(EnvConfig):
     action_scale: float = 0.5
     """Arm joint target = home angle + action * action_scale (radians). The gripper's action spans its control range:
     -1 closed, +1 open, 0 its home opening."""
+    action_filter: float = 1.0
+    """Each control step, the arm joints' servo targets move this fraction of the way from where they were to home +
+    action * ``action_scale`` (an exponential filter; 1: straight there). Below 1, the policy's action noise shakes
+    the hand, and a cube held in it, much less; the policy then observes the targets. The gripper follows its action
+    unfiltered."""
     init_joint_noise: float = 0.1
     """Arm joint angles start uniformly within +-this (radians) around home, inside the joint limits."""
     soft_joint_limit: float = 0.9

@@ -96,6 +96,7 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         sim.qvel[env_ids] = 0.0
         sim.ctrl[env_ids] = self.default_joint_pos
         sim.ctrl[env_ids, self._gripper_id] = self._gripper_closed
+        self.targets[env_ids, self._gripper_id] = self._gripper_closed
 
     def training_start(self, env: MjEnv) -> torch.Tensor | None:
         return self._in_hand if self.cfg.start_in_hand > 0 else None

@@ -12,6 +12,7 @@ import torch
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.task import Task
+from mjfleet.errors import UsageError
 from mjfleet.tasks.manipulation.config import Box3, ManipulationConfig
 from mjfleet.tasks.manipulation.model import HAND_TABLE_SENSOR, home_qpos
 from mjfleet.tasks.manipulation.sources import resolve_arm
@@ -76,6 +77,14 @@ class ArmTask(Task[CfgT]):
         """Per actuator: radians per unit action on the arm; the gripper's half control range."""
         self._gripper = torch.zeros(m.nu, dtype=torch.bool, device=dev)
         self._gripper[gripper] = True
+        alpha = self.cfg.action_filter
+        if not 0 < alpha <= 1:
+            raise UsageError(f"--env.action-filter must be in (0, 1] (got {alpha})")
+        self._filtered = alpha < 1
+        # Per actuator: the filter's share of the new target (the gripper's: all of it).
+        self._alpha = torch.where(self._gripper, 1.0, alpha)
+        self.targets = self.default_joint_pos.expand(env.num_envs, -1).clone()
+        """Each environment's servo targets, in actuator order (``--env.action-filter``)."""
         self.ee_site = torch.as_tensor([int(m.site(self.arm.ee_site).id)], device=dev)
         adr = int(m.sensor(HAND_TABLE_SENSOR).adr[0])
         self._hand_force = slice(adr + 1, adr + 4)
@@ -121,14 +130,22 @@ class ArmTask(Task[CfgT]):
         env.sim.qpos[rows, self._arm_qpos] = qpos[:, self._arm_qpos]
         env.sim.qvel[env_ids] = 0.0
         env.sim.ctrl[env_ids] = self.default_joint_pos
+        self.targets[env_ids] = self.default_joint_pos
 
     def apply_actions(self, env: MjEnv, actions: torch.Tensor) -> None:
         # Position servos; MuJoCo clamps each target to its actuator's control range.
-        torch.addcmul(self.default_joint_pos, actions, self._action_scale, out=env.sim.ctrl)
+        if not self._filtered:
+            torch.addcmul(self.default_joint_pos, actions, self._action_scale, out=env.sim.ctrl)
+            return
+        aimed = torch.addcmul(self.default_joint_pos, actions, self._action_scale)
+        self.targets.lerp_(aimed, self._alpha)
+        env.sim.ctrl[:] = self.targets
 
     def arm_observations(self, env: MjEnv) -> list[torch.Tensor]:
-        """Joint positions relative to home, joint velocities, and the last action."""
-        return [self.joint_pos(env) - self.default_joint_pos, self.joint_vel(env), env.actions]
+        """Joint positions relative to home, joint velocities, and the last action; with ``--env.action-filter``
+        below 1, the servo targets relative to home too."""
+        joints = [self.joint_pos(env) - self.default_joint_pos, self.joint_vel(env), env.actions]
+        return [*joints, self.targets - self.default_joint_pos] if self._filtered else joints
 
     # --- shared reward terms -----------------------------------------------------------------------------------
     def reward_action_rate(self, env: MjEnv) -> torch.Tensor:
