@@ -301,6 +301,8 @@ def test_training_episodes_can_start_with_the_cube_held_and_evaluation_rows_star
         assert not dones.any()
     assert task.grasped(env).tolist() == [True] * 4 + [False] * 2
     assert task.lifted(env).tolist() == [True] * 4 + [False] * 2
+    # Held at the home pose, well over rise_span above the table: the height term pays in full; on the table, nothing.
+    assert task.reward_height(env).tolist() == [1.0] * 4 + [0.0] * 2
     assert env.task.cfg.as_judged().start_in_hand == 0.0  # type: ignore[attr-defined]
 
 

@@ -50,6 +50,8 @@ ADDED = {
     "env.rewards.grasp": 0.0,
     "env.start_in_hand": 0.0,
     "env.action_filter": 1.0,
+    "env.rewards.height": 0.0,
+    "env.rise_span": 0.05,
 }
 """Settings that decide training and were added after runs were first recorded, with the value every run recorded
 before them had: such a run matches a start that names that value."""

@@ -127,6 +127,10 @@ class LiftRewards:
     ``lift`` grows by little until the cube nears the goal (a cube on the table already earns most of ``bring``)."""
     grasp: float = 0.0
     """reach while every fingertip touches the cube, 0 otherwise: pays for closing the hand on it."""
+    height: float = 0.0
+    """min(rise / rise_span, 1) while every fingertip touches the cube, rise the height of the cube above where it
+    rests on the table: pays for every millimetre a held cube is raised, where ``lifted`` pays only once it is
+    clear."""
     action_rate: float = -0.01
     """Sum of squared changes of the action since the last step."""
     joint_limits: float = -1.0
@@ -151,6 +155,8 @@ class LiftConfig(ManipulationConfig):
     """Distance scale of the carrying part of ``lift`` (metres)."""
     precise_std: float = 0.05
     """Distance scale of ``lift_precise`` (metres)."""
+    rise_span: float = 0.05
+    """Rise over which the ``height`` term grows from 0 to 1 (metres)."""
     success_distance: float = 0.05
     """The cube counts as at the goal this close to it (metres)."""
     hold_s: float = 0.5

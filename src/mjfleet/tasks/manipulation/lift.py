@@ -223,6 +223,11 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         """reach while every fingertip touches the cube: closing the hand on it (a prerequisite of lifting)."""
         return self._reach * self._grasped
 
+    def reward_height(self, env: MjEnv) -> torch.Tensor:
+        """min(rise / rise_span, 1) while every fingertip touches the cube."""
+        rise = self.cube_pos(env)[:, 2] - self.cube_half_size
+        return torch.clamp(rise / self.cfg.rise_span, 0.0, 1.0) * self._grasped
+
     def reward_lift_precise(self, env: MjEnv) -> torch.Tensor:
         """exp(-|cube - goal|^2 / precise_std^2)."""
         return torch.exp(-torch.square(self._goal_err / self.cfg.precise_std))
