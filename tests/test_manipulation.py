@@ -282,6 +282,28 @@ def test_a_cube_between_the_closed_fingers_is_held_at_the_goal_and_succeeds(back
 
 
 @needs_yam
+@pytest.mark.parametrize("tolerance", [0.003, None])
+def test_fingertips_on_the_cube_grasp_it_only_as_far_apart_as_it_is_wide(tolerance: float | None) -> None:
+    """Closed fingertips pressed into the cube touch it as a pinch does; only the pinch, whose opening is the cube's
+    width, is a grasp (``--env.pinch-tolerance None``: both are)."""
+    cfg = yam_lift_cube_config()
+    cube = dataclasses.replace(cfg.cube, half_size=(0.015, 0.015))
+    env = _lift(num_envs=2, init_joint_noise=0.0, cube=cube, pinch_tolerance=tolerance)
+    task = env.task
+    assert isinstance(task, LiftCubeTask)
+    m = env.sim.mj_model
+    for row, half_opening in ((0, 0.0146), (1, 0.005)):  # a pinch; fingers closed 10 mm inside the faces
+        _place_cube(env, task, row, task.ee_pos(env)[row].clone())
+        for finger, sign in (("left_finger", 1.0), ("right_finger", -1.0)):
+            env.sim.qpos[row, int(m.jnt_qposadr[m.joint(finger).id])] = sign * half_opening
+    env.sim.forward()
+    assert bool(torch.all(env.sim.sensordata[:, task._grasp_adr] > 0))  # every fingertip touches, in both
+    assert task.grasped(env).tolist() == ([True, False] if tolerance else [True, True])
+    with pytest.raises(UsageError, match=r"--env\.pinch-tolerance must be positive"):
+        _lift(num_envs=1, pinch_tolerance=0.0)
+
+
+@needs_yam
 def test_training_episodes_can_start_with_the_cube_held_and_evaluation_rows_start_on_the_table() -> None:
     """``--env.start-in-hand 1``: every cube, whatever its drawn size and mass, starts between the fingers and
     stays there under the closed gripper; rows set aside for evaluation restart with the cube on the table, and the

@@ -155,6 +155,11 @@ class LiftConfig(ManipulationConfig):
     """Distance scale of the carrying part of ``lift`` (metres)."""
     precise_std: float = 0.05
     """Distance scale of ``lift_precise`` (metres)."""
+    pinch_tolerance: float | None = 0.003
+    """A grasp (the ``grasp`` and ``height`` terms, ``Metrics/grasped_fraction``) counts only while the fingers'
+    opening, read from the arm record's ``grasp_pose``, is the cube's width within this (metres): closed fingertips
+    pressing on the cube from above touch it too, but do not hold it. None, or an arm without ``grasp_pose``: every
+    fingertip touching the cube is enough."""
     rise_span: float = 0.05
     """Rise over which the ``height`` term grows from 0 to 1 (metres)."""
     success_distance: float = 0.05

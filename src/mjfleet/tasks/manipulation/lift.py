@@ -52,6 +52,13 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         self._fingertip_geoms = torch.as_tensor(tips, dtype=torch.long, device=dev)
         grasp = [int(m.sensor(GRASP_SENSOR_PREFIX + zone.name).adr[0]) for zone in self.arm.fingertips]
         self._grasp_adr = torch.as_tensor(grasp, dtype=torch.long, device=dev)
+        # Finger joint positions per metre of the half edge of a cube held (the arm record's grasp_pose).
+        fingers = [(int(m.jnt_qposadr[m.joint(name).id]), per_metre) for name, per_metre in self.arm.grasp_pose]
+        self._finger_qpos = torch.as_tensor([adr for adr, _ in fingers], dtype=torch.long, device=dev)
+        self._finger_per_metre = torch.as_tensor([k for _, k in fingers], dtype=torch.float32, device=dev)
+        self._pinch = self.cfg.pinch_tolerance is not None and bool(fingers)
+        if self.cfg.pinch_tolerance is not None and self.cfg.pinch_tolerance <= 0:
+            raise UsageError(f"--env.pinch-tolerance must be positive (got {self.cfg.pinch_tolerance})")
         if self.cfg.start_in_hand > 0:
             self._setup_in_hand(env)
 
@@ -80,9 +87,6 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         hand = int(m.body(self.arm.hand_body).id)
         pose = [*data.site_xpos[int(m.site(self.arm.ee_site).id)], *data.xquat[hand]]
         self._in_hand_pose = torch.as_tensor(pose, dtype=torch.float32, device=dev)
-        fingers = [(int(m.jnt_qposadr[m.joint(name).id]), per_metre) for name, per_metre in self.arm.grasp_pose]
-        self._finger_qpos = torch.as_tensor([adr for adr, _ in fingers], dtype=torch.long, device=dev)
-        self._finger_per_metre = torch.as_tensor([k for _, k in fingers], dtype=torch.float32, device=dev)
         self._gripper_closed = float(m.actuator_ctrlrange[self._gripper_id, 0])
 
     def _start_in_hand(self, env: MjEnv, env_ids: torch.Tensor) -> None:
@@ -115,8 +119,14 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         return self.cube_pos(env)[:, 2] > self.cube_half_size * 3**0.5 + LIFT_CLEARANCE
 
     def grasped(self, env: MjEnv) -> torch.Tensor:
-        """Whether every fingertip zone touches the cube (read from the physics step's contact sensors)."""
-        return torch.all(env.sim.sensordata[:, self._grasp_adr] > 0, dim=-1)
+        """Whether every fingertip zone touches the cube (read from the physics step's contact sensors) with the
+        fingers as far apart as the cube is wide (``pinch_tolerance``)."""
+        touch = torch.all(env.sim.sensordata[:, self._grasp_adr] > 0, dim=-1)
+        if not self._pinch:
+            return touch
+        half_opening = torch.mean(env.sim.qpos[:, self._finger_qpos] / self._finger_per_metre, dim=-1)
+        assert self.cfg.pinch_tolerance is not None
+        return touch & (torch.abs(half_opening - self.cube_half_size) < self.cfg.pinch_tolerance)
 
     # --- MDP ---------------------------------------------------------------------------------------------------
     def reset(self, env: MjEnv, env_ids: torch.Tensor) -> None:
