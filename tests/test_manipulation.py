@@ -28,7 +28,7 @@ from mjfleet.tasks.manipulation.arms import YAM, ArmSpec
 from mjfleet.tasks.manipulation.config import LiftConfig, ReachConfig
 from mjfleet.tasks.manipulation.lift import LiftCubeTask
 from mjfleet.tasks.manipulation.model import CUBE, build_model
-from mjfleet.tasks.manipulation.presets import yam_lift_cube_config, yam_reach_config
+from mjfleet.tasks.manipulation.presets import lift_cube_config, yam_lift_cube_config, yam_reach_config
 from mjfleet.tasks.manipulation.reach import ReachTask
 from mjfleet.tasks.registry import all_tasks
 
@@ -56,6 +56,8 @@ def _reach(num_envs: int = 4, **overrides: object) -> MjEnv:
 
 
 def _lift(num_envs: int = 4, **overrides: object) -> MjEnv:
+    """A lift task whose episodes start with the cube on the table unless ``start_in_hand`` says otherwise."""
+    overrides = {"start_in_hand": 0.0, **overrides}
     cfg = dataclasses.replace(yam_lift_cube_config(), num_envs=num_envs, **overrides)  # type: ignore[arg-type]
     return MjEnv(LiftCubeTask(cfg), seed=0)
 
@@ -455,7 +457,7 @@ def test_an_arm_from_a_package_lists_builds_and_trains(arm_package: None, tmp_pa
     assert rows["mini-lift-cube"].endswith("[package mjfleet-fake-arm]")
 
     # The package's arm in both tasks: its names found in its file, its cube on the table.
-    env = _lift(num_envs=2, arm="mini")
+    env = MjEnv(LiftCubeTask(dataclasses.replace(lift_cube_config("mini"), num_envs=2)), seed=0)
     assert env.num_actions == 5 and env.get_observations()["policy"].shape == (2, 3 * 5 + 3 + 3 + 6)
     for _ in range(10):
         env.step(torch.zeros(2, env.num_actions))
