@@ -327,6 +327,10 @@ def test_training_episodes_can_start_with_the_cube_held_and_evaluation_rows_star
     assert task.lifted(env).tolist() == [True] * 4 + [False] * 2
     # Held at the home pose, well over rise_span above the table: the height term pays in full; on the table, nothing.
     assert task.reward_height(env).tolist() == [1.0] * 4 + [0.0] * 2
+    # carry pays a held cube what lift's bring part pays it; a cube on the table, nothing (where bring pays it).
+    carry, reach, lift = task.reward_carry(env), task._reach, task.reward_lift(env)
+    assert torch.allclose(carry[:4], lift[:4] - reach[:4]) and bool(torch.all(carry[:4] > 0))
+    assert carry[4:].tolist() == [0.0, 0.0] and bool(torch.all(lift[4:] > reach[4:]))
     assert env.task.cfg.as_judged().start_in_hand == 0.0  # type: ignore[attr-defined]
 
 

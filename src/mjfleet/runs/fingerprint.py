@@ -52,6 +52,7 @@ ADDED = {
     "env.action_filter": 1.0,
     "env.rewards.height": 0.0,
     "env.rise_span": 0.05,
+    "env.rewards.carry": 0.0,
     "env.pinch_tolerance": None,
 }
 """Settings that decide training and were added after runs were first recorded, with the value every run recorded

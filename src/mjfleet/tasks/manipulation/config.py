@@ -131,6 +131,10 @@ class LiftRewards:
     """min(rise / rise_span, 1) while every fingertip touches the cube, rise the height of the cube above where it
     rests on the table: pays for every millimetre a held cube is raised, where ``lifted`` pays only once it is
     clear."""
+    carry: float = 0.0
+    """reach * bring while the cube is clear of the table, 0 on it: pays for carrying a lifted cube towards the goal,
+    where ``lift``'s bring also pays a cube left on the table for being under the goal (``bring_std`` is its
+    distance scale)."""
     action_rate: float = -0.01
     """Sum of squared changes of the action since the last step."""
     joint_limits: float = -1.0
@@ -152,7 +156,7 @@ class LiftConfig(ManipulationConfig):
     reach_std: float = 0.1
     """Distance scale of the reaching part of ``lift`` (metres)."""
     bring_std: float = 0.3
-    """Distance scale of the carrying part of ``lift`` (metres)."""
+    """Distance scale of the carrying part of ``lift`` and of ``carry`` (metres)."""
     precise_std: float = 0.05
     """Distance scale of ``lift_precise`` (metres)."""
     pinch_tolerance: float | None = 0.003

@@ -56,7 +56,7 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         fingers = [(int(m.jnt_qposadr[m.joint(name).id]), per_metre) for name, per_metre in self.arm.grasp_pose]
         self._finger_qpos = torch.as_tensor([adr for adr, _ in fingers], dtype=torch.long, device=dev)
         self._finger_per_metre = torch.as_tensor([k for _, k in fingers], dtype=torch.float32, device=dev)
-        self._pinch = self.cfg.pinch_tolerance is not None and bool(fingers)
+        self._pinch_tolerance = self.cfg.pinch_tolerance if fingers else None
         if self.cfg.pinch_tolerance is not None and self.cfg.pinch_tolerance <= 0:
             raise UsageError(f"--env.pinch-tolerance must be positive (got {self.cfg.pinch_tolerance})")
         if self.cfg.start_in_hand > 0:
@@ -122,11 +122,10 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         """Whether every fingertip zone touches the cube (read from the physics step's contact sensors) with the
         fingers as far apart as the cube is wide (``pinch_tolerance``)."""
         touch = torch.all(env.sim.sensordata[:, self._grasp_adr] > 0, dim=-1)
-        if not self._pinch:
+        if self._pinch_tolerance is None:
             return touch
         half_opening = torch.mean(env.sim.qpos[:, self._finger_qpos] / self._finger_per_metre, dim=-1)
-        assert self.cfg.pinch_tolerance is not None
-        return touch & (torch.abs(half_opening - self.cube_half_size) < self.cfg.pinch_tolerance)
+        return touch & (torch.abs(half_opening - self.cube_half_size) < self._pinch_tolerance)
 
     # --- MDP ---------------------------------------------------------------------------------------------------
     def reset(self, env: MjEnv, env_ids: torch.Tensor) -> None:
@@ -220,10 +219,16 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         }
 
     # --- reward terms ------------------------------------------------------------------------------------------
+    def _bring(self) -> torch.Tensor:
+        return torch.exp(-torch.square(self._goal_err / self.cfg.bring_std))
+
     def reward_lift(self, env: MjEnv) -> torch.Tensor:
         """reach * (1 + bring): reaching the cube, then bringing it to the goal."""
-        bring = torch.exp(-torch.square(self._goal_err / self.cfg.bring_std))
-        return self._reach * (1.0 + bring)
+        return self._reach * (1.0 + self._bring())
+
+    def reward_carry(self, env: MjEnv) -> torch.Tensor:
+        """reach * bring while the cube is off the table: towards the goal, once lifted."""
+        return self._reach * self._bring() * self._lifted
 
     def reward_lifted(self, env: MjEnv) -> torch.Tensor:
         """reach while the cube is off the table: a lift pays only with the hand at the cube (not a flung cube)."""
