@@ -293,9 +293,40 @@ def test_the_run_stops_when_the_current_policy_from_a_fresh_start_meets_the_cond
     assert verdicts == [(24, 1, 24.0), (24, 1, 24.0)]
     assert result.condition_met_at == result.final_iteration == first + 2
     said = [r.getMessage() for r in caplog.records if "from a fresh start" in r.getMessage()]
-    assert said[0].startswith(f"iteration {first}:") and said[0].endswith("not met, training goes on")
+    assert said[0].startswith(f"iteration {first}:") and "not met, training goes on" in said[0]
     assert len(said) == 2 and said[1].startswith(f"iteration {first + 2}:")
     assert "Eval/success = 1.000: the condition holds" in said[1]
+
+
+def test_after_a_failed_check_the_next_waits_for_as_many_steps_of_training_as_it_played(
+    steady_hand: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The condition is to hold for one iteration; the first check, of 48 one-second episodes (48 x 51 = 2,448
+    env-steps), fails. Training takes 60 x 25 = 1,500 env-steps per iteration (48 training environments and 12
+    evaluating: at most a quarter), so the next check waits two iterations (3,000 >= 2,448), though the window holds
+    at each."""
+    checked: list[int] = []
+    judge = SeparateEvaluation.judge
+
+    def first_verdict_fails(self: SeparateEvaluation, policy: Any, rounds: int) -> tuple[torch.Tensor, torch.Tensor]:
+        sums, counts = judge(self, policy, rounds)
+        checked.append(self.env.num_envs * self.round_steps)
+        return (sums * 0 if len(checked) == 1 else sums), counts
+
+    monkeypatch.setattr(SeparateEvaluation, "judge", first_verdict_fails)
+    cfg = small_train_config(steady_hand, num_envs=48, iterations=8, steps=25, stop_when="success>=0.9")
+    cfg.stop_when_iterations = 1
+    cfg.agent.eval_envs, cfg.agent.eval_episodes, cfg.agent.eval_steps_per_step = 16, 16, 1
+    cfg.agent.eval_confirm_episodes = 48
+    with caplog.at_level(logging.INFO, logger="mjfleet"):
+        result = train_worker(cfg, None, DistributedContext(device="cpu"))
+    said = [r.getMessage() for r in caplog.records if "from a fresh start" in r.getMessage()]
+    assert checked == [48 * 51, 48 * 51] and len(said) == 2 and result.records[0].env_steps == 60 * 25
+    # The window holds once 16 evaluation episodes have ended, is checked there, and again two iterations later.
+    first = int(said[0].split(":")[0].removeprefix("iteration "))
+    assert f"the next check from iteration {first + 2}" in said[0]
+    assert said[1].startswith(f"iteration {first + 2}:") and result.condition_met_at == first + 2
+    assert all(r.evaluation.get("Eval/success") == 1.0 for r in result.records[first - 1 :])
 
 
 def test_without_evaluation_the_same_condition_reads_the_training_episodes(steady_hand: str) -> None:

@@ -178,8 +178,9 @@ class AgentConfig:
     eval_confirm_episodes: int = 100
     """Fresh episodes that check the current policy (``--agent.eval-confirm``), one in each environment of a
     simulation of the check's own (split across the workers, rounded up): as many as ``play`` judges a checkpoint
-    by. The check runs at every iteration the window holds the condition: on fewer episodes, a policy just under the
-    condition passes one of its checks by chance more often."""
+    by: on fewer, a policy just under the condition passes one of its checks by chance more often. The check runs
+    when the window holds the condition; after one that fails, the next waits until training has taken as many
+    environment steps as it played (checks take at most about half of a run's steps)."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     """Networks."""
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)

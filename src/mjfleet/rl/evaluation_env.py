@@ -60,17 +60,21 @@ class SeparateEvaluation:
             actions = policy(self._obs.to(self.device))
             self._obs = self.env.step(actions.to(self.env.device))[0]
 
+    @property
+    def round_steps(self) -> int:
+        """Steps of one round of :meth:`judge`: a time-out ends every first episode within this many."""
+        return int(self.env.max_episode_length) + 1
+
     def judge(self, policy: Callable[[TensorDict], torch.Tensor], rounds: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The current policy from a fresh start, as ``play`` runs it: ``rounds`` times, every environment reset
         and stepped for one whole episode (the first of each environment counts). Returns the episodes' sums and
         counts (:meth:`~mjfleet.envs.episode_stats.EpisodeStats.pop`); then the windowed evaluation starts afresh."""
         env = self.env
         env.eval_stats.pop()
-        steps = int(env.max_episode_length) + 1  # a time-out ends every first episode within this many steps
         for _ in range(rounds):
             env.reset_all()
             obs = env.get_observations()
-            for _ in range(steps):
+            for _ in range(self.round_steps):
                 obs, _, dones, _ = env.step(policy(obs.to(self.device)).to(env.device))
                 env.from_reset[dones.bool()] = False  # an environment's second episode does not count
         totals = env.eval_stats.pop()
@@ -85,6 +89,8 @@ class Verdict:
     met: bool
     words: str
     """For the log: how many episodes, the statistic's value, and the outcome."""
+    env_steps: int
+    """Environment steps the check simulated over all ranks."""
 
 
 def confirm_condition(
@@ -111,4 +117,4 @@ def confirm_condition(
     value = means.get(condition.key, math.nan)
     played = f"the current policy from a fresh start, {rounds * per_round} episodes"
     words = f"{played}: {condition.key} = {value:.3f}: {outcome}"
-    return Verdict(met, words)
+    return Verdict(met, words, rounds * per_round * judge.round_steps)

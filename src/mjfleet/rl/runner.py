@@ -159,6 +159,10 @@ class Runner(Saving):
         (``--agent.eval-confirm``); None: :attr:`evaluation` serves, where there is one."""
         self._confirmer: SeparateEvaluation | None = None
         """What :attr:`_judge` built, at the first check."""
+        self._next_check_steps = 0
+        """No check of the current policy runs before training has taken this many env-steps: after a check that
+        failed, as many as it played, so that checks take at most about half of a run's steps (the same on every
+        rank: both counts are over all ranks)."""
         self.evaluates = bool(eval_envs or evaluation)
         """Whether any environment of this rank runs the deterministic policy."""
         self.eval_window = EvaluationWindow(env.stats.keys, agent_cfg.eval_episodes)
@@ -354,7 +358,10 @@ class Runner(Saving):
     def _confirm(self, tracker: StopConditionTracker, it: int) -> bool:
         """Play the current deterministic policy from a reset in every evaluation environment of every rank, as many
         rounds of whole episodes as make ``--agent.eval-confirm-episodes``, and check the condition on those episodes
-        alone (identically on every rank: their sums and counts are all-reduced). Not met: the streak starts over."""
+        alone (identically on every rank: their sums and counts are all-reduced). Not met: the streak starts over,
+        and the next check waits until training has taken as many env-steps as this one played."""
+        if self.env_steps < self._next_check_steps:
+            return False
         if self._confirmer is None and self._judge is not None:
             self._confirmer = self._judge()
         judge = self._confirmer or self.evaluation
@@ -366,11 +373,23 @@ class Runner(Saving):
             self.agent_cfg.eval_confirm_episodes,
             self.ctx,
         )
+        if held.met:
+            if self.ctx.is_main:
+                logger.info("iteration %d: %s", it, held.words)
+            return True
+        tracker.streak = 0
+        self._next_check_steps = self.env_steps + held.env_steps
         if self.ctx.is_main:
-            logger.info("iteration %d: %s", it, held.words)
-        if not held.met:
-            tracker.streak = 0
-        return held.met
+            wait = -(-held.env_steps // self.steps_per_iteration)
+            logger.info(
+                "iteration %d: %s; the next check from iteration %d (first, as many env-steps of training as it"
+                " played: %s)",
+                it,
+                held.words,
+                it + wait,
+                f"{held.env_steps:,}",
+            )
+        return False
 
     def _training(self, obs: TensorDict) -> TensorDict:
         """The training environments' rows (all of them without evaluation environments)."""
