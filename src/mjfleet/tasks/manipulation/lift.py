@@ -68,7 +68,7 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         self.goal = zeros(n, 3)
         """Goal position of the cube in each environment (base frame)."""
         self.cube_half_size, self.cube_mass, self.cube_friction = zeros(n), zeros(n), zeros(n)
-        self._reach, self._goal_err = zeros(n), zeros(n)
+        self._reach, self._goal_err, self._bring = zeros(n), zeros(n), zeros(n)
         self._lifted = torch.zeros(n, dtype=torch.bool, device=dev)
         self._grasped = torch.zeros(n, dtype=torch.bool, device=dev)
         self._in_hand = torch.zeros(n, dtype=torch.bool, device=dev)
@@ -179,11 +179,13 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         sim.model_fields_changed(env_ids)
 
     def _measure(self, env: MjEnv) -> None:
-        """Reach kernel and goal distance the rewards, success and statistics read, from the current state."""
+        """Reach and bring kernels and goal distance the rewards, success and statistics read, from the current
+        state."""
         cube = self.cube_pos(env)
         reach_err_sq = torch.sum(torch.square(self.ee_pos(env) - cube), dim=-1)
         self._reach = torch.exp(-reach_err_sq / self.cfg.reach_std**2)
         self._goal_err = torch.linalg.vector_norm(self.goal - cube, dim=-1)
+        self._bring = torch.exp(-torch.square(self._goal_err / self.cfg.bring_std))
 
     def after_step(self, env: MjEnv) -> None:
         self._measure(env)
@@ -219,16 +221,13 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         }
 
     # --- reward terms ------------------------------------------------------------------------------------------
-    def _bring(self) -> torch.Tensor:
-        return torch.exp(-torch.square(self._goal_err / self.cfg.bring_std))
-
     def reward_lift(self, env: MjEnv) -> torch.Tensor:
         """reach * (1 + bring): reaching the cube, then bringing it to the goal."""
-        return self._reach * (1.0 + self._bring())
+        return self._reach * (1.0 + self._bring)
 
     def reward_carry(self, env: MjEnv) -> torch.Tensor:
         """reach * bring while the cube is off the table: towards the goal, once lifted."""
-        return self._reach * self._bring() * self._lifted
+        return self._reach * self._bring * self._lifted
 
     def reward_lifted(self, env: MjEnv) -> torch.Tensor:
         """reach while the cube is off the table: a lift pays only with the hand at the cube (not a flung cube)."""
