@@ -8,19 +8,12 @@ is the number of worlds it advances).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
-import torch.distributed as dist
 from tensordict import TensorDict
 
 from mjfleet.envs.env import MjEnv
-from mjfleet.envs.episode_stats import EpisodeStats
-from mjfleet.rl.eval_stats import evaluation_name
-from mjfleet.rl.stop_condition import StopCondition
-from mjfleet.runtime.context import DistributedContext
 
 
 class SeparateEvaluation:
@@ -80,41 +73,3 @@ class SeparateEvaluation:
         totals = env.eval_stats.pop()
         self.start()
         return totals
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The current policy's fresh episodes against the stop condition."""
-
-    met: bool
-    words: str
-    """For the log: how many episodes, the statistic's value, and the outcome."""
-    env_steps: int
-    """Environment steps the check simulated over all ranks."""
-
-
-def confirm_condition(
-    judge: SeparateEvaluation,
-    policy: Callable[[TensorDict], torch.Tensor],
-    condition: StopCondition,
-    episodes: int,
-    ctx: DistributedContext,
-) -> Verdict:
-    """Play ``policy`` from a reset in every environment of ``judge`` on every rank, as many rounds of whole episodes
-    as make ``episodes``, and check ``condition`` on those episodes alone (identically on every rank: their sums and
-    counts are all-reduced)."""
-    per_round = judge.env.num_envs * ctx.world_size
-    rounds = -(-episodes // per_round)
-    with torch.inference_mode():
-        sums, counts = judge.judge(policy, rounds)
-    if ctx.is_distributed:
-        packed = torch.cat((sums, counts)).to(ctx.device, torch.float64)
-        dist.all_reduce(packed, op=dist.ReduceOp.SUM)
-        sums, counts = packed.cpu().split(len(sums))
-    means = {evaluation_name(k): v for k, v in EpisodeStats.means(judge.env.stats.keys, sums, counts).items()}
-    met = condition.holds(means)
-    outcome = "the condition holds" if met else "not met, training goes on"
-    value = means.get(condition.key, math.nan)
-    played = f"the current policy from a fresh start, {rounds * per_round} episodes"
-    words = f"{played}: {condition.key} = {value:.3f}: {outcome}"
-    return Verdict(met, words, rounds * per_round * judge.round_steps)

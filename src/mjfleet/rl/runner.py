@@ -18,9 +18,10 @@ from mjfleet.envs.episode_stats import EpisodeStats
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.divergence import NonFiniteTrainingError, divergence_message, nonfinite_quantity
 from mjfleet.rl.eval_stats import EvaluationWindow, is_evaluation_name
-from mjfleet.rl.evaluation_env import SeparateEvaluation, confirm_condition
+from mjfleet.rl.evaluation_env import SeparateEvaluation
 from mjfleet.rl.learner import Learner
 from mjfleet.rl.metrics import MetricsWriter
+from mjfleet.rl.policy_check import PolicyCheck
 from mjfleet.rl.ppo import RslRlPpo, SyncedPPO
 from mjfleet.rl.progress import IterationClock
 from mjfleet.rl.records import IterationRecord
@@ -154,15 +155,15 @@ class Runner(Saving):
         )
         """Environment steps one iteration simulates over all ranks, evaluation environments included
         (:meth:`~mjfleet.rl.config.AgentConfig.env_steps_per_iteration`)."""
-        self._judge = judge
-        """Builds the simulation that plays the current policy from a fresh start when the stop condition holds
-        (``--agent.eval-confirm``); None: :attr:`evaluation` serves, where there is one."""
-        self._confirmer: SeparateEvaluation | None = None
-        """What :attr:`_judge` built, at the first check."""
-        self._next_check_steps = 0
-        """No check of the current policy runs before training has taken this many env-steps: after a check that
-        failed, as many as it played, so that checks take at most about half of a run's steps (the same on every
-        rank: both counts are over all ranks)."""
+        build = judge or (None if evaluation is None else lambda: evaluation)
+        self.policy_check = (
+            PolicyCheck(build, agent_cfg.eval_confirm_episodes, ctx, self.steps_per_iteration)
+            if agent_cfg.eval_confirm and build is not None
+            else None
+        )
+        """Plays the current policy from a fresh start before a condition on the evaluation episodes stops the run
+        (``--agent.eval-confirm``): in the simulation ``judge`` builds, else in :attr:`evaluation`; None where there
+        is neither."""
         self.evaluates = bool(eval_envs or evaluation)
         """Whether any environment of this rank runs the deterministic policy."""
         self.eval_window = EvaluationWindow(env.stats.keys, agent_cfg.eval_episodes)
@@ -260,8 +261,9 @@ class Runner(Saving):
             evaluation = self.eval_window.means()
             # The evaluation statistics count once the window holds enough episodes.
             met = tracker is not None and tracker.update({**episode, **(evaluation if self.eval_window.full else {})})
-            if met and tracker is not None and self._confirms(tracker.condition):
-                met = self._confirm(tracker, it)
+            check = self.policy_check
+            if met and tracker is not None and check is not None and check.applies(tracker.condition):
+                met = check.confirms(tracker, it, self.env_steps, self.learner.act_deterministic)
             clock.tick(it, t2)
             record = IterationRecord(
                 iteration=it,
@@ -349,47 +351,6 @@ class Runner(Saving):
                 condition.key,
             )
         return training
-
-    def _confirms(self, condition: StopCondition) -> bool:
-        """Whether a condition that held on the evaluation window is checked on the current policy first."""
-        judged = self.evaluation is not None or self._judge is not None
-        return self.agent_cfg.eval_confirm and judged and is_evaluation_name(condition.key)
-
-    def _confirm(self, tracker: StopConditionTracker, it: int) -> bool:
-        """Play the current deterministic policy from a reset in every evaluation environment of every rank, as many
-        rounds of whole episodes as make ``--agent.eval-confirm-episodes``, and check the condition on those episodes
-        alone (identically on every rank: their sums and counts are all-reduced). Not met: the streak starts over,
-        and the next check waits until training has taken as many env-steps as this one played."""
-        if self.env_steps < self._next_check_steps:
-            return False
-        if self._confirmer is None and self._judge is not None:
-            self._confirmer = self._judge()
-        judge = self._confirmer or self.evaluation
-        assert judge is not None
-        held = confirm_condition(
-            judge,
-            self.learner.act_deterministic,
-            tracker.condition,
-            self.agent_cfg.eval_confirm_episodes,
-            self.ctx,
-        )
-        if held.met:
-            if self.ctx.is_main:
-                logger.info("iteration %d: %s", it, held.words)
-            return True
-        tracker.streak = 0
-        self._next_check_steps = self.env_steps + held.env_steps
-        if self.ctx.is_main:
-            wait = -(-held.env_steps // self.steps_per_iteration)
-            logger.info(
-                "iteration %d: %s; the next check from iteration %d (first, as many env-steps of training as it"
-                " played: %s)",
-                it,
-                held.words,
-                it + wait,
-                f"{held.env_steps:,}",
-            )
-        return False
 
     def _training(self, obs: TensorDict) -> TensorDict:
         """The training environments' rows (all of them without evaluation environments)."""
