@@ -472,7 +472,7 @@ def test_env_curriculum_promotes_far_walkers_and_demotes_laggards() -> None:
     # The reset robots stand at the centres of their new tiles.
     xy, ground = task.curriculum.spawn(torch.tensor([0, 1]))
     torch.testing.assert_close(env.sim.qpos[:2, :2], xy)
-    torch.testing.assert_close(env.sim.qpos[:2, 2] - ground, torch.full((2,), task.target_height + 0.02))
+    torch.testing.assert_close(env.sim.qpos[:2, 2] - ground, torch.full((2,), task.spawn_base_height + 0.02))
 
 
 def test_leaving_the_terrain_is_a_time_out_not_a_fall() -> None:

@@ -14,10 +14,13 @@ import numpy as np
 import pytest
 import torch
 
+from mjfleet.envs.env import MjEnv
 from mjfleet.errors import UsageError
 from mjfleet.tasks.locomotion.model import build_model, touch_sensor_name, zone_geoms
 from mjfleet.tasks.locomotion.robots import GO1, HUMANOID, UNITREE_G1, UNITREE_GO1
 from mjfleet.tasks.locomotion.sources import CLOSED_NETWORK_DOC, menagerie_available, resolve_robot, robot_file
+from mjfleet.tasks.locomotion.task import SPAWN_CLEARANCE
+from mjfleet.tasks.registry import get_task
 from mjfleet.tasks.spec import TaskSpec
 
 FIXTURE = Path(__file__).with_name("fixtures") / "menagerie"
@@ -68,7 +71,7 @@ def test_menagerie_records_build_a_task_model_from_a_checkout(fixture_root: Path
     mujoco.mj_resetDataKeyframe(m, d, key.id)
     mujoco.mj_kinematics(m, d)
     # Each foot stands on the floor; Menagerie's own Go1 keyframe (base at 0.27 m) sinks the feet 1.8 cm, which the
-    # task's 2 cm spawn clearance absorbs.
+    # task's spawn height makes up (test_episodes_start_with_every_foot_above_the_ground).
     for foot in robot.feet:
         assert _floor_distance(m, d, zone_geoms(m, robot, foot)) == pytest.approx(0.0, abs=0.02)
 
@@ -76,6 +79,23 @@ def test_menagerie_records_build_a_task_model_from_a_checkout(fixture_root: Path
 def _floor_distance(m: mujoco.MjModel, d: mujoco.MjData, geoms: list[int]) -> float:
     floor = m.geom("floor").id
     return min(mujoco.mj_geomDistance(m, d, g, floor, 1.0, None) for g in geoms)
+
+
+@pytest.mark.parametrize("task_id", ["unitree-go1-velocity-flat", "unitree-g1-velocity-flat", "go1-velocity-flat"])
+def test_episodes_start_with_every_foot_above_the_ground(fixture_root: Path, task_id: str) -> None:
+    """Spawned at the keyframe's base height, Menagerie's Go1 started every episode with its feet up to a centimetre
+    inside the ground (1.8 cm from the keyframe, 2 cm of clearance, the reset's joint noise): a jolt at each reset,
+    and on rough terrain contacts before the first step. The spawn raises the base by what the keyframe sinks."""
+    spec = get_task(task_id)
+    cfg = dataclasses.replace(spec.env_cfg(), num_envs=4, init_joint_noise=0.0)
+    env = MjEnv(spec.load_task_class()(cfg), device="cpu", seed=0)
+    robot = spec.load_task_class()(cfg).robot
+    m, d = env.sim.mj_model, mujoco.MjData(env.sim.mj_model)
+    for world in range(4):
+        d.qpos[:] = env.sim.qpos[world].numpy()
+        mujoco.mj_kinematics(m, d)
+        lowest = min(_floor_distance(m, d, zone_geoms(m, robot, foot)) for foot in robot.feet)
+        assert lowest == pytest.approx(SPAWN_CLEARANCE, abs=1e-4)
 
 
 def test_g1_record_gives_servo_gains_and_fits_capsules_to_mesh_collisions(fixture_root: Path) -> None:

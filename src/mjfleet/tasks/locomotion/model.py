@@ -122,8 +122,26 @@ def _set_home(spec: mujoco.MjSpec, robot: RobotSpec) -> None:
     spec.add_key(name="home", qpos=qpos.tolist(), ctrl=ctrl.tolist())
 
 
+def spawn_height(m: mujoco.MjModel, robot: RobotSpec) -> float:
+    """Base height of the ``home`` pose over flat ground: the keyframe's own, or higher where the keyframe puts a
+    foot below the ground (Menagerie's Go1 stands its feet 1.8 cm into it), so that every episode starts with the
+    feet on the ground rather than in it."""
+    key = m.key("home")
+    d = mujoco.MjData(m)
+    d.qpos[:] = key.qpos
+    mujoco.mj_kinematics(m, d)
+    feet = [g for foot in robot.feet for g in zone_geoms(m, robot, foot)]
+    return float(key.qpos[2]) - min(0.0, min(_lowest_point(m, d, g) for g in feet))
+
+
 def _lowest_point(m: mujoco.MjModel, d: mujoco.MjData, geom: int) -> float:
-    """Lowest world z of the geom's bounding box (exact for spheres and level capsules)."""
+    """Lowest world z of the geom: exact for spheres and capsules, of its bounding box otherwise (the corners of a
+    rotated box around a sphere reach below it)."""
+    kind, size, centre_z = m.geom_type[geom], m.geom_size[geom], float(d.geom_xpos[geom][2])
+    if kind == mujoco.mjtGeom.mjGEOM_SPHERE:
+        return centre_z - float(size[0])
+    if kind == mujoco.mjtGeom.mjGEOM_CAPSULE:  # the segment's ends lie half a length along the geom's z axis
+        return centre_z - abs(float(d.geom_xmat[geom][8]) * float(size[1])) - float(size[0])
     centre, half = m.geom_aabb[geom, :3], m.geom_aabb[geom, 3:]
     corners = centre + half * np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)])
     world = d.geom_xpos[geom] + corners @ d.geom_xmat[geom].reshape(3, 3).T

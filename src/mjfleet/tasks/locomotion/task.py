@@ -16,7 +16,7 @@ from mjfleet.tasks.locomotion.columns import Index, columns, concat_columns
 from mjfleet.tasks.locomotion.commands import CommandCurriculum, VelocityCommands
 from mjfleet.tasks.locomotion.config import LocomotionConfig
 from mjfleet.tasks.locomotion.curriculum import TerrainCurriculum
-from mjfleet.tasks.locomotion.model import build_model, touch_sensor_name
+from mjfleet.tasks.locomotion.model import build_model, spawn_height, touch_sensor_name
 from mjfleet.tasks.locomotion.randomization import BATCHED_FIELDS, DomainRandomizer, Pushes
 from mjfleet.tasks.locomotion.rewards import MOVING_SPEED, LocomotionRewards
 from mjfleet.tasks.locomotion.robots import RobotSpec
@@ -98,6 +98,8 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
         self.action_scale = tensor(action_scales(m, self.cfg.action_scale, self.cfg.action_scale_of_force))
         """Radians of joint target per unit of action, in actuator order."""
         self._home_base = tensor(key.qpos[:7])
+        self.spawn_base_height = spawn_height(m, self.robot)
+        """Base height of a reset over its ground, less ``SPAWN_CLEARANCE``: the feet at the home pose on it."""
         self._joint_low, self._joint_high = tensor(m.jnt_range[joints, 0]), tensor(m.jnt_range[joints, 1])
         mid, half = (self._joint_low + self._joint_high) / 2, (self._joint_high - self._joint_low) / 2
         self._soft_low = mid - half * self.cfg.soft_joint_limit
@@ -202,7 +204,7 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
         yaw = (torch.rand(n, device=dev, generator=g) * 2 - 1) * math.pi
         qpos = torch.empty(n, sim.qpos.shape[1], device=dev)
         qpos[:, :2] = xy
-        qpos[:, 2] = ground + self._home_base[2] + SPAWN_CLEARANCE
+        qpos[:, 2] = ground + self.spawn_base_height + SPAWN_CLEARANCE
         qpos[:, 3:7] = quat_mul(yaw_quat(yaw), self._home_base[3:7].expand(n, 4))
         noise = (torch.rand(n, self.num_actions, device=dev, generator=g) * 2 - 1) * cfg.init_joint_noise
         qpos[:, self._qpos_idx] = torch.clamp(self._home_joint_pos + noise, self._joint_low, self._joint_high)
