@@ -335,6 +335,32 @@ def test_training_episodes_can_start_with_the_cube_held_and_evaluation_rows_star
 
 
 @needs_yam
+def test_training_episodes_can_start_with_the_hand_around_the_cube_on_the_table() -> None:
+    """``--env.start-at-cube 1``: every training row starts with the cube resting on the table between the open
+    fingers (a pose solved at setup), and closing the gripper with the arm held there grasps it, without pressing the
+    hand on the table; evaluation rows start with the arm at home, away from the cube."""
+    env = _lift(num_envs=6, start_at_cube=1.0)
+    task = env.task
+    assert isinstance(task, LiftCubeTask)
+    env.split_evaluation(2)
+    started = task.training_start(env)
+    assert started is not None and started.tolist() == [True] * 4 + [False] * 2
+    cube, ee = task.cube_pos(env), task.ee_pos(env)
+    beside = torch.linalg.vector_norm(ee[:, :2] - cube[:, :2], dim=-1)
+    assert bool(torch.all(beside[:4] < 2e-3)) and bool(torch.all(beside[4:] > 0.02))
+    assert torch.allclose(cube[:, 2], task.cube_half_size) and not task.grasped(env).any()
+    hold = (task.targets - task.default_joint_pos) / task._action_scale
+    hold[:, task._gripper_id] = -1.0  # close
+    for _ in range(round(0.5 / env.step_dt)):
+        _, _, dones, _ = env.step(hold)
+        assert not dones.any()
+    assert task.grasped(env).tolist() == [True] * 4 + [False] * 2
+    assert task.cfg.as_judged().start_at_cube == 0.0
+    with pytest.raises(UsageError, match="together at most 1"):
+        _lift(num_envs=2, start_at_cube=0.6, start_in_hand=0.5)
+
+
+@needs_yam
 def test_a_cube_pushed_off_the_table_ends_the_episode_in_the_physics() -> None:
     env = _lift(num_envs=2)
     task = env.task

@@ -54,6 +54,7 @@ ADDED = {
     "env.rise_span": 0.05,
     "env.rewards.carry": 0.0,
     "env.pinch_tolerance": None,
+    "env.start_at_cube": 0.0,
 }
 """Settings that decide training and were added after runs were first recorded, with the value every run recorded
 before them had: such a run matches a start that names that value."""

@@ -174,6 +174,11 @@ class LiftConfig(ManipulationConfig):
     """Share of the training episodes that start with the cube held between the fingers, the arm at its home pose
     and the gripper commanded closed (a start from which lifting is near, so that it gets explored); the others,
     every evaluation episode and ``play`` start with the cube on the table. Needs the arm record's ``grasp_pose``."""
+    start_at_cube: float = 0.0
+    """Share of the training episodes that start with the hand around the cube on the table, the fingers open wide of
+    it (the arm in one of the poses solved at setup for cube positions 1 cm apart, the cube turned so that the fingers
+    close on two of its faces): reaching is done, closing and lifting are near. With ``start_in_hand``, the shares
+    add up to at most 1; evaluation and ``play`` start with the cube on the table and the arm at home."""
     drop_height: float = -0.05
     """The episode terminates when the cube's centre falls below this height: off the table's edge (metres)."""
     rewards: LiftRewards = field(default_factory=LiftRewards)
@@ -181,4 +186,4 @@ class LiftConfig(ManipulationConfig):
 
     def as_judged(self) -> Self:
         """Judged from the start every user's episode has: the cube on the table."""
-        return dataclasses.replace(super().as_judged(), start_in_hand=0.0)
+        return dataclasses.replace(super().as_judged(), start_in_hand=0.0, start_at_cube=0.0)

@@ -13,10 +13,13 @@ from mjfleet.envs.env import MjEnv
 from mjfleet.errors import UsageError
 from mjfleet.tasks.manipulation.config import LiftConfig
 from mjfleet.tasks.manipulation.model import CUBE, GRASP_SENSOR_PREFIX, build_model, zone_geoms
+from mjfleet.tasks.manipulation.poses import hand_at_cube_poses
 from mjfleet.tasks.manipulation.task import ArmTask, uniform_in
 
 LIFT_CLEARANCE = 0.02
 """The cube counts as off the table when its lowest possible point is this high above it (metres)."""
+OPEN_MARGIN = 0.008
+"""A start with the hand around the cube opens each finger this much wider than the cube's face (metres)."""
 GRIP_DEPTH = 0.0004
 """A cube that starts in the hand has the fingertips this far inside its faces (metres): in contact from the first
 step, so the closing servos hold it rather than let it drop before they touch."""
@@ -61,6 +64,14 @@ class LiftCubeTask(ArmTask[LiftConfig]):
             raise UsageError(f"--env.pinch-tolerance must be positive (got {self.cfg.pinch_tolerance})")
         if self.cfg.start_in_hand > 0:
             self._setup_in_hand(env)
+        shares = (self.cfg.start_in_hand, self.cfg.start_at_cube)
+        if min(shares) < 0 or sum(shares) > 1:
+            raise UsageError(
+                "--env.start-in-hand and --env.start-at-cube are shares of the training episodes, together at most 1"
+                f" (got {self.cfg.start_in_hand} and {self.cfg.start_at_cube})"
+            )
+        if self.cfg.start_at_cube > 0:
+            self._setup_at_cube(env, tips)
 
         def zeros(*shape: int) -> torch.Tensor:
             return torch.zeros(*shape, device=dev)
@@ -73,6 +84,8 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         self._grasped = torch.zeros(n, dtype=torch.bool, device=dev)
         self._in_hand = torch.zeros(n, dtype=torch.bool, device=dev)
         """Whether each episode started with the cube in the hand (``--env.start-in-hand``)."""
+        self._at_cube = torch.zeros(n, dtype=torch.bool, device=dev)
+        """Whether each episode started with the hand around the cube (``--env.start-at-cube``)."""
         self._held_steps, self._lifted_steps, self._grasped_steps, self._steps = zeros(n), zeros(n), zeros(n), zeros(n)
 
     def _setup_in_hand(self, env: MjEnv) -> None:
@@ -102,8 +115,48 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         sim.ctrl[env_ids, self._gripper_id] = self._gripper_closed
         self.targets[env_ids, self._gripper_id] = self._gripper_closed
 
+    def _setup_at_cube(self, env: MjEnv, tips: list[int]) -> None:
+        """The poses with the hand around a cube on the table, over the cube's start area."""
+        m, dev = env.sim.mj_model, env.device
+        if not self.arm.grasp_pose:
+            raise UsageError(f"--env.start-at-cube needs a grasp_pose in the record of arm {self.arm.name!r}")
+        cube = self.cfg.cube
+        poses = hand_at_cube_poses(m, self.arm, self.home_qpos.cpu().numpy(), cube.x, cube.y, tips)
+        if len(poses.xy) == 0:
+            raise UsageError(
+                f"--env.start-at-cube: arm {self.arm.name!r} reaches no cube position within --env.cube.x {cube.x}"
+                f" and --env.cube.y {cube.y} with its hand turned as at home"
+            )
+        self._at_cube_xy = torch.as_tensor(poses.xy, dtype=torch.float32, device=dev)
+        self._at_cube_qpos = torch.as_tensor(poses.qpos, dtype=torch.float32, device=dev)
+        self._at_cube_yaw = torch.as_tensor(poses.yaw, dtype=torch.float32, device=dev)
+        self._gripper_open = float(m.actuator_ctrlrange[self._gripper_id, 1])
+
+    def _start_at_cube(self, env: MjEnv, env_ids: torch.Tensor) -> None:
+        """The arm at rest in a pose drawn from the solved ones, the cube on the table under the end-effector, turned
+        to the fingers, the fingers open wide of it and commanded open; the arm's servo targets hold the pose."""
+        sim, n, g = env.sim, env_ids.numel(), env.generator
+        rows = env_ids.unsqueeze(-1)
+        pick = torch.randint(0, len(self._at_cube_xy), (n,), device=env.device, generator=g)
+        qpos = self._at_cube_qpos[pick]
+        sim.qpos[rows, self._arm_qpos] = qpos[:, self._arm_qpos]
+        opening = (self.cube_half_size[env_ids] + OPEN_MARGIN).unsqueeze(-1)
+        sim.qpos[rows, self._finger_qpos] = opening * self._finger_per_metre
+        yaw = self._at_cube_yaw[pick]
+        zero = torch.zeros(n, device=env.device)
+        pose = (self._at_cube_xy[pick, 0], self._at_cube_xy[pick, 1], self.cube_half_size[env_ids])
+        quat = (torch.cos(yaw / 2), zero, zero, torch.sin(yaw / 2))
+        sim.qpos[env_ids, self._cube_qpos : self._cube_qpos + 7] = torch.stack((*pose, *quat), dim=-1)
+        sim.qvel[env_ids] = 0.0
+        targets = qpos[:, self._qpos_idx]
+        targets[:, self._gripper_id] = self._gripper_open
+        self.targets[env_ids] = targets
+        sim.ctrl[env_ids] = targets
+
     def training_start(self, env: MjEnv) -> torch.Tensor | None:
-        return self._in_hand if self.cfg.start_in_hand > 0 else None
+        if self.cfg.start_in_hand > 0 or self.cfg.start_at_cube > 0:
+            return self._in_hand | self._at_cube
+        return None
 
     # --- state helpers -----------------------------------------------------------------------------------------
     def cube_pos(self, env: MjEnv) -> torch.Tensor:
@@ -149,12 +202,17 @@ class LiftCubeTask(ArmTask[LiftConfig]):
             dim=-1,
         )
         env.sim.qpos[env_ids, self._cube_qpos : self._cube_qpos + 7] = pose
-        if cfg.start_in_hand > 0:  # training rows only: the evaluation judges the start every user's episode has
-            draw = torch.rand(n, device=dev, generator=g) < cfg.start_in_hand
-            in_hand = draw & (env_ids < env.first_eval_env)
-            self._in_hand[env_ids] = in_hand
+        if cfg.start_in_hand > 0 or cfg.start_at_cube > 0:
+            # Training rows only: the evaluation judges the start every user's episode has.
+            draw = torch.rand(n, device=dev, generator=g)
+            training = env_ids < env.first_eval_env
+            in_hand = (draw < cfg.start_in_hand) & training
+            at_cube = (draw >= cfg.start_in_hand) & (draw < cfg.start_in_hand + cfg.start_at_cube) & training
+            self._in_hand[env_ids], self._at_cube[env_ids] = in_hand, at_cube
             if bool(in_hand.any()):
                 self._start_in_hand(env, env_ids[in_hand])
+            if bool(at_cube.any()):
+                self._start_at_cube(env, env_ids[at_cube])
         self.goal[env_ids] = uniform_in(cfg.goal, n, dev, g)
         for buf in (self._held_steps, self._lifted_steps, self._grasped_steps, self._steps):
             buf[env_ids] = 0.0
