@@ -115,7 +115,7 @@ def _set_home(spec: mujoco.MjSpec, robot: RobotSpec) -> None:
     d.qpos[:] = qpos
     mujoco.mj_kinematics(m, d)
     feet = [g for foot in robot.feet for g in zone_geoms(m, robot, foot)]
-    qpos[2] = -min(_lowest_point(m, d, g) for g in feet)
+    qpos[2] = -min(lowest_point(m, d, g) for g in feet)
     ctrl = qpos[m.jnt_qposadr[m.actuator_trnid[:, 0]]]
     for key in list(spec.keys):
         spec.delete(key)
@@ -131,10 +131,10 @@ def spawn_height(m: mujoco.MjModel, robot: RobotSpec) -> float:
     d.qpos[:] = key.qpos
     mujoco.mj_kinematics(m, d)
     feet = [g for foot in robot.feet for g in zone_geoms(m, robot, foot)]
-    return float(key.qpos[2]) - min(0.0, min(_lowest_point(m, d, g) for g in feet))
+    return float(key.qpos[2]) - min(0.0, min(lowest_point(m, d, g) for g in feet))
 
 
-def _lowest_point(m: mujoco.MjModel, d: mujoco.MjData, geom: int) -> float:
+def lowest_point(m: mujoco.MjModel, d: mujoco.MjData, geom: int) -> float:
     """Lowest world z of the geom: exact for spheres and capsules, of its bounding box otherwise (the corners of a
     rotated box around a sphere reach below it)."""
     kind, size, centre_z = m.geom_type[geom], m.geom_size[geom], float(d.geom_xpos[geom][2])

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
+from mjfleet.tasks.locomotion.model import lowest_point
 from mjfleet.tasks.manipulation.arms import ArmSpec
 
 TIP_CLEARANCE = 0.005
@@ -49,7 +50,7 @@ def hand_at_cube_poses(
     d.qpos[:] = home
     mujoco.mj_kinematics(m, d)
     site, hand = int(m.site(arm.ee_site).id), int(m.body(arm.hand_body).id)
-    tips = min(_lowest(m, d, g) for g in fingertip_geoms)
+    tips = min(lowest_point(m, d, g) for g in fingertip_geoms)
     height = float(d.site_xpos[site][2]) - tips + TIP_CLEARANCE
     home_quat = d.xquat[hand].copy()
     fingers = set(arm.gripper_joints)
@@ -130,10 +131,3 @@ def _turn(target: np.ndarray, quat: np.ndarray, xmat: np.ndarray) -> np.ndarray:
     local = np.zeros(3)
     mujoco.mju_subQuat(local, target, quat)
     return xmat.reshape(3, 3) @ local
-
-
-def _lowest(m: mujoco.MjModel, d: mujoco.MjData, geom: int) -> float:
-    """Lowest world z of the geom's bounding box."""
-    centre, half = m.geom_aabb[geom, :3], m.geom_aabb[geom, 3:]
-    corners = centre + half * np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)])
-    return float((d.geom_xpos[geom] + corners @ d.geom_xmat[geom].reshape(3, 3).T)[:, 2].min())
