@@ -46,7 +46,7 @@ def _env(task_id: str, backend: Backend, num_envs: int, **sim: object) -> MjEnv:
     if isinstance(cfg, LiftConfig):
         # A cube held under random actions slips chaotically (float32 against float64); the grasp on both backends
         # has its own test (tests/test_manipulation.py). Here every cube starts on the table.
-        overrides["start_in_hand"] = 0.0
+        overrides["start_in_hand"], overrides["start_at_cube"] = 0.0, 0.0
     return MjEnv(spec.load_task_class()(dataclasses.replace(cfg, **overrides)), device="cpu", seed=0)
 
 

@@ -56,8 +56,9 @@ def _reach(num_envs: int = 4, **overrides: object) -> MjEnv:
 
 
 def _lift(num_envs: int = 4, **overrides: object) -> MjEnv:
-    """A lift task whose episodes start with the cube on the table unless ``start_in_hand`` says otherwise."""
-    overrides = {"start_in_hand": 0.0, **overrides}
+    """A lift task whose episodes start with the cube on the table unless ``start_in_hand`` or ``start_at_cube`` say
+    otherwise."""
+    overrides = {"start_in_hand": 0.0, "start_at_cube": 0.0, **overrides}
     cfg = dataclasses.replace(yam_lift_cube_config(), num_envs=num_envs, **overrides)  # type: ignore[arg-type]
     return MjEnv(LiftCubeTask(cfg), seed=0)
 

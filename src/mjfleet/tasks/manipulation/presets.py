@@ -48,12 +48,15 @@ def yam_reach_cpu_config() -> ReachConfig:
 
 
 def yam_lift_cube_config() -> LiftConfig:
-    """The YAM lifts a randomized cube to a goal in the air. Its arm's targets filtered, half the training episodes
-    started with the cube in the hand and the grasp, height and lifted terms on: without any of them its policies
-    learnt to hold the cube on the table, or on it, but not to lift it (docs/manipulation.md)."""
+    """The YAM lifts a randomized cube to a goal in the air. Its arm's targets filtered, a quarter of the training
+    episodes started with the cube in the hand and a quarter with the open hand around it on the table, the grasp,
+    height and lifted terms on and the goal terms weighed 4: without the filter, the in-hand starts or those terms its
+    policies learnt to hold the cube on the table, or on it, but not to lift it; without the starts around the cube
+    they lifted it from the table late or never (docs/manipulation.md)."""
     cfg = lift_cube_config("yam")
-    cfg.action_filter, cfg.start_in_hand = 0.1, 0.5
+    cfg.action_filter, cfg.start_in_hand, cfg.start_at_cube = 0.1, 0.25, 0.25
     cfg.rewards.grasp, cfg.rewards.height, cfg.rewards.lifted = 1.0, 2.0, 2.0
+    cfg.rewards.lift, cfg.rewards.lift_precise = 4.0, 4.0
     return cfg
 
 
