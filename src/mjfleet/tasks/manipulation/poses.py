@@ -30,8 +30,6 @@ class HandAtCube:
     """The whole ``qpos`` of each pose (the arm's joints solved, everything else as in ``home``), ``(k, nq)``."""
     yaw: np.ndarray
     """Heading of a cube whose faces meet the fingers as they close, ``(k,)``."""
-    height: float
-    """Height of the end-effector above the table in every pose (metres)."""
 
 
 def hand_at_cube_poses(
@@ -67,19 +65,15 @@ def hand_at_cube_poses(
             turn = math.atan2(y, x) - math.atan2(float(d.site_xpos[site][1]), float(d.site_xpos[site][0]))
             target_quat = np.empty(4)
             mujoco.mju_mulQuat(target_quat, np.array([math.cos(turn / 2), 0.0, 0.0, math.sin(turn / 2)]), home_quat)
-            qpos = _solve(m, joints, site, hand, home, np.array([x, y, height]), target_quat)
-            if qpos is None:
+            solved = _solve(m, joints, site, hand, home, np.array([x, y, height]), target_quat)
+            if solved is None:
                 continue
-            data = mujoco.MjData(m)
-            data.qpos[:] = qpos
-            mujoco.mj_kinematics(m, data)
-            axis = data.xaxis[finger_axis]
-            rows.append((x, y, qpos, math.atan2(float(axis[1]), float(axis[0]))))
+            axis = solved.xaxis[finger_axis]
+            rows.append((x, y, solved.qpos.copy(), math.atan2(float(axis[1]), float(axis[0]))))
     return HandAtCube(
         xy=np.array([[x, y] for x, y, _, _ in rows]).reshape(-1, 2),
         qpos=np.array([q for _, _, q, _ in rows]).reshape(-1, m.nq),
         yaw=np.array([yaw for _, _, _, yaw in rows]),
-        height=height,
     )
 
 
@@ -98,8 +92,9 @@ def _solve(
     target_quat: np.ndarray,
     iterations: int = 300,
     damping: float = 0.05,
-) -> np.ndarray | None:
-    """Damped least squares on the site's position and the hand's orientation, within the joints' ranges."""
+) -> mujoco.MjData | None:
+    """Damped least squares on the site's position and the hand's orientation, within the joints' ranges; the
+    solution's data with its kinematics computed, or None where it misses."""
     d = mujoco.MjData(m)
     d.qpos[:] = start
     qadr = np.array([m.jnt_qposadr[j] for j in joints])
@@ -122,7 +117,7 @@ def _solve(
     position = float(np.linalg.norm(target_pos - d.site_xpos[site]))
     if position > 2e-3 or float(np.linalg.norm(_turn(target_quat, d.xquat[hand], d.xmat[hand]))) > math.radians(1.0):
         return None
-    return d.qpos.copy()
+    return d
 
 
 def _turn(target: np.ndarray, quat: np.ndarray, xmat: np.ndarray) -> np.ndarray:
