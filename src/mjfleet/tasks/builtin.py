@@ -134,6 +134,7 @@ def _menagerie_tasks() -> list[TaskSpec]:
             loco.unitree_g1_flat_config,
             loco.unitree_g1_flat_agent,
             cpu_agent_cfg=loco.unitree_g1_flat_cpu_agent,
+            cpu_env_cfg=loco.unitree_g1_flat_cpu_config,
         ),
         TaskSpec(
             "unitree-g1-velocity-rough",
