@@ -54,6 +54,8 @@ def _cpu_ppo(spec: TaskSpec) -> str:
         changed.append(f"{cpu.algorithm.num_learning_epochs} epochs")
     if cpu.algorithm.desired_kl != gpu.algorithm.desired_kl:
         changed.append(f"KL target {cpu.algorithm.desired_kl:g}")
+    if cpu.algorithm.entropy_coef != gpu.algorithm.entropy_coef:
+        changed.append(f"entropy {cpu.algorithm.entropy_coef:g}")
     return ", ".join(changed)
 
 
