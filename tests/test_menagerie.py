@@ -127,6 +127,25 @@ def test_a_go1_zone_splits_the_foot_from_its_calf(fixture_root: Path) -> None:
     assert len(zone_geoms(m, UNITREE_GO1, "trunk")) == 1
 
 
+@pytest.mark.parametrize("robot", ["unitree-go1", "unitree-g1"])
+def test_rough_menagerie_tasks_train_on_the_cpu_with_the_flat_tasks_cpu_settings(robot: str) -> None:
+    flat, rough = get_task(f"{robot}-velocity-flat"), get_task(f"{robot}-velocity-rough")
+    flat_env, rough_env = flat.env_defaults(on_cpu=True), rough.env_defaults(on_cpu=True)
+    flat_ppo, rough_ppo = flat.agent_defaults(on_cpu=True).algorithm, rough.agent_defaults(on_cpu=True).algorithm
+    assert rough_env.action_scale == flat_env.action_scale
+    assert rough_env.rewards.track_lin_vel_xy == flat_env.rewards.track_lin_vel_xy
+    assert (rough_ppo.entropy_coef, rough_ppo.desired_kl, rough_ppo.num_learning_epochs) == (
+        flat_ppo.entropy_coef,
+        flat_ppo.desired_kl,
+        flat_ppo.num_learning_epochs,
+    )
+    # Still the rough task: terrain, height scan and run length; the GPU keeps its networks.
+    assert rough_env.terrain.kind == "rough" and rough_env.height_scan is not None
+    assert rough.agent_defaults(on_cpu=True).max_iterations == rough.agent_defaults(on_cpu=False).max_iterations
+    assert rough.agent_defaults(on_cpu=False).policy.actor_hidden_dims == (512, 256, 128)
+    assert rough.agent_defaults(on_cpu=True).policy.actor_hidden_dims == (128, 128)
+
+
 # --- choosing a robot ----------------------------------------------------------------------------------------------
 def test_robot_values_resolve_to_records(fixture_root: Path, tmp_path: Path) -> None:
     assert resolve_robot("go1") is GO1

@@ -126,6 +126,8 @@ def _menagerie_tasks() -> list[TaskSpec]:
             LOCOMOTION_TASK,
             loco.unitree_go1_rough_config,
             loco.go1_rough_agent,
+            cpu_agent_cfg=loco.unitree_go1_rough_cpu_agent,
+            cpu_env_cfg=loco.unitree_go1_rough_cpu_config,
         ),
         TaskSpec(
             "unitree-g1-velocity-flat",
@@ -142,6 +144,8 @@ def _menagerie_tasks() -> list[TaskSpec]:
             LOCOMOTION_TASK,
             loco.unitree_g1_rough_config,
             loco.unitree_g1_rough_agent,
+            cpu_agent_cfg=loco.unitree_g1_rough_cpu_agent,
+            cpu_env_cfg=loco.unitree_g1_rough_cpu_config,
         ),
     ]
 

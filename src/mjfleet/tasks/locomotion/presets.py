@@ -143,6 +143,12 @@ def unitree_go1_rough_config() -> LocomotionConfig:
     )
 
 
+def unitree_go1_rough_cpu_config() -> LocomotionConfig:
+    """``unitree_go1_rough_config`` with the flat task's CPU action scale (the same actuators saturate the same way on
+    rough ground)."""
+    return dataclasses.replace(unitree_go1_rough_config(), action_scale=UNITREE_GO1_CPU_ACTION_SCALE)
+
+
 G1_CPU_TRAINING_CONTACTS = dataclasses.replace(CPU_TRAINING_CONTACTS, self_collisions=True)
 """The G1's training contact model on the CPU keeps its self-collisions: a G1 policy trained without them stood for
 all 1,000 steps of its episodes on that model and fell after 188 on average on the file as shipped (16 episodes,
@@ -167,7 +173,10 @@ seeds, a third not yet run."""
 def unitree_g1_flat_cpu_config() -> LocomotionConfig:
     """``unitree_g1_flat_config`` with the tracking weights measured on the CPU (the GPU's stay 1.0: not measured
     there)."""
-    cfg = unitree_g1_flat_config()
+    return _g1_cpu_tracking(unitree_g1_flat_config())
+
+
+def _g1_cpu_tracking(cfg: LocomotionConfig) -> LocomotionConfig:
     rewards = dataclasses.replace(
         cfg.rewards, track_lin_vel_xy=UNITREE_G1_CPU_TRACKING, track_yaw_rate=UNITREE_G1_CPU_TRACKING
     )
@@ -181,6 +190,11 @@ def unitree_g1_rough_config() -> LocomotionConfig:
             UNITREE_G1, locomotion_sim(nconmax=64, njmax=256, training_contacts=G1_CPU_TRAINING_CONTACTS)
         )
     )
+
+
+def unitree_g1_rough_cpu_config() -> LocomotionConfig:
+    """``unitree_g1_rough_config`` with the flat task's CPU tracking weights."""
+    return _g1_cpu_tracking(unitree_g1_rough_config())
 
 
 def unitree_go1_flat_agent() -> AgentConfig:
@@ -216,3 +230,14 @@ def unitree_g1_flat_cpu_agent() -> AgentConfig:
 
 def unitree_g1_rough_agent() -> AgentConfig:
     return _mjlab_entropy(humanoid_rough_agent())
+
+
+def unitree_g1_rough_cpu_agent() -> AgentConfig:
+    """The flat task's CPU levers and entropy bonus on the rough task's run length."""
+    return _entropy(cpu_agent(humanoid_rough_agent(), (128, 128)), 0.005)
+
+
+def unitree_go1_rough_cpu_agent() -> AgentConfig:
+    """The flat task's CPU levers (8 passes, KL target 0.02) with 128-128 networks rather than its 64-64: the critic
+    also reads the 77-point height scan, and the terrain asks more of the policy than flat ground."""
+    return cpu_agent(go1_rough_agent(), (128, 128))
