@@ -166,8 +166,8 @@ UNITREE_G1_CPU_TRACKING = 2.0
 """Weight of both tracking terms of Menagerie's G1 on the CPU (mjlab's; the humanoid's 1.0 leaves ``alive`` at twice
 the tracking): with 1.0 its deterministic policy stood without walking through 428 iterations (`play` 0.06-0.11);
 with 2.0 and the entropy bonus 0.005 it met ``--stop-when 'success>=0.95'`` after 544 iterations on one core (seed
-42, `play` 0.96) and reached 0.87 in evaluation after 602 on two (seed 1, stopped at 43 minutes, `play` 0.82): two
-seeds, a third not yet run."""
+42, `play` 0.96); on two cores seed 1 reached 0.87 in evaluation after 602 iterations (stopped at 43 minutes, `play`
+0.82) and seed 2 0.94-1.00 after 640-650, with checks of 0.88-0.92 (stopped at 45 minutes, `play` 0.84)."""
 
 
 def unitree_g1_flat_cpu_config() -> LocomotionConfig:
