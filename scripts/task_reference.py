@@ -12,6 +12,7 @@ runs the check.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -42,11 +43,33 @@ def _ppo(agent: AgentConfig) -> str:
     )
 
 
-def _cpu_ppo(spec: TaskSpec) -> str:
-    envs = spec.env_defaults(on_cpu=True).num_envs
-    changed = [f"{envs} envs"] if envs != spec.env_cfg().num_envs else []
+def _on_cpu(spec: TaskSpec) -> str:
+    """What a run on the CPU does differently: the environment's settings first, then PPO's."""
+    return ", ".join(_cpu_env(spec) + _cpu_ppo(spec)) or "the same"
+
+
+def _cpu_env(spec: TaskSpec) -> list[str]:
+    gpu, cpu = spec.env_cfg(), spec.env_defaults(on_cpu=True)
+    changed = [f"{cpu.num_envs} envs"] if cpu.num_envs != gpu.num_envs else []
+    contacts = cpu.sim.training_contacts
+    if contacts.active(on_gpu=False) and not contacts.active(on_gpu=True):
+        changed.append(f"training contacts: {contacts.describe()}")
+    scale = getattr(cpu, "action_scale", None)
+    if scale is not None and scale != getattr(gpu, "action_scale", None):
+        changed.append(f"action scale {scale:g}")
+    gpu_rewards, cpu_rewards = getattr(gpu, "rewards", None), getattr(cpu, "rewards", None)
+    if gpu_rewards is not None and cpu_rewards is not None:
+        for field in dataclasses.fields(cpu_rewards):
+            weight = getattr(cpu_rewards, field.name)
+            if weight != getattr(gpu_rewards, field.name):
+                changed.append(f"reward `{field.name}` {weight:g}")
+    return changed
+
+
+def _cpu_ppo(spec: TaskSpec) -> list[str]:
     if spec.cpu_agent_cfg is None:
-        return ", ".join(changed) or "the same"
+        return []
+    changed: list[str] = []
     gpu, cpu = spec.agent_cfg(), spec.agent_defaults(on_cpu=True)
     if cpu.policy.actor_hidden_dims != gpu.policy.actor_hidden_dims:
         changed.append(f"MLP {_networks(cpu)}")
@@ -56,7 +79,7 @@ def _cpu_ppo(spec: TaskSpec) -> str:
         changed.append(f"KL target {cpu.algorithm.desired_kl:g}")
     if cpu.algorithm.entropy_coef != gpu.algorithm.entropy_coef:
         changed.append(f"entropy {cpu.algorithm.entropy_coef:g}")
-    return ", ".join(changed)
+    return changed
 
 
 def _robot_and_ground(env: EnvConfig) -> tuple[str, str]:
@@ -84,7 +107,7 @@ def summary() -> str:
                 f"{env.episode_length_s:g} s",
                 f"{env.num_envs}",
                 _ppo(agent),
-                _cpu_ppo(spec),
+                _on_cpu(spec),
             ]
         )
     header = ["task", "robot", "ground", "control", "episode", "envs", "PPO defaults", "on the CPU"]
