@@ -125,6 +125,12 @@ their gain (0.25 x 23.7 / 100 rad), where 0.25 rad asks for targets the actuator
 (play 0.93, 0.96, 0.91) where 0.25 took 348 and 306 (play 0.96, 0.92) and had not met it at 321 for seed 2."""
 
 
+UNITREE_GO1_CPU_ENTROPY = 0.005
+"""PPO's entropy bonus for Menagerie's Go1 on the CPU, half the GPU's: seeds 42, 1, 2 met ``--stop-when
+'success>=0.95'`` after 202, 205 and 253 iterations against 205, 331 and 251 with 0.01. Without a bonus it learned
+slower (its actions are scaled to a quarter of the primitive Go1's)."""
+
+
 def unitree_go1_flat_cpu_config() -> LocomotionConfig:
     """``unitree_go1_flat_config`` with the action scale measured on the CPU (the GPU's is still 0.25: not measured
     there)."""
@@ -207,15 +213,9 @@ def unitree_go1_flat_agent() -> AgentConfig:
 
 
 def unitree_go1_flat_cpu_agent() -> AgentConfig:
-    """The levers of ``go1_flat_cpu_agent`` on Menagerie's Go1: 64-64 networks, 8 passes, KL target 0.02; and half
-    the entropy bonus (0.005): seeds 42, 1, 2 met ``--stop-when 'success>=0.95'`` after 202, 205 and 253 iterations
-    against 205, 331 and 251 with 0.01. Without a bonus it learned slower (its actions are scaled to a quarter of the
-    primitive Go1's)."""
+    """The levers of ``go1_flat_cpu_agent`` on Menagerie's Go1: 64-64 networks, 8 passes, KL target 0.02; and
+    ``UNITREE_GO1_CPU_ENTROPY``."""
     return _entropy(cpu_agent(unitree_go1_flat_agent(), (64, 64)), UNITREE_GO1_CPU_ENTROPY)
-
-
-UNITREE_GO1_CPU_ENTROPY = 0.005
-"""PPO's entropy bonus for Menagerie's Go1 on the CPU (``unitree_go1_flat_cpu_agent``)."""
 
 
 def _entropy(agent: AgentConfig, coef: float) -> AgentConfig:
