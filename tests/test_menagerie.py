@@ -127,12 +127,30 @@ def test_a_go1_zone_splits_the_foot_from_its_calf(fixture_root: Path) -> None:
     assert len(zone_geoms(m, UNITREE_GO1, "trunk")) == 1
 
 
+def test_the_g1_on_the_cpu_asks_each_servo_for_a_quarter_of_its_torque_limit(fixture_root: Path) -> None:
+    """One 0.25 rad for all 29 joints asked the G1's 25 N m shoulders (gain 75) for more than they exert and its
+    knees and ankles for less; scaled by force, Menagerie's G1 walked in fewer iterations on the CPU."""
+    spec = get_task("unitree-g1-velocity-flat")
+    cfg = dataclasses.replace(spec.env_defaults(on_cpu=True), num_envs=2)
+    task = spec.load_task_class()(cfg)
+    env = MjEnv(task, device="cpu", seed=0)
+    m = env.sim.mj_model
+    scale = {m.joint(int(m.actuator_trnid[i, 0])).name: float(task.action_scale[i]) for i in range(m.nu)}
+    assert scale["left_knee_joint"] == pytest.approx(0.25 * 139 / 75)
+    assert scale["right_ankle_pitch_joint"] == pytest.approx(0.25 * 50 / 20)
+    assert scale["left_shoulder_pitch_joint"] == pytest.approx(0.25 * 25 / 75)
+    assert scale["right_wrist_yaw_joint"] == pytest.approx(0.25 * 5 / 20)
+    # The GPU keeps one scale for every joint until it is measured there.
+    assert spec.env_defaults(on_cpu=False).action_scale_of_force == 0.0
+
+
 @pytest.mark.parametrize("robot", ["unitree-go1", "unitree-g1"])
 def test_rough_menagerie_tasks_train_on_the_cpu_with_the_flat_tasks_cpu_settings(robot: str) -> None:
     flat, rough = get_task(f"{robot}-velocity-flat"), get_task(f"{robot}-velocity-rough")
     flat_env, rough_env = flat.env_defaults(on_cpu=True), rough.env_defaults(on_cpu=True)
     flat_ppo, rough_ppo = flat.agent_defaults(on_cpu=True).algorithm, rough.agent_defaults(on_cpu=True).algorithm
     assert rough_env.action_scale == flat_env.action_scale
+    assert rough_env.action_scale_of_force == flat_env.action_scale_of_force
     assert rough_env.rewards.track_lin_vel_xy == flat_env.rewards.track_lin_vel_xy
     assert (rough_ppo.entropy_coef, rough_ppo.desired_kl, rough_ppo.num_learning_epochs) == (
         flat_ppo.entropy_coef,

@@ -174,22 +174,27 @@ def unitree_g1_flat_config() -> LocomotionConfig:
 UNITREE_G1_CPU_TRACKING = 2.0
 """Weight of both tracking terms of Menagerie's G1 on the CPU (mjlab's; the humanoid's 1.0 leaves ``alive`` at twice
 the tracking): with 1.0 its deterministic policy stood without walking through 428 iterations (`play` 0.06-0.11);
-with 2.0 and the entropy bonus 0.005 it met ``--stop-when 'success>=0.95'`` after 544 iterations on one core (seed
-42, `play` 0.96); on two cores seed 1 reached 0.87 in evaluation after 602 iterations (stopped at 43 minutes, `play`
-0.82) and seed 2 0.94-1.00 after 640-650, with checks of 0.88-0.92 (stopped at 45 minutes, `play` 0.84)."""
+with 2.0 it walked (`play` 0.47 after 401 iterations with the entropy bonus 0.01)."""
+
+UNITREE_G1_CPU_ACTION_SCALE_OF_FORCE = 0.25
+"""``--env.action-scale-of-force`` of Menagerie's G1 on the CPU: each joint's action scale a quarter of its servo's
+torque limit over its gain, as for the Go1 (knees 0.46 rad, ankles 0.63, shoulders 0.08, wrists 0.06-0.31, where one
+0.25 rad for every joint asks the arms for more than they can exert and the legs for less). On Menagerie's g1.xml
+seed 42 met ``--stop-when 'success>=0.95'`` after 468 iterations (`play` 0.95) where 0.25 rad took 538 (`play`
+0.97); the other seeds are in docs/performance.md."""
 
 
 def unitree_g1_flat_cpu_config() -> LocomotionConfig:
-    """``unitree_g1_flat_config`` with the tracking weights measured on the CPU (the GPU's stay 1.0: not measured
-    there)."""
-    return _g1_cpu_tracking(unitree_g1_flat_config())
+    """``unitree_g1_flat_config`` with the tracking weights and action scales measured on the CPU (the GPU's stay 1.0
+    and 0.25 rad: not measured there)."""
+    return _g1_cpu(unitree_g1_flat_config())
 
 
-def _g1_cpu_tracking(cfg: LocomotionConfig) -> LocomotionConfig:
+def _g1_cpu(cfg: LocomotionConfig) -> LocomotionConfig:
     rewards = dataclasses.replace(
         cfg.rewards, track_lin_vel_xy=UNITREE_G1_CPU_TRACKING, track_yaw_rate=UNITREE_G1_CPU_TRACKING
     )
-    return dataclasses.replace(cfg, rewards=rewards)
+    return dataclasses.replace(cfg, rewards=rewards, action_scale_of_force=UNITREE_G1_CPU_ACTION_SCALE_OF_FORCE)
 
 
 def unitree_g1_rough_config() -> LocomotionConfig:
@@ -202,8 +207,8 @@ def unitree_g1_rough_config() -> LocomotionConfig:
 
 
 def unitree_g1_rough_cpu_config() -> LocomotionConfig:
-    """``unitree_g1_rough_config`` with the flat task's CPU tracking weights."""
-    return _g1_cpu_tracking(unitree_g1_rough_config())
+    """``unitree_g1_rough_config`` with the flat task's CPU tracking weights and action scales."""
+    return _g1_cpu(unitree_g1_rough_config())
 
 
 def unitree_go1_flat_agent() -> AgentConfig:
