@@ -141,6 +141,16 @@ def _run_dir_of(checkpoint: Path) -> Path:
     return newest_run(checkpoint) or checkpoint
 
 
+def _say_other_model_files(run_dir: Path, env: EnvConfig) -> None:
+    """A warning per robot file whose text is not the one the policy trained on (runs that recorded theirs)."""
+    from mjfleet.runs.model_files import differences, fingerprint, recorded
+
+    trained = recorded(run_dir)
+    if trained is not None:
+        for line in differences(trained, fingerprint(env.model_files())):
+            logger.warning(line)
+
+
 def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, object]:
     """Evaluate and return the summary dict that ``play`` prints."""
 
@@ -161,6 +171,7 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
         policy: Policy
         if cfg.agent == "policy":
             assert checkpoint is not None
+            _say_other_model_files(checkpoint.parent if checkpoint.is_file() else checkpoint, cfg.env)
             policy = load_policy(checkpoint, env, agent_cfg, device)
         else:
             policy = random_policy(env) if cfg.agent == "random" else zero_policy(env)

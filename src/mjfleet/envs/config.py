@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Self
 
 from mjfleet.sim.config import SimConfig, as_shipped
@@ -27,6 +28,11 @@ class EnvConfig:
         file's own contact model, whatever the training simulation runs. Tasks that train under other conditions than
         they judge (a command curriculum) override it and call this one."""
         return dataclasses.replace(self, sim=as_shipped(self.sim))
+
+    def model_files(self) -> list[Path]:
+        """The MJCF files the task loads (a robot's, an arm's), after :meth:`prepare_assets`: a run records their
+        text's digest, and ``play`` says when it loads other ones. Tasks whose models are built in return none."""
+        return []
 
     def prepare_assets(self) -> None:
         """Fetch or check the files the task loads, once, before any worker starts.

@@ -37,7 +37,7 @@ LOCAL_DIR_ENV = "MJFLEET_WANDB_DIR"
 """Directory of W&B run directories to read instead of the W&B server (tests, offline runs, air-gapped hosts)."""
 DOWNLOAD_DIR = ".wandb_downloads"
 """Folder under the log root that downloaded checkpoints go to."""
-PARAMS = ("params/env.yaml", "params/agent.yaml", "params/run.yaml")
+PARAMS = ("params/env.yaml", "params/agent.yaml", "params/run.yaml", "params/model_files.yaml")
 _PART_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _MODEL_RE = re.compile(r"^model_(\d+)\.pt$")
 

@@ -23,6 +23,7 @@ from mjfleet.rl.evaluation_env import SeparateEvaluation
 from mjfleet.rl.records import KEPT_RECORDS, IterationRecord, WorkerResult
 from mjfleet.rl.runner import IterationHook, Runner, StepHook, StopCheck
 from mjfleet.rl.stop_condition import as_condition
+from mjfleet.runs import model_files
 from mjfleet.runs.ending import Ending
 from mjfleet.runs.record import record_end
 from mjfleet.runs.start import StartPoint
@@ -145,6 +146,7 @@ def _train(
         startup.mark("simulation")
         if ctx.is_main:
             _say_physics(cfg, on_gpu, judged_apart=evaluation is not None)
+            _say_model_files(cfg, run_dir)
         if ctx.is_main and run_dir is not None:
             write_params(run_dir, cfg)
         hooks: list[IterationHook] = []
@@ -270,6 +272,22 @@ def _say_physics(cfg: TrainConfig, on_gpu: bool, judged_apart: bool) -> None:
         contacts.describe(),
         judged,
     )
+
+
+def _say_model_files(cfg: TrainConfig, run_dir: Path | None) -> None:
+    """The robot files this start loads, recorded with the run's settings at its first start; a continuation whose
+    files have another text than the run's first start is warned (its checkpoints trained on those)."""
+    files = model_files.fingerprint(cfg.env.model_files())
+    for file in files:
+        logger.info("model file: %s", file)
+    if run_dir is None:
+        return
+    trained = model_files.recorded(run_dir)
+    if trained is not None:
+        for line in model_files.differences(trained, files):
+            logger.warning(line)
+    elif not (run_dir / "params" / "env.yaml").is_file():  # the first start (an older run's record stays absent)
+        model_files.record(run_dir, files)
 
 
 def _ending(runner: Runner, start: StartPoint) -> Ending:

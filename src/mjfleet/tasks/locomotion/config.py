@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal, Self
 
 from mjfleet.envs.config import EnvConfig
@@ -231,6 +232,12 @@ class LocomotionConfig(EnvConfig):
         judged = super().as_judged()
         off = dataclasses.replace(self.commands.curriculum, start=1.0)
         return dataclasses.replace(judged, commands=dataclasses.replace(self.commands, curriculum=off))
+
+    def model_files(self) -> list[Path]:
+        """The robot's MJCF (on disk after :meth:`prepare_assets`)."""
+        from mjfleet.tasks.locomotion.sources import resolve_robot, robot_file
+
+        return [robot_file(resolve_robot(self.robot))]
 
     def prepare_assets(self) -> None:
         """Resolve ``robot``, bring its MJCF onto the disk (Menagerie models: download into the cache) and check that

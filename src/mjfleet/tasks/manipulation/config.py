@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal, Self
 
 from mjfleet.envs.config import EnvConfig
@@ -54,6 +55,12 @@ class ManipulationConfig(EnvConfig):
     """Constraint-solver iteration cap (replaces the MJCF's)."""
     linesearch_iterations: int = 16
     """Line-search iteration cap of the constraint solver (replaces the MJCF's)."""
+
+    def model_files(self) -> list[Path]:
+        """The arm's MJCF (on disk after :meth:`prepare_assets`)."""
+        from mjfleet.tasks.manipulation.sources import arm_file, resolve_arm
+
+        return [Path(arm_file(resolve_arm(self.arm)))]
 
     def prepare_assets(self) -> None:
         """Resolve ``arm`` and bring its MJCF onto the disk (Menagerie models: download into the cache)."""
