@@ -180,8 +180,8 @@ UNITREE_G1_CPU_ACTION_SCALE_OF_FORCE = 0.25
 """``--env.action-scale-of-force`` of Menagerie's G1 on the CPU: each joint's action scale a quarter of its servo's
 torque limit over its gain, as for the Go1 (knees 0.46 rad, ankles 0.63, shoulders 0.08, wrists 0.06-0.31, where one
 0.25 rad for every joint asks the arms for more than they can exert and the legs for less). On Menagerie's g1.xml
-seed 42 met ``--stop-when 'success>=0.95'`` after 468 iterations (`play` 0.95) where 0.25 rad took 538 (`play`
-0.97); the other seeds are in docs/performance.md."""
+seeds 42 and 1 met ``--stop-when 'success>=0.95'`` after 468 and 470 iterations (`play` 0.95, 0.93) where 0.25 rad
+took 538 and 672 (`play` 0.97, 0.93)."""
 
 
 def unitree_g1_flat_cpu_config() -> LocomotionConfig:
