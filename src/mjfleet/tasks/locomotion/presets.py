@@ -181,7 +181,7 @@ UNITREE_G1_CPU_ACTION_SCALE_OF_FORCE = 0.25
 torque limit over its gain, as for the Go1 (knees 0.46 rad, ankles 0.63, shoulders 0.08, wrists 0.06-0.31, where one
 0.25 rad for every joint asks the arms for more than they can exert and the legs for less). On Menagerie's g1.xml
 seeds 42 and 1 met ``--stop-when 'success>=0.95'`` after 468 and 470 iterations (`play` 0.95, 0.93) where 0.25 rad
-took 538 and 672 (`play` 0.97, 0.93)."""
+took 538 and 672 (`play` 0.97, 0.93); seed 2 after 506 (`play` 0.95)."""
 
 
 def unitree_g1_flat_cpu_config() -> LocomotionConfig:
