@@ -171,7 +171,7 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
         policy: Policy
         if cfg.agent == "policy":
             assert checkpoint is not None
-            _say_other_model_files(checkpoint.parent if checkpoint.is_file() else checkpoint, cfg.env)
+            _say_other_model_files(_run_dir_of(checkpoint), cfg.env)
             policy = load_policy(checkpoint, env, agent_cfg, device)
         else:
             policy = random_policy(env) if cfg.agent == "random" else zero_policy(env)

@@ -64,9 +64,7 @@ class ManipulationConfig(EnvConfig):
 
     def prepare_assets(self) -> None:
         """Resolve ``arm`` and bring its MJCF onto the disk (Menagerie models: download into the cache)."""
-        from mjfleet.tasks.manipulation.sources import arm_file, resolve_arm
-
-        arm_file(resolve_arm(self.arm))
+        self.model_files()
 
 
 @dataclass
