@@ -255,5 +255,6 @@ def unitree_g1_rough_cpu_agent() -> AgentConfig:
 def unitree_go1_rough_cpu_agent() -> AgentConfig:
     """The flat task's CPU levers (8 passes, KL target 0.02) with 128-128 networks rather than its 64-64: the critic
     also reads the 77-point height scan, and the terrain asks more of the policy than flat ground. The flat task's
-    entropy bonus too: with 0.01 the action noise grew to 1.14 over 1500 iterations on rough ground."""
+    entropy bonus too: with 0.01 the action noise grew to 1.14 over 1500 iterations on rough ground, with 0.005 it
+    stays at 0.71-0.74 and the final policy plays 0.76 on the curriculum's first levels against 0.59 (seed 42)."""
     return _entropy(cpu_agent(go1_rough_agent(), (128, 128)), UNITREE_GO1_CPU_ENTROPY)
