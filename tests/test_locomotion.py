@@ -27,7 +27,7 @@ from mjfleet.tasks.locomotion.config import (
     TerrainConfig,
 )
 from mjfleet.tasks.locomotion.curriculum import TerrainCurriculum
-from mjfleet.tasks.locomotion.model import build_model
+from mjfleet.tasks.locomotion.model import _add_heightfield, build_model
 from mjfleet.tasks.locomotion.robots import GO1
 from mjfleet.tasks.locomotion.rotations import heading, projected_gravity, quat_mul, rotate, rotate_inverse, yaw_quat
 from mjfleet.tasks.locomotion.task import LocomotionTask
@@ -432,6 +432,25 @@ def test_terrain_tiles_join_flat_and_lookup_matches_mujoco() -> None:
         dist = mujoco.mj_ray(model, data, np.array([x, y, 5.0]), np.array([0.0, 0.0, -1.0]), None, 1, -1, geomid)
         expected = lookup(torch.tensor([[x, y]], dtype=torch.float32)).item()
         assert abs((5.0 - dist) - expected) < 0.01  # bilinear vs MuJoCo's triangles
+
+
+@pytest.mark.parametrize("xy", [(0.03, 0.0), (0.05, 0.05)], ids=["cell-edge", "cell-diagonal"])
+def test_a_small_foot_stepping_on_a_heightfield_edge_comes_back_up(xy: tuple[float, float]) -> None:
+    # Menagerie's G1 stands on 5 mm spheres. MuJoCo C's native convex solver answered such a sphere that struck an
+    # edge between two heightfield prisms with the prisms' side faces as normals: it stayed inside the ground.
+    flat = generate(TerrainConfig(kind="rough", bump_height=(0.0, 0.0), step_height=(0.0, 0.0), slope=(0.0, 0.0)))
+    spec = mujoco.MjSpec()
+    spec.option.timestep = 0.005
+    spec.worldbody.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0.0, 0.0, 0.05])
+    foot = spec.worldbody.add_body(pos=[*xy, 0.006])
+    foot.add_freejoint()
+    foot.add_geom(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[0.005, 0.0, 0.0], mass=4.0)  # a G1 foot point's load
+    _add_heightfield(spec, flat)
+    model = spec.compile()
+    data = mujoco.MjData(model)
+    data.qvel[2] = -1.0  # a foot strike
+    mujoco.mj_step(model, data, nstep=200)
+    assert 0.0 < data.qpos[2] < 0.005  # resting on the surface, barely pressed in
 
 
 def test_curriculum_rule_moves_levels_both_ways() -> None:
