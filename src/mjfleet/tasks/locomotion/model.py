@@ -249,5 +249,5 @@ def _add_heightfield(spec: mujoco.MjSpec, terrain: TerrainMap) -> None:
     # prism's side faces as normals: a small sphere (the G1's 5 mm foot points) across a cell's edge gets two
     # opposite horizontal contacts and no support, and sinks. The legacy solver sets a sphere's or capsule's normal
     # from its own surface: with it, a G1 policy trained on the plane kept 0.85 of its 0.95 on a flat heightfield,
-    # 0.06 without. MuJoCo Warp keeps its own heightfield collider whatever this flag says.
+    # 0.06 without. MuJoCo Warp keeps its own heightfield collider, which needs no such care, whatever this flag says.
     spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_NATIVECCD
