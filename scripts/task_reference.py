@@ -71,6 +71,8 @@ def _cpu_ppo(spec: TaskSpec) -> list[str]:
         return []
     changed: list[str] = []
     gpu, cpu = spec.agent_cfg(), spec.agent_defaults(on_cpu=True)
+    if cpu.max_iterations != gpu.max_iterations:
+        changed.append(f"{cpu.max_iterations} iterations")
     if cpu.policy.actor_hidden_dims != gpu.policy.actor_hidden_dims:
         changed.append(f"MLP {_networks(cpu)}")
     if cpu.algorithm.num_learning_epochs != gpu.algorithm.num_learning_epochs:
