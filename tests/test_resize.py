@@ -3,6 +3,7 @@ and restarts that relaunch every host."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any, cast
@@ -13,13 +14,17 @@ import torch
 from mjfleet.envs.env import MjEnv
 from mjfleet.launch.launcher import LaunchPlan, WorkerFailure
 from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
+from mjfleet.rl.evaluation_env import SeparateEvaluation
 from mjfleet.rl.rank_state import capture_rank_state, restore_rank_state, restore_shared_state
+from mjfleet.rl.runner import Runner
 from mjfleet.runs.start import StartPoint
+from mjfleet.runtime.context import DistributedContext
 from mjfleet.tasks.locomotion.task import LocomotionTask
 from mjfleet.train import run, supervisor
 from mjfleet.train.config import TrainConfig
+from mjfleet.train.worker import train_worker
 
-from .helpers import small_train_config
+from .helpers import make_run_dir, small_train_config
 from .instruments import instrument
 from .test_locomotion import make_loco_env
 
@@ -50,15 +55,20 @@ class _Env:
         self.task = _CurriculumTask(num_envs)
 
 
-def _saved_rank(rank: int, num_envs: int = 4) -> dict[str, Any]:
-    """Rank ``rank`` of a run that trained for a while: advanced RNGs, counters and curriculum levels."""
+def _saved_rank(rank: int, num_envs: int = 4, evaluation_level: int | None = None) -> dict[str, Any]:
+    """Rank ``rank`` of a run that trained for a while: advanced RNGs, counters and curriculum levels (with
+    ``evaluation_level``: also 2 evaluation environments of their own simulation at that level)."""
+    evaluation = None
+    if evaluation_level is not None:
+        evaluation = _Env(seed=100 + rank, num_envs=2)
+        evaluation.task.levels.fill_(evaluation_level)
     torch.manual_seed(1000 + rank)
     env = _Env(seed=rank, num_envs=num_envs)
     torch.rand(7, generator=env.generator)
     env.episode_length_buf.copy_(torch.arange(num_envs) + 10 * rank)
     env.common_step_counter = 480
     env.task.levels.copy_(torch.full((num_envs,), rank + 1))
-    return capture_rank_state(cast(MjEnv, env), rank)
+    return capture_rank_state(cast(MjEnv, env), rank, cast(MjEnv | None, evaluation))
 
 
 def _fresh(rank: int, num_envs: int = 4) -> _Env:
@@ -122,6 +132,32 @@ def test_another_num_envs_keeps_rngs_and_starts_episode_state_fresh(caplog: pyte
     assert "episode counters start fresh" in caplog.text
 
 
+def test_the_evaluation_simulation_continues_its_curriculum_levels_by_the_same_rule(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The CPU's evaluation environments (a simulation of their own, 2 here) keep the levels they had reached:
+    before, a continued run evaluated on the first levels again for as long as the curriculum took to climb back."""
+    saved = [_saved_rank(0, evaluation_level=3), _saved_rank(1, evaluation_level=2)]
+    for rank, world_size, levels in ((1, 2, [2, 2]), (3, 4, [2, 2]), (0, 1, [3, 3])):
+        env, evaluation = _fresh(rank), _Env(seed=rank, num_envs=2)
+        fresh_generator = evaluation.generator.get_state()
+        restore_rank_state(cast(MjEnv, env), saved, rank, world_size, cast(MjEnv, evaluation))
+        assert evaluation.task.levels.tolist() == levels, f"rank {rank} of {world_size}"
+        assert torch.equal(evaluation.generator.get_state(), fresh_generator), "its own streams start afresh"
+        assert evaluation.episode_length_buf.tolist() == [0, 0]
+
+    other = _Env(seed=0, num_envs=3)  # another --agent.eval-envs
+    with caplog.at_level(logging.INFO, logger="mjfleet.rl.rank_state"):
+        restore_rank_state(cast(MjEnv, _fresh(0)), saved, 0, 2, cast(MjEnv, other))
+    assert other.task.levels.tolist() == [0, 0, 0]
+    assert "task state of saved rank 0's evaluation does not fit this run (terrain_levels)" in caplog.text
+
+    without = [_saved_rank(0)]  # a checkpoint from before evaluation task states were saved
+    evaluation = _Env(seed=0, num_envs=2)
+    assert restore_rank_state(cast(MjEnv, _fresh(0)), without, 0, 1, cast(MjEnv, evaluation))
+    assert evaluation.task.levels.tolist() == [0, 0]
+
+
 def test_evaluation_takes_the_step_counter_and_task_state_but_not_the_random_streams() -> None:
     saved = [_saved_rank(0), _saved_rank(1)]
     env = _fresh(5)
@@ -165,6 +201,31 @@ def test_real_curriculum_levels_follow_the_rule() -> None:
     assert not restore_rank_state(wider, saved, rank=0, world_size=1)
     assert torch.equal(wider_task.curriculum.levels, before)
     assert torch.equal(wider.generator.get_state(), saved[0]["env_generator_state"])
+
+
+def test_a_real_run_saves_and_continues_its_evaluation_levels(tmp_path: Path) -> None:
+    """A rough-terrain run on the CPU evaluates in a simulation of its own; its checkpoint carries that simulation's
+    curriculum levels and a continued run's evaluation takes them."""
+    cfg = small_train_config("go1-velocity-rough", num_envs=32, steps=4, iterations=1, log_root=tmp_path)
+    cfg.agent = dataclasses.replace(cfg.agent, eval_envs=8, eval_steps_per_step=4)  # 2 environments stepped 4 times
+    run_dir = make_run_dir(tmp_path, "levels")
+    train_worker(cfg, run_dir, DistributedContext(device="cpu"))
+    path = run_dir / "model_1.pt"
+    data = load_checkpoint(path)
+    (state,) = data["rank_states"]
+    assert state["task_state"]["terrain_levels"].shape == (32,)
+    assert state["evaluation_task_state"]["terrain_levels"].shape == (2,)
+
+    state["evaluation_task_state"]["terrain_levels"] = torch.tensor([3, 1])  # as if they had climbed
+    torch.save(data, path)
+    env = make_loco_env("go1-velocity-rough", num_envs=32, seed=0)
+    eval_env = make_loco_env("go1-velocity-rough", num_envs=2, seed=1)
+    runner = Runner(
+        env, cfg.agent, DistributedContext(device="cpu"), None, evaluation=SeparateEvaluation(eval_env, 4, "cpu")
+    )
+    runner.load(str(path))
+    eval_task = cast(LocomotionTask, eval_env.task)
+    assert eval_task.curriculum is not None and eval_task.curriculum.levels.tolist() == [3, 1]
 
 
 # --- real resumes with another number of workers --------------------------------------------------------------------

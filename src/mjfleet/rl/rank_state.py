@@ -1,9 +1,10 @@
 """Per-rank state a checkpoint carries so that a restarted run continues where it stopped.
 
 Each rank's torch/NumPy/Python RNGs, its environment's generator, episode-length buffer and step counter, and the
-task's ``state_dict()`` (e.g. terrain curriculum levels). Tensors and plain data only, so checkpoints load with
-``weights_only=True``. A checkpoint resumes on any number of workers; :func:`restore_rank_state` says which saved
-rank's state each rank takes.
+task's ``state_dict()`` (e.g. terrain curriculum levels), also that of its evaluation environments where they have a
+simulation of their own (on the CPU; on a GPU they are part of the training simulation and its task state). Tensors
+and plain data only, so checkpoints load with ``weights_only=True``. A checkpoint resumes on any number of workers;
+:func:`restore_rank_state` says which saved rank's state each rank takes.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from mjfleet.envs.env import MjEnv
 logger = logging.getLogger(__name__)
 
 
-def capture_rank_state(env: MjEnv, rank: int) -> dict[str, Any]:
-    """This rank's RNG and episode state."""
+def capture_rank_state(env: MjEnv, rank: int, evaluation: MjEnv | None = None) -> dict[str, Any]:
+    """This rank's RNG and episode state, and the task state of ``evaluation``, its evaluation environments'
+    simulation, if any: a continued run's evaluation episodes then start on the curriculum levels they had reached,
+    not on the first ones again."""
     np_state: tuple[Any, ...] = np.random.get_state(legacy=True)  # type: ignore[assignment]
     state: dict[str, Any] = {
         "rank": rank,
@@ -41,10 +44,12 @@ def capture_rank_state(env: MjEnv, rank: int) -> dict[str, Any]:
     if env.device.type == "cuda":
         state["cuda_rng_state"] = torch.cuda.get_rng_state(env.device)
     state["task_state"] = env.task.state_dict()
+    if evaluation is not None:
+        state["evaluation_task_state"] = evaluation.task.state_dict()
     return state
 
 
-def restore_rank_state(env: MjEnv, states: Any, rank: int, world_size: int) -> bool:
+def restore_rank_state(env: MjEnv, states: Any, rank: int, world_size: int, evaluation: MjEnv | None = None) -> bool:
     """Restore this rank's part of a checkpoint's ``rank_states``; True if its episode counters were restored.
 
     The rule when the checkpoint was written by N workers and this run has M (docs/guides/runs.md, "Changing the
@@ -57,6 +62,8 @@ def restore_rank_state(env: MjEnv, states: Any, rank: int, world_size: int) -> b
     - rank r >= N keeps the fresh RNG streams of ``seed + r`` (as a fresh run would) and fresh episode counters,
       but takes the task state of saved rank ``r mod N``: the policy already masters those curriculum levels.
 
+    ``evaluation`` (the evaluation environments' own simulation) takes the evaluation task state of the saved rank
+    whose task state ``env`` takes, under the same shape rule; its random streams and episodes start afresh.
     A checkpoint without the list (rsl_rl's own) restores nothing per rank.
     """
     if not isinstance(states, list) or not states:
@@ -74,11 +81,13 @@ def restore_rank_state(env: MjEnv, states: Any, rank: int, world_size: int) -> b
             if saved > world_size
             else f"ranks {saved}..{world_size - 1} start fresh from seed + rank",
         )
+    source = states[rank % saved]
+    _load_task_state(env, source, f"saved rank {rank % saved}")
+    if evaluation is not None:
+        _load_task_state(evaluation, source, f"saved rank {rank % saved}'s evaluation", "evaluation_task_state")
     if rank >= saved:
-        _load_task_state(env, states[rank % saved], f"saved rank {rank % saved}")
         return False
     state = states[rank]
-    _load_task_state(env, state, f"saved rank {rank}")
     torch.set_rng_state(state["torch_rng_state"].cpu())
     if "cuda_rng_state" in state and env.device.type == "cuda":
         torch.cuda.set_rng_state(state["cuda_rng_state"].cpu(), env.device)
@@ -110,9 +119,10 @@ def restore_shared_state(env: MjEnv, states: Any) -> None:
         _load_task_state(env, states[0], "saved rank 0")
 
 
-def _load_task_state(env: MjEnv, state: dict[str, Any], source: str) -> None:
-    """Load ``state["task_state"]`` unless a tensor's shape differs from this task's (another ``num_envs``)."""
-    saved = state.get("task_state")
+def _load_task_state(env: MjEnv, state: dict[str, Any], source: str, key: str = "task_state") -> None:
+    """Load ``state[key]`` into ``env``'s task unless a tensor's shape differs from this task's (another
+    ``num_envs``)."""
+    saved = state.get(key)
     if not saved:
         return
     current = env.task.state_dict()

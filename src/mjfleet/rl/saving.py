@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from mjfleet.envs.env import MjEnv
     from mjfleet.rl.config import AgentConfig
     from mjfleet.rl.eval_stats import EvaluationWindow
+    from mjfleet.rl.evaluation_env import SeparateEvaluation
     from mjfleet.rl.learner import ExportablePolicy, Learner
     from mjfleet.rl.reporting import IterationReporter
     from mjfleet.runtime.context import DistributedContext
@@ -38,6 +39,7 @@ class Saving:
     agent_cfg: AgentConfig
     ctx: DistributedContext
     run_dir: Path | None
+    evaluation: SeparateEvaluation | None
     learner: Learner
     reporter: IterationReporter
     export_info: dict[str, Any]
@@ -144,7 +146,9 @@ class Saving:
             self.restored_env_state = False
         else:
             states = data.get("rank_states")
-            self.restored_env_state = restore_rank_state(self.env, states, self.ctx.rank, self.ctx.world_size)
+            self.restored_env_state = restore_rank_state(
+                self.env, states, self.ctx.rank, self.ctx.world_size, self._evaluation_env()
+            )
         self.last_checkpoint = Path(path)
 
     def get_inference_policy(self, device: str | None = None) -> ExportablePolicy:
@@ -156,4 +160,8 @@ class Saving:
 
     def rank_state(self) -> dict[str, Any]:
         """This rank's RNG and episode state (see :mod:`mjfleet.rl.rank_state`)."""
-        return capture_rank_state(self.env, self.ctx.rank)
+        return capture_rank_state(self.env, self.ctx.rank, self._evaluation_env())
+
+    def _evaluation_env(self) -> MjEnv | None:
+        """The evaluation environments' own simulation, or None where they are part of :attr:`env` (or absent)."""
+        return None if self.evaluation is None else self.evaluation.env
