@@ -11,6 +11,7 @@ import mujoco
 import pytest
 import yaml
 
+from mjfleet.errors import UsageError
 from mjfleet.sim.config import ContactModel, SimConfig, as_shipped
 from mjfleet.sim.contacts import with_contact_model
 from mjfleet.sim.factory import create_simulation
@@ -105,6 +106,31 @@ def test_the_cpu_simulation_runs_it_and_the_shipped_config_does_not() -> None:
     assert CHEAP.describe() == "pyramidal cones, condim <= 3, impratio 1, no joint friction, no self-collisions"
 
 
+def test_a_longer_timestep_keeps_the_environment_step() -> None:
+    """Twice the file's timestep, half the physics steps: an environment step lasts as long, and the model stepped
+    is the one the simulation reports (the file's model keeps its timestep)."""
+    m = mujoco.MjModel.from_xml_string(XML)
+    cfg = SimConfig(backend="mujoco", decimation=4, training_contacts=ContactModel(applies="cpu", timestep_scale=2))
+    trained = create_simulation(m, 2, "cpu", cfg)
+    judged = create_simulation(m, 2, "cpu", as_shipped(cfg))
+    assert (trained.physics_dt, trained.cfg.decimation) == (2 * m.opt.timestep, 2)
+    assert (judged.physics_dt, judged.cfg.decimation) == (m.opt.timestep, 4)
+    assert trained.control_dt == pytest.approx(judged.control_dt)
+    assert m.opt.timestep == mujoco.MjModel.from_xml_string(XML).opt.timestep
+    trained.step()
+    judged.step()
+    assert trained.time.tolist() == pytest.approx([judged.control_dt] * 2)
+    assert judged.time.tolist() == pytest.approx([judged.control_dt] * 2)
+    assert ContactModel(timestep_scale=2).describe() == "2x the file's timestep"
+
+
+def test_a_timestep_scale_that_does_not_divide_the_decimation_is_refused() -> None:
+    m = mujoco.MjModel.from_xml_string(XML)
+    cfg = SimConfig(backend="mujoco", decimation=4, training_contacts=ContactModel(applies="cpu", timestep_scale=3))
+    with pytest.raises(UsageError, match=r"timestep-scale 3 must divide --env\.sim\.decimation 4"):
+        create_simulation(m, 2, "cpu", cfg)
+
+
 def test_the_evaluation_simulation_runs_the_file_as_shipped(monkeypatch: pytest.MonkeyPatch) -> None:
     from mjfleet.tasks.registry import get_task
     from mjfleet.train.worker import evaluation_config
@@ -130,7 +156,7 @@ def test_a_run_records_its_contact_model_says_it_and_play_judges_on_the_file(
     code, out, err = run_main(train_main, argv)
     assert code == 0, err
     said = " ".join((out + err).split())
-    assert "physics: training on a cheaper contact model than the robot file's (pyramidal cones" in said
+    assert "physics: training on cheaper physics than the robot file's (pyramidal cones" in said
     assert "the evaluation runs on the file as shipped" in said
     (run_dir,) = (tmp_path / "unitree_go1_velocity_flat").iterdir()
     recorded = yaml.safe_load((run_dir / "params" / "env.yaml").read_text())["sim"]["training_contacts"]

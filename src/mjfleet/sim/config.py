@@ -12,9 +12,10 @@ Backend = Literal["auto", "warp", "mujoco"]
 
 @dataclass
 class ContactModel:
-    """A cheaper contact model for the training simulation than the robot file's own. A policy trained on it counts by
-    how it plays on the file as shipped: ``play`` and the evaluation that ``--stop-when`` reads (when it has a
-    simulation of its own, as on the CPU by default) run the file's contacts."""
+    """Cheaper physics for the training simulation than the robot file's own: its contact model, and optionally
+    longer physics steps. A policy trained on it counts by how it plays on the file as shipped: ``play`` and the
+    evaluation that ``--stop-when`` reads (when it has a simulation of its own, as on the CPU by default) run the
+    file's contacts and timestep."""
 
     applies: Literal["never", "cpu", "always"] = "never"
     """Where the training simulation uses the changes below: ``cpu`` (MuJoCo C, where every constraint row costs
@@ -32,6 +33,10 @@ class ContactModel:
     self_collisions: bool = True
     """Keep contacts between bodies of one kinematic tree (a robot's legs with each other and its trunk). Off, a
     robot's geoms still touch the ground and every other body."""
+    timestep_scale: int = 1
+    """Physics steps this many times the file's ``timestep``, and ``--env.sim.decimation`` divided by it: an
+    environment step lasts as long and takes that many times fewer physics steps (it must divide the decimation).
+    1: the file's timestep."""
 
     def active(self, on_gpu: bool) -> bool:
         """Whether the training simulation on a GPU (``on_gpu``) or the CPU uses these changes."""
@@ -48,6 +53,8 @@ class ContactModel:
             parts.append("no joint friction")
         if not self.self_collisions:
             parts.append("no self-collisions")
+        if self.timestep_scale != 1:
+            parts.append(f"{self.timestep_scale}x the file's timestep")
         return ", ".join(parts) or "the file's"
 
 

@@ -30,6 +30,8 @@ def with_contact_model(m: mujoco.MjModel, contacts: ContactModel) -> mujoco.MjMo
         m.dof_frictionloss[:] = 0.0
     if not contacts.self_collisions:
         _no_self_collisions(m)
+    if contacts.timestep_scale != 1:
+        m.opt.timestep *= contacts.timestep_scale  # the simulation divides the decimation by as much
     return m
 
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import mujoco
@@ -25,8 +26,16 @@ def create_simulation(
     MuJoCo C on the CPU) and its training contact model where it applies on ``device``; ``batched_model_fields`` get
     one copy per world (see :meth:`Simulation.model_field`)."""
     cfg = cfg or SimConfig()
-    if cfg.training_contacts.active(on_gpu=device.startswith("cuda")):
-        mj_model = with_contact_model(mj_model, cfg.training_contacts)
+    contacts = cfg.training_contacts
+    if contacts.active(on_gpu=device.startswith("cuda")):
+        mj_model = with_contact_model(mj_model, contacts)
+        if contacts.timestep_scale != 1:
+            if contacts.timestep_scale < 1 or cfg.decimation % contacts.timestep_scale:
+                raise UsageError(
+                    f"--env.sim.training-contacts.timestep-scale {contacts.timestep_scale} must divide"
+                    f" --env.sim.decimation {cfg.decimation}"
+                )
+            cfg = dataclasses.replace(cfg, decimation=cfg.decimation // contacts.timestep_scale)
     backend = resolve_backend(cfg, device)
     if backend == "mujoco":
         if not device.startswith("cpu"):

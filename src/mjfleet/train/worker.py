@@ -260,14 +260,14 @@ def evaluation_config(env: EnvConfig, num_envs: int) -> EnvConfig:
 
 
 def _say_physics(cfg: TrainConfig, on_gpu: bool, judged_apart: bool) -> None:
-    """One line where the training simulation's contact model is not the robot file's: what it changes, and what the
+    """One line where the training simulation's physics is not the robot file's: what it changes, and what the
     evaluation that ``--stop-when`` reads runs on."""
     contacts = cfg.env.sim.training_contacts
     if not contacts.active(on_gpu):
         return
     judged = "on the file as shipped" if judged_apart else "on the same model (it steps in the training simulation)"
     logger.info(
-        "physics: training on a cheaper contact model than the robot file's (%s); the evaluation runs %s, play on the"
+        "physics: training on cheaper physics than the robot file's (%s); the evaluation runs %s, play on the"
         " file as shipped",
         contacts.describe(),
         judged,
