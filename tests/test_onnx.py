@@ -26,6 +26,18 @@ def _runner(task_id: str, num_envs: int = 4) -> Runner:
     return Runner(env, spec.agent_cfg(), DistributedContext(device="cpu"), run_dir=None)
 
 
+def test_the_metadata_names_the_file_timestep_when_training_takes_longer_steps() -> None:
+    spec = get_task("go1-velocity-flat")
+    cfg = spec.env_cfg()
+    cfg.num_envs = 2
+    cfg.sim.training_contacts = dataclasses.replace(cfg.sim.training_contacts, applies="cpu", timestep_scale=2)
+    env = MjEnv(spec.load_task_class()(cfg), seed=1)
+    policy = Runner(env, spec.agent_cfg(), DistributedContext(device="cpu"), run_dir=None).alg.get_policy()
+    assert env.sim.physics_dt == pytest.approx(0.01)  # the training simulation's longer step
+    meta = policy_metadata(env, policy, 0)
+    assert meta["physics_dt"] == pytest.approx(0.005) and meta["control_dt"] == pytest.approx(0.02)
+
+
 @pytest.mark.parametrize("task_id", local_task_ids())
 def test_onnx_matches_torch_on_recorded_observations(task_id: str, tmp_path: Path) -> None:
     torch.manual_seed(0)

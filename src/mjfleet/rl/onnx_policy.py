@@ -77,7 +77,9 @@ def policy_metadata(env: MjEnv, policy: ExportablePolicy, iteration: int) -> dic
         "clip_actions": float(env.cfg.clip_actions),
         "action_scale": None if scale is None else scale if isinstance(scale, list) else float(scale),
         "control_dt": float(env.step_dt),
-        "physics_dt": float(model.opt.timestep),
+        # The file's timestep, which the policy is judged and deployed on, not a longer training one
+        # (``--env.sim.training-contacts.timestep-scale``): the control step over the configured decimation.
+        "physics_dt": float(env.step_dt) / env.cfg.sim.decimation,
         "actuator_names": actuators,
         "joint_names": joints,
     }
