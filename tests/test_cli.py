@@ -248,6 +248,20 @@ def test_a_run_on_the_cpu_takes_the_tasks_cpu_environment_defaults(monkeypatch: 
     assert bench._train_config("cartpole-balance", bench.BenchConfig(), "cpu", 1, False, "mujoco").env.num_envs == 256
 
 
+def test_the_go1_tracks_with_heavier_weights_on_the_cpu_only() -> None:
+    from mjfleet.tasks.locomotion.config import LocomotionConfig
+    from mjfleet.tasks.locomotion.presets import GO1_CPU_TRACKING
+
+    def tracking(*argv: str) -> tuple[float, float]:
+        env = train.parse_args(["go1-velocity-flat", *argv]).env
+        assert isinstance(env, LocomotionConfig)
+        return env.rewards.track_lin_vel_xy, env.rewards.track_yaw_rate
+
+    gpu = tracking("--gpu-ids", "0")
+    assert tracking("--gpu-ids", "None") == GO1_CPU_TRACKING == (1.5 * gpu[0], 1.5 * gpu[1])
+    assert tracking("--gpu-ids", "None", "--env.rewards.track-yaw-rate", "0.75") == (GO1_CPU_TRACKING[0], 0.75)
+
+
 def test_task_help_on_the_cpu_shows_the_cpu_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     spec = get_task("go1-velocity-flat")
     assert spec.cpu_agent_cfg is not None
