@@ -45,10 +45,13 @@ weights took 184, 194 and 209 (`play` 0.95, 0.93, 0.91): docs/performance.md."""
 def go1_flat_cpu_config() -> LocomotionConfig:
     """``go1_flat_config`` with the environments its CPU defaults were measured with and ``GO1_CPU_TRACKING`` (the
     GPU's weights stay the quadruped's: not measured there)."""
-    cfg = go1_flat_config()
-    lin, yaw = GO1_CPU_TRACKING
-    rewards = dataclasses.replace(cfg.rewards, track_lin_vel_xy=lin, track_yaw_rate=yaw)
-    return dataclasses.replace(cfg, num_envs=CPU_TRAINING_ENVS, rewards=rewards)
+    return dataclasses.replace(_tracking(go1_flat_config(), *GO1_CPU_TRACKING), num_envs=CPU_TRAINING_ENVS)
+
+
+def _tracking(cfg: LocomotionConfig, lin_vel_xy: float, yaw_rate: float) -> LocomotionConfig:
+    """``cfg`` with the weights of its two tracking terms (planar velocity, yaw rate)."""
+    rewards = dataclasses.replace(cfg.rewards, track_lin_vel_xy=lin_vel_xy, track_yaw_rate=yaw_rate)
+    return dataclasses.replace(cfg, rewards=rewards)
 
 
 def humanoid_flat_config() -> LocomotionConfig:
@@ -202,10 +205,8 @@ def unitree_g1_flat_cpu_config() -> LocomotionConfig:
 
 
 def _g1_cpu(cfg: LocomotionConfig) -> LocomotionConfig:
-    rewards = dataclasses.replace(
-        cfg.rewards, track_lin_vel_xy=UNITREE_G1_CPU_TRACKING, track_yaw_rate=UNITREE_G1_CPU_TRACKING
-    )
-    return dataclasses.replace(cfg, rewards=rewards, action_scale_of_force=UNITREE_G1_CPU_ACTION_SCALE_OF_FORCE)
+    tracked = _tracking(cfg, UNITREE_G1_CPU_TRACKING, UNITREE_G1_CPU_TRACKING)
+    return dataclasses.replace(tracked, action_scale_of_force=UNITREE_G1_CPU_ACTION_SCALE_OF_FORCE)
 
 
 def unitree_g1_rough_config() -> LocomotionConfig:
