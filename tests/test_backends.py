@@ -17,7 +17,7 @@ from mjfleet.tasks.manipulation.config import LiftConfig
 from mjfleet.tasks.registry import get_task
 from mjfleet.train.worker import train_worker
 
-from .helpers import local_task_ids, small_train_config
+from .helpers import every_task, small_train_config
 
 SMALL_TERRAIN = {"num_levels": 2, "types": ("bumps", "stairs_up"), "tile_size": 4.0, "border": 2.0}
 """A 2 x 2-tile terrain for the rough tasks (the full one takes seconds to build)."""
@@ -65,7 +65,7 @@ def _trajectory(task_id: str, backend: Backend, steps: int, num_envs: int = 4) -
     return torch.stack(states), torch.stack(touches)
 
 
-@pytest.mark.parametrize("task_id", local_task_ids())
+@pytest.mark.parametrize("task_id", every_task())
 def test_backends_give_the_same_trajectory(task_id: str) -> None:
     family = "cartpole" if task_id.startswith("cartpole") else task_id.rsplit("-", 1)[-1]
     steps = HORIZON[family]
@@ -81,7 +81,7 @@ def test_backends_give_the_same_trajectory(task_id: str) -> None:
 
 
 @pytest.mark.parametrize("backend", ["warp", "mujoco"])
-@pytest.mark.parametrize("task_id", local_task_ids())
+@pytest.mark.parametrize("task_id", every_task())
 def test_every_task_trains_with_both_backends(task_id: str, backend: Backend) -> None:
     """Two tiny PPO iterations in this process: rollouts, resets, the update, on each backend."""
     cfg = small_train_config(task_id, num_envs=8, iterations=2, steps=4)

@@ -166,3 +166,42 @@ def test_a_run_records_its_contact_model_says_it_and_play_judges_on_the_file(
     told = ["unitree-go1-velocity-flat", "--checkpoint", str(run_dir), "--env.sim.training-contacts.applies", "cpu"]
     _, cfg, _ = play_args(told)
     assert cfg.env.sim.training_contacts.applies == "cpu" and cfg.env.sim.training_contacts.cone == "pyramidal"
+
+
+@pytest.mark.parametrize("task_id", ["unitree-go1-velocity-flat", "unitree-g1-velocity-flat"])
+def test_the_real_robots_train_on_their_contact_model_and_are_judged_on_the_file(task_id: str) -> None:
+    """Menagerie's Go1 and G1 (their files under ``MENAGERIE_ROOT``): the CPU training simulation compiles the task's
+    cheaper contact model, the evaluation's the file as shipped, and both step without diverging."""
+    import torch
+
+    from mjfleet.envs.env import MjEnv
+    from mjfleet.tasks.registry import get_task
+    from mjfleet.train.worker import evaluation_config
+
+    from .helpers import missing_files
+
+    if why := missing_files(task_id):
+        pytest.skip(why)
+    spec = get_task(task_id)
+    cfg = dataclasses.replace(spec.env_defaults(on_cpu=True), num_envs=4)
+    contacts = cfg.sim.training_contacts
+    assert contacts.active(on_gpu=False), f"{task_id} trains on its file's contacts on the CPU"
+    trained = MjEnv(spec.load_task_class()(cfg), device="cpu", seed=0)
+    judged = MjEnv(spec.load_task_class()(evaluation_config(cfg, 4)), device="cpu", seed=0)
+    try:
+        shipped = judged.sim.mj_model
+        model = trained.sim.mj_model
+        if contacts.cone == "pyramidal":
+            assert model.opt.cone == mujoco.mjtCone.mjCONE_PYRAMIDAL
+        if not contacts.joint_friction:
+            assert shipped.dof_frictionloss.max() > 0 and model.dof_frictionloss.max() == 0
+        if contacts.max_condim:
+            assert model.geom_condim.max() <= contacts.max_condim
+        for env in (trained, judged):
+            for _ in range(10):
+                obs, reward, _, _ = env.step(torch.zeros(env.num_envs, env.num_actions))
+                assert torch.isfinite(obs["policy"]).all() and torch.isfinite(reward).all()
+            assert torch.isfinite(env.sim.qpos).all()
+    finally:
+        trained.close()
+        judged.close()

@@ -23,7 +23,6 @@ import torch
 from mjfleet.envs.env import MjEnv
 from mjfleet.errors import UsageError
 from mjfleet.sim.config import Backend
-from mjfleet.tasks.locomotion.sources import menagerie_available
 from mjfleet.tasks.manipulation.arms import YAM, ArmSpec
 from mjfleet.tasks.manipulation.config import LiftConfig, ReachConfig
 from mjfleet.tasks.manipulation.lift import LiftCubeTask
@@ -32,6 +31,7 @@ from mjfleet.tasks.manipulation.presets import lift_cube_config, yam_lift_cube_c
 from mjfleet.tasks.manipulation.reach import ReachTask
 from mjfleet.tasks.registry import all_tasks
 
+from .helpers import missing_files
 from .test_menagerie import FIXTURE
 
 TASKS = ("yam-reach", "yam-lift-cube")
@@ -42,9 +42,7 @@ def _yam_files() -> str | None:
     root = os.environ.get("MENAGERIE_ROOT")
     if root and Path(root).resolve() == FIXTURE.resolve():
         return "MENAGERIE_ROOT points at the test fixture"
-    if not menagerie_available("i2rt_yam"):
-        return "Menagerie files of i2rt_yam are not on disk (uv run mujoco-menagerie prefetch i2rt_yam)"
-    return None
+    return missing_files("yam-reach")
 
 
 needs_yam = pytest.mark.skipif(_yam_files() is not None, reason=str(_yam_files()))

@@ -24,6 +24,8 @@ from mjfleet.tasks.locomotion.task import SPAWN_CLEARANCE
 from mjfleet.tasks.registry import get_task
 from mjfleet.tasks.spec import TaskSpec
 
+from .helpers import missing_files
+
 FIXTURE = Path(__file__).with_name("fixtures") / "menagerie"
 """Our own tiny MJCFs with the names of Menagerie's unitree_go1/go1.xml and unitree_g1/g1.xml (not their files)."""
 
@@ -298,12 +300,7 @@ def _real_files() -> str | None:
     root = os.environ.get("MENAGERIE_ROOT")
     if root and Path(root).resolve() == FIXTURE.resolve():
         return "MENAGERIE_ROOT points at the test fixture"
-    missing = [name for name in ("unitree_go1", "unitree_g1") if not menagerie_available(name)]
-    if missing:
-        return (
-            f"Menagerie files of {', '.join(missing)} are not on disk (uv run mujoco-menagerie prefetch {missing[0]})"
-        )
-    return None
+    return missing_files("unitree-go1-velocity-flat") or missing_files("unitree-g1-velocity-flat")
 
 
 @pytest.mark.slow

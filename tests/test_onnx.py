@@ -17,7 +17,7 @@ from mjfleet.runtime.context import DistributedContext
 from mjfleet.tasks.registry import get_task
 from mjfleet.train.worker import train_worker
 
-from .helpers import local_task_ids, make_run_dir, run_main, small_train_config
+from .helpers import every_task, make_run_dir, run_main, small_train_config
 
 
 def _runner(task_id: str, num_envs: int = 4) -> Runner:
@@ -38,7 +38,7 @@ def test_the_metadata_names_the_file_timestep_when_training_takes_longer_steps()
     assert meta["physics_dt"] == pytest.approx(0.005) and meta["control_dt"] == pytest.approx(0.02)
 
 
-@pytest.mark.parametrize("task_id", local_task_ids())
+@pytest.mark.parametrize("task_id", every_task())
 def test_onnx_matches_torch_on_recorded_observations(task_id: str, tmp_path: Path) -> None:
     torch.manual_seed(0)
     runner = _runner(task_id)
