@@ -21,7 +21,9 @@ class MjEnv(VecEnv):
 
     ``step`` returns observation groups as a TensorDict, the weighted reward, ``dones`` (terminated or timed
     out) and ``extras`` with ``time_outs`` and, when episodes ended, ``episodes``: ``(env_ids, {key: per-episode
-    values})``. Finished-episode statistics also accumulate in :attr:`stats` (sums and counts) for exact
+    values})`` and, where :attr:`final_observations` is set, ``final_observations``: the observation groups of every
+    environment before the resets (where ``dones`` is set, the state its episode ended in; elsewhere the returned
+    observation). Finished-episode statistics also accumulate in :attr:`stats` (sums and counts) for exact
     cross-rank aggregation. The order of the task's calls within a step is documented on :class:`Task`.
     """
 
@@ -75,6 +77,11 @@ class MjEnv(VecEnv):
         """Statistics of the evaluation environments' episodes (see :meth:`split_evaluation`), kept apart."""
         self.first_eval_env = self.num_envs
         """Index of the first evaluation environment (:attr:`num_envs`: none)."""
+        self.final_observations = False
+        """Whether :meth:`step` hands out the observations episodes ended in (``extras["final_observations"]``): off-
+        policy learners bootstrap time-outs from them; the returned observation of an ended episode is the next
+        one's first. Off by default: it costs one more observation of every environment in each step where an episode
+        ends."""
         self.from_reset = torch.ones(n, dtype=torch.bool, device=dev)
         """Whether each environment's episode began with a reset in this process: an evaluation episode counts only
         then, not when its counter was set (a random start, a restored checkpoint) over a fresh physics state."""
@@ -126,8 +133,13 @@ class MjEnv(VecEnv):
         if reset_ids.numel() > 0:
             ended = {**terms, **ends, "time_out": limit}
             extras["episodes"] = (reset_ids, self._finish_episodes(reset_ids, ended, nonfinite, time_outs))
+            final = self._observations() if self.final_observations else None
             self._reset_envs(reset_ids)
+        else:
+            final = None
         self._obs = self._observations()
+        if self.final_observations:
+            extras["final_observations"] = self._obs if final is None else final
         return self._obs, reward, dones, extras
 
     def split_evaluation(self, count: int) -> None:

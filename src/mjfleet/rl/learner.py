@@ -61,6 +61,9 @@ class Learner(ABC):
     """The ``--agent.learner`` value that selects it (recorded in checkpoints)."""
     learning_rate_flag: ClassVar[str]
     """The flag of its learning rate (the first thing to lower when training diverges)."""
+    final_observations: ClassVar[bool] = False
+    """Whether :meth:`process_step` needs ``extras["final_observations"]``, the observations episodes ended in
+    (:attr:`mjfleet.envs.env.MjEnv.final_observations`): an off-policy learner bootstraps a time-out from it."""
 
     @abstractmethod
     def act(self, obs: TensorDict) -> torch.Tensor:
@@ -73,7 +76,8 @@ class Learner(ABC):
     @abstractmethod
     def process_step(self, obs: TensorDict, rewards: torch.Tensor, dones: torch.Tensor, extras: dict[str, Any]) -> None:
         """Record the step of the training environments that followed :meth:`act`: the observations after it (of the
-        reset environments where episodes ended), rewards, ``dones`` and ``extras["time_outs"]``."""
+        reset environments where episodes ended), rewards, ``dones``, ``extras["time_outs"]`` and, for a learner that
+        asks (:attr:`final_observations`), ``extras["final_observations"]``."""
 
     @abstractmethod
     def end_rollout(self, obs: TensorDict) -> None:

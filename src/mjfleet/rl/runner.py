@@ -170,6 +170,7 @@ class Runner(Saving):
         """The most recent evaluation episodes of every rank (identical on all ranks)."""
         self.learner: Learner = build_learner(env, agent_cfg, ctx, self.train_envs)
         """The algorithm: it records the training environments' steps only and learns once per iteration."""
+        env.final_observations = self.learner.final_observations
         writes = ctx.is_main and run_dir is not None
         self.reporter = IterationReporter(
             run_dir if writes else None,
@@ -372,7 +373,8 @@ class Runner(Saving):
             self.learner.process_step(obs, rewards, dones, extras)
             return
         n = self.train_envs
-        self.learner.process_step(obs[:n], rewards[:n], dones[:n], {"time_outs": extras["time_outs"][:n]})
+        training = {key: extras[key][:n] for key in ("time_outs", "final_observations") if key in extras}
+        self.learner.process_step(obs[:n], rewards[:n], dones[:n], training)
 
     def _agree_after_iteration(self, it: int, losses: dict[str, float]) -> tuple[int, dict[str, float]]:
         """The iteration's one collective: rank 0's stop request, every rank's finiteness verdict and the training and

@@ -30,6 +30,7 @@ TRACKED = ("Loss / ", "Coefficient / ")
 class SkrlLearner(Learner):
     """An skrl agent driven by the runner: ``act`` and ``record_transition`` every step, ``update`` every iteration."""
 
+    final_observations = True  # SAC and TD3 bootstrap time-outs from the next observation, PPO its value too
     optimizer_attribute: ClassVar[str] = "policy_optimizer"
     """The agent's attribute holding the actor's optimizer, whose learning rate progress lines report."""
 
@@ -72,13 +73,16 @@ class SkrlLearner(Learner):
         assert self._step is not None, "process_step without act"
         observations, states, actions = self._step
         time_outs = extras["time_outs"].bool()
+        # An ended episode's next observation is the state it ended in, not the next episode's first (the
+        # environment resets inside the step): an off-policy learner bootstraps a time-out from it.
+        final = extras.get("final_observations", obs)
         self.agent.record_transition(
             observations=observations,
             states=states,
             actions=actions,
             rewards=rewards.unsqueeze(-1).clone(),  # PPO adds its time-out bootstrap in place
-            next_observations=obs["policy"],
-            next_states=obs["critic"],
+            next_observations=final["policy"],
+            next_states=final["critic"],
             terminated=(dones.bool() & ~time_outs).unsqueeze(-1),
             truncated=time_outs.unsqueeze(-1),
             infos={},

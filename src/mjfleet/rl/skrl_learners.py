@@ -20,9 +20,10 @@ with it progress, evaluation, checkpoints and the run's identity. What it adds a
 - PPO bootstraps time-outs (skrl's ``time_limit_bootstrap``) and never stops an epoch early on the KL divergence: one
   worker stopping while another goes on would leave that one waiting in a collective.
 
-Environments reset inside the step, so the observation after a time-out is the next episode's first: PPO bootstraps
-the time-out from it, SAC and TD3 store the transition as not terminated (next observation that one). Terminations
-never bootstrap.
+Environments reset inside the step, so the observation they return after an episode ended is the next episode's
+first; the learners ask for the observation it ended in instead (``extras["final_observations"]``) and store that as
+the transition's next observation: SAC's and TD3's targets bootstrap a time-out from it, PPO adds its value to the
+time-out's reward. Terminations never bootstrap.
 """
 
 from __future__ import annotations
