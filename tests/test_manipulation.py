@@ -518,3 +518,23 @@ def test_train_without_the_arms_files_says_how_to_bring_them(tmp_path: Path, mon
     (line,) = err.splitlines()
     assert "Menagerie robot 'i2rt_yam' is not on this machine" in line and "MENAGERIE_ROOT=<dir>" in line
     assert not logs.exists()
+
+
+@needs_yam
+def test_privileged_starts_report_their_success_apart_from_the_episodes_play_judges() -> None:
+    """Episodes that began with the cube in the hand or the hand at the cube count into
+    ``Episode/success_privileged``, never into ``Episode/success`` (which every stop condition reads)."""
+    env = _lift(num_envs=64, start_in_hand=0.5, start_at_cube=0.25)
+    task = env.task
+    assert isinstance(task, LiftCubeTask)
+    env.max_episode_length = 1  # every episode times out in the next step
+    started = task.training_start(env)
+    assert started is not None
+    privileged = int(started.sum())
+    assert 0 < privileged < 64
+    env.step(torch.zeros(64, env.num_actions))
+    _, counts = env.stats.pop()
+    count = dict(zip(env.stats.keys, counts.tolist(), strict=True))
+    assert count["Episode/success_privileged"] == privileged
+    assert count["Episode/success"] == 64 - privileged
+    assert count["Episode/return"] == 64

@@ -12,7 +12,13 @@ from tensordict import TensorDict
 
 from mjfleet.envs.config import EnvConfig
 from mjfleet.envs.episode_stats import EpisodeStats
-from mjfleet.envs.task import ENV_TERMINATIONS, TERMINATION_NONFINITE, Task, episode_stat_keys
+from mjfleet.envs.task import (
+    ENV_TERMINATIONS,
+    PRIVILEGED_SUCCESS,
+    TERMINATION_NONFINITE,
+    Task,
+    episode_stat_keys,
+)
 from mjfleet.sim.factory import create_simulation
 
 
@@ -199,12 +205,19 @@ class MjEnv(VecEnv):
         values[f"Episode_Termination/{TERMINATION_NONFINITE}"] = nonfinite[env_ids].float()
         for name, metric in self.task.episode_metrics(self, env_ids).items():
             values[f"Metrics/{name}"] = metric.float()
-        if self.first_eval_env < self.num_envs:
-            evaluating = env_ids >= self.first_eval_env
+        evaluating = env_ids >= self.first_eval_env
+        started = self.task.training_start(self)
+        if started is None:
             self.stats.add_many(values, ~evaluating)
+        else:  # a privileged start's success is reported apart (evaluation rows never start so)
+            success = values.pop("Episode/success")
+            privileged = started[env_ids]
+            self.stats.add_many(values, ~evaluating)
+            self.stats.add_many({"Episode/success": success}, ~evaluating & ~privileged)
+            self.stats.add_many({PRIVILEGED_SUCCESS: success}, ~evaluating & privileged)
+            values["Episode/success"] = success
+        if self.first_eval_env < self.num_envs:
             self.eval_stats.add_many(values, evaluating & self.from_reset[env_ids])
-        else:
-            self.stats.add_many(values)
         return values
 
     # --- rewards and observations ------------------------------------------------------------------------------

@@ -159,10 +159,16 @@ class Task(ABC, Generic[CfgT]):
         """Restore what :meth:`state_dict` returned (possibly from a run with another number of environments)."""
 
 
+PRIVILEGED_SUCCESS = "Episode/success_privileged"
+"""The success of training episodes that began from a start only training has (:meth:`Task.training_start`: a cube
+in the hand): reported apart, so that ``Episode/success`` and every stop condition read episodes that start as
+``play``'s do. Logged only where such episodes ended."""
+
+
 def episode_stat_keys(task: Task[Any]) -> list[str]:
     """The statistics logged for each finished episode, known from the task's config alone (the launcher checks
     ``--stop-when`` against them before any simulation exists)."""
-    keys = ["Episode/return", "Episode/length", "Episode/success"]
+    keys = ["Episode/return", "Episode/length", "Episode/success", PRIVILEGED_SUCCESS]
     keys += [f"Episode_Reward/{k}" for k, w in task.reward_weights().items() if w != 0.0]
     ends = (*task.termination_names(), *task.time_out_names(), *ENV_TERMINATIONS)
     keys += [f"Episode_Termination/{k}" for k in ends]
