@@ -264,3 +264,28 @@ def test_finish_continues_an_interrupted_skrl_run_in_place(tmp_path: Path) -> No
     assert "training cartpole-balance with skrl-sac" in " ".join(err.split())
     assert "finished at iteration 3 of 3 (2 iterations" in " ".join(err.split())
     assert load_checkpoint(run_dir / "model_3.pt")["learner"] == "skrl-sac"
+
+
+@pytest.mark.parametrize("learner", ["skrl-sac", "skrl-td3"])
+def test_a_continued_off_policy_run_warms_its_empty_buffer_up_again(learner: str) -> None:
+    """The replay buffer is not checkpointed: a continued run takes ``learning_starts`` steps again before its first
+    update, counted from the step it continues at (not from the run's first)."""
+    cfg = skrl_config(learner, num_envs=16, steps=4)
+    getattr(cfg.agent, learner.removeprefix("skrl-")).learning_starts = 6
+    first = Runner(make_env(num_envs=16), cfg.agent, CPU, None)
+    learned = first.learner
+    assert isinstance(learned, SkrlLearner)
+    first.learn(1)
+    assert learned.timestep == 4 and learned.update() == {}  # 4 steps of 6: still warming up
+    first.learn(1)
+    assert learned.timestep == 8 and learned.update()  # past the warm-up: it learns
+    continued = Runner(make_env(num_envs=16), cfg.agent, CPU, None)
+    learner_ = continued.learner
+    assert isinstance(learner_, SkrlLearner)
+    learner_.load_state_dict(learned.state_dict())
+    assert (learner_.timestep, learner_.filled_from) == (8, 8)
+    assert learner_.update() == {}  # an empty buffer: the warm-up applies again
+    continued.learn(1)
+    assert learner_.timestep == 12 and learner_.update() == {}
+    continued.learn(1)
+    assert learner_.update()

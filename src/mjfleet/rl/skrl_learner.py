@@ -54,6 +54,11 @@ class SkrlLearner(Learner):
         """Steps each environment has taken in this run (skrl's ``timestep``: random steps and learning starts count
         them)."""
         self.learning_starts = learning_starts
+        self.filled_from = 0
+        """The :attr:`timestep` at which the replay buffer started empty: this run's start, or the step a continued
+        run resumed at (checkpoints do not hold the buffer). The warm-up, ``random_steps`` of random actions and
+        ``learning_starts`` steps before the first update, counts from it, so a continued run fills its buffer
+        again before it learns from it."""
         self._on_cuda = torch.device(device).type == "cuda"
         self._device = device
         self._step: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
@@ -62,7 +67,7 @@ class SkrlLearner(Learner):
     def act(self, obs: TensorDict) -> torch.Tensor:
         observations, states = obs["policy"], obs["critic"]
         # ``timesteps`` is read only by skrl's reward shaping and exploration schedules, which these agents lack.
-        actions, _ = self.agent.act(observations, states, timestep=self.timestep, timesteps=0)
+        actions, _ = self.agent.act(observations, states, timestep=self.timestep - self.filled_from, timesteps=0)
         self._step = (observations, states, actions)
         return actions
 
@@ -97,7 +102,7 @@ class SkrlLearner(Learner):
 
     # --- learning --------------------------------------------------------------------------------------------
     def update(self) -> dict[str, float]:
-        if self.timestep < self.learning_starts:
+        if self.timestep - self.filled_from < self.learning_starts:
             return {}
         agent = self.agent
         agent.enable_models_training_mode(True)
@@ -145,7 +150,7 @@ class SkrlLearner(Learner):
         for name, module in modules.items():
             module.load_state_dict(saved[name])
         state = data.get("skrl_state") or {}
-        self.timestep = int(state.get("timestep", 0))
+        self.timestep = self.filled_from = int(state.get("timestep", 0))
         self._load_extra_state(state)
 
     def _extra_state(self) -> dict[str, Any]:

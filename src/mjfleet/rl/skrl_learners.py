@@ -13,8 +13,9 @@ with it progress, evaluation, checkpoints and the run's identity. What it adds a
   worker, and the replicas would drift apart;
 - checkpoints hold every one of the agent's ``checkpoint_modules`` and what they lack for a run to continue where it
   stopped: SAC's entropy coefficient, PPO's learning-rate schedule, TD3's count of critic updates (the phase of its
-  delayed actor updates) and the steps taken (random exploration and ``learning_starts`` count them). The replay
-  buffer is not kept: a continued run fills it afresh;
+  delayed actor updates) and the steps taken. The replay buffer is not kept: a continued run fills it afresh, and
+  its warm-up (``random_steps`` of random actions, ``learning_starts`` steps before the first update) counts again
+  from the step it resumed at;
 - the losses come from the agent's ``tracking_data``, which SAC fills only while its ``write_interval`` is positive:
   it is, for the update alone (while collecting, skrl would add statistics that cost device syncs every step);
 - PPO bootstraps time-outs (skrl's ``time_limit_bootstrap``) and never stops an epoch early on the KL divergence: one
