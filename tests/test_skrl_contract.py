@@ -37,7 +37,7 @@ from skrl.models.torch import Model
 from skrl.resources.preprocessors.torch import RunningStandardScaler
 
 from mjfleet.rl.config import AgentConfig
-from mjfleet.rl.runner import build_learner
+from mjfleet.rl.learner_registry import build_learner
 from mjfleet.rl.skrl_learner import SkrlLearner
 from mjfleet.runtime.context import DistributedContext
 

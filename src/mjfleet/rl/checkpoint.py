@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from mjfleet.errors import UsageError
 from mjfleet.files import write_atomic
-from mjfleet.rl.config import DEFAULT_LEARNER, LEARNERS, Learner
+from mjfleet.rl.config import DEFAULT_LEARNER
+from mjfleet.rl.learner_registry import learner_entry, learner_names
+from mjfleet.rl.learner_registry import network_state as _network_state
 
 if TYPE_CHECKING:
     import torch
@@ -26,12 +28,6 @@ FORMAT_VERSION = 1
 _MODEL_RE = re.compile(r"^model_(\d+)\.pt$")
 _MLP_WEIGHT_RE = re.compile(r"mlp\.(\d+)\.weight")
 _DIGITS_RE = re.compile(r"(\d+)")
-_REQUIRED_KEYS = ("actor_state_dict", "critic_state_dict", "optimizer_state_dict", "iter")
-"""What an rsl-rl-ppo checkpoint holds at least (rsl_rl's own checkpoints too)."""
-_SKRL_REQUIRED_KEYS = ("skrl", "iter")
-"""What a checkpoint of an skrl learner holds at least (:mod:`mjfleet.rl.skrl_learners`)."""
-_SKRL_NETWORKS = {"actor": "policy", "critic": ("value", "critic_1")}
-"""The skrl modules whose networks are the actor and the critic (PPO's value model, SAC's and TD3's first critic)."""
 
 
 def is_onnx(path: Path) -> bool:
@@ -75,16 +71,15 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     if not isinstance(data, dict):
         raise UsageError(f"checkpoint {path} is not an mjfleet checkpoint")
     learner = data.get("learner", DEFAULT_LEARNER)
-    if learner not in LEARNERS:
+    if learner not in learner_names():
         raise UsageError(f"checkpoint {path} was written by learner {learner!r}, which this mjfleet does not know")
-    required = _REQUIRED_KEYS if learner == "rsl-rl-ppo" else _SKRL_REQUIRED_KEYS
-    missing = [k for k in required if k not in data]
+    missing = [k for k in learner_entry(learner).checkpoint_keys if k not in data]
     if missing:
         raise UsageError(f"checkpoint {path} is not an mjfleet/rsl_rl checkpoint (missing {', '.join(missing)})")
     return data
 
 
-def checkpoint_learner(data: dict[str, Any]) -> Learner:
+def checkpoint_learner(data: dict[str, Any]) -> str:
     """The learner that wrote a checkpoint (:func:`load_checkpoint`'s ``data``): its ``learner`` entry, rsl-rl-ppo
     for checkpoints from before there was a choice (and rsl_rl's own)."""
     return data.get("learner", DEFAULT_LEARNER)
@@ -92,14 +87,7 @@ def checkpoint_learner(data: dict[str, Any]) -> Learner:
 
 def network_state(data: dict[str, Any], role: str) -> dict[str, Any]:
     """The saved state of a checkpoint's ``actor`` or ``critic`` network (empty where it has none)."""
-    if checkpoint_learner(data) == "rsl-rl-ppo":
-        return data.get(f"{role}_state_dict") or {}
-    modules = data.get("skrl") or {}
-    names = _SKRL_NETWORKS[role]
-    for name in (names,) if isinstance(names, str) else names:
-        if isinstance(modules.get(name), dict):
-            return modules[name]
-    return {}
+    return _network_state(learner_entry(checkpoint_learner(data)), data, role)
 
 
 def hidden_dims(state_dict: dict[str, Any]) -> tuple[int, ...] | None:

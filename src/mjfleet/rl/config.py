@@ -4,7 +4,7 @@ same ones), skrl's SAC and TD3, and the training loop's."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from mjfleet.errors import UsageError
 
@@ -60,18 +60,8 @@ class AlgorithmConfig:
     """Clip the value update like the policy ratio."""
 
 
-Learner = Literal["rsl-rl-ppo", "skrl-ppo", "skrl-sac", "skrl-td3"]
-"""The learners ``--agent.learner`` chooses from (docs/learners.md)."""
-LEARNERS: tuple[Learner, ...] = get_args(Learner)
-DEFAULT_LEARNER: Learner = "rsl-rl-ppo"
-SKRL_LEARNERS: tuple[Learner, ...] = ("skrl-ppo", "skrl-sac", "skrl-td3")
-LEARNER_SETTINGS: dict[str, tuple[Learner, ...]] = {
-    "algorithm": ("rsl-rl-ppo", "skrl-ppo"),
-    "sac": ("skrl-sac",),
-    "td3": ("skrl-td3",),
-}
-"""The groups of ``--agent.*`` settings that only some learners read, and which: the others' do not decide what a run
-trains (:mod:`mjfleet.runs.fingerprint`). ``--agent.policy.*`` and the loop's settings are every learner's."""
+DEFAULT_LEARNER = "rsl-rl-ppo"
+"""The learner of a run that names none (and of checkpoints from before there was a choice)."""
 
 
 @dataclass
@@ -185,10 +175,11 @@ class AgentConfig:
     """Networks."""
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     """PPO (``rsl-rl-ppo`` and ``skrl-ppo``)."""
-    learner: Learner = DEFAULT_LEARNER
+    learner: str = DEFAULT_LEARNER
     """What learns from the environments' steps: ``rsl-rl-ppo`` (rsl-rl-lib's PPO), ``skrl-ppo`` (skrl's PPO, from the
     same ``--agent.algorithm.*`` settings), ``skrl-sac`` or ``skrl-td3`` (skrl's off-policy agents with a replay
-    buffer: ``--agent.sac.*``, ``--agent.td3.*``). Every learner uses ``--agent.policy.*`` for its networks."""
+    buffer: ``--agent.sac.*``, ``--agent.td3.*``), or one a package registered (:mod:`mjfleet.rl.learner_registry`).
+    Every learner uses ``--agent.policy.*`` for its networks."""
     sac: SacConfig = field(default_factory=SacConfig)
     """skrl's SAC (``--agent.learner skrl-sac``)."""
     td3: Td3Config = field(default_factory=Td3Config)

@@ -5,7 +5,7 @@ The runner (:mod:`mjfleet.rl.runner`) owns the loop: it steps the environments, 
 environments' part of every step, asks it for an update once per iteration, and owns progress, evaluation,
 checkpoints and the replica check for all learners alike. A learner owns its models, optimizers, normalisers and
 buffers. ``rsl-rl-ppo`` is :class:`mjfleet.rl.ppo.RslRlPpo`; the skrl learners are in :mod:`mjfleet.rl.skrl_learners`;
-:func:`mjfleet.rl.runner.build_learner` builds the one ``--agent.learner`` names.
+:mod:`mjfleet.rl.learner_registry` knows every learner by the name ``--agent.learner`` gives it.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from typing import Any, ClassVar, Protocol
 
 import torch
 from tensordict import TensorDict
-
-from mjfleet.rl.config import Learner as LearnerName
 
 
 class ExportablePolicy(Protocol):
@@ -57,7 +55,7 @@ class Learner(ABC):
     evaluation environments' actions come from :meth:`act_deterministic` and their steps never reach the learner.
     """
 
-    name: ClassVar[LearnerName]
+    name: ClassVar[str]
     """The ``--agent.learner`` value that selects it (recorded in checkpoints)."""
     learning_rate_flag: ClassVar[str]
     """The flag of its learning rate (the first thing to lower when training diverges)."""

@@ -20,6 +20,7 @@ from mjfleet.rl.divergence import NonFiniteTrainingError, divergence_message, no
 from mjfleet.rl.eval_stats import EvaluationWindow, is_evaluation_name
 from mjfleet.rl.evaluation_env import SeparateEvaluation
 from mjfleet.rl.learner import Learner
+from mjfleet.rl.learner_registry import build_learner
 from mjfleet.rl.metrics import MetricsWriter
 from mjfleet.rl.policy_check import PolicyCheck
 from mjfleet.rl.ppo import RslRlPpo, SyncedPPO
@@ -45,18 +46,6 @@ IterationHook = Callable[["Runner", IterationRecord], None]
 
 StepHook = Callable[["Runner"], None]
 """Called after every environment step of a rollout (e.g. to render a video frame)."""
-
-
-def build_learner(env: MjEnv, agent_cfg: AgentConfig, ctx: DistributedContext, train_envs: int) -> Learner:
-    """The learner ``--agent.learner`` names, for the first ``train_envs`` environments of ``env``.
-
-    skrl is imported only for its learners: an ``rsl-rl-ppo`` run never loads it.
-    """
-    if agent_cfg.learner == "rsl-rl-ppo":
-        return RslRlPpo(env, agent_cfg, ctx, train_envs)
-    from mjfleet.rl.skrl_learners import build_skrl_learner
-
-    return build_skrl_learner(env, agent_cfg, ctx, train_envs)
 
 
 class Runner(Saving):

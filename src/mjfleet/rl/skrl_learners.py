@@ -40,7 +40,6 @@ import torch.distributed as dist
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.rl.config import AgentConfig, OffPolicyConfig, PolicyConfig
-from mjfleet.rl.learner import Learner
 from mjfleet.rl.skrl_distributed import configure_skrl
 from mjfleet.rl.skrl_learner import SkrlLearner
 from mjfleet.rl.skrl_models import (
@@ -118,20 +117,13 @@ class SkrlTd3(SkrlLearner):
         self.agent._update_counter = int(state.get("update_counter", 0))
 
 
-def build_skrl_learner(env: MjEnv, agent_cfg: AgentConfig, ctx: DistributedContext, train_envs: int) -> Learner:
-    """The skrl learner ``agent_cfg.learner`` names, for the first ``train_envs`` environments of ``env``, its
-    buffers on ``ctx.device``."""
+def _spaces_and_clock(env: MjEnv, ctx: DistributedContext) -> tuple[_Spaces, SyncClock]:
+    """What every skrl learner is built with: the observation spaces and the clock of its gradient all-reduces (and
+    skrl's distributed setup, once)."""
     configure_skrl(ctx)
     obs = env.get_observations()
     spaces = _Spaces(_box(obs["policy"].shape[-1]), _box(obs["critic"].shape[-1]))
-    clock = SyncClock(on_cuda=ctx.device_kind == "cuda")
-    if agent_cfg.learner == "skrl-ppo":
-        return _ppo(env, agent_cfg, ctx, train_envs, spaces, clock)
-    if agent_cfg.learner == "skrl-sac":
-        return _sac(env, agent_cfg, ctx, train_envs, spaces, clock)
-    if agent_cfg.learner == "skrl-td3":
-        return _td3(env, agent_cfg, ctx, train_envs, spaces, clock)
-    raise ValueError(f"not an skrl learner: {agent_cfg.learner}")
+    return spaces, SyncClock(on_cuda=ctx.device_kind == "cuda")
 
 
 @dataclass(frozen=True)
@@ -179,9 +171,10 @@ def _preprocessors(agent_cfg: AgentConfig, spaces: _Spaces, device: str) -> dict
     return entries
 
 
-def _ppo(
-    env: MjEnv, agent_cfg: AgentConfig, ctx: DistributedContext, train_envs: int, spaces: _Spaces, clock: SyncClock
-) -> SkrlPpo:
+def build_ppo(env: MjEnv, agent_cfg: AgentConfig, ctx: DistributedContext, train_envs: int) -> SkrlPpo:
+    """``--agent.learner skrl-ppo`` for the first ``train_envs`` environments of ``env``, its buffers on
+    ``ctx.device``."""
+    spaces, clock = _spaces_and_clock(env, ctx)
     p, a = agent_cfg.policy, agent_cfg.algorithm
     actions = _box(env.num_actions, float(env.cfg.clip_actions))
     actor = GaussianActor(spaces.observations, actions, _actor_net(p, ctx.device, clock), p.init_std, None)
@@ -266,9 +259,10 @@ def _off_policy_cfg(
     }
 
 
-def _sac(
-    env: MjEnv, agent_cfg: AgentConfig, ctx: DistributedContext, train_envs: int, spaces: _Spaces, clock: SyncClock
-) -> SkrlSac:
+def build_sac(env: MjEnv, agent_cfg: AgentConfig, ctx: DistributedContext, train_envs: int) -> SkrlSac:
+    """``--agent.learner skrl-sac`` for the first ``train_envs`` environments of ``env``, its buffers on
+    ``ctx.device``."""
+    spaces, clock = _spaces_and_clock(env, ctx)
     p, c = agent_cfg.policy, agent_cfg.sac
     actions = _box(env.num_actions, c.action_limit)
     actor = GaussianActor(spaces.observations, actions, _actor_net(p, ctx.device, clock), p.init_std, c.action_limit)
@@ -306,9 +300,10 @@ def _averaged_over_ranks(world_size: int, clock: SyncClock) -> Callable[[torch.T
     return hook
 
 
-def _td3(
-    env: MjEnv, agent_cfg: AgentConfig, ctx: DistributedContext, train_envs: int, spaces: _Spaces, clock: SyncClock
-) -> SkrlTd3:
+def build_td3(env: MjEnv, agent_cfg: AgentConfig, ctx: DistributedContext, train_envs: int) -> SkrlTd3:
+    """``--agent.learner skrl-td3`` for the first ``train_envs`` environments of ``env``, its buffers on
+    ``ctx.device``."""
+    spaces, clock = _spaces_and_clock(env, ctx)
     p, c = agent_cfg.policy, agent_cfg.td3
     actions = _box(env.num_actions, c.action_limit)
 

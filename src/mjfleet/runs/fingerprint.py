@@ -11,7 +11,8 @@ import hashlib
 import json
 from typing import Any
 
-from mjfleet.rl.config import DEFAULT_LEARNER, LEARNER_SETTINGS
+from mjfleet.rl.config import DEFAULT_LEARNER
+from mjfleet.rl.learner_registry import learner_entry, learner_names
 
 TRAINING_FIELDS = ("task", "seed", "resume", "init_at_random_ep_len", "env", "agent")
 """The fields of the training configuration (:class:`~mjfleet.train.config.TrainConfig`) that decide what is trained
@@ -65,14 +66,17 @@ def training_settings(config: dict[str, Any]) -> dict[str, Any]:
     JSON values.
 
     ``config``: the training configuration as plain data (``plain(dataclasses.asdict(cfg))``), nested by field.
-    Of the settings that only some learners read (:data:`~mjfleet.rl.config.LEARNER_SETTINGS`: PPO's, SAC's, TD3's),
-    those of the learner ``config`` names are part of it, the others' not.
+    Of the settings that only some learners read (each learner's ``--agent.<group>``:
+    :attr:`~mjfleet.rl.learner_registry.LearnerEntry.settings`), those of the learner ``config`` names are part of it,
+    the others' not.
     """
     flat: dict[str, Any] = {}
     for name in TRAINING_FIELDS:
         _flatten(config[name], name, flat)
     learner = config["agent"].get("learner", DEFAULT_LEARNER)
-    unread = tuple(f"agent.{group}." for group, learners in LEARNER_SETTINGS.items() if learner not in learners)
+    groups = {group for name in learner_names() if (group := learner_entry(name).settings) is not None}
+    read = learner_entry(learner).settings if learner in learner_names() else None
+    unread = tuple(f"agent.{group}." for group in sorted(groups) if group != read)
     return {k: v for k, v in flat.items() if k not in NOT_TRAINING and not k.startswith(unread)}
 
 

@@ -20,7 +20,8 @@ import tyro
 
 from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import UsageError
-from mjfleet.rl.config import LEARNERS, AgentConfig
+from mjfleet.rl.config import AgentConfig
+from mjfleet.rl.learner_registry import learner_names
 from mjfleet.rl.stop_condition import StopWhen, as_condition
 from mjfleet.runtime.devices import GpuIds
 
@@ -263,8 +264,8 @@ def _check_remote_options(cfg: TrainConfig) -> None:
 
 def _check_off_policy(cfg: TrainConfig) -> None:
     """skrl's SAC and TD3 settings (checked whichever the learner: a value out of range is a typo either way)."""
-    if cfg.agent.learner not in LEARNERS:
-        raise UsageError(f"--agent.learner must be one of {', '.join(LEARNERS)} (got {cfg.agent.learner!r})")
+    if cfg.agent.learner not in learner_names():
+        raise UsageError(f"--agent.learner must be one of {', '.join(learner_names())} (got {cfg.agent.learner!r})")
     for group, c in (("sac", cfg.agent.sac), ("td3", cfg.agent.td3)):
         flag = f"--agent.{group}"
         for name, value in (

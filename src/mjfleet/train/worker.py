@@ -20,6 +20,7 @@ from mjfleet.envs.env import MjEnv
 from mjfleet.errors import PEER_LOST_EXIT_CODE, FatalTrainingError
 from mjfleet.launch.worker_entry import local_report_dir, report_failure, write_heartbeat
 from mjfleet.rl.evaluation_env import SeparateEvaluation
+from mjfleet.rl.learner_registry import learner_entry
 from mjfleet.rl.records import KEPT_RECORDS, IterationRecord, WorkerResult
 from mjfleet.rl.runner import IterationHook, Runner, StepHook, StopCheck
 from mjfleet.rl.stop_condition import as_condition
@@ -191,7 +192,7 @@ def _train(
         if start.checkpoint is not None:
             runner.load(str(start.checkpoint))
             logger.info("resumed from %s at iteration %d", start.checkpoint, runner.current_learning_iteration)
-        startup.mark(cfg.agent.learner.rsplit("-", 1)[-1].upper())  # the algorithm: PPO, SAC or TD3
+        startup.mark(learner_entry(cfg.agent.learner).label)  # the algorithm: PPO, SAC, TD3
         if launched:
             write_heartbeat(ctx.rank, runner.current_learning_iteration, phase="ready")
         # Installed last, so its iteration hooks see what the built-in ones did.

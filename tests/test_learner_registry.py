@@ -1,0 +1,70 @@
+"""The learner registry: every learner is known by one entry, and one registered from a module of its own trains,
+checkpoints, continues and plays through ``train`` and ``play`` like the built-in ones."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mjfleet.cli import play, train
+from mjfleet.config_io import plain
+from mjfleet.rl.checkpoint import load_checkpoint
+from mjfleet.rl.learner_registry import learner_entry, learner_names, register, unregister
+from mjfleet.runs.fingerprint import training_settings
+
+from .helpers import run_main, small_train_config
+from .toy_learner import ENTRY
+
+
+@pytest.fixture
+def toy() -> Iterator[None]:
+    register(ENTRY)
+    yield
+    unregister(ENTRY.name)
+
+
+def test_the_built_in_learners_and_what_each_reads() -> None:
+    assert learner_names() == ("rsl-rl-ppo", "skrl-ppo", "skrl-sac", "skrl-td3")
+    assert [learner_entry(n).settings for n in learner_names()] == ["algorithm", "algorithm", "sac", "td3"]
+    assert [learner_entry(n).off_policy for n in learner_names()] == [False, False, True, True]
+    cfg = small_train_config()
+    cfg.agent.learner = "skrl-sac"
+    flat = training_settings(plain(dataclasses.asdict(cfg)))  # what decides what a run trains
+    assert "agent.sac.gamma" in flat and "agent.td3.gamma" not in flat and "agent.algorithm.gamma" not in flat
+
+
+def test_a_name_registered_twice_is_refused(toy: None) -> None:
+    with pytest.raises(ValueError, match="registered already"):
+        register(ENTRY.__class__(**{**ENTRY.__dict__, "label": "OTHER"}))
+
+
+@pytest.mark.slow
+def test_a_learner_of_ones_own_trains_continues_and_plays(toy: None, tmp_path: Path) -> None:
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--env.num-envs", "32", "--agent.num-steps-per-env", "8"]
+    argv += ["--agent.max-iterations", "2", "--agent.eval-envs", "0", "--log-root", str(tmp_path)]
+    code, out, err = run_main(train.main, [*argv, "--agent.learner", "toy-ppo"])
+    assert code == 0, err
+    (run_dir,) = (tmp_path / "cartpole_balance").iterdir()
+    assert load_checkpoint(run_dir / "model_2.pt")["learner"] == "toy-ppo"
+    assert "TOY" in out + err  # the start-up line names its algorithm
+    code, _, err = run_main(train.main, [*argv, "--agent.learner", "toy-ppo", "--finish", str(run_dir)])
+    assert code == 0, err
+    code, out, err = run_main(play.main, ["cartpole-balance", "--checkpoint", str(run_dir), "--gpu-ids", "None",
+                                          "--num-episodes", "4"])  # fmt: skip
+    assert code == 0, err
+    assert 0.0 <= json.loads(out)["success_rate"] <= 1.0
+    # Its checkpoint is refused in one line by a run of another learner.
+    code, _, err = run_main(train.main, [*argv, "--resume", str(run_dir)])
+    assert code == 2 and "trained by toy-ppo, this run's learner is rsl-rl-ppo" in err
+
+
+def test_an_unknown_learner_is_one_line_listing_the_registered_ones(toy: None, tmp_path: Path) -> None:
+    code, _, err = run_main(train.main, ["cartpole-balance", "--gpu-ids", "None", "--agent.learner", "a2c",
+                                         "--log-root", str(tmp_path)])  # fmt: skip
+    assert code == 2
+    (line,) = [line for line in err.splitlines() if line.startswith("error:")]
+    assert "--agent.learner must be one of" in line and "toy-ppo" in line and "skrl-td3" in line
