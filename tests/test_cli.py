@@ -336,3 +336,30 @@ def test_the_planned_run_is_the_one_that_runs(tmp_path: Path, monkeypatch: pytes
     assert prepared.run.run_dir.is_dir()
     with pytest.raises(UsageError, match="already exists"):
         run(prepared)  # its directory exists now: never two runs in one directory
+
+
+def test_an_off_policy_learner_takes_the_tasks_recipe_and_flags_still_win(capsys: pytest.CaptureFixture[str]) -> None:
+    for learner in ("skrl-sac", "skrl-td3"):
+        cfg = train.parse_args(["cartpole-balance", "--gpu-ids", "None", "--agent.learner", learner])
+        group = getattr(cfg.agent, learner.removeprefix("skrl-"))
+        assert (cfg.env.num_envs, cfg.agent.num_steps_per_env, cfg.agent.eval_envs) == (64, 8, 16)
+        assert (group.batch_size, group.gradient_steps, cfg.agent.max_iterations) == (512, 16, 3000)
+    assert train.parse_args(["cartpole-swingup", "--agent.learner", "skrl-sac"]).agent.max_iterations == 6000
+    ppo = train.parse_args(["cartpole-balance", "--gpu-ids", "None"])
+    assert (ppo.env.num_envs, ppo.agent.num_steps_per_env, ppo.agent.max_iterations) == (1024, 32, 80)
+    flagged = [
+        "cartpole-balance",
+        "--agent.learner",
+        "skrl-sac",
+        "--env.num-envs",
+        "128",
+        "--agent.sac.batch-size",
+        "64",
+    ]
+    cfg = train.parse_args(flagged)
+    assert (cfg.env.num_envs, cfg.agent.sac.batch_size, cfg.agent.sac.gradient_steps) == (128, 64, 16)
+    with pytest.raises(SystemExit) as exc:
+        train.main(["cartpole-balance", "--agent.learner", "skrl-td3", "--help"])
+    assert exc.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert train.OFF_POLICY_NOTE.format(learner="skrl-td3") in out and "(default: 64)" in out

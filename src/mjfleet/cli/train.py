@@ -32,7 +32,8 @@ from mjfleet.errors import (
     exits_on_usage_error,
 )
 from mjfleet.launch.diagnosis import WorkerFailure
-from mjfleet.rl.config import AgentConfig
+from mjfleet.rl.config import DEFAULT_LEARNER, AgentConfig
+from mjfleet.rl.learner_registry import learner_entry, learner_names
 from mjfleet.rl.records import WorkerResult
 from mjfleet.rl.stop_condition import StopCondition
 from mjfleet.runs.ending import Ending, RunEnd, command_prefix, ending_lines
@@ -66,9 +67,13 @@ def parse_args(argv: list[str], prog: str = "train") -> TrainConfig:
             cfg = parse(TrainConfig, rest, command, recorded_config(spec, source.finish))
             cfg.task = spec.id
             return cfg
-    on_cpu = _trains_on_cpu(spec, argv[1:], command)
-    default = TrainConfig(env=spec.env_defaults(on_cpu), agent=spec.agent_defaults(on_cpu), task=spec.id)
-    description = f"{CPU_DEFAULTS_NOTE}\n\n{TrainConfig.__doc__}" if on_cpu else None
+    on_cpu, learner = _device_and_learner(spec, argv[1:], command)
+    env, agent = spec.defaults(on_cpu, learner)
+    default = TrainConfig(env=env, agent=agent, task=spec.id)
+    notes = [CPU_DEFAULTS_NOTE] if on_cpu and spec.has_cpu_defaults else []
+    if spec.off_policy is not None and learner_entry(learner).off_policy:
+        notes.append(OFF_POLICY_NOTE.format(learner=learner))
+    description = "\n\n".join([*notes, TrainConfig.__doc__ or ""]) if notes else None
     cfg = parse(TrainConfig, argv[1:], command, default, description)
     cfg.task = spec.id
     return cfg
@@ -106,19 +111,24 @@ def recorded_config(spec: TaskSpec, run_dir: Path) -> TrainConfig:
 CPU_DEFAULTS_NOTE = "Defaults below: this task's for training on the CPU (with a GPU it uses others)."
 
 
-def _trains_on_cpu(spec: TaskSpec, args: list[str], command: str) -> bool:
-    """Whether the command trains on the CPU, for a task with defaults of its own there: the device is read from a
-    first parse, before the defaults are chosen (without ``--help``, so help shows the ones that apply)."""
-    if not spec.has_cpu_defaults:
-        return False
+OFF_POLICY_NOTE = "Defaults below: this task's recipe for an off-policy learner ({learner})."
+
+
+def _device_and_learner(spec: TaskSpec, args: list[str], command: str) -> tuple[bool, str]:
+    """Whether the command trains on the CPU and with which learner, for a task whose defaults depend on them: read
+    from a first parse, before the defaults are chosen (without ``--help``, so help shows the ones that apply)."""
+    default = DEFAULT_LEARNER
+    if not spec.has_cpu_defaults and spec.off_policy is None:
+        return False, default
     probe = TrainConfig(env=spec.env_cfg(), agent=spec.agent_cfg(), task=spec.id)
     try:
-        gpu_ids = parse(TrainConfig, [a for a in args if a not in ("-h", "--help")], command, probe).gpu_ids
+        parsed = parse(TrainConfig, [a for a in args if a not in ("-h", "--help")], command, probe)
     except UsageError:
         if not wants_help(args):
             raise
-        return False  # help for a command with other errors: the GPU defaults
-    return trains_on_cpu(gpu_ids)
+        return False, default  # help for a command with other errors: the GPU's and PPO's defaults
+    learner = parsed.agent.learner if parsed.agent.learner in learner_names() else default  # validate() says which
+    return trains_on_cpu(parsed.gpu_ids), learner
 
 
 @exits_on_usage_error

@@ -5,6 +5,9 @@ Task classes are given by path: they load the simulator, configs do not.
 
 from __future__ import annotations
 
+import dataclasses
+
+from mjfleet.envs.config import EnvConfig
 from mjfleet.rl.config import AgentConfig, PolicyConfig
 from mjfleet.tasks.cartpole.config import balance_config, swingup_config
 from mjfleet.tasks.legged import LOCOMOTION_TASK
@@ -36,6 +39,25 @@ def _swingup_agent() -> AgentConfig:
     return _cartpole_agent(150)
 
 
+def _cartpole_off_policy(env: EnvConfig, agent: AgentConfig, iterations: int) -> tuple[EnvConfig, AgentConfig]:
+    """SAC's and TD3's cart-pole: 64 environments of 8 steps an iteration, 16 gradient steps of 512 transitions each
+    (every transition used 16 times), 16 evaluation environments, and ``iterations`` enough for their many small
+    updates."""
+    env = dataclasses.replace(env, num_envs=64)
+    agent = dataclasses.replace(agent, num_steps_per_env=8, eval_envs=16, max_iterations=iterations)
+    for group in (agent.sac, agent.td3):
+        group.batch_size, group.gradient_steps = 512, 16
+    return env, agent
+
+
+def _balance_off_policy(env: EnvConfig, agent: AgentConfig, on_cpu: bool) -> tuple[EnvConfig, AgentConfig]:
+    return _cartpole_off_policy(env, agent, 3000)  # the condition is met after about 1,000-1,400
+
+
+def _swingup_off_policy(env: EnvConfig, agent: AgentConfig, on_cpu: bool) -> tuple[EnvConfig, AgentConfig]:
+    return _cartpole_off_policy(env, agent, 6000)  # the condition is met after about 2,000-3,600
+
+
 def _menagerie(robot: str, what: str) -> str:
     """A Menagerie task's description, saying how to get its files when they are not on disk (no download here)."""
     from mjfleet.tasks.locomotion.sources import menagerie_available
@@ -61,6 +83,7 @@ def tasks() -> list[TaskSpec | RobotSpec | ArmSpec]:
             _CARTPOLE,
             balance_config,
             _balance_agent,
+            off_policy=_balance_off_policy,
         ),
         TaskSpec(
             "cartpole-swingup",
@@ -68,6 +91,7 @@ def tasks() -> list[TaskSpec | RobotSpec | ArmSpec]:
             _CARTPOLE,
             swingup_config,
             _swingup_agent,
+            off_policy=_swingup_off_policy,
         ),
         TaskSpec(
             "go1-velocity-flat",

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mjfleet.envs.config import EnvConfig
-from mjfleet.rl.config import AgentConfig
+from mjfleet.rl.config import DEFAULT_LEARNER, AgentConfig
+from mjfleet.rl.learner_registry import learner_entry, learner_names
 
 if TYPE_CHECKING:
     from mjfleet.envs.task import Task
@@ -53,6 +54,11 @@ class TaskSpec:
     cpu_env_cfg: Callable[[], EnvConfig] | None = None
     """Returns the environment defaults of a run that trains on the CPU (where they were measured to train faster);
     None: ``env_cfg``'s. Flags given on the command line override either."""
+    off_policy: Callable[[EnvConfig, AgentConfig, bool], tuple[EnvConfig, AgentConfig]] | None = None
+    """Turns the task's defaults (the CPU's where the flag is true) into those of an off-policy learner
+    (``--agent.learner skrl-sac|skrl-td3``: its environment count, rollout length and ``--agent.sac.*`` /
+    ``--agent.td3.*``); None: the defaults as they are, with the learners' generic settings. Flags given on the
+    command line override either."""
     experiment_name: str = ""
     """Runs go under ``<log_root>/<experiment_name>/``, where ``play`` looks for the newest one; empty: the id with
     underscores (``cartpole-balance``: ``cartpole_balance``)."""
@@ -70,6 +76,14 @@ class TaskSpec:
     def env_defaults(self, on_cpu: bool) -> EnvConfig:
         """The default environment config of a run on the CPU (``on_cpu``) or on GPUs."""
         return self.cpu_env_cfg() if on_cpu and self.cpu_env_cfg is not None else self.env_cfg()
+
+    def defaults(self, on_cpu: bool, learner: str = DEFAULT_LEARNER) -> tuple[EnvConfig, AgentConfig]:
+        """The environment and agent defaults of a run with ``learner`` on the CPU (``on_cpu``) or on GPUs."""
+        env, agent = self.env_defaults(on_cpu), self.agent_defaults(on_cpu)
+        agent.learner = learner
+        if self.off_policy is not None and learner in learner_names() and learner_entry(learner).off_policy:
+            env, agent = self.off_policy(env, agent, on_cpu)
+        return env, agent
 
     @property
     def has_cpu_defaults(self) -> bool:
