@@ -1,0 +1,244 @@
+# pyright: reportAttributeAccessIssue=false
+# (mujoco ships compiled bindings without type stubs.)
+"""Reference motions: a humanoid's joint trajectory read from a file a user already has, checked, resampled to the
+control rate and completed with what tracking needs (every body's pose and velocity) by MuJoCo's kinematics.
+
+Two layouts are read:
+
+- **CSV** as the retargeted LAFAN1 files for the G1 have it: one frame per row at 30 frames per second, no header;
+  the root's position (x, y, z, metres), its orientation as a quaternion (x, y, z, w), then the robot's joint angles
+  (radians) in the order of its model's hinge joints.
+- **npz** as mjlab's ``csv_to_npz`` writes it: ``fps``, ``joint_pos`` (frames x joints) and ``body_pos_w`` /
+  ``body_quat_w`` (frames x bodies x 3 / 4, quaternions w, x, y, z; the first body is the root). Only the joint
+  angles and the root's pose are read; everything else is computed again here, on this robot model.
+
+Everything a file can get wrong is one :class:`~mjfleet.errors.UsageError` line naming the file and what is wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import mujoco
+import numpy as np
+
+from mjfleet.errors import UsageError
+
+CSV_FPS = 30.0
+"""Frames per second of the retargeted CSV layout."""
+MIN_SECONDS = 1.0
+"""A motion shorter than this is refused (a few frames are no motion to learn)."""
+UNIT_TOLERANCE = 1e-2
+"""How far a file's quaternion's norm may be from 1 (rounding in a text file); it is normalised after the check."""
+
+
+@dataclass(frozen=True)
+class Motion:
+    """A joint trajectory: the root's pose and the joint angles, one row per frame at :attr:`fps`."""
+
+    fps: float
+    """Frames per second."""
+    root_pos: np.ndarray
+    """``(frames, 3)`` root positions in the world (metres)."""
+    root_quat: np.ndarray
+    """``(frames, 4)`` root orientations, unit quaternions (w, x, y, z)."""
+    joint_pos: np.ndarray
+    """``(frames, joints)`` joint angles (radians), in the model's hinge-joint order."""
+    path: Path
+    """The file it was read from."""
+    sha256: str
+    """The file's content digest: another motion under the same name is another run."""
+
+    @property
+    def frames(self) -> int:
+        return int(self.root_pos.shape[0])
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds from the first frame to the last."""
+        return (self.frames - 1) / self.fps
+
+
+def read_motion(path: Path, joints: int) -> Motion:
+    """The motion in ``path`` (``.csv`` or ``.npz``) of a robot with ``joints`` hinge joints, checked."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise UsageError(f"motion file {path} does not exist")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if path.suffix.lower() == ".csv":
+        fps, root_pos, root_quat, joint_pos = _read_csv(path, joints)
+    elif path.suffix.lower() == ".npz":
+        fps, root_pos, root_quat, joint_pos = _read_npz(path, joints)
+    else:
+        raise UsageError(f"motion file {path}: not a .csv (retargeted G1 layout) or an .npz (mjlab's csv_to_npz)")
+    for name, values in (("root position", root_pos), ("root quaternion", root_quat), ("joint angles", joint_pos)):
+        bad = ~np.isfinite(values).all(axis=1)
+        if bad.any():
+            raise UsageError(f"motion file {path}: frame {int(np.argmax(bad))} has a {name} that is not a number")
+    norms = np.linalg.norm(root_quat, axis=1)
+    off = np.abs(norms - 1.0) > UNIT_TOLERANCE
+    if off.any():
+        frame = int(np.argmax(off))
+        raise UsageError(
+            f"motion file {path}: the root quaternion of frame {frame} has norm {norms[frame]:.3f}, not 1 (is the"
+            " order x, y, z, w?)"
+        )
+    if (root_pos.shape[0] - 1) / fps < MIN_SECONDS:
+        raise UsageError(
+            f"motion file {path}: {root_pos.shape[0]} frames at {fps:g} per second, shorter than {MIN_SECONDS:g} s"
+        )
+    return Motion(fps, root_pos, root_quat / norms[:, None], joint_pos, path, digest)
+
+
+def _read_csv(path: Path, joints: int) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    try:
+        rows = np.loadtxt(path, delimiter=",", dtype=np.float64, ndmin=2)
+    except ValueError as e:
+        raise UsageError(f"motion file {path}: not a table of numbers ({str(e).splitlines()[0]})") from None
+    columns = 7 + joints
+    if rows.shape[1] != columns:
+        raise UsageError(
+            f"motion file {path}: {rows.shape[1]} columns, the layout has {columns} (root x y z, quaternion x y z w,"
+            f" {joints} joint angles)"
+        )
+    quat_xyzw = rows[:, 3:7]
+    return CSV_FPS, rows[:, 0:3], quat_xyzw[:, [3, 0, 1, 2]], rows[:, 7:]
+
+
+NPZ_KEYS = ("fps", "joint_pos", "body_pos_w", "body_quat_w")
+"""What an npz motion must hold (mjlab's ``csv_to_npz`` writes these and the velocities, which are not read)."""
+
+
+def _read_npz(path: Path, joints: int) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    try:
+        data = np.load(path)
+        missing = [key for key in NPZ_KEYS if key not in data.files]
+        if missing:
+            raise UsageError(f"motion file {path}: no {', '.join(missing)} (mjlab's csv_to_npz writes {NPZ_KEYS})")
+        fps = float(np.asarray(data["fps"]).reshape(-1)[0])
+        joint_pos = np.asarray(data["joint_pos"], dtype=np.float64)
+        body_pos = np.asarray(data["body_pos_w"], dtype=np.float64)
+        body_quat = np.asarray(data["body_quat_w"], dtype=np.float64)
+    except UsageError:
+        raise
+    except Exception as e:
+        raise UsageError(f"motion file {path}: not a readable npz ({type(e).__name__})") from None
+    if not fps > 0:
+        raise UsageError(f"motion file {path}: fps {fps} is not positive")
+    if joint_pos.ndim != 2 or joint_pos.shape[1] != joints:
+        raise UsageError(f"motion file {path}: joint_pos has shape {joint_pos.shape}, the robot has {joints} joints")
+    frames = joint_pos.shape[0]
+    if body_pos.shape[:1] != (frames,) or body_pos.ndim != 3 or body_quat.shape[:1] != (frames,) or body_quat.ndim != 3:
+        raise UsageError(
+            f"motion file {path}: body_pos_w {body_pos.shape} and body_quat_w {body_quat.shape} do not have"
+            f" {frames} frames of bodies"
+        )
+    return fps, body_pos[:, 0], body_quat[:, 0], joint_pos
+
+
+def resample(motion: Motion, fps: float) -> Motion:
+    """``motion`` at ``fps``: frames at ``0, 1/fps, ...`` up to its duration, positions and angles interpolated
+    linearly, orientations spherically."""
+    if fps == motion.fps:
+        return motion
+    times = np.arange(0.0, motion.duration_s + 1e-9, 1.0 / fps)
+    where = times * motion.fps
+    first = np.minimum(np.floor(where).astype(np.int64), motion.frames - 1)
+    second = np.minimum(first + 1, motion.frames - 1)
+    blend = (where - first)[:, None]
+    root_pos = motion.root_pos[first] * (1 - blend) + motion.root_pos[second] * blend
+    joint_pos = motion.joint_pos[first] * (1 - blend) + motion.joint_pos[second] * blend
+    root_quat = slerp(motion.root_quat[first], motion.root_quat[second], blend[:, 0])
+    return Motion(fps, root_pos, root_quat, joint_pos, motion.path, motion.sha256)
+
+
+def slerp(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Spherical interpolation between unit quaternions ``a`` and ``b`` (rows), ``t`` in [0, 1] per row."""
+    dot = np.sum(a * b, axis=1)
+    b = np.where(dot[:, None] < 0, -b, b)  # the shorter way round
+    dot = np.abs(dot)
+    angle = np.arccos(np.clip(dot, -1.0, 1.0))
+    sin = np.sin(angle)
+    close = sin < 1e-6
+    safe = np.where(close, 1.0, sin)
+    wa = np.where(close, 1 - t, np.sin((1 - t) * angle) / safe)
+    wb = np.where(close, t, np.sin(t * angle) / safe)
+    out = wa[:, None] * a + wb[:, None] * b
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+@dataclass(frozen=True)
+class Kinematics:
+    """A motion completed on one robot model: what the tracking task reads per frame, for every body of the robot."""
+
+    fps: float
+    """Frames per second (the task's control rate)."""
+    joint_pos: np.ndarray
+    """``(frames, joints)``."""
+    joint_vel: np.ndarray
+    """``(frames, joints)`` (radians per second)."""
+    body_pos: np.ndarray
+    """``(frames, bodies, 3)`` body origins in the world."""
+    body_quat: np.ndarray
+    """``(frames, bodies, 4)`` body orientations (w, x, y, z)."""
+    body_lin_vel: np.ndarray
+    """``(frames, bodies, 3)`` linear velocities of the body origins (world frame)."""
+    body_ang_vel: np.ndarray
+    """``(frames, bodies, 3)`` angular velocities (world frame)."""
+
+
+def kinematics(model: mujoco.MjModel, motion: Motion) -> Kinematics:
+    """Every body's pose and velocity along ``motion`` on ``model`` (a free-floating root, then hinge joints in the
+    motion's order): positions set frame by frame, velocities from the trajectory's differences (central, one-sided
+    at the ends), MuJoCo's forward kinematics for the rest."""
+    dt = 1.0 / motion.fps
+    root_vel = np.gradient(motion.root_pos, dt, axis=0)
+    joint_vel = np.gradient(motion.joint_pos, dt, axis=0)
+    root_ang_world = _angular_velocity(motion.root_quat, dt)
+    data = mujoco.MjData(model)
+    bodies = model.nbody - 1  # the world body is not the robot's
+    frames = motion.frames
+    body_pos = np.empty((frames, bodies, 3))
+    body_quat = np.empty((frames, bodies, 4))
+    body_vel = np.empty((frames, bodies, 6))
+    velocity = np.empty(6)
+    local = np.empty(3)
+    for i in range(frames):
+        data.qpos[0:3], data.qpos[3:7], data.qpos[7:] = motion.root_pos[i], motion.root_quat[i], motion.joint_pos[i]
+        # A free joint's angular velocity is in the root's own frame.
+        mujoco.mju_rotVecQuat(local, root_ang_world[i], _conjugate(motion.root_quat[i]))
+        data.qvel[0:3], data.qvel[3:6], data.qvel[6:] = root_vel[i], local, joint_vel[i]
+        mujoco.mj_kinematics(model, data)
+        mujoco.mj_comPos(model, data)
+        mujoco.mj_comVel(model, data)
+        body_pos[i] = data.xpos[1:]
+        body_quat[i] = data.xquat[1:]
+        for b in range(1, model.nbody):
+            mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_XBODY, b, velocity, 0)
+            body_vel[i, b - 1] = velocity
+    return Kinematics(
+        motion.fps, motion.joint_pos, joint_vel, body_pos, body_quat, body_vel[..., 3:], body_vel[..., :3]
+    )
+
+
+def _conjugate(q: np.ndarray) -> np.ndarray:
+    return np.array([q[0], -q[1], -q[2], -q[3]])
+
+
+def _angular_velocity(quat: np.ndarray, dt: float) -> np.ndarray:
+    """World-frame angular velocities of an orientation trajectory: the rotation from the frame before to the frame
+    after over twice the step (one frame apart at the ends)."""
+    frames = quat.shape[0]
+    before = np.concatenate(([0], np.arange(frames - 1)))
+    after = np.concatenate((np.arange(1, frames), [frames - 1]))
+    span = (after - before) * dt
+    out = np.zeros((frames, 3))
+    difference = np.empty(4)
+    for i in range(frames):
+        mujoco.mju_mulQuat(difference, quat[after[i]], _conjugate(quat[before[i]]))
+        if difference[0] < 0:
+            difference = -difference
+        mujoco.mju_quat2Vel(out[i], difference, span[i])
+    return out

@@ -1,0 +1,125 @@
+# pyright: reportAttributeAccessIssue=false
+"""Reference motions: the retargeted-G1 CSV and mjlab's npz read into one trajectory, every bad file refused in one
+line naming it, resampling to the control rate, and the bodies' poses and velocities from MuJoCo's kinematics (on
+the G1-named test fixture, so without Menagerie's files)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import pytest
+
+from mjfleet.errors import UsageError
+from mjfleet.tasks.tracking.motion import CSV_FPS, kinematics, read_motion, resample
+
+G1_FIXTURE = Path(__file__).with_name("fixtures") / "menagerie" / "unitree_g1" / "g1.xml"
+
+
+@pytest.fixture(scope="module")
+def model() -> mujoco.MjModel:
+    return mujoco.MjModel.from_xml_path(str(G1_FIXTURE))
+
+
+def _joints(model: mujoco.MjModel) -> int:
+    return model.nq - 7
+
+
+def _trajectory(joints: int, seconds: float = 2.0, fps: float = CSV_FPS, yaw_rate: float = 0.5) -> np.ndarray:
+    """CSV rows of a root walking forward at 0.3 m/s while turning at ``yaw_rate`` and swaying its joints."""
+    t = np.arange(0.0, seconds + 1e-9, 1.0 / fps)
+    yaw = yaw_rate * t
+    quat_xyzw = np.stack((np.zeros_like(t), np.zeros_like(t), np.sin(yaw / 2), np.cos(yaw / 2)), axis=1)
+    root = np.stack((0.3 * t, 0.05 * np.sin(t), 0.75 + 0.01 * np.cos(3 * t)), axis=1)
+    angles = 0.3 * np.sin(np.outer(t, np.linspace(0.5, 2.0, joints)))
+    return np.concatenate((root, quat_xyzw, angles), axis=1)
+
+
+def _csv(tmp_path: Path, rows: np.ndarray, name: str = "walk.csv") -> Path:
+    path = tmp_path / name
+    np.savetxt(path, rows, delimiter=",", fmt="%.9f")
+    return path
+
+
+def test_a_csv_motion_is_the_file_root_pose_and_joint_angles(model: mujoco.MjModel, tmp_path: Path) -> None:
+    rows = _trajectory(_joints(model))
+    motion = read_motion(_csv(tmp_path, rows), _joints(model))
+    assert motion.fps == CSV_FPS and motion.frames == rows.shape[0]
+    assert np.allclose(motion.root_pos, rows[:, :3]) and np.allclose(motion.joint_pos, rows[:, 7:])
+    assert np.allclose(motion.root_quat, rows[:, [6, 3, 4, 5]])  # w, x, y, z
+    assert len(motion.sha256) == 64
+
+
+def test_kinematics_reproduce_the_file_and_its_velocities(model: mujoco.MjModel, tmp_path: Path) -> None:
+    rows = _trajectory(_joints(model), yaw_rate=0.5)
+    reference = kinematics(model, read_motion(_csv(tmp_path, rows), _joints(model)))
+    data = mujoco.MjData(model)
+    for frame in (0, 17, rows.shape[0] - 1):
+        data.qpos[:3], data.qpos[3:7], data.qpos[7:] = rows[frame, :3], rows[frame, [6, 3, 4, 5]], rows[frame, 7:]
+        mujoco.mj_kinematics(model, data)
+        assert np.allclose(reference.body_pos[frame], data.xpos[1:], atol=1e-9)
+        assert np.allclose(np.abs(np.sum(reference.body_quat[frame] * data.xquat[1:], axis=1)), 1.0, atol=1e-9)
+    inner = slice(2, -2)
+    assert np.allclose(reference.body_lin_vel[inner, 0, 0], 0.3, atol=1e-3)  # the root walks forward at 0.3 m/s
+    assert np.allclose(reference.body_ang_vel[inner, 0], [0.0, 0.0, 0.5], atol=1e-6)  # and turns at 0.5 rad/s
+    expected = 0.3 * np.linspace(0.5, 2.0, _joints(model)) * np.cos(np.outer(1.0, np.linspace(0.5, 2.0, 29)))
+    assert np.allclose(reference.joint_vel[30], expected[0], atol=2e-2)  # at t = 1 s
+
+
+def test_resampling_keeps_the_motion_and_its_duration(model: mujoco.MjModel, tmp_path: Path) -> None:
+    motion = read_motion(_csv(tmp_path, _trajectory(_joints(model))), _joints(model))
+    fifty = resample(motion, 50.0)
+    assert fifty.fps == 50.0 and fifty.frames == 101 and fifty.duration_s == pytest.approx(2.0)
+    assert np.allclose(fifty.root_pos[::5], motion.root_pos[::3])  # the frames both rates share
+    assert np.allclose(fifty.root_quat[::5], motion.root_quat[::3])
+    assert np.allclose(np.linalg.norm(fifty.root_quat, axis=1), 1.0)
+
+
+def test_the_npz_of_a_csv_gives_the_same_reference(model: mujoco.MjModel, tmp_path: Path) -> None:
+    """An npz in mjlab's layout written from a CSV's motion at 50 frames per second (as mjlab's csv_to_npz does)
+    reads back as the CSV resampled to the same rate."""
+    joints = _joints(model)
+    from_csv = kinematics(model, resample(read_motion(_csv(tmp_path, _trajectory(joints)), joints), 50.0))
+    npz = tmp_path / "walk.npz"
+    np.savez(
+        npz,
+        fps=[50],
+        joint_pos=from_csv.joint_pos,
+        joint_vel=from_csv.joint_vel,
+        body_pos_w=from_csv.body_pos,
+        body_quat_w=from_csv.body_quat,
+        body_lin_vel_w=from_csv.body_lin_vel,
+        body_ang_vel_w=from_csv.body_ang_vel,
+    )
+    from_npz = kinematics(model, resample(read_motion(npz, joints), 50.0))
+    for name in ("joint_pos", "joint_vel", "body_pos", "body_quat", "body_lin_vel", "body_ang_vel"):
+        assert np.allclose(getattr(from_npz, name), getattr(from_csv, name), atol=1e-9), name
+
+
+def _refused(path: Path, joints: int, *words: str) -> None:
+    with pytest.raises(UsageError) as e:
+        read_motion(path, joints)
+    line = str(e.value)
+    assert "\n" not in line and str(path) in line and all(w in line for w in words), line
+
+
+def test_every_bad_file_is_one_line_naming_it_and_what_is_wrong(model: mujoco.MjModel, tmp_path: Path) -> None:
+    joints = _joints(model)
+    rows = _trajectory(joints)
+    _refused(tmp_path / "missing.csv", joints, "does not exist")
+    _refused(_csv(tmp_path, rows[:, :-1], "short_row.csv"), joints, f"{rows.shape[1] - 1} columns", "36")
+    nan = rows.copy()
+    nan[5, 9] = np.nan
+    _refused(_csv(tmp_path, nan, "nan.csv"), joints, "frame 5", "joint angles", "not a number")
+    wxyz = rows.copy()
+    wxyz[:, 3:7] *= 2.0
+    _refused(_csv(tmp_path, wxyz, "scaled.csv"), joints, "quaternion of frame 0", "not 1")
+    _refused(_csv(tmp_path, rows[:10], "brief.csv"), joints, "10 frames", "shorter than")
+    text = tmp_path / "words.csv"
+    text.write_text("root_x,root_y\n1,2\n")
+    _refused(text, joints, "not a table of numbers")
+    np.savez(tmp_path / "partial.npz", fps=[50], joint_pos=rows[:, 7:])
+    _refused(tmp_path / "partial.npz", joints, "no body_pos_w, body_quat_w")
+    (tmp_path / "walk.bvh").write_text("HIERARCHY")
+    _refused(tmp_path / "walk.bvh", joints, "not a .csv")
