@@ -15,6 +15,8 @@ from types import ModuleType
 
 import psutil
 
+from mjfleet.rl.ppo import SyncedPPO
+from mjfleet.rl.runner import Runner
 from mjfleet.runs.directory import create_run_dir, next_run_dir
 from mjfleet.tasks.registry import all_tasks, get_task
 from mjfleet.train.config import TrainConfig
@@ -35,6 +37,15 @@ def missing_files(task_id: str) -> str | None:
         f"Menagerie files of {menagerie} are not on disk (MENAGERIE_ROOT: scripts/menagerie_from_mjlab.py builds a"
         " tree for tests, as CI does)"
     )
+
+
+def rsl_ppo(runner: Runner) -> SyncedPPO:
+    """rsl-rl-lib's algorithm inside a runner whose learner is ``rsl-rl-ppo`` (for tests of what is rsl_rl's own:
+    its storage, optimizer, actor)."""
+    from mjfleet.rl.ppo import RslRlPpo
+
+    assert isinstance(runner.learner, RslRlPpo), f"the runner's learner is {runner.learner.name}"
+    return runner.learner.alg
 
 
 def every_task() -> list[object]:

@@ -182,7 +182,9 @@ class Faults:
         if kind == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
         if kind == "nan":
-            weights = [p for name, p in runner.alg.actor.named_parameters() if name.endswith("weight")]
+            from .helpers import rsl_ppo
+
+            weights = [p for name, p in rsl_ppo(runner).actor.named_parameters() if name.endswith("weight")]
             with torch.no_grad():
                 weights[-1].view(-1)[0] = float("nan")
         if kind in ("sigint", "sigterm"):

@@ -17,7 +17,7 @@ from mjfleet.runtime.context import DistributedContext
 from mjfleet.tasks.registry import get_task
 from mjfleet.train.worker import train_worker
 
-from .helpers import every_task, make_run_dir, run_main, small_train_config
+from .helpers import every_task, make_run_dir, rsl_ppo, run_main, small_train_config
 
 
 def _runner(task_id: str, num_envs: int = 4) -> Runner:
@@ -32,7 +32,7 @@ def test_the_metadata_names_the_file_timestep_when_training_takes_longer_steps()
     cfg.num_envs = 2
     cfg.sim.training_contacts = dataclasses.replace(cfg.sim.training_contacts, applies="cpu", timestep_scale=2)
     env = MjEnv(spec.load_task_class()(cfg), seed=1)
-    policy = Runner(env, spec.agent_cfg(), DistributedContext(device="cpu"), run_dir=None).alg.get_policy()
+    policy = Runner(env, spec.agent_cfg(), DistributedContext(device="cpu"), run_dir=None).learner.policy()
     assert env.sim.physics_dt == pytest.approx(0.01)  # the training simulation's longer step
     meta = policy_metadata(env, policy, 0)
     assert meta["physics_dt"] == pytest.approx(0.005) and meta["control_dt"] == pytest.approx(0.02)
@@ -42,7 +42,7 @@ def test_the_metadata_names_the_file_timestep_when_training_takes_longer_steps()
 def test_onnx_matches_torch_on_recorded_observations(task_id: str, tmp_path: Path) -> None:
     torch.manual_seed(0)
     runner = _runner(task_id)
-    env, policy = runner.env, runner.alg.get_policy()
+    env, policy = runner.env, rsl_ppo(runner).get_policy()
     recorded = []
     with torch.inference_mode():
         obs = env.get_observations()

@@ -33,7 +33,7 @@ from mjfleet.train import run, supervisor
 from mjfleet.train.config import TrainConfig
 from mjfleet.train.worker import train_worker
 
-from .helpers import make_run_dir, small_train_config
+from .helpers import make_run_dir, rsl_ppo, small_train_config
 from .instruments import FAULT_ENV, instrument
 
 CPU = DistributedContext(device="cpu")
@@ -94,7 +94,7 @@ def test_checkpoint_carries_the_whole_training_state(tmp_path: Path) -> None:
     assert torch.equal(runner.env.episode_length_buf, state["episode_length_buf"])
     assert runner.env.common_step_counter == 16 and runner.restored_env_state
     for key, value in data["actor_state_dict"].items():
-        assert torch.equal(runner.alg.actor.state_dict()[key], value), key
+        assert torch.equal(rsl_ppo(runner).actor.state_dict()[key], value), key
 
 
 def test_checkpoint_with_code_is_refused_without_running_it(tmp_path: Path) -> None:
@@ -157,7 +157,7 @@ def test_a_nan_loss_is_caught_before_anything_is_saved(tmp_path: Path) -> None:
     cfg = small_train_config(num_envs=32, steps=8, iterations=3)
     run_dir = make_run_dir(tmp_path, "nan")
     runner = Runner(_runner(cfg).env, cfg.agent, CPU, run_dir)
-    update = runner.alg.update
+    update = runner.learner.update
     calls = 0
 
     def update_with_nan() -> dict[str, float]:
@@ -166,7 +166,7 @@ def test_a_nan_loss_is_caught_before_anything_is_saved(tmp_path: Path) -> None:
         losses = update()
         return {**losses, "value": float("nan")} if calls == 2 else losses
 
-    runner.alg.update = update_with_nan  # type: ignore[method-assign]
+    runner.learner.update = update_with_nan  # type: ignore[method-assign]
     with pytest.raises(NonFiniteTrainingError, match=r"iteration 2: the value loss is nan") as info:
         runner.learn(3)
     assert "model_1.pt" in str(info.value)

@@ -33,7 +33,7 @@ from mjfleet.train.config import TrainConfig
 from mjfleet.train.worker import train_worker
 
 from .conftest import make_env
-from .helpers import make_run_dir, small_train_config
+from .helpers import make_run_dir, rsl_ppo, small_train_config
 
 
 @pytest.mark.parametrize(
@@ -164,8 +164,8 @@ def test_evaluation_environments_act_as_play_does_and_stay_out_of_ppos_storage()
     env = make_env(num_envs=16)
     runner = Runner(env, cfg.agent, DistributedContext(device="cpu"), None, eval_envs=4)
     assert (runner.train_envs, runner.eval_envs, env.first_eval_env) == (12, 4, 12)
-    assert runner.alg.storage.num_envs == 12  # PPO's returns, advantages and losses see the training rows only
-    play_policy = copy.deepcopy(runner.alg.get_policy()).eval()  # what play loads: the actor before this update
+    assert rsl_ppo(runner).storage.num_envs == 12  # PPO's returns, advantages and losses see the training rows only
+    play_policy = copy.deepcopy(runner.learner.policy()).eval()  # what play loads: the actor before this update
     seen: list[tuple[TensorDict, torch.Tensor]] = []
     runner.step_hooks.append(lambda r: seen.append((r.env.get_observations().clone(), r.env.actions.clone())))
     runner.learn(1)

@@ -15,7 +15,7 @@ from mjfleet.runtime.context import DistributedContext
 from mjfleet.train.worker import train_worker
 from mjfleet.train.worker_hook import WORKER_HOOK_ENV
 
-from .helpers import make_run_dir, run_main, small_train_config
+from .helpers import make_run_dir, rsl_ppo, run_main, small_train_config
 from .instruments import instrument
 
 CPU = DistributedContext(device="cpu")
@@ -83,8 +83,8 @@ def test_resume_continues_iterations_and_restores_optimizer(tmp_path: Path) -> N
     runner = Runner(env, cfg.agent, CPU, None)
     runner.load(str(first_dir / "model_3.pt"))
     assert runner.current_learning_iteration == 3
-    assert math.isclose(runner.alg.learning_rate, saved["learning_rate"])
-    restored = runner.alg.optimizer.state_dict()["state"]
+    assert math.isclose(runner.learner.learning_rate, saved["learning_rate"])
+    restored = rsl_ppo(runner).optimizer.state_dict()["state"]
     for key, state in saved["optimizer_state_dict"]["state"].items():
         assert torch.equal(restored[key]["exp_avg"], state["exp_avg"])
 

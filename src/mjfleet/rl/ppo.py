@@ -96,7 +96,7 @@ class RslRlPpo(Learner):
                 ctx.device,
             )
         self.alg: SyncedPPO = alg
-        """rsl_rl's algorithm (what hooks and tests written for rsl_rl reach through ``Runner.alg``)."""
+        """rsl_rl's algorithm (its storage, optimizer and actor, for code written for rsl_rl)."""
 
     def act(self, obs: TensorDict) -> torch.Tensor:
         return self.alg.act(obs)

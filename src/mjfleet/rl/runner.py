@@ -23,7 +23,6 @@ from mjfleet.rl.learner import Learner
 from mjfleet.rl.learner_registry import build_learner
 from mjfleet.rl.metrics import MetricsWriter
 from mjfleet.rl.policy_check import PolicyCheck
-from mjfleet.rl.ppo import RslRlPpo, SyncedPPO
 from mjfleet.rl.progress import IterationClock
 from mjfleet.rl.records import IterationRecord
 from mjfleet.rl.replicas import check_replicas
@@ -175,14 +174,6 @@ class Runner(Saving):
     def writer(self) -> MetricsWriter | None:
         """Rank 0's TensorBoard / W&B writer while :meth:`learn` runs, else None."""
         return self.reporter.writer
-
-    @property
-    def alg(self) -> SyncedPPO:
-        """rsl_rl's PPO of an ``rsl-rl-ppo`` run, for hooks and tests written against rsl_rl (other learners have
-        none: reach them through :attr:`learner`)."""
-        if not isinstance(self.learner, RslRlPpo):
-            raise AttributeError(f"a {self.learner.name} runner has no rsl_rl algorithm; use Runner.learner")
-        return self.learner.alg
 
     # --- training ----------------------------------------------------------------------------------------------
     def learn(self, num_learning_iterations: int, init_at_random_ep_len: bool = False) -> None:
