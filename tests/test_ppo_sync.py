@@ -79,7 +79,7 @@ def _worker(rank: int, store: str, out: str) -> None:
                 "optimizer": alg.optimizer.state_dict(),
                 "learning_rate": alg.learning_rate,
                 "calls": list(calls),
-                "sync_s": getattr(alg, "sync_s", None),
+                "sync_s": alg.clock.seconds if hasattr(alg, "clock") else None,
             }
     torch.save(results, f"{out}/rank{rank}.pt")
     dist.destroy_process_group()

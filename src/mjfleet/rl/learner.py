@@ -10,8 +10,10 @@ buffers. ``rsl-rl-ppo`` is :class:`mjfleet.rl.ppo.RslRlPpo`; the skrl learners a
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 import torch
@@ -47,6 +49,34 @@ class ExportablePolicy(Protocol):
     def to(self, device: str | torch.device | None) -> Any: ...
 
 
+@dataclass
+class SyncClock:
+    """Time spent in gradient all-reduces, and how many, since :meth:`reset`: every learner's (the runner's
+    ``sync_s``, and where a rank is inside an update)."""
+
+    on_cuda: bool = False
+    """Whether the collectives run on a GPU (only queued there: timed between waits for the device)."""
+    seconds: float = 0.0
+    reductions: int = 0
+
+    def reset(self) -> None:
+        self.seconds, self.reductions = 0.0, 0
+
+    def timed(self, reduce: Callable[[], Any]) -> Any:
+        """Run ``reduce`` (a collective) and count it. On a GPU the collective is only queued: it is timed between two
+        waits for the device, or the backward pass before it and the all-reduce itself would count in the wrong
+        place."""
+        self.reductions += 1
+        if self.on_cuda:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        result = reduce()
+        if self.on_cuda:
+            torch.cuda.synchronize()
+        self.seconds += time.perf_counter() - start
+        return result
+
+
 class Learner(ABC):
     """A learning algorithm as the runner drives it.
 
@@ -59,6 +89,8 @@ class Learner(ABC):
     """The ``--agent.learner`` value that selects it (recorded in checkpoints)."""
     learning_rate_flag: ClassVar[str]
     """The flag of its learning rate (the first thing to lower when training diverges)."""
+    clock: SyncClock
+    """Times the learner's gradient all-reduces (set by the learner when it is built)."""
     final_observations: ClassVar[bool] = False
     """Whether :meth:`process_step` needs ``extras["final_observations"]``, the observations episodes ended in
     (:attr:`mjfleet.envs.env.MjEnv.final_observations`): an off-policy learner bootstraps a time-out from it."""
@@ -130,19 +162,20 @@ class Learner(ABC):
         """Mean standard deviation of the actions' exploration noise."""
 
     @property
-    @abstractmethod
     def sync_s(self) -> float:
         """Seconds spent in gradient all-reduces since :meth:`reset_sync` (the gradient sync's share of an update)."""
+        return self.clock.seconds
 
     @property
-    @abstractmethod
     def reductions(self) -> int:
         """Gradient all-reduces entered since :meth:`reset_sync` (where a rank is inside an update)."""
+        return self.clock.reductions
 
-    @abstractmethod
     def reset_sync(self) -> None:
         """Start counting :attr:`sync_s` and :attr:`reductions` afresh (before each update)."""
+        self.clock.reset()
 
-    @abstractmethod
     def synchronize(self) -> None:
         """Wait for this rank's device (a GPU) to finish the work queued so far; nothing on the CPU."""
+        if self.clock.on_cuda:
+            torch.cuda.synchronize()

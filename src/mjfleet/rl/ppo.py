@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -23,7 +22,7 @@ from rsl_rl.models import MLPModel
 from rsl_rl.storage import RolloutStorage
 from tensordict import TensorDict
 
-from mjfleet.rl.learner import Learner
+from mjfleet.rl.learner import Learner, SyncClock
 
 if TYPE_CHECKING:
     from mjfleet.envs.env import MjEnv
@@ -39,27 +38,12 @@ class SyncedPPO(PPO):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.sync_s = 0.0
-        """Seconds spent in :meth:`reduce_parameters` since the caller last reset it (the gradient sync's share)."""
-        self.reductions = 0
-        """Gradient all-reduces entered since the caller last reset it (where a rank is inside an update)."""
-        self._on_cuda = torch.device(self.device).type == "cuda"
+        self.clock = SyncClock(on_cuda=torch.device(self.device).type == "cuda")
+        """Times :meth:`reduce_parameters` (the learner's clock)."""
 
     def reduce_parameters(self) -> None:
-        """rsl_rl's gradient all-reduce, timed: waiting for the slowest rank is part of it."""
-        # On a GPU the collective is only queued: time it between two waits for the device, or the backward pass
-        # (before) and the all-reduce itself (after) would be counted in the wrong place. Multi-worker runs only.
-        self.reductions += 1
-        self.synchronize()
-        start = time.perf_counter()
-        super().reduce_parameters()
-        self.synchronize()
-        self.sync_s += time.perf_counter() - start
-
-    def synchronize(self) -> None:
-        """Wait for this rank's device (a GPU) to finish the work queued so far; nothing on the CPU."""
-        if self._on_cuda:
-            torch.cuda.synchronize(self.device)
+        """rsl_rl's gradient all-reduce, timed: waiting for the slowest rank is part of it (multi-worker runs only)."""
+        self.clock.timed(super().reduce_parameters)
 
 
 class RslRlPpo(Learner):
@@ -95,6 +79,7 @@ class RslRlPpo(Learner):
                 [env.num_actions],
                 ctx.device,
             )
+        self.clock = alg.clock
         self.alg: SyncedPPO = alg
         """rsl_rl's algorithm (its storage, optimizer and actor, for code written for rsl_rl)."""
 
@@ -157,17 +142,3 @@ class RslRlPpo(Learner):
     @property
     def action_std(self) -> float:
         return float(self.alg.get_policy().output_std.detach().mean())
-
-    @property
-    def sync_s(self) -> float:
-        return self.alg.sync_s
-
-    @property
-    def reductions(self) -> int:
-        return self.alg.reductions
-
-    def reset_sync(self) -> None:
-        self.alg.sync_s, self.alg.reductions = 0.0, 0
-
-    def synchronize(self) -> None:
-        self.alg.synchronize()

@@ -16,8 +16,8 @@ from tensordict import TensorDict
 from torch import nn
 
 from mjfleet.errors import UsageError
-from mjfleet.rl.learner import Learner
-from mjfleet.rl.skrl_models import DeterministicActor, GaussianActor, SkrlPolicy, SyncClock
+from mjfleet.rl.learner import Learner, SyncClock
+from mjfleet.rl.skrl_models import DeterministicActor, GaussianActor, SkrlPolicy
 
 # isort: split
 from skrl.agents.torch import Agent
@@ -59,8 +59,6 @@ class SkrlLearner(Learner):
         run resumed at (checkpoints do not hold the buffer). The warm-up, ``random_steps`` of random actions and
         ``learning_starts`` steps before the first update, counts from it, so a continued run fills its buffer
         again before it learns from it."""
-        self._on_cuda = torch.device(device).type == "cuda"
-        self._device = device
         self._step: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
     # --- collecting ------------------------------------------------------------------------------------------
@@ -194,18 +192,3 @@ class SkrlLearner(Learner):
         """The Gaussian actor's mean standard deviation (a deterministic actor's learner reports its noise)."""
         assert isinstance(self.actor, GaussianActor)
         return self.actor.action_std
-
-    @property
-    def sync_s(self) -> float:
-        return self.clock.seconds
-
-    @property
-    def reductions(self) -> int:
-        return self.clock.reductions
-
-    def reset_sync(self) -> None:
-        self.clock.reset()
-
-    def synchronize(self) -> None:
-        if self._on_cuda:
-            torch.cuda.synchronize(self._device)

@@ -40,6 +40,7 @@ import torch.distributed as dist
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.rl.config import AgentConfig, OffPolicyConfig, PolicyConfig
+from mjfleet.rl.learner import SyncClock
 from mjfleet.rl.skrl_distributed import configure_skrl
 from mjfleet.rl.skrl_learner import SkrlLearner
 from mjfleet.rl.skrl_models import (
@@ -47,7 +48,6 @@ from mjfleet.rl.skrl_models import (
     DeterministicActor,
     GaussianActor,
     Net,
-    SyncClock,
     SyncedStandardScaler,
 )
 from mjfleet.runtime.context import DistributedContext

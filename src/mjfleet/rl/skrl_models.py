@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import copy
 import math
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,38 +23,12 @@ from tensordict import TensorDict
 from torch import nn
 
 from mjfleet.rl import skrl_distributed  # noqa: F401  (imports skrl without its own process group)
+from mjfleet.rl.learner import SyncClock
 
 # isort: split
 from skrl import config as skrl_config
 from skrl.models.torch import DeterministicMixin, GaussianMixin, Model
 from skrl.resources.preprocessors.torch import RunningStandardScaler
-
-
-@dataclass
-class SyncClock:
-    """Time spent in gradient all-reduces, and how many, since :meth:`reset` (the runner's ``sync_s`` and where a rank
-    is inside an update)."""
-
-    on_cuda: bool = False
-    seconds: float = 0.0
-    reductions: int = 0
-
-    def reset(self) -> None:
-        self.seconds, self.reductions = 0.0, 0
-
-    def timed(self, reduce: Callable[[], Any]) -> Any:
-        """Run ``reduce`` (a collective) and count it. On a GPU the collective is only queued: it is timed between two
-        waits for the device, or the backward pass before it and the all-reduce itself would count in the wrong
-        place."""
-        self.reductions += 1
-        if self.on_cuda:
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        result = reduce()
-        if self.on_cuda:
-            torch.cuda.synchronize()
-        self.seconds += time.perf_counter() - start
-        return result
 
 
 def mlp(inputs: int, hidden: Sequence[int], outputs: int, activation: str) -> nn.Sequential:
