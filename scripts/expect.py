@@ -131,8 +131,8 @@ def _front_cells(row: dict[str, Any] | None, notes: list[str]) -> list[str]:
 
 
 def front_table(results: dict[str, Any]) -> tuple[str, list[str]]:
-    """README's what-to-expect table: per task that met ``--stop-when`` on a device, the time from the command to its
-    exit and ``play`` success on each device; and the caveats its cells number."""
+    """README's what-to-expect table: every task, with the time from the command to its exit and ``play`` success on
+    each device where it met ``--stop-when`` (``-`` elsewhere); and the caveats its cells number."""
     by_task: dict[str, dict[str, dict[str, Any]]] = {}
     for row in results["rows"]:
         by_task.setdefault(row["task"], {})[row["device"]] = row
@@ -140,8 +140,7 @@ def front_table(results: dict[str, Any]) -> tuple[str, list[str]]:
     rows = []
     for task, devices in by_task.items():
         cells = [c for device in DEVICES for c in _front_cells(devices.get(device), notes)]
-        if any(c != "-" for c in cells):
-            rows.append([f"`{task}`", *cells])
+        rows.append([f"`{task}`", *cells])
     header = ["task", "2-core CPU", "`play`", "one GPU", "`play`"]
     return table(header, rows, align="lrrrr"), notes
 
@@ -160,10 +159,10 @@ def render_summary(results: dict[str, Any]) -> str:
         + (f" (on the GPU with {envs} environments instead of 1024" if envs else " (on the GPU")
         + " and Warp kernels compiled beforehand: a first run on a fresh GPU machine compiles them, about a minute"
         " more), and the success of `play` (100 episodes) with the policy it ended with; `-`: not trained to the"
-        f" condition. {BEFORE_EVALUATION} Measured before {EVALUATION_SINCE}, when `--stop-when` read the training"
-        " episodes instead of the deterministic policy's evaluation episodes."
+        f" condition. {BEFORE_EVALUATION} Measured with an earlier version, whose `--stop-when` read the training"
+        " episodes instead of the deterministic policy's evaluation episodes and stopped sooner."
         + caveats
-        + " Tasks not listed have not been trained to the condition. Every figure's date, commit, machine and command,"
+        + " Every figure's date, commit, machine and command,"
         " and the training throughput of every task: [what to expect](docs/performance.md#what-to-expect)"
         " (generated, as this table, from `docs/results/expect.json` by `scripts/expect.py`)."
     )

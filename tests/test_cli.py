@@ -363,3 +363,18 @@ def test_an_off_policy_learner_takes_the_tasks_recipe_and_flags_still_win(capsys
     assert exc.value.code == 0
     out = " ".join(capsys.readouterr().out.split())
     assert train.OFF_POLICY_NOTE.format(learner="skrl-td3") in out and "(default: 64)" in out
+
+
+def test_the_start_line_and_help_name_every_default_that_differs_on_the_cpu(capsys: pytest.CaptureFixture[str]) -> None:
+    from .helpers import run_main
+
+    differences = get_task("go1-velocity-flat").cpu_differences()
+    assert "env.rewards.track_lin_vel_xy 2.25 (GPU: 1.5)" in differences
+    assert "agent.policy.actor_hidden_dims 64 64 (GPU: 128 128 128)" in differences
+    code, out, err = run_main(train.main, ["go1-velocity-flat", "--gpu-ids", "None", "--dry-run"])
+    said = " ".join((out + err).split())
+    assert code == 0 and all(d in said for d in differences), said
+    with pytest.raises(SystemExit):
+        train.main(["go1-velocity-flat", "--gpu-ids", "None", "--help"])
+    assert "env.rewards.track_yaw_rate 1.125 (GPU: 0.75)" in " ".join(capsys.readouterr().out.split())
+    assert get_task("cartpole-balance").cpu_differences() == []

@@ -188,7 +188,7 @@ def test_settled_contradictions_stay_settled() -> None:
 
 TRAINING_READS = re.compile(r"\bread(?:s|ing)?(?: from)? (?:the )?training episodes")
 """A statement that the ``--stop-when`` condition reads the training episodes."""
-QUALIFIERS = ("eval-envs 0", "0: none", "before 2026-11-27")
+QUALIFIERS = ("eval-envs 0", "0: none", "before 2026-11-27", "an earlier version")
 """What makes such a statement true: without evaluation environments, or of the runs before the evaluation."""
 
 

@@ -35,6 +35,7 @@ from .instruments import instrument
 
 CPU = DistributedContext(device="cpu")
 SKRL = ("skrl-ppo", "skrl-sac", "skrl-td3")
+LEARNERS = ("rsl-rl-ppo", *SKRL)
 
 
 def skrl_config(learner: str, **overrides: object) -> TrainConfig:
@@ -141,8 +142,8 @@ def test_evaluation_environments_act_as_play_does_and_stay_out_of_the_learners_m
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("learner", ["skrl-ppo", "skrl-sac"])
-def test_stop_when_ends_an_skrl_run(learner: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("learner", LEARNERS)
+def test_stop_when_ends_a_run_of_every_learner(learner: str, tmp_path: Path) -> None:
     cfg = skrl_config(learner, num_envs=32, iterations=12, steps=16, log_root=tmp_path, stop_when="length>=0")
     cfg.agent.eval_envs, cfg.agent.eval_episodes = 8, 1
     cfg.stop_when_iterations = 2
@@ -249,10 +250,14 @@ def test_the_replay_buffer_holds_the_rewards_scaled(scale: float | None, expecte
 
 
 @pytest.mark.slow
-def test_finish_continues_an_interrupted_skrl_run_in_place(tmp_path: Path) -> None:
+@pytest.mark.parametrize("learner", LEARNERS)
+def test_finish_continues_an_interrupted_run_of_every_learner_in_place(learner: str, tmp_path: Path) -> None:
     argv = ["cartpole-balance", "--gpu-ids", "None", "--env.num-envs", "32", "--agent.num-steps-per-env", "8"]
     argv += ["--agent.max-iterations", "3", "--agent.save-interval", "1", "--log-root", str(tmp_path)]
-    argv += ["--agent.learner", "skrl-sac", "--agent.sac.batch-size", "64", "--agent.sac.gradient-steps", "4"]
+    argv += ["--agent.learner", learner, "--agent.eval-envs", "8"]
+    if learner in ("skrl-sac", "skrl-td3"):
+        group = learner.removeprefix("skrl-")
+        argv += [f"--agent.{group}.batch-size", "64", f"--agent.{group}.gradient-steps", "4"]
     stop = StopRequest()
     stop.signals.append(15)  # as by SIGTERM: stop after the current iteration, with a checkpoint
     run(train.parse_args(argv), stop)
@@ -261,9 +266,9 @@ def test_finish_continues_an_interrupted_skrl_run_in_place(tmp_path: Path) -> No
     # --finish takes every setting from the run, the learner too, and goes on in place with its checkpoint.
     code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(run_dir)])
     assert code == 0, err
-    assert "training cartpole-balance with skrl-sac" in " ".join(err.split())
+    assert f"training cartpole-balance with {learner}" in " ".join(err.split())
     assert "finished at iteration 3 of 3 (2 iterations" in " ".join(err.split())
-    assert load_checkpoint(run_dir / "model_3.pt")["learner"] == "skrl-sac"
+    assert load_checkpoint(run_dir / "model_3.pt").get("learner", "rsl-rl-ppo") == learner
 
 
 @pytest.mark.parametrize("learner", ["skrl-sac", "skrl-td3"])

@@ -70,7 +70,7 @@ def parse_args(argv: list[str], prog: str = "train") -> TrainConfig:
     on_cpu, learner = _device_and_learner(spec, argv[1:], command)
     env, agent = spec.defaults(on_cpu, learner)
     default = TrainConfig(env=env, agent=agent, task=spec.id)
-    notes = [CPU_DEFAULTS_NOTE] if on_cpu and spec.has_cpu_defaults else []
+    notes = [f"{CPU_DEFAULTS_NOTE} {'; '.join(spec.cpu_differences())}."] if on_cpu and spec.has_cpu_defaults else []
     if spec.off_policy is not None and learner_entry(learner).off_policy:
         notes.append(OFF_POLICY_NOTE.format(learner=learner))
     description = "\n\n".join([*notes, TrainConfig.__doc__ or ""]) if notes else None
@@ -108,7 +108,7 @@ def recorded_config(spec: TaskSpec, run_dir: Path) -> TrainConfig:
     return cfg
 
 
-CPU_DEFAULTS_NOTE = "Defaults below: this task's for training on the CPU (with a GPU it uses others)."
+CPU_DEFAULTS_NOTE = "Defaults below: this task's for training on the CPU, where they differ from the GPU's:"
 
 
 OFF_POLICY_NOTE = "Defaults below: this task's recipe for an off-policy learner ({learner})."
@@ -150,12 +150,12 @@ def main(argv: list[str] | None = None) -> None:
     external = prepared.external
     if external is not None and external.rank != 0:
         logging.getLogger("mjfleet").setLevel(logging.WARNING)  # rank 0 speaks for the job
-    if prepared.selection.kind == "cpu" and get_task(cfg.task).has_cpu_defaults and cfg.finish is None:
+    spec = get_task(cfg.task)
+    if prepared.selection.kind == "cpu" and spec.has_cpu_defaults and cfg.finish is None:
         logger.info(
-            "defaults of %s on the CPU (%strain %s --gpu-ids None --help shows them)",
+            "defaults of %s on the CPU, where they differ from the GPU's (flags given win): %s",
             cfg.task,
-            command_prefix(os.environ),
-            cfg.task,
+            "; ".join(spec.cpu_differences()),
         )
     if cfg.dry_run:
         write_out(describe(prepared))

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mjfleet.config_io import plain
 from mjfleet.envs.config import EnvConfig
 from mjfleet.rl.config import DEFAULT_LEARNER, AgentConfig
 from mjfleet.rl.learner_registry import learner_entry, learner_names
@@ -85,6 +86,17 @@ class TaskSpec:
             env, agent = self.off_policy(env, agent, on_cpu)
         return env, agent
 
+    def cpu_differences(self) -> list[str]:
+        """Each default that differs on the CPU, as ``env.num_envs 896 (GPU: 4096)`` (dotted names, both values)."""
+        flat: list[dict[str, Any]] = []
+        for on_cpu in (True, False):
+            values: dict[str, Any] = {}
+            for name, cfg in (("env", self.env_defaults(on_cpu)), ("agent", self.agent_defaults(on_cpu))):
+                _flatten(plain(dataclasses.asdict(cfg)), name, values)
+            flat.append(values)
+        cpu, gpu = flat
+        return [f"{k} {_shown(v)} (GPU: {_shown(gpu.get(k))})" for k, v in cpu.items() if gpu.get(k) != v]
+
     @property
     def has_cpu_defaults(self) -> bool:
         """Whether a run on the CPU takes defaults of its own (PPO's, the environment's or both)."""
@@ -96,6 +108,19 @@ class TaskSpec:
             return self.task_class
         module, _, name = self.task_class.partition(":")
         return getattr(importlib.import_module(module), name)
+
+
+def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _flatten(item, f"{prefix}.{key}", out)
+    else:
+        out[prefix] = value
+
+
+def _shown(value: Any) -> str:
+    """A default as a flag takes it: ``64 64`` for a sequence."""
+    return " ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 def _own_factory(factory: Callable[[], AgentConfig]) -> Callable[[], AgentConfig]:
