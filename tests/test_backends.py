@@ -22,14 +22,14 @@ from .helpers import every_task, small_train_config
 SMALL_TERRAIN = {"num_levels": 2, "types": ("bumps", "stairs_up"), "tile_size": 4.0, "border": 2.0}
 """A 2 x 2-tile terrain for the rough tasks (the full one takes seconds to build)."""
 
-HORIZON = {"cartpole": 50, "flat": 20, "rough": 10, "reach": 20, "cube": 20}
+HORIZON = {"cartpole": 50, "flat": 20, "rough": 10, "reach": 20, "cube": 20, "tracking": 20}
 """Control steps compared. Warp steps in float32 and MuJoCo C in float64; on flat ground (a plane) both collide
 and solve alike and stay within ~3e-5 over 20 steps (0.4 s of walking with contacts). On the rough terrain the
 heightfield colliders differ (MuJoCo C's prisms against MuJoCo Warp's own), so the trajectories separate at the
 first foot contact: there each world is compared up to the step before either backend's touch sensors first
 read a contact."""
 
-TOLERANCE = {"cartpole": 1e-4, "flat": 1e-3, "rough": 1e-4, "reach": 1e-3, "cube": 1e-2}
+TOLERANCE = {"cartpole": 1e-4, "flat": 1e-3, "rough": 1e-4, "reach": 1e-3, "cube": 1e-2, "tracking": 1e-3}
 """Largest absolute difference of any ``qpos``/``qvel`` entry over the horizon (radians, metres, per second):
 about 30x the largest difference measured, so float32 rounding passes and a wrong model field, control or
 reset fails. The exception is the lifting task's cube, a box resting on the table's box: on its first steps the two

@@ -16,6 +16,7 @@ from mjfleet.tasks.locomotion.robots import BUILTIN_ROBOTS, RobotSpec
 from mjfleet.tasks.manipulation import presets as manip
 from mjfleet.tasks.manipulation.arms import BUILTIN_ARMS, ArmSpec
 from mjfleet.tasks.spec import TaskSpec
+from mjfleet.tasks.tracking import presets as tracking
 
 
 def _cartpole_agent(iterations: int) -> AgentConfig:
@@ -170,6 +171,13 @@ def _menagerie_tasks() -> list[TaskSpec]:
             loco.unitree_g1_rough_agent,
             cpu_agent_cfg=loco.unitree_g1_rough_cpu_agent,
             cpu_env_cfg=loco.unitree_g1_rough_cpu_config,
+        ),
+        TaskSpec(
+            "unitree-g1-tracking",
+            _menagerie("unitree_g1", "Unitree G1 follows a reference motion (--env.motion: a retargeted CSV or npz)."),
+            "mjfleet.tasks.tracking.task:TrackingTask",
+            tracking.unitree_g1_tracking_config,
+            tracking.unitree_g1_tracking_agent,
         ),
     ]
 

@@ -1,0 +1,131 @@
+# pyright: reportAttributeAccessIssue=false
+"""Motion-tracking settings (no simulator imports: parsed before anything loads)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Self
+
+from mjfleet.envs.config import EnvConfig
+
+SHIPPED_MOTION = Path(__file__).with_name("motions") / "g1_wave_squat.csv"
+"""The motion shipped with mjfleet (made here: scripts/make_g1_motion.py)."""
+
+
+@dataclass
+class TrackingRewards:
+    """Per-term weights (0 disables a term); each term is integrated over time (multiplied by the control step)."""
+
+    anchor_pos: float = 0.5
+    """exp(-|anchor position error|^2 / anchor_pos_std^2), in the world."""
+    anchor_ori: float = 0.5
+    """exp(-anchor orientation error^2 / anchor_ori_std^2) (the error is the rotation angle between the two)."""
+    body_pos: float = 1.0
+    """exp(-mean squared error of the tracked bodies' positions / body_pos_std^2), the reference moved under the
+    robot's anchor (its height and heading kept)."""
+    body_ori: float = 1.0
+    """exp(-mean squared orientation error of the tracked bodies / body_ori_std^2), re-anchored likewise."""
+    body_lin_vel: float = 1.0
+    """exp(-mean squared linear-velocity error of the tracked bodies / lin_vel_std^2), in the world."""
+    body_ang_vel: float = 1.0
+    """exp(-mean squared angular-velocity error of the tracked bodies / ang_vel_std^2), in the world."""
+    action_rate: float = -0.1
+    """Squared change of the actions between steps."""
+    joint_limits: float = -10.0
+    """How far joints are beyond their soft limits (radians, summed)."""
+
+
+@dataclass
+class TrackingConfig(EnvConfig):
+    """A humanoid follows a reference motion (docs/tracking.md)."""
+
+    robot: str = "unitree_g1"
+    """The robot record (its servos, collision geoms and home pose); the motion's joint angles are in the order of
+    its model's hinge joints."""
+    motion: str = ""
+    """The reference motion: a ``.csv`` in the retargeted-G1 layout (30 fps; root x y z, quaternion x y z w, joint
+    angles) or mjlab's ``.npz``; empty: the motion shipped with mjfleet (a G1 waving and squatting)."""
+    anchor_body: str = "torso_link"
+    """The body whose pose anchors the reference: its height and orientation errors end an episode."""
+    bodies: tuple[str, ...] = ()
+    """The bodies whose poses and velocities are tracked (the anchor among them)."""
+    end_effectors: tuple[str, ...] = ()
+    """Bodies whose height leaves the reference's by ``end_effector_height_limit`` end an episode."""
+    action_scale: float = 0.25
+    """Radians of joint target per unit of action, around the home pose (where ``action_scale_of_force`` is 0)."""
+    action_scale_of_force: float = 0.25
+    """With a value above 0, each joint's action scale is this fraction of its servo's torque limit over its gain
+    (instead of ``action_scale``)."""
+    soft_joint_limit: float = 0.9
+    """Share of each joint's range inside which ``joint_limits`` costs nothing."""
+    sampling: Literal["adaptive", "uniform", "start"] = "adaptive"
+    """Where training episodes start in the motion: ``adaptive`` favours where episodes fail (BeyondMimic's
+    sampling), ``uniform`` anywhere, ``start`` at its first frame (as ``play`` does)."""
+    adaptive_uniform: float = 0.1
+    """Share of the adaptive sampling spread evenly over the motion."""
+    adaptive_decay: float = 0.001
+    """How fast the failures counted per second of the motion fade, per ended episode batch (0: never)."""
+    start_pos_noise: float = 0.05
+    """Uniform noise of the start's horizontal position (metres; a fifth of it vertically)."""
+    start_yaw_noise: float = 0.2
+    """Uniform noise of the start's heading (radians; half of it in roll and pitch)."""
+    start_joint_noise: float = 0.1
+    """Uniform noise of the start's joint angles (radians)."""
+    start_velocity_noise: float = 0.3
+    """Uniform noise of the start's root velocity (m/s and rad/s)."""
+    anchor_pos_std: float = 0.3
+    """Scale of ``anchor_pos`` (metres)."""
+    anchor_ori_std: float = 0.4
+    """Scale of ``anchor_ori`` (radians)."""
+    body_pos_std: float = 0.3
+    """Scale of ``body_pos`` (metres)."""
+    body_ori_std: float = 0.4
+    """Scale of ``body_ori`` (radians)."""
+    lin_vel_std: float = 1.0
+    """Scale of ``body_lin_vel`` (m/s)."""
+    ang_vel_std: float = 3.14
+    """Scale of ``body_ang_vel`` (rad/s)."""
+    anchor_height_limit: float = 0.25
+    """An episode ends when the anchor's height is this far from the reference's (metres)."""
+    anchor_tilt_limit: float = 0.8
+    """An episode ends when the anchor's projected gravity differs from the reference's by this much in z."""
+    end_effector_height_limit: float = 0.25
+    """An episode ends when an end effector's height is this far from the reference's (metres)."""
+    rewards: TrackingRewards = field(default_factory=TrackingRewards)
+    """Reward term weights."""
+
+    def motion_file(self) -> Path:
+        """The reference motion's file (``motion``, or the shipped one)."""
+        return Path(self.motion).expanduser() if self.motion else SHIPPED_MOTION
+
+    def model_files(self) -> list[Path]:
+        """The robot's MJCF and the motion: a run records both texts' digests, ``play`` says when either differs."""
+        from mjfleet.tasks.locomotion.sources import resolve_robot, robot_file
+
+        return [robot_file(resolve_robot(self.robot)), self.motion_file()]
+
+    def prepare_assets(self) -> None:
+        """Bring the robot's MJCF onto the disk and read the motion once: a bad file is one line before anything is
+        created."""
+        from mjfleet.tasks.locomotion.sources import resolve_robot, robot_file
+        from mjfleet.tasks.tracking.motion import read_motion
+
+        robot = resolve_robot(self.robot)
+        import mujoco
+
+        kinds = mujoco.MjModel.from_xml_path(str(robot_file(robot))).jnt_type
+        joints = sum(1 for kind in kinds if kind == mujoco.mjtJoint.mjJNT_HINGE)
+        read_motion(self.motion_file(), joints)
+
+    def as_judged(self) -> Self:
+        """Episodes as ``play`` runs them: from the motion's first frame, without start noise."""
+        return dataclasses.replace(
+            super().as_judged(),
+            sampling="start",
+            start_pos_noise=0.0,
+            start_yaw_noise=0.0,
+            start_joint_noise=0.0,
+            start_velocity_noise=0.0,
+        )

@@ -1,0 +1,48 @@
+"""Complete default configs of the built-in tracking task: Menagerie's G1 follows a motion."""
+
+from __future__ import annotations
+
+from mjfleet.rl.config import AgentConfig
+from mjfleet.tasks.locomotion.defaults import locomotion_agent, locomotion_sim
+from mjfleet.tasks.locomotion.presets import G1_CPU_TRAINING_CONTACTS
+from mjfleet.tasks.tracking.config import TrackingConfig
+
+G1_TRACKED_BODIES = (
+    "pelvis",
+    "left_hip_roll_link",
+    "left_knee_link",
+    "left_ankle_roll_link",
+    "right_hip_roll_link",
+    "right_knee_link",
+    "right_ankle_roll_link",
+    "torso_link",
+    "left_shoulder_roll_link",
+    "left_elbow_link",
+    "left_wrist_yaw_link",
+    "right_shoulder_roll_link",
+    "right_elbow_link",
+    "right_wrist_yaw_link",
+)
+"""The G1's bodies whose poses and velocities are tracked (mjlab's 14: the pelvis, the torso, three per limb)."""
+G1_END_EFFECTORS = ("left_ankle_roll_link", "right_ankle_roll_link", "left_wrist_yaw_link", "right_wrist_yaw_link")
+"""The G1's feet and hands: an episode ends when one's height leaves the reference's by the margin."""
+
+
+def unitree_g1_tracking_config() -> TrackingConfig:
+    """Menagerie's G1 follows a motion (the shipped one unless ``--env.motion`` names another), 10 s episodes at
+    50 Hz, on the G1's training contact model on the CPU."""
+    return TrackingConfig(
+        robot="unitree_g1",
+        episode_length_s=10.0,
+        # Actions are offsets from the home pose in units of a quarter of each servo's reach: the motion's poses lie
+        # tens of them away (a raised arm), which the locomotion tasks' clip of 10 would cut off.
+        clip_actions=100.0,
+        bodies=G1_TRACKED_BODIES,
+        end_effectors=G1_END_EFFECTORS,
+        sim=locomotion_sim(nconmax=48, njmax=200, training_contacts=G1_CPU_TRAINING_CONTACTS),
+    )
+
+
+def unitree_g1_tracking_agent() -> AgentConfig:
+    """PPO for tracking: mjlab's entropy bonus (0.005) and 512-256-128 networks."""
+    return locomotion_agent(3000, (512, 256, 128), entropy_coef=0.005)

@@ -1,0 +1,342 @@
+# pyright: reportAttributeAccessIssue=false
+"""Whole-body motion tracking: a humanoid follows a reference motion frame by frame (BeyondMimic's MDP, as mjlab's
+tracking task has it; docs/tracking.md says where this one differs).
+
+The motion is read once, resampled to the control rate and completed with every body's pose and velocity by MuJoCo's
+kinematics (:mod:`mjfleet.tasks.tracking.motion`); its frames are one tensor per quantity on the simulation's device,
+shared by all environments, which hold only their frame index.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import mujoco
+import numpy as np
+import torch
+
+from mjfleet.envs.env import MjEnv
+from mjfleet.envs.task import Task
+from mjfleet.tasks.locomotion.actions import action_scales
+from mjfleet.tasks.locomotion.model import build_model
+from mjfleet.tasks.locomotion.rotations import projected_gravity, quat_mul, rotate, rotate_inverse
+from mjfleet.tasks.locomotion.sources import resolve_robot
+from mjfleet.tasks.tracking.config import TrackingConfig
+from mjfleet.tasks.tracking.motion import Kinematics, kinematics, read_motion, resample
+
+MOTION_END = "motion_end"
+"""The time-out of an episode that reached the motion's last frame."""
+
+
+def conjugate(q: torch.Tensor) -> torch.Tensor:
+    return q * torch.tensor([1.0, -1.0, -1.0, -1.0], device=q.device)
+
+
+def rotation_angle(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The angle of the rotation between unit quaternions ``a`` and ``b`` (radians, in [0, pi])."""
+    dot = torch.sum(a * b, dim=-1).abs().clamp(max=1.0)
+    return 2.0 * torch.acos(dot)
+
+
+def yaw_only(q: torch.Tensor) -> torch.Tensor:
+    """The heading part of unit quaternions ``q`` (a rotation about the world z axis)."""
+    w, x, y, z = q.unbind(-1)
+    yaw = torch.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+    zero = torch.zeros_like(yaw)
+    return torch.stack((torch.cos(yaw / 2), zero, zero, torch.sin(yaw / 2)), dim=-1)
+
+
+def two_columns(q: torch.Tensor) -> torch.Tensor:
+    """The first two columns of the rotation matrices of ``q`` (..., 6): a continuous encoding of an orientation."""
+    x = rotate(q, torch.tensor([1.0, 0.0, 0.0], device=q.device).expand((*q.shape[:-1], 3)))
+    y = rotate(q, torch.tensor([0.0, 1.0, 0.0], device=q.device).expand((*q.shape[:-1], 3)))
+    return torch.cat((x, y), dim=-1)
+
+
+class Reference:
+    """The motion's frames on a device, one tensor per quantity ``(frames, ...)``, for the tracked bodies."""
+
+    def __init__(self, kin: Kinematics, bodies: list[int], device: torch.device) -> None:
+        def t(values: np.ndarray) -> torch.Tensor:
+            return torch.as_tensor(values, dtype=torch.float32, device=device)
+
+        self.frames = int(kin.joint_pos.shape[0])
+        self.joint_pos, self.joint_vel = t(kin.joint_pos), t(kin.joint_vel)
+        index = [b - 1 for b in bodies]  # the kinematics leave the world body out
+        self.body_pos, self.body_quat = t(kin.body_pos[:, index]), t(kin.body_quat[:, index])
+        self.body_lin_vel, self.body_ang_vel = t(kin.body_lin_vel[:, index]), t(kin.body_ang_vel[:, index])
+        self.root_pos, self.root_quat = t(kin.body_pos[:, 0]), t(kin.body_quat[:, 0])
+        self.root_lin_vel, self.root_ang_vel = t(kin.body_lin_vel[:, 0]), t(kin.body_ang_vel[:, 0])
+
+
+class TrackingTask(Task[TrackingConfig]):
+    """Follow a reference motion with a humanoid; see ``docs/tracking.md`` for the full MDP."""
+
+    forward_after_reset: ClassVar[bool] = True  # observations read body poses right after a reset
+
+    def __init__(self, cfg: TrackingConfig) -> None:
+        super().__init__(cfg)
+        self.robot = resolve_robot(cfg.robot)
+        self._model = build_model(self.robot, None)
+        self._joints = [j for j in range(self._model.njnt) if self._model.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE]
+        self.motion = read_motion(cfg.motion_file(), len(self._joints))
+
+    def build_model(self) -> mujoco.MjModel:
+        return self._model
+
+    @property
+    def num_actions(self) -> int:
+        return int(self._model.nu)
+
+    def termination_names(self) -> tuple[str, ...]:
+        return ("anchor_height", "anchor_tilt", "end_effector_height")
+
+    def time_out_names(self) -> tuple[str, ...]:
+        return (MOTION_END,)
+
+    def metric_names(self) -> tuple[str, ...]:
+        return ("body_pos_error", "body_ori_error", "joint_pos_error")
+
+    # --- setup -------------------------------------------------------------------------------------------------
+    def setup(self, env: MjEnv) -> None:
+        m, cfg, n, dev = env.sim.mj_model, self.cfg, env.num_envs, env.device
+        self.dt = env.step_dt
+        names = [m.body(b).name for b in range(m.nbody)]
+        bodies = [names.index(b) for b in cfg.bodies]
+        self._bodies = torch.as_tensor(bodies, device=dev)
+        self._anchor = cfg.bodies.index(cfg.anchor_body)
+        self._anchor_body = names.index(cfg.anchor_body)
+        self._end_effectors = torch.as_tensor([cfg.bodies.index(b) for b in cfg.end_effectors], device=dev)
+        self._root_body = int(m.jnt_bodyid[0])
+        self._body_roots = torch.as_tensor(m.body_rootid[bodies], device=dev)
+        self.reference = Reference(kinematics(m, resample(self.motion, 1.0 / self.dt)), bodies, dev)
+        joints = m.actuator_trnid[:, 0]
+        hinge_order = {j: i for i, j in enumerate(self._joints)}
+        self._actuated = torch.as_tensor([hinge_order[int(j)] for j in joints], device=dev)
+        """Per actuator, its joint's column in the motion (the model's hinge-joint order)."""
+        self._qpos_idx = torch.as_tensor(m.jnt_qposadr[joints], device=dev)
+        self._qvel_idx = torch.as_tensor(m.jnt_dofadr[joints], device=dev)
+        key = m.key("home")
+        self.default_joint_pos = torch.as_tensor(key.ctrl, dtype=torch.float32, device=dev)
+        scales = action_scales(m, cfg.action_scale, cfg.action_scale_of_force)
+        self.action_scale = torch.as_tensor(scales, dtype=torch.float32, device=dev)
+        low = torch.as_tensor(m.jnt_range[joints, 0], dtype=torch.float32, device=dev)
+        high = torch.as_tensor(m.jnt_range[joints, 1], dtype=torch.float32, device=dev)
+        mid, half = (low + high) / 2, (high - low) / 2
+        self._soft_low, self._soft_high = mid - half * cfg.soft_joint_limit, mid + half * cfg.soft_joint_limit
+        self.frame = torch.zeros(n, dtype=torch.long, device=dev)
+        """Each environment's frame of the motion."""
+        self._bins = max(1, math.ceil(self.reference.frames * self.dt))  # one per second of the motion
+        self._failures = torch.zeros(self._bins, device=dev)
+        self._errors = {k: torch.zeros(n, device=dev) for k in self.metric_names()}
+        self._steps = torch.zeros(n, device=dev)
+        self._generator = env.generator
+
+    # --- actions -----------------------------------------------------------------------------------------------
+    def apply_actions(self, env: MjEnv, actions: torch.Tensor) -> None:
+        env.sim.ctrl[:] = self.default_joint_pos + actions * self.action_scale
+
+    # --- the reference at each environment's frame ---------------------------------------------------------------
+    def _ref(self, name: str) -> torch.Tensor:
+        return getattr(self.reference, name)[self.frame]
+
+    def robot_bodies(self, env: MjEnv) -> tuple[torch.Tensor, torch.Tensor]:
+        return env.sim.xpos[:, self._bodies], env.sim.xquat[:, self._bodies]
+
+    def robot_body_velocities(self, env: MjEnv) -> tuple[torch.Tensor, torch.Tensor]:
+        """World-frame linear (at the body origins) and angular velocities of the tracked bodies."""
+        cvel = env.sim.view("cvel")[:, self._bodies]
+        offset = env.sim.xpos[:, self._bodies] - env.sim.view("subtree_com")[:, self._body_roots]
+        return cvel[..., 3:] + torch.cross(cvel[..., :3], offset, dim=-1), cvel[..., :3]
+
+    def anchored_reference(self, env: MjEnv) -> tuple[torch.Tensor, torch.Tensor]:
+        """The reference bodies moved under the robot's anchor: its heading and horizontal place, the reference's
+        height; what the body pose terms compare the robot's bodies with."""
+        ref_pos, ref_quat = self._ref("body_pos"), self._ref("body_quat")
+        anchor_pos, anchor_quat = ref_pos[:, self._anchor], ref_quat[:, self._anchor]
+        robot_pos = env.sim.xpos[:, self._anchor_body]
+        robot_quat = env.sim.xquat[:, self._anchor_body]
+        turn = yaw_only(quat_mul(robot_quat, conjugate(anchor_quat)))
+        place = torch.cat((robot_pos[:, :2], anchor_pos[:, 2:]), dim=-1)
+        k = ref_pos.shape[1]
+        offset = rotate(turn[:, None].expand(-1, k, -1), ref_pos - anchor_pos[:, None])
+        return place[:, None] + offset, quat_mul(turn[:, None].expand(-1, k, -1), ref_quat)
+
+    # --- MDP ---------------------------------------------------------------------------------------------------
+    def after_step(self, env: MjEnv) -> None:
+        self.frame = torch.clamp(self.frame + 1, max=self.reference.frames - 1)
+        pos, quat = self.robot_bodies(env)
+        ref_pos, ref_quat = self.anchored_reference(env)
+        self._errors["body_pos_error"] += torch.linalg.vector_norm(ref_pos - pos, dim=-1).mean(-1)
+        self._errors["body_ori_error"] += rotation_angle(ref_quat, quat).mean(-1)
+        joints = env.sim.qpos[:, self._qpos_idx]
+        self._errors["joint_pos_error"] += torch.linalg.vector_norm(
+            joints - self._ref("joint_pos")[:, self._actuated], dim=-1
+        )
+        self._steps += 1
+
+    def terminations(self, env: MjEnv) -> dict[str, torch.Tensor]:
+        cfg = self.cfg
+        pos, quat = self.robot_bodies(env)
+        ref_pos, ref_quat = self._ref("body_pos"), self._ref("body_quat")
+        a = self._anchor
+        tilt = projected_gravity(quat[:, a])[:, 2] - projected_gravity(ref_quat[:, a])[:, 2]
+        ends = (pos[:, self._end_effectors, 2] - ref_pos[:, self._end_effectors, 2]).abs()
+        return {
+            "anchor_height": (pos[:, a, 2] - ref_pos[:, a, 2]).abs() > cfg.anchor_height_limit,
+            "anchor_tilt": tilt.abs() > cfg.anchor_tilt_limit,
+            "end_effector_height": (ends > cfg.end_effector_height_limit).any(dim=-1),
+        }
+
+    def time_outs(self, env: MjEnv) -> dict[str, torch.Tensor]:
+        return {MOTION_END: self.frame >= self.reference.frames - 1}
+
+    def reset(self, env: MjEnv, env_ids: torch.Tensor) -> None:
+        n, cfg, dev, g = env_ids.numel(), self.cfg, env.device, env.generator
+        if n == 0:
+            return
+        self._count_failures(env, env_ids)
+        self.frame[env_ids] = self._start_frames(n, dev, g)
+        frame = self.frame[env_ids]
+        ref = self.reference
+
+        def noise(scale: float, *shape: int) -> torch.Tensor:
+            return (torch.rand(*shape, device=dev, generator=g) * 2 - 1) * scale
+
+        root_pos = ref.root_pos[frame].clone()
+        root_pos[:, :2] += noise(cfg.start_pos_noise, n, 2)
+        root_pos[:, 2] += noise(cfg.start_pos_noise / 5, n)
+        roll_pitch_yaw = torch.stack(
+            (noise(cfg.start_yaw_noise / 2, n), noise(cfg.start_yaw_noise / 2, n), noise(cfg.start_yaw_noise, n)), -1
+        )
+        root_quat = quat_mul(_euler_quat(roll_pitch_yaw), ref.root_quat[frame])
+        joints = ref.joint_pos[frame][:, self._actuated] + noise(cfg.start_joint_noise, n, len(self._actuated))
+        joints = torch.minimum(torch.maximum(joints, self._soft_low), self._soft_high)
+        sim = env.sim
+        sim.qpos[env_ids, 0:3], sim.qpos[env_ids, 3:7] = root_pos, root_quat
+        sim.qpos[env_ids[:, None], self._qpos_idx] = joints
+        lin = ref.root_lin_vel[frame] + noise(cfg.start_velocity_noise, n, 3)
+        ang = ref.root_ang_vel[frame] + noise(cfg.start_velocity_noise, n, 3)
+        sim.qvel[env_ids, 0:3] = lin
+        sim.qvel[env_ids, 3:6] = rotate_inverse(root_quat, ang)  # a free joint's angular velocity is local
+        sim.qvel[env_ids[:, None], self._qvel_idx] = ref.joint_vel[frame][:, self._actuated]
+        sim.ctrl[env_ids] = self.default_joint_pos
+        for buf in (*self._errors.values(), self._steps):
+            buf[env_ids] = 0.0
+
+    def _start_frames(self, n: int, dev: torch.device, g: torch.Generator) -> torch.Tensor:
+        frames = self.reference.frames
+        if self.cfg.sampling == "start":
+            return torch.zeros(n, dtype=torch.long, device=dev)
+        if self.cfg.sampling == "uniform":
+            return torch.randint(0, frames - 1, (n,), device=dev, generator=g)
+        weights = self._failures + self.cfg.adaptive_uniform / self._bins
+        weights = weights / weights.sum()
+        bins = torch.multinomial(weights, n, replacement=True, generator=g)
+        within = torch.rand(n, device=dev, generator=g)
+        return ((bins + within) / self._bins * (frames - 1)).long().clamp(max=frames - 2)
+
+    def bin_of(self, frames: torch.Tensor) -> torch.Tensor:
+        """The adaptive sampling's bin of each frame (one bin per second of the motion, the last one shorter)."""
+        return (frames * self._bins // (self.reference.frames - 1)).clamp(max=self._bins - 1)
+
+    def _count_failures(self, env: MjEnv, env_ids: torch.Tensor) -> None:
+        """The adaptive sampling's tally: where in the motion the episodes ending now failed."""
+        if self.cfg.sampling != "adaptive":
+            return
+        failed = env.terminated[env_ids]
+        bins = self.bin_of(self.frame[env_ids])
+        self._failures *= 1.0 - self.cfg.adaptive_decay
+        self._failures.index_add_(0, bins, failed.float())
+
+    # --- rewards -----------------------------------------------------------------------------------------------
+    def reward_anchor_pos(self, env: MjEnv) -> torch.Tensor:
+        error = env.sim.xpos[:, self._anchor_body] - self._ref("body_pos")[:, self._anchor]
+        return torch.exp(-torch.sum(error**2, dim=-1) / self.cfg.anchor_pos_std**2)
+
+    def reward_anchor_ori(self, env: MjEnv) -> torch.Tensor:
+        angle = rotation_angle(env.sim.xquat[:, self._anchor_body], self._ref("body_quat")[:, self._anchor])
+        return torch.exp(-(angle**2) / self.cfg.anchor_ori_std**2)
+
+    def reward_body_pos(self, env: MjEnv) -> torch.Tensor:
+        ref, _ = self.anchored_reference(env)
+        error = torch.sum((ref - env.sim.xpos[:, self._bodies]) ** 2, dim=-1).mean(-1)
+        return torch.exp(-error / self.cfg.body_pos_std**2)
+
+    def reward_body_ori(self, env: MjEnv) -> torch.Tensor:
+        _, ref = self.anchored_reference(env)
+        error = (rotation_angle(ref, env.sim.xquat[:, self._bodies]) ** 2).mean(-1)
+        return torch.exp(-error / self.cfg.body_ori_std**2)
+
+    def reward_body_lin_vel(self, env: MjEnv) -> torch.Tensor:
+        lin, _ = self.robot_body_velocities(env)
+        error = torch.sum((lin - self._ref("body_lin_vel")) ** 2, dim=-1).mean(-1)
+        return torch.exp(-error / self.cfg.lin_vel_std**2)
+
+    def reward_body_ang_vel(self, env: MjEnv) -> torch.Tensor:
+        _, ang = self.robot_body_velocities(env)
+        error = torch.sum((ang - self._ref("body_ang_vel")) ** 2, dim=-1).mean(-1)
+        return torch.exp(-error / self.cfg.ang_vel_std**2)
+
+    def reward_action_rate(self, env: MjEnv) -> torch.Tensor:
+        return torch.sum((env.actions - env.last_actions) ** 2, dim=-1)
+
+    def reward_joint_limits(self, env: MjEnv) -> torch.Tensor:
+        q = env.sim.qpos[:, self._qpos_idx]
+        return torch.sum((self._soft_low - q).clamp(min=0.0) + (q - self._soft_high).clamp(min=0.0), dim=-1)
+
+    # --- observations --------------------------------------------------------------------------------------------
+    def observations(self, env: MjEnv) -> dict[str, torch.Tensor]:
+        sim = env.sim
+        robot_anchor_pos, robot_anchor_quat = sim.xpos[:, self._anchor_body], sim.xquat[:, self._anchor_body]
+        ref_anchor_pos = self._ref("body_pos")[:, self._anchor]
+        ref_anchor_quat = self._ref("body_quat")[:, self._anchor]
+        root_quat = sim.qpos[:, 3:7]
+        policy = torch.cat(
+            (
+                self._ref("joint_pos")[:, self._actuated],
+                self._ref("joint_vel")[:, self._actuated],
+                rotate_inverse(robot_anchor_quat, ref_anchor_pos - robot_anchor_pos),
+                two_columns(quat_mul(conjugate(robot_anchor_quat), ref_anchor_quat)),
+                rotate_inverse(root_quat, sim.qvel[:, 0:3]),
+                sim.qvel[:, 3:6],
+                sim.qpos[:, self._qpos_idx] - self.default_joint_pos,
+                sim.qvel[:, self._qvel_idx],
+                env.actions,
+            ),
+            dim=-1,
+        )
+        k = self._bodies.numel()
+        pos, quat = self.robot_bodies(env)
+        inverse = conjugate(robot_anchor_quat)[:, None].expand(-1, k, -1)
+        body_pos = rotate_inverse(robot_anchor_quat[:, None].expand(-1, k, -1), pos - robot_anchor_pos[:, None])
+        body_ori = two_columns(quat_mul(inverse, quat))
+        critic = torch.cat((policy, body_pos.flatten(1), body_ori.flatten(1)), dim=-1)
+        return {"policy": policy, "critic": critic}
+
+    # --- statistics ----------------------------------------------------------------------------------------------
+    def episode_metrics(self, env: MjEnv, env_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+        steps = self._steps[env_ids].clamp(min=1.0)
+        return {name: buf[env_ids] / steps for name, buf in self._errors.items()}
+
+    def success(self, env: MjEnv, env_ids: torch.Tensor, time_outs: torch.Tensor) -> torch.Tensor:
+        """Timed out (the motion's end, or the episode's length) without a termination."""
+        return time_outs
+
+
+def _euler_quat(rpy: torch.Tensor) -> torch.Tensor:
+    """Quaternions of roll, pitch, yaw rotations (applied in that order about the world axes), (..., 4)."""
+    half = rpy / 2
+    c, s = torch.cos(half), torch.sin(half)
+    cr, cp, cy = c.unbind(-1)
+    sr, sp, sy = s.unbind(-1)
+    return torch.stack(
+        (
+            cr * cp * cy + sr * sp * sy,
+            sr * cp * cy - cr * sp * sy,
+            cr * sp * cy + sr * cp * sy,
+            cr * cp * sy - sr * sp * cy,
+        ),
+        dim=-1,
+    )

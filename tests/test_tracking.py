@@ -1,0 +1,131 @@
+# pyright: reportAttributeAccessIssue=false
+"""The G1 tracking task with real physics on Menagerie's G1 (its files under MENAGERIE_ROOT, as CI builds them): the
+reference replayed open-loop is the motion file, servo targets copied from the reference follow it, episodes start
+where the adaptive sampling says, and a bad motion file is one line before anything is created."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from mjfleet.cli import train
+from mjfleet.envs.env import MjEnv
+from mjfleet.tasks.registry import get_task
+from mjfleet.tasks.tracking.config import SHIPPED_MOTION, TrackingConfig
+from mjfleet.tasks.tracking.task import TrackingTask
+
+from .helpers import missing_files, run_main
+
+TASK = "unitree-g1-tracking"
+needs_g1 = pytest.mark.skipif(missing_files(TASK) is not None, reason=str(missing_files(TASK)))
+
+
+def _env(num_envs: int = 4, **overrides: object) -> MjEnv:
+    cfg = dataclasses.replace(get_task(TASK).env_cfg(), num_envs=num_envs, **overrides)
+    assert isinstance(cfg, TrackingConfig)
+    return MjEnv(TrackingTask(cfg), seed=0)
+
+
+@needs_g1
+def test_the_reference_replayed_open_loop_is_the_motion_file() -> None:
+    env = _env(num_envs=1, sampling="start")
+    task = env.task
+    assert isinstance(task, TrackingTask)
+    rows = np.loadtxt(SHIPPED_MOTION, delimiter=",")
+    ref, sim = task.reference, env.sim
+    assert ref.frames == round((rows.shape[0] - 1) / 30 / env.step_dt) + 1  # 30 fps resampled to the control rate
+    for frame, row in ((0, 0), (50, 30), (ref.frames - 1, rows.shape[0] - 1)):  # frames both rates share
+        assert np.allclose(ref.root_pos[frame].numpy(), rows[row, :3], atol=1e-5)
+        assert np.allclose(ref.root_quat[frame].numpy(), rows[row, [6, 3, 4, 5]], atol=1e-5)
+        assert np.allclose(ref.joint_pos[frame].numpy(), rows[row, 7:], atol=1e-5)
+        sim.qpos[0, :3], sim.qpos[0, 3:7] = ref.root_pos[frame], ref.root_quat[frame]
+        sim.qpos[0, task._qpos_idx] = ref.joint_pos[frame][task._actuated]
+        sim.forward()
+        assert torch.allclose(sim.xpos[0, task._bodies], ref.body_pos[frame], atol=1e-5)
+
+
+@needs_g1
+def test_servo_targets_copied_from_the_reference_follow_it() -> None:
+    """The robot starts on the motion's first frame and each step sets its servo targets to the reference's joint
+    angles: it follows the first second (the arm waving) without a termination, its bodies within centimetres of the
+    reference (the servos lag the faster waves by a few tenths of a radian)."""
+    env = _env(num_envs=2, sampling="start", start_pos_noise=0.0, start_yaw_noise=0.0, start_joint_noise=0.0,
+               start_velocity_noise=0.0)  # fmt: skip
+    task = env.task
+    assert isinstance(task, TrackingTask)
+    env.reset_all()
+    for _ in range(50):
+        target = task.reference.joint_pos[task.frame + 1][:, task._actuated]
+        _, _, dones, _ = env.step((target - task.default_joint_pos) / task.action_scale)
+        assert not dones.any()
+    metrics = {k: float(v.mean()) / float(task._steps.mean()) for k, v in task._errors.items()}
+    assert metrics["body_pos_error"] < 0.08 and metrics["body_ori_error"] < 0.2, metrics
+
+
+@needs_g1
+def test_adaptive_sampling_starts_more_episodes_where_they_failed() -> None:
+    env = _env(num_envs=8)
+    task = env.task
+    assert isinstance(task, TrackingTask)
+    task._failures.zero_()
+    task._failures[3] = 100.0  # every failure in the motion's fourth second
+    frames = task._start_frames(4000, env.device, env.generator)
+    share = float((task.bin_of(frames) == 3).float().mean())
+    assert share > 0.8, share
+    assert int(frames.max()) < task.reference.frames - 1
+
+
+@needs_g1
+def test_play_judges_from_the_motions_start_without_noise() -> None:
+    judged = get_task(TASK).env_cfg().as_judged()
+    assert isinstance(judged, TrackingConfig)
+    assert judged.sampling == "start" and judged.start_joint_noise == 0.0
+    env = MjEnv(TrackingTask(dataclasses.replace(judged, num_envs=3)), seed=0)
+    task = env.task
+    assert isinstance(task, TrackingTask)
+    assert task.frame.tolist() == [0, 0, 0]
+
+
+@needs_g1
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [("1,2,3\n4,5,6\n", "3 columns"), ("", "no such"), ("a,b\n", "not a table")],
+)
+def test_a_bad_motion_file_is_one_line_and_creates_nothing(content: str, words: str, tmp_path: Path) -> None:
+    motion = tmp_path / "bad.csv"
+    if content:
+        motion.write_text(content)
+    else:
+        motion, words = tmp_path / "missing.csv", "does not exist"
+    argv = [TASK, "--gpu-ids", "None", "--env.motion", str(motion), "--log-root", str(tmp_path / "logs")]
+    code, _, err = run_main(train.main, argv)
+    assert code == 2, err
+    (line,) = [line for line in err.splitlines() if line.startswith("error:")]
+    assert str(motion) in line and words in line and "Traceback" not in err
+    assert not (tmp_path / "logs").exists()
+
+
+@needs_g1
+def test_a_run_records_its_motion_and_another_motion_is_another_run(tmp_path: Path) -> None:
+    from mjfleet.config_io import plain
+    from mjfleet.runs.fingerprint import fingerprint
+
+    from .helpers import small_train_config
+
+    cfg = small_train_config(TASK, num_envs=4, iterations=1, steps=4)
+    assert SHIPPED_MOTION in cfg.env.model_files()  # its digest goes into params/model_files.yaml
+    other = tmp_path / "other.csv"
+    other.write_bytes(SHIPPED_MOTION.read_bytes())
+    moved = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, motion=str(other)))
+    assert fingerprint(plain(dataclasses.asdict(cfg))) != fingerprint(plain(dataclasses.asdict(moved)))
+
+
+def test_the_shipped_motion_is_small_and_of_the_g1s_joints() -> None:
+    rows = np.loadtxt(SHIPPED_MOTION, delimiter=",")
+    assert rows.shape[1] == 7 + 29 and rows.shape[0] >= 30 and SHIPPED_MOTION.stat().st_size < 200_000
+    quats = rows[:, 3:7]
+    assert np.allclose(np.linalg.norm(quats, axis=1), 1.0, atol=1e-4)
