@@ -63,6 +63,23 @@ def plain(value: Any) -> Any:
     return value
 
 
+def flattened(value: Any, prefix: str) -> dict[str, Any]:
+    """Nested plain data (:func:`plain`) as one mapping from dotted names (``env.rewards.effort``) to leaf values."""
+    if not isinstance(value, dict):
+        return {prefix: value}
+    out: dict[str, Any] = {}
+    for name, item in value.items():
+        out.update(flattened(item, f"{prefix}.{name}"))
+    return out
+
+
+def flag_value(value: Any) -> str:
+    """A setting's value as a flag takes it on the command line: ``64 64`` for a sequence, ``None`` for none."""
+    if isinstance(value, list):
+        return " ".join(map(str, value))
+    return str(value)
+
+
 def load_yaml(path: Path) -> dict[str, Any]:
     """A YAML mapping, or an empty dict when the file is absent."""
     if not path.is_file():

@@ -11,6 +11,7 @@ import hashlib
 import json
 from typing import Any
 
+from mjfleet.config_io import flag_value, flattened
 from mjfleet.rl.config import DEFAULT_LEARNER
 from mjfleet.rl.learner_registry import learner_entry, learner_names
 
@@ -72,7 +73,7 @@ def training_settings(config: dict[str, Any]) -> dict[str, Any]:
     """
     flat: dict[str, Any] = {}
     for name in TRAINING_FIELDS:
-        _flatten(config[name], name, flat)
+        flat.update(flattened(config[name], name))
     learner = config["agent"].get("learner", DEFAULT_LEARNER)
     groups = {group for name in learner_names() if (group := learner_entry(name).settings) is not None}
     read = learner_entry(learner).settings if learner in learner_names() else None
@@ -116,18 +117,4 @@ def _flag(key: str) -> str:
 
 
 def _show(value: Any) -> str:
-    if value is _ABSENT:
-        return "nothing"
-    if value is None:
-        return "None"
-    if isinstance(value, list):
-        return " ".join(map(str, value))
-    return str(value)
-
-
-def _flatten(value: Any, key: str, out: dict[str, Any]) -> None:
-    if isinstance(value, dict):
-        for name, item in value.items():
-            _flatten(item, f"{key}.{name}", out)
-    else:
-        out[key] = value
+    return "nothing" if value is _ABSENT else flag_value(value)

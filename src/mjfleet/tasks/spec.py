@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mjfleet.config_io import plain
+from mjfleet.config_io import flag_value, flattened, plain
 from mjfleet.envs.config import EnvConfig
 from mjfleet.rl.config import DEFAULT_LEARNER, AgentConfig
 from mjfleet.rl.learner_registry import learner_entry, learner_names
@@ -92,10 +92,10 @@ class TaskSpec:
         for on_cpu in (True, False):
             values: dict[str, Any] = {}
             for name, cfg in (("env", self.env_defaults(on_cpu)), ("agent", self.agent_defaults(on_cpu))):
-                _flatten(plain(dataclasses.asdict(cfg)), name, values)
+                values.update(flattened(plain(dataclasses.asdict(cfg)), name))
             flat.append(values)
         cpu, gpu = flat
-        return [f"{k} {_shown(v)} (GPU: {_shown(gpu.get(k))})" for k, v in cpu.items() if gpu.get(k) != v]
+        return [f"{k} {flag_value(v)} (GPU: {flag_value(gpu.get(k))})" for k, v in cpu.items() if gpu.get(k) != v]
 
     @property
     def has_cpu_defaults(self) -> bool:
@@ -108,19 +108,6 @@ class TaskSpec:
             return self.task_class
         module, _, name = self.task_class.partition(":")
         return getattr(importlib.import_module(module), name)
-
-
-def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
-    if isinstance(value, dict):
-        for key, item in value.items():
-            _flatten(item, f"{prefix}.{key}", out)
-    else:
-        out[prefix] = value
-
-
-def _shown(value: Any) -> str:
-    """A default as a flag takes it: ``64 64`` for a sequence."""
-    return " ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 def _own_factory(factory: Callable[[], AgentConfig]) -> Callable[[], AgentConfig]:
