@@ -54,25 +54,32 @@ class SyncClock:
     """Time spent in gradient all-reduces, and how many, since :meth:`reset`: every learner's (the runner's
     ``sync_s``, and where a rank is inside an update)."""
 
-    on_cuda: bool = False
-    """Whether the collectives run on a GPU (only queued there: timed between waits for the device)."""
+    device: str = "cpu"
+    """Where the collectives run: on a GPU they are only queued, and are timed between waits for it."""
     seconds: float = 0.0
     reductions: int = 0
 
+    @property
+    def on_cuda(self) -> bool:
+        return torch.device(self.device).type == "cuda"
+
     def reset(self) -> None:
         self.seconds, self.reductions = 0.0, 0
+
+    def wait(self) -> None:
+        """Wait for the GPU to finish the work queued so far; nothing on the CPU."""
+        if self.on_cuda:
+            torch.cuda.synchronize(self.device)
 
     def timed(self, reduce: Callable[[], Any]) -> Any:
         """Run ``reduce`` (a collective) and count it. On a GPU the collective is only queued: it is timed between two
         waits for the device, or the backward pass before it and the all-reduce itself would count in the wrong
         place."""
         self.reductions += 1
-        if self.on_cuda:
-            torch.cuda.synchronize()
+        self.wait()
         start = time.perf_counter()
         result = reduce()
-        if self.on_cuda:
-            torch.cuda.synchronize()
+        self.wait()
         self.seconds += time.perf_counter() - start
         return result
 
@@ -177,5 +184,4 @@ class Learner(ABC):
 
     def synchronize(self) -> None:
         """Wait for this rank's device (a GPU) to finish the work queued so far; nothing on the CPU."""
-        if self.clock.on_cuda:
-            torch.cuda.synchronize()
+        self.clock.wait()

@@ -38,7 +38,7 @@ class SyncedPPO(PPO):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.clock = SyncClock(on_cuda=torch.device(self.device).type == "cuda")
+        self.clock = SyncClock(str(self.device))
         """Times :meth:`reduce_parameters` (the learner's clock)."""
 
     def reduce_parameters(self) -> None:

@@ -123,7 +123,7 @@ def _spaces_and_clock(env: MjEnv, ctx: DistributedContext) -> tuple[_Spaces, Syn
     configure_skrl(ctx)
     obs = env.get_observations()
     spaces = _Spaces(_box(obs["policy"].shape[-1]), _box(obs["critic"].shape[-1]))
-    return spaces, SyncClock(on_cuda=ctx.device_kind == "cuda")
+    return spaces, SyncClock(ctx.device)
 
 
 @dataclass(frozen=True)
