@@ -1,0 +1,26 @@
+"""The learners guide's table is what its results file gives, and every run in it says where it came from."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import load_script
+
+SCRIPTS = Path(__file__).parents[1] / "scripts"
+
+
+def test_the_learners_guide_shows_what_its_results_file_gives_and_every_run_says_where_it_came_from(
+    tmp_path: Path,
+) -> None:
+    results_script = load_script(SCRIPTS / "learner_results.py")
+    results = results_script.load()
+    assert not results_script.stale(results), "run uv run python scripts/learner_results.py render"
+    assert results["runs"], "the learners guide shows no measured run"
+    undated = {**results, "runs": [{k: v for k, v in results["runs"][0].items() if k != "commit"}]}
+    path = tmp_path / "learners.json"
+    path.write_text(json.dumps(undated))
+    with pytest.raises(SystemExit, match="run 0 has no commit"):
+        results_script.load(path)
