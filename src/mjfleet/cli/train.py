@@ -11,7 +11,7 @@ import os
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
@@ -115,20 +115,37 @@ OFF_POLICY_NOTE = "Defaults below: this task's recipe for an off-policy learner 
 
 
 def _device_and_learner(spec: TaskSpec, args: list[str], command: str) -> tuple[bool, str]:
-    """Whether the command trains on the CPU and with which learner, for a task whose defaults depend on them: read
-    from a first parse, before the defaults are chosen (without ``--help``, so help shows the ones that apply)."""
-    default = DEFAULT_LEARNER
-    if not spec.has_cpu_defaults and spec.off_policy is None:
-        return False, default
+    """Whether the command trains on the CPU, for a task with defaults of its own there, and with which learner, for a
+    task with an off-policy recipe: read before the defaults are chosen (without ``--help``, so help shows the ones that
+    apply). Only ``--agent.learner`` is read for the learner; the device needs a first parse of every flag."""
+    learner = DEFAULT_LEARNER
+    if spec.off_policy is not None:
+        chosen = parse_known(LearnerSource, args, command)[0].agent.learner
+        learner = chosen if chosen in learner_names() else learner  # validate() says which are known
+    if not spec.has_cpu_defaults:
+        return False, learner
     probe = TrainConfig(env=spec.env_cfg(), agent=spec.agent_cfg(), task=spec.id)
     try:
         parsed = parse(TrainConfig, [a for a in args if a not in ("-h", "--help")], command, probe)
     except UsageError:
         if not wants_help(args):
             raise
-        return False, default  # help for a command with other errors: the GPU's and PPO's defaults
-    learner = parsed.agent.learner if parsed.agent.learner in learner_names() else default  # validate() says which
+        return False, learner  # help for a command with other errors: the GPU's defaults
     return trains_on_cpu(parsed.gpu_ids), learner
+
+
+@dataclass
+class _LearnerName:
+    learner: str = DEFAULT_LEARNER
+    """``--agent.learner``."""
+
+
+@dataclass
+class LearnerSource:
+    """The option ``train`` reads first for a task with an off-policy recipe: the learner, whose defaults differ."""
+
+    agent: _LearnerName = field(default_factory=_LearnerName)
+    """``--agent.*``."""
 
 
 @exits_on_usage_error
