@@ -30,7 +30,7 @@ MOTION_END = "motion_end"
 
 
 def conjugate(q: torch.Tensor) -> torch.Tensor:
-    return q * torch.tensor([1.0, -1.0, -1.0, -1.0], device=q.device)
+    return torch.cat((q[..., :1], -q[..., 1:]), dim=-1)
 
 
 def rotation_angle(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -49,9 +49,18 @@ def yaw_only(q: torch.Tensor) -> torch.Tensor:
 
 def two_columns(q: torch.Tensor) -> torch.Tensor:
     """The first two columns of the rotation matrices of ``q`` (..., 6): a continuous encoding of an orientation."""
-    x = rotate(q, torch.tensor([1.0, 0.0, 0.0], device=q.device).expand((*q.shape[:-1], 3)))
-    y = rotate(q, torch.tensor([0.0, 1.0, 0.0], device=q.device).expand((*q.shape[:-1], 3)))
-    return torch.cat((x, y), dim=-1)
+    w, x, y, z = q.unbind(-1)
+    return torch.stack(
+        (
+            1 - 2 * (y * y + z * z),
+            2 * (x * y + w * z),
+            2 * (x * z - w * y),
+            2 * (x * y - w * z),
+            1 - 2 * (x * x + z * z),
+            2 * (y * z + w * x),
+        ),
+        dim=-1,
+    )
 
 
 class Reference:
@@ -167,7 +176,9 @@ class TrackingTask(Task[TrackingConfig]):
     def after_step(self, env: MjEnv) -> None:
         self.frame = torch.clamp(self.frame + 1, max=self.reference.frames - 1)
         pos, quat = self.robot_bodies(env)
-        ref_pos, ref_quat = self.anchored_reference(env)
+        # What several reward terms read, once per step (terminations and rewards see this state, resets come after).
+        self._anchored = ref_pos, ref_quat = self.anchored_reference(env)
+        self._velocities = self.robot_body_velocities(env)
         self._errors["body_pos_error"] += torch.linalg.vector_norm(ref_pos - pos, dim=-1).mean(-1)
         self._errors["body_ori_error"] += rotation_angle(ref_quat, quat).mean(-1)
         joints = env.sim.qpos[:, self._qpos_idx]
@@ -260,22 +271,22 @@ class TrackingTask(Task[TrackingConfig]):
         return torch.exp(-(angle**2) / self.cfg.anchor_ori_std**2)
 
     def reward_body_pos(self, env: MjEnv) -> torch.Tensor:
-        ref, _ = self.anchored_reference(env)
+        ref, _ = self._anchored
         error = torch.sum((ref - env.sim.xpos[:, self._bodies]) ** 2, dim=-1).mean(-1)
         return torch.exp(-error / self.cfg.body_pos_std**2)
 
     def reward_body_ori(self, env: MjEnv) -> torch.Tensor:
-        _, ref = self.anchored_reference(env)
+        _, ref = self._anchored
         error = (rotation_angle(ref, env.sim.xquat[:, self._bodies]) ** 2).mean(-1)
         return torch.exp(-error / self.cfg.body_ori_std**2)
 
     def reward_body_lin_vel(self, env: MjEnv) -> torch.Tensor:
-        lin, _ = self.robot_body_velocities(env)
+        lin, _ = self._velocities
         error = torch.sum((lin - self._ref("body_lin_vel")) ** 2, dim=-1).mean(-1)
         return torch.exp(-error / self.cfg.lin_vel_std**2)
 
     def reward_body_ang_vel(self, env: MjEnv) -> torch.Tensor:
-        _, ang = self.robot_body_velocities(env)
+        _, ang = self._velocities
         error = torch.sum((ang - self._ref("body_ang_vel")) ** 2, dim=-1).mean(-1)
         return torch.exp(-error / self.cfg.ang_vel_std**2)
 
