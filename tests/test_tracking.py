@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -48,22 +49,51 @@ def test_the_reference_replayed_open_loop_is_the_motion_file() -> None:
         assert torch.allclose(sim.xpos[0, task._bodies], ref.body_pos[frame], atol=1e-5)
 
 
+def _clean(**overrides: object) -> dict[str, object]:
+    """Episodes from the motion's first frame without start noise."""
+    noise = dict(start_pos_noise=0.0, start_yaw_noise=0.0, start_joint_noise=0.0, start_velocity_noise=0.0)
+    return {"sampling": "start", **noise, **overrides}
+
+
 @needs_g1
-def test_servo_targets_copied_from_the_reference_follow_it() -> None:
-    """The robot starts on the motion's first frame and each step sets its servo targets to the reference's joint
-    angles: it follows the first second (the arm waving) without a termination, its bodies within centimetres of the
+def test_an_action_of_zero_follows_the_reference() -> None:
+    """Actions are offsets from the reference's joint angles: a policy of zeros sets the servo targets to the motion's
+    and follows its first second (the arm waving) without a termination, its bodies within centimetres of the
     reference (the servos lag the faster waves by a few tenths of a radian)."""
-    env = _env(num_envs=2, sampling="start", start_pos_noise=0.0, start_yaw_noise=0.0, start_joint_noise=0.0,
-               start_velocity_noise=0.0)  # fmt: skip
+    env = _env(num_envs=2, **_clean())
     task = env.task
     assert isinstance(task, TrackingTask)
     env.reset_all()
     for _ in range(50):
-        target = task.reference.joint_pos[task.frame + 1][:, task._actuated]
-        _, _, dones, _ = env.step((target - task.default_joint_pos) / task.action_scale)
+        _, _, dones, _ = env.step(torch.zeros(2, env.num_actions))
         assert not dones.any()
     metrics = {k: float(v.mean()) / float(task._steps.mean()) for k, v in task._errors.items()}
     assert metrics["body_pos_error"] < 0.08 and metrics["body_ori_error"] < 0.2, metrics
+
+
+@needs_g1
+def test_on_a_fixed_base_copying_the_reference_tracks_the_whole_motion() -> None:
+    """The root held on the reference's (a fixed-base G1 moved along the motion's root path): the policy of zeros,
+    which copies the reference's joint targets, plays the motion to its end as a success with a near-zero error."""
+    env = _env(num_envs=1, **_clean())
+    task = env.task
+    assert isinstance(task, TrackingTask)
+    env.reset_all()
+    ref, sim = task.reference, env.sim
+    extras: dict[str, Any] = {}
+    for step in range(ref.frames - 1):
+        frame = task.frame.clone()
+        sim.qpos[:, 0:3], sim.qpos[:, 3:7] = ref.root_pos[frame], ref.root_quat[frame]
+        sim.qvel[:, 0:6] = 0.0
+        sim.forward()
+        _, _, dones, extras = env.step(torch.zeros(1, env.num_actions))
+        if step < ref.frames - 2:
+            assert not dones.any(), step
+    _, episode = extras["episodes"]
+    assert float(episode["Episode/success"][0]) == 1.0
+    assert float(episode["Episode_Termination/motion_end"][0]) == 1.0
+    errors = {k: float(episode[f"Metrics/{k}"][0]) for k in task.metric_names()}
+    assert errors["body_pos_error"] < 0.02 and errors["joint_pos_error"] < 0.1, errors
 
 
 @needs_g1
@@ -129,3 +159,21 @@ def test_the_shipped_motion_is_small_and_of_the_g1s_joints() -> None:
     assert rows.shape[1] == 7 + 29 and rows.shape[0] >= 30 and SHIPPED_MOTION.stat().st_size < 200_000
     quats = rows[:, 3:7]
     assert np.allclose(np.linalg.norm(quats, axis=1), 1.0, atol=1e-4)
+
+
+@needs_g1
+def test_the_onnx_sidecar_says_how_actions_become_targets_and_which_motion() -> None:
+    from types import SimpleNamespace
+
+    from mjfleet.rl.onnx_policy import policy_metadata
+
+    env = _env(num_envs=2)
+    task = env.task
+    assert isinstance(task, TrackingTask)
+    actor = SimpleNamespace(
+        obs_groups=["policy"], obs_dim=env.get_observations()["policy"].shape[-1], obs_normalization=True
+    )
+    meta = policy_metadata(env, actor, iteration=3)  # pyright: ignore[reportArgumentType]
+    assert meta["joint_targets"].startswith("the motion's angles of joint_names at frame + 1")
+    assert meta["motion"] == {"file": SHIPPED_MOTION.name, "frames": task.reference.frames, "frame_dt": env.step_dt}
+    assert len(meta["joint_names"]) == env.num_actions == 29

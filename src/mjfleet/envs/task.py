@@ -148,6 +148,11 @@ class Task(ABC, Generic[CfgT]):
         if values:
             raise KeyError(f"{type(self).__name__} has no commands to hold: {sorted(values)}")
 
+    def export_metadata(self) -> dict[str, Any]:
+        """What a control loop needs beyond the observation layout to run an exported policy of this task (JSON
+        values), written into the ONNX file's sidecar; nothing by default."""
+        return {}
+
     def state_dict(self) -> dict[str, Any]:
         """Task state a resumed run continues from (e.g. curriculum levels), saved per rank in checkpoints.
 

@@ -85,6 +85,7 @@ def policy_metadata(env: MjEnv, policy: ExportablePolicy, iteration: int) -> dic
     }
     if isinstance(default, torch.Tensor) and default.shape == (env.num_actions,):
         meta["default_joint_pos"] = [float(v) for v in default.tolist()]
+    meta.update(env.task.export_metadata())
     return meta
 
 

@@ -53,8 +53,12 @@ class TrackingConfig(EnvConfig):
     """The bodies whose poses and velocities are tracked (the anchor among them)."""
     end_effectors: tuple[str, ...] = ()
     """Bodies whose height leaves the reference's by ``end_effector_height_limit`` end an episode."""
+    action_offset: Literal["reference", "home"] = "reference"
+    """What an action of zero holds each joint at: ``reference``, the reference's joint angle at the frame the step
+    ends in (the policy learns corrections to the motion); ``home``, the robot's standing pose (mjlab's choice: the
+    policy learns the whole pose)."""
     action_scale: float = 0.25
-    """Radians of joint target per unit of action, around the home pose (where ``action_scale_of_force`` is 0)."""
+    """Radians of joint target per unit of action (where ``action_scale_of_force`` is 0)."""
     action_scale_of_force: float = 0.25
     """With a value above 0, each joint's action scale is this fraction of its servo's torque limit over its gain
     (instead of ``action_scale``)."""

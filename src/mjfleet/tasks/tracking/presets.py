@@ -34,9 +34,6 @@ def unitree_g1_tracking_config() -> TrackingConfig:
     return TrackingConfig(
         robot="unitree_g1",
         episode_length_s=10.0,
-        # Actions are offsets from the home pose in units of a quarter of each servo's reach: the motion's poses lie
-        # tens of them away (a raised arm), which the locomotion tasks' clip of 10 would cut off.
-        clip_actions=100.0,
         bodies=G1_TRACKED_BODIES,
         end_effectors=G1_END_EFFECTORS,
         sim=locomotion_sim(nconmax=48, njmax=200, training_contacts=G1_CPU_TRAINING_CONTACTS),

@@ -10,7 +10,7 @@ shared by all environments, which hold only their frame index.
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import mujoco
 import numpy as np
@@ -143,8 +143,15 @@ class TrackingTask(Task[TrackingConfig]):
         self._generator = env.generator
 
     # --- actions -----------------------------------------------------------------------------------------------
+    def joint_targets_at_zero(self) -> torch.Tensor:
+        """Each environment's servo targets for an action of zero (``action_offset``), (num_envs, num_actions)."""
+        if self.cfg.action_offset == "home":
+            return self.default_joint_pos.expand(self.frame.numel(), -1)
+        upcoming = torch.clamp(self.frame + 1, max=self.reference.frames - 1)
+        return self.reference.joint_pos[upcoming][:, self._actuated]
+
     def apply_actions(self, env: MjEnv, actions: torch.Tensor) -> None:
-        env.sim.ctrl[:] = self.default_joint_pos + actions * self.action_scale
+        env.sim.ctrl[:] = self.joint_targets_at_zero() + actions * self.action_scale
 
     # --- the reference at each environment's frame ---------------------------------------------------------------
     def _ref(self, name: str) -> torch.Tensor:
@@ -232,7 +239,7 @@ class TrackingTask(Task[TrackingConfig]):
         sim.qvel[env_ids, 0:3] = lin
         sim.qvel[env_ids, 3:6] = rotate_inverse(root_quat, ang)  # a free joint's angular velocity is local
         sim.qvel[env_ids[:, None], self._qvel_idx] = ref.joint_vel[frame][:, self._actuated]
-        sim.ctrl[env_ids] = self.default_joint_pos
+        sim.ctrl[env_ids] = joints
         for buf in (*self._errors.values(), self._steps):
             buf[env_ids] = 0.0
 
@@ -325,6 +332,22 @@ class TrackingTask(Task[TrackingConfig]):
         body_ori = two_columns(quat_mul(inverse, quat))
         critic = torch.cat((policy, body_pos.flatten(1), body_ori.flatten(1)), dim=-1)
         return {"policy": policy, "critic": critic}
+
+    def export_metadata(self) -> dict[str, Any]:
+        """How the control loop turns actions into servo targets, and the motion the policy follows: the reference
+        terms of the observation are the motion's frames at the control rate, computed as this task computes them."""
+        return {
+            "joint_targets": (
+                "the motion's angles of joint_names at frame + 1 + action_scale * action"
+                if self.cfg.action_offset == "reference"
+                else "default_joint_pos + action_scale * action"
+            ),
+            "motion": {
+                "file": self.cfg.motion_file().name,
+                "frames": self.reference.frames,
+                "frame_dt": self.dt,
+            },
+        }
 
     # --- statistics ----------------------------------------------------------------------------------------------
     def episode_metrics(self, env: MjEnv, env_ids: torch.Tensor) -> dict[str, torch.Tensor]:
