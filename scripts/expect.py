@@ -82,16 +82,8 @@ def _cells(row: dict[str, Any], machines: dict[str, str]) -> list[str]:
         exit_cell += f" ({', '.join(details)})" if details else ""
     play_cell = NOT_MEASURED if play is None else f"{play['success']:.2f}"
     rate_cell = NOT_MEASURED if throughput is None else rate(throughput["env_steps_per_s"])
-    measured = [r for r in (train, throughput) if r is not None]
-    commits: dict[tuple[str, str], list[str]] = {}
-    for r in measured:
-        commits.setdefault((r["date"], r["machine"]), [])
-        if r["commit"] not in commits[(r["date"], r["machine"])]:
-            commits[(r["date"], r["machine"])].append(r["commit"])
-    where_cell = "; ".join(
-        f"{date}, {' / '.join(f'`{c}`' for c in sorted(cs))}, {short_machine(machines, machine)}"
-        for (date, machine), cs in sorted(commits.items())
-    )
+    machines_used = sorted({r["machine"] for r in (train, throughput) if r is not None})
+    where_cell = " / ".join(short_machine(machines, machine) for machine in machines_used)
     return [f"`{row['task']}`", DEVICES[row["device"]], exit_cell, play_cell, rate_cell, where_cell or "-"]
 
 
@@ -101,7 +93,7 @@ def short_machine(machines: dict[str, str], key: str) -> str:
 
 
 def summary_table(results: dict[str, Any]) -> str:
-    header = ["task", "on", "command to exit", "`play` success", "training env-steps/s", "measured"]
+    header = ["task", "on", "command to exit", "`play` success", "training env-steps/s", "machine"]
     return table(header, (_cells(row, results["machines"]) for row in results["rows"]))
 
 
@@ -162,9 +154,9 @@ def render_summary(results: dict[str, Any]) -> str:
         f" condition. {BEFORE_EVALUATION} Measured with an earlier version, whose `--stop-when` read the training"
         " episodes instead of the deterministic policy's evaluation episodes and stopped sooner."
         + caveats
-        + " Every figure's date, commit, machine and command,"
-        " and the training throughput of every task: [what to expect](docs/performance.md#what-to-expect)"
-        " (generated, as this table, from `docs/results/expect.json` by `scripts/expect.py`)."
+        + " Every figure's machine and command, and the training throughput of every task:"
+        " [what to expect](docs/performance.md#what-to-expect) (generated, as this table, from"
+        " `docs/results/expect.json` by `scripts/expect.py`, which records each figure's date and commit)."
     )
 
 
@@ -172,7 +164,7 @@ def render_details(results: dict[str, Any]) -> str:
     lines = [
         summary_table(results),
         "",
-        f"{BEFORE_EVALUATION} Measured before {EVALUATION_SINCE}, when `--stop-when` read the training episodes (the"
+        f"{BEFORE_EVALUATION} Measured with an earlier version, whose `--stop-when` read the training episodes (the"
         " policy with its action noise) instead of the deterministic policy's evaluation episodes: such runs stopped"
         " earlier and played further below the condition.",
         "",
@@ -180,17 +172,9 @@ def render_details(results: dict[str, Any]) -> str:
         "",
     ]
     lines += [f"- **{short_machine(results['machines'], key)}**: {text}" for key, text in results["machines"].items()]
-    lines += ["", "How each figure was measured:", ""]
+    lines += ["", "The commands of each figure (their dates, commits and notes: `docs/results/expect.json`):", ""]
     for row in results["rows"]:
-        parts = []
-        for kind in ("train", "play", "throughput"):
-            record = row.get(kind)
-            if record is None:
-                continue
-            text = f"`{record['command']}`"
-            if record.get("note"):
-                text += f": {record['note']}"
-            parts.append(text)
+        parts = [f"`{row[kind]['command']}`" for kind in ("train", "play", "throughput") if row.get(kind) is not None]
         if parts:
             lines.append(f"- `{row['task']}`, {DEVICES[row['device']]}: " + "; ".join(parts) + ".")
     return "\n".join(lines)

@@ -4,8 +4,12 @@ checked-in files, without building an environment."""
 
 from __future__ import annotations
 
+import json
+import re
 import shlex
 from pathlib import Path
+
+import pytest
 
 from tests.helpers import load_script
 
@@ -73,7 +77,7 @@ def test_a_measurement_replaces_its_row_and_names_a_new_machine(tmp_path: Path) 
     line = next(line for line in expect.summary_table(results).splitlines() if "`cartpole-swingup` | 2-core" in line)
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells == ["`cartpole-swingup`", "2-core CPU", "95 s (150 iterations)", "1.00", "51.2k", cells[-1]]
-    assert cells[-1] == "2027-01-02, `abc1234`, AMD Ryzen 9"
+    assert cells[-1] == "AMD Ryzen 9"  # the date and commit stay in the results file
     assert expect.stale(results)  # README.md no longer matches
 
 
@@ -145,3 +149,45 @@ def test_readme_what_to_expect_lists_every_built_in_task() -> None:
     listed = {line.split("|")[1].strip().strip("`") for line in block.splitlines() if line.startswith("| `")}
     tasks = {spec.id for spec in builtin.tasks() if isinstance(spec, TaskSpec)}
     assert tasks - listed == set(), "README's what-to-expect table misses tasks"
+
+
+def test_benchmark_tables_in_the_guides_are_what_the_results_file_gives() -> None:
+    bench = load_script(SCRIPTS / "benchmark_results.py")
+    results = bench.load()
+    assert bench.stale(results) == [], "run uv run python scripts/benchmark_results.py render"
+    placed = {
+        block.removeprefix(bench.PREFIX) for path in bench.guides() for block in bench.BLOCK.findall(path.read_text())
+    }
+    assert placed == {record["name"] for record in results["tables"]}, "a results table is not shown in any guide"
+
+
+def test_a_benchmark_table_without_its_provenance_is_refused(tmp_path: Path) -> None:
+    bench = load_script(SCRIPTS / "benchmark_results.py")
+    results = json.loads(bench.RESULTS.read_text())
+    del results["tables"][0]["commit"]
+    path = tmp_path / "benchmarks.json"
+    path.write_text(json.dumps(results))
+    with pytest.raises(SystemExit, match="has no commit"):
+        bench.load(path)
+
+
+DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+COMMIT = re.compile(r"`([0-9a-f]{7,12})`|\bcommits? ([0-9a-f]{7,12})\b")
+
+
+def guide_pages() -> list[Path]:
+    """What users read: README, the docs (the notes archive and the changelog aside) and the examples' READMEs."""
+    root = SCRIPTS.parent
+    docs = [p for p in (root / "docs").rglob("*.md") if "notes" not in p.parts and p.name != "changelog.md"]
+    return [root / "README.md", *sorted(docs), *sorted(root.glob("examples/*/README.md"))]
+
+
+def test_guides_carry_no_commit_hashes_or_dates() -> None:
+    """A guide says what is true now: when and at which commit a figure was measured is in its results file."""
+    found = []
+    for path in guide_pages():
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            hashes = [a or b for a, b in COMMIT.findall(line)]
+            found += [f"{path.name}:{number}: {h}" for h in hashes if re.search(r"\d", h) and re.search(r"[a-f]", h)]
+            found += [f"{path.name}:{number}: {d}" for d in DATE.findall(line)]
+    assert found == [], found
