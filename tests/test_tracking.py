@@ -177,3 +177,28 @@ def test_the_onnx_sidecar_says_how_actions_become_targets_and_which_motion() -> 
     assert meta["joint_targets"].startswith("the motion's angles of joint_names at frame + 1")
     assert meta["motion"] == {"file": SHIPPED_MOTION.name, "frames": task.reference.frames, "frame_dt": env.step_dt}
     assert len(meta["joint_names"]) == env.num_actions == 29
+
+
+@needs_g1
+def test_videos_draw_the_reference_as_a_ghost_over_the_robot() -> None:
+    from mjfleet.render.video import WorldVideo
+
+    env = _env(num_envs=1, **_clean())
+    task = env.task
+    assert isinstance(task, TrackingTask)
+    env.reset_all()
+    for _ in range(40):  # the arm waves away from where the robot's lags
+        env.step(torch.zeros(1, env.num_actions))
+    pose = task.ghost_qpos(env, 0)
+    assert pose is not None and pose.shape == (env.sim.mj_model.nq,)
+    frame = int(task.frame[0])
+    assert np.allclose(pose[:3], task.reference.root_pos[frame].numpy())
+    plain, ghosted = WorldVideo(env.sim, 0, None, 96, 128), WorldVideo(env.sim, 0, None, 96, 128, ghost=lambda w: pose)
+    plain.capture()
+    ghosted.capture()
+    plain.close()
+    ghosted.close()
+    changed = np.abs(ghosted.frames[0].astype(int) - plain.frames[0].astype(int)).sum(-1) > 30
+    assert changed.mean() > 0.01  # the ghost covers part of the picture
+    tint = ghosted.frames[0][changed].astype(int)
+    assert (tint[:, 2] >= tint[:, 0]).mean() > 0.9  # in blue

@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -184,7 +185,9 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
         if cfg.video:
             from mjfleet.render.video import WorldVideo
 
-            recorder = WorldVideo(env.sim, 0, spec.load_task_class().video_camera, cfg.video_height, cfg.video_width)
+            camera = spec.load_task_class().video_camera
+            ghost = partial(env.task.ghost_qpos, env)
+            recorder = WorldVideo(env.sim, 0, camera, cfg.video_height, cfg.video_width, ghost=ghost)
         summary = evaluate(env, policy, cfg.num_episodes, on_step=recorder.capture if recorder else None)
     result: dict[str, object] = {"task": task_id, "agent": cfg.agent, "checkpoint": str(checkpoint)}
     result.update(summary.as_dict())

@@ -9,6 +9,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import mujoco
+import numpy as np
 import torch
 
 from mjfleet.envs.config import EnvConfig
@@ -147,6 +148,11 @@ class Task(ABC, Generic[CfgT]):
         environment resets; ``None`` hands them back to the task's own schedule. Called between steps."""
         if values:
             raise KeyError(f"{type(self).__name__} has no commands to hold: {sorted(values)}")
+
+    def ghost_qpos(self, env: MjEnv, world: int) -> np.ndarray | None:
+        """A pose of the model (``qpos``) that videos draw as a translucent ghost over world ``world``, e.g. the
+        reference a tracking task follows; none by default."""
+        return None
 
     def export_metadata(self) -> dict[str, Any]:
         """What a control loop needs beyond the observation layout to run an exported policy of this task (JSON

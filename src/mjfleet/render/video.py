@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -20,6 +21,10 @@ from mjfleet.sim.simulation import Simulation
 logger = logging.getLogger(__name__)
 
 
+GHOST_RGBA = np.array([0.3, 0.6, 1.0, 0.35], dtype=np.float32)
+"""The ghost's colour: a translucent blue."""
+
+
 class WorldVideo:
     """Renders world ``world`` of a :class:`Simulation` frame by frame and writes an mp4."""
 
@@ -30,8 +35,12 @@ class WorldVideo:
         camera: str | None = None,
         height: int = 480,
         width: int = 640,
+        ghost: Callable[[int], np.ndarray | None] | None = None,
     ) -> None:
+        """``ghost``: given the world, a pose (``qpos``) drawn translucent over the robot in each frame, or none."""
         self.sim = sim
+        self._ghost = ghost
+        self._ghost_data = mujoco.MjData(sim.mj_model) if ghost is not None else None
         self.world = world
         model = sim.mj_model
         model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
@@ -55,7 +64,23 @@ class WorldVideo:
         self._data.qvel[:] = self.sim.qvel[self.world].cpu().numpy()
         mujoco.mj_forward(self.sim.mj_model, self._data)
         self._renderer.update_scene(self._data, camera=self._camera)
+        self._add_ghost()
         self.frames.append(self._renderer.render().copy())
+
+    def _add_ghost(self) -> None:
+        """Draw the ghost pose's bodies into the scene, translucent and tinted."""
+        pose = self._ghost(self.world) if self._ghost is not None else None
+        if pose is None or self._ghost_data is None:
+            return
+        model, ghost = self.sim.mj_model, self._ghost_data
+        ghost.qpos[:] = pose
+        mujoco.mj_kinematics(model, ghost)
+        scene = self._renderer.scene
+        first = scene.ngeom
+        option = mujoco.MjvOption()  # the geom groups the robot is drawn with
+        mujoco.mjv_addGeoms(model, ghost, option, mujoco.MjvPerturb(), mujoco.mjtCatBit.mjCAT_DYNAMIC, scene)
+        for i in range(first, scene.ngeom):
+            scene.geoms[i].rgba[:] = GHOST_RGBA
 
     def write(self, path: Path, fps: float) -> Path:
         """Encode the captured frames as H.264 mp4."""

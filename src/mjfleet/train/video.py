@@ -8,6 +8,7 @@ actions).
 from __future__ import annotations
 
 import logging
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -66,7 +67,9 @@ class TrainingVideo:
             try:
                 from mjfleet.render.video import WorldVideo
 
-                self._recorder = WorldVideo(runner.env.sim, 0, self.camera, self.height, self.width)
+                env = runner.env
+                ghost = partial(env.task.ghost_qpos, env)
+                self._recorder = WorldVideo(env.sim, 0, self.camera, self.height, self.width, ghost=ghost)
             except Exception as e:  # no OpenGL here (e.g. MUJOCO_GL unusable): train on without videos
                 logger.warning("training videos disabled: cannot render (%s: %s)", type(e).__name__, e)
                 self.interval = 0

@@ -333,6 +333,15 @@ class TrackingTask(Task[TrackingConfig]):
         critic = torch.cat((policy, body_pos.flatten(1), body_ori.flatten(1)), dim=-1)
         return {"policy": policy, "critic": critic}
 
+    def ghost_qpos(self, env: MjEnv, world: int) -> np.ndarray | None:
+        """The reference's pose at world ``world``'s frame: videos draw it over the robot."""
+        frame = int(self.frame[world])
+        ref, m = self.reference, env.sim.mj_model
+        qpos = m.qpos0.copy()
+        qpos[0:3], qpos[3:7] = ref.root_pos[frame].cpu().numpy(), ref.root_quat[frame].cpu().numpy()
+        qpos[m.jnt_qposadr[self._joints]] = ref.joint_pos[frame].cpu().numpy()
+        return qpos
+
     def export_metadata(self) -> dict[str, Any]:
         """How the control loop turns actions into servo targets, and the motion the policy follows: the reference
         terms of the observation are the motion's frames at the control rate, computed as this task computes them."""
