@@ -64,6 +64,11 @@ class BenchConfig:
     on one thread, its cost, contacts, constraint rows and solver iterations, with the robot file's contact model
     and with each of its features changed on its own (cones, impratio, condim, joint friction, self-collisions), on
     standing robots and on an untrained policy's states (``--num-envs``' first value worlds, ``--steps`` steps)."""
+    profile: bool = False
+    """Instead of the throughput tables, train one worker in-process for ``--train-iterations`` at the task's
+    defaults (``--train-num-envs`` where given) and show where an iteration's time goes, part by part: the policy,
+    the environment step's task work, the physics, storage, the update, for the training and the evaluation
+    environments (the first iteration excluded). On a GPU each part waits for the device, which costs a little."""
     backends: tuple[Literal["warp", "mujoco"], ...] = ("warp", "mujoco")
     """Physics backends to measure side by side, in every table (``mujoco`` runs on the CPU only and is skipped on
     a GPU)."""
@@ -87,6 +92,9 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
     first_gpu = int(device.split(":")[1]) if selection.kind == "cuda" else 0
     if selection.kind == "cpu" and cfg.workers_per_gpu != 1:
         raise UsageError(f"--workers-per-gpu {cfg.workers_per_gpu} needs a GPU (this bench runs on the CPU)")
+    if cfg.profile:
+        _profile(task_id, cfg, console, selection.kind, device)
+        return
     shared = selection.kind == "cuda" and cfg.workers_per_gpu > 1
     runs = [(f"{w} ({min(w, cfg.workers_per_gpu)}/GPU)" if shared and w > 1 else str(w), w, w > 1) for w in cfg.workers]
     backends: list[Backend] = [b for b in dict.fromkeys(cfg.backends) if b == "warp" or selection.kind == "cpu"]
@@ -195,6 +203,46 @@ def _contact_costs(task_id: str, cfg: BenchConfig, console: Console) -> None:
     _show(console, table)
     if cfg.json is not None:
         report = {"task": task_id, "machine": machine_description("cpu"), "contact_costs": [vars(r) for r in rows]}
+        cfg.json.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(cfg.json, json.dumps(report, indent=1) + "\n")
+
+
+def _profile(task_id: str, cfg: BenchConfig, console: Console, kind: str, device: str) -> None:
+    """Train one worker in-process and show each part's share of an iteration (the first one excluded)."""
+    from mjfleet.benchmark import machine_description, measure_training
+    from mjfleet.profiling import PROFILE
+
+    backend: Backend = "mujoco" if kind == "cpu" else "warp"
+    train_cfg = _train_config(task_id, cfg, kind, 1, False, backend)
+    validate(train_cfg)
+    _show(console, f"[bold]{task_id}[/] on {device}: {machine_description(device)}")
+    PROFILE.start(device)
+    try:
+        row = measure_training(train_cfg)
+    finally:
+        PROFILE.stop()
+    timed = PROFILE.iterations[1:] or PROFILE.iterations
+    names = list(dict.fromkeys(name for parts in timed for name in parts))
+    mean = {name: sum(parts.get(name, 0.0) for parts in timed) / len(timed) for name in names}
+    total = sum(mean.values())
+    envs = f"{train_cfg.env.num_envs} environments x {train_cfg.agent.num_steps_per_env} steps"
+    table = Table(title=f"one PPO iteration by part ({envs}, {len(timed)} timed iterations, {backend})")
+    for col in ("part", "ms per iteration", "share"):
+        table.add_column(col, justify="left" if col == "part" else "right")
+    for name in sorted(names, key=lambda n: -mean[n]):
+        table.add_row(name, f"{mean[name] * 1000:,.1f}", f"{mean[name] / total:.1%}")
+    table.add_row("iteration", f"{total * 1000:,.1f}", "100%")
+    _show(console, table)
+    if cfg.json is not None:
+        report = {
+            "task": task_id,
+            "device": device,
+            "machine": machine_description(device),
+            "num_envs": train_cfg.env.num_envs,
+            "steps_per_env": train_cfg.agent.num_steps_per_env,
+            "env_steps_per_s": row.env_steps_per_s,
+            "parts_s": mean,
+        }
         cfg.json.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(cfg.json, json.dumps(report, indent=1) + "\n")
 

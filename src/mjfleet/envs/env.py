@@ -19,6 +19,7 @@ from mjfleet.envs.task import (
     Task,
     episode_stat_keys,
 )
+from mjfleet.profiling import part
 from mjfleet.sim.factory import create_simulation
 
 
@@ -83,6 +84,8 @@ class MjEnv(VecEnv):
         """Statistics of the evaluation environments' episodes (see :meth:`split_evaluation`), kept apart."""
         self.first_eval_env = self.num_envs
         """Index of the first evaluation environment (:attr:`num_envs`: none)."""
+        self.role = "training"
+        """What the environments are for (``training`` or ``evaluation``): the name their physics is profiled under."""
         self.final_observations = False
         """Whether :meth:`step` hands out the observations episodes ended in (``extras["final_observations"]``): off-
         policy learners bootstrap time-outs from them; the returned observation of an ended episode is the next
@@ -104,7 +107,8 @@ class MjEnv(VecEnv):
         self.last_actions.copy_(self.actions)
         self.actions.copy_(actions.clamp(-clip, clip))
         self.task.apply_actions(self, self.actions)
-        self.sim.step()
+        with part(f"physics ({self.role})"):
+            self.sim.step()
         self.episode_length_buf += 1
         self.common_step_counter += 1
 

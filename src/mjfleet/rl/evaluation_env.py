@@ -14,6 +14,7 @@ import torch
 from tensordict import TensorDict
 
 from mjfleet.envs.env import MjEnv
+from mjfleet.profiling import part
 
 
 class SeparateEvaluation:
@@ -26,6 +27,7 @@ class SeparateEvaluation:
         if steps < 1:
             raise ValueError(f"evaluation steps per training step must be at least 1 (got {steps})")
         env.split_evaluation(env.num_envs)
+        env.role = "evaluation"
         self.env = env
         self.steps = steps
         """Steps of :attr:`env` per training step."""
@@ -51,8 +53,10 @@ class SeparateEvaluation:
     def step(self, policy: Callable[[TensorDict], torch.Tensor]) -> None:
         """Advance every evaluation environment :attr:`steps` steps with ``policy``."""
         for _ in range(self.steps):
-            actions = policy(self._obs.to(self.device))
-            self._obs = self.env.step(actions.to(self.env.device))[0]
+            with part("policy (evaluation)"):
+                actions = policy(self._obs.to(self.device))
+            with part("environment step (evaluation): the task's work"):
+                self._obs = self.env.step(actions.to(self.env.device))[0]
 
     @property
     def round_steps(self) -> int:

@@ -15,6 +15,7 @@ from tensordict import TensorDict
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.episode_stats import EpisodeStats
+from mjfleet.profiling import PROFILE, part
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.divergence import NonFiniteTrainingError, divergence_message, nonfinite_quantity
 from mjfleet.rl.eval_stats import EvaluationWindow, is_evaluation_name
@@ -212,21 +213,26 @@ class Runner(Saving):
                 with torch.inference_mode():
                     for step in range(steps):
                         place[2] = step + 1
-                        actions = self._act(obs)
-                        obs, rewards, dones, extras = env.step(actions.to(env.device))
-                        obs, rewards, dones = obs.to(self.device), rewards.to(self.device), dones.to(self.device)
-                        self._process_env_step(obs, rewards, dones, extras)
+                        with part("policy (training)"):
+                            actions = self._act(obs)
+                        with part("environment step (training): the task's work"):
+                            obs, rewards, dones, extras = env.step(actions.to(env.device))
+                        with part("storage and returns"):
+                            obs, rewards, dones = obs.to(self.device), rewards.to(self.device), dones.to(self.device)
+                            self._process_env_step(obs, rewards, dones, extras)
                         if self.evaluation is not None:
                             self.evaluation.step(learner.act_deterministic)
                         for step_hook in self.step_hooks:
                             step_hook(self)
-                    learner.end_rollout(self._training(obs))
+                    with part("storage and returns"):
+                        learner.end_rollout(self._training(obs))
                 learner.synchronize()  # on a GPU, let the rollout's queued work count as collection, not learning
                 t1 = time.perf_counter()
                 learner.reset_sync()
                 place[1] = 1
-                losses = learner.update()
-                learner.synchronize()
+                with part("update"):
+                    losses = learner.update()
+                    learner.synchronize()
                 place[1] = 2
             except (RuntimeError, ValueError) as e:
                 # A diverging mini-batch leaves NaN weights that the next forward pass trips over (e.g. "normal
@@ -285,6 +291,7 @@ class Runner(Saving):
                     )
             for hook in self.hooks:
                 hook(self, record)
+            PROFILE.end_iteration()
             if stop:
                 self.stop_signal = stop
                 logger.info("stopping after iteration %d (%s)", it, signal_name(stop))

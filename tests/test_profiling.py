@@ -1,0 +1,46 @@
+"""Where an iteration's time goes: parts timed exclusive of the parts inside them, nothing timed while the profile is
+off, and ``bench --profile`` showing a real training iteration part by part."""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+from mjfleet.cli import bench
+from mjfleet.profiling import Profile
+
+
+def test_a_part_counts_its_own_time_not_the_parts_inside_it() -> None:
+    profile = Profile()
+    profile.start("cpu")
+    with profile.part("outer"):
+        time.sleep(0.02)
+        with profile.part("inner"):
+            time.sleep(0.03)
+    profile.end_iteration()
+    (parts,) = profile.iterations
+    assert 0.02 <= parts["outer"] < 0.03 and 0.03 <= parts["inner"] < 0.04
+    assert parts["other"] < 0.005  # the iteration is its parts
+
+
+def test_nothing_is_timed_while_the_profile_is_off() -> None:
+    profile = Profile()
+    assert isinstance(profile.part("update"), nullcontext)
+    profile.end_iteration()
+    assert profile.iterations == []
+
+
+def test_bench_profile_shows_the_training_and_the_evaluation_part_by_part(tmp_path: Path) -> None:
+    out = tmp_path / "profile.json"
+    argv = ["go1-velocity-flat", "--gpu-ids", "None", "--profile", "--train-num-envs", "64", "--train-iterations", "3"]
+    bench.main([*argv, "--json", str(out)])
+    report = json.loads(out.read_text())
+    parts = report["parts_s"]
+    for name in ("policy (training)", "physics (training)", "update", "storage and returns"):
+        assert parts[name] > 0, name
+    # On the CPU the evaluation runs in a simulation of its own: its physics and policy are parts of their own.
+    assert parts["physics (evaluation)"] > 0 and parts["policy (evaluation)"] > 0
+    iteration = report["num_envs"] * report["steps_per_env"] / report["env_steps_per_s"]
+    assert 0.9 * iteration < sum(parts.values()) < 1.5 * iteration
