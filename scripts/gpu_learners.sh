@@ -10,7 +10,7 @@
 # The SAC and TD3 settings for these robots are starting points, not measured ones (docs/learners.md);
 # MJFLEET_LEARNERS_SAC_ARGS and MJFLEET_LEARNERS_TD3_ARGS replace them. --dry-run prints every sweep's commands and
 # the time bound and runs nothing. Knobs (environment): MJFLEET_LEARNERS_OUT (results folder), MJFLEET_LEARNERS_TASKS
-# (unitree-go1-velocity-flat unitree-g1-velocity-flat), MJFLEET_LEARNERS (rsl-rl-ppo skrl-ppo skrl-sac skrl-td3),
+# (unitree-go1-velocity-flat unitree-g1-velocity-flat), MJFLEET_LEARNERS (every registered learner),
 # MJFLEET_LEARNERS_NUM_ENVS (4096), MJFLEET_LEARNERS_LIMIT_S (seconds per train, 300); MJFLEET_WALK_PLAY_LIMIT_S (45),
 # MJFLEET_WALK_STOP_WHEN and MJFLEET_WALK_BUDGET_S (total seconds of all sweeps) as in gpu_time_to_walk.sh.
 set -uo pipefail
@@ -28,7 +28,11 @@ done
 
 out=${MJFLEET_LEARNERS_OUT:-$repo/learners/$(date +%Y-%m-%dT%H-%M-%S)}
 tasks=${MJFLEET_LEARNERS_TASKS:-unitree-go1-velocity-flat unitree-g1-velocity-flat}
-read -r -a learners <<<"${MJFLEET_LEARNERS:-rsl-rl-ppo skrl-ppo skrl-sac skrl-td3}"
+source "$repo/scripts/python_env.sh"  # sets py (the interpreter command) and runner (its description)
+# Every registered learner (the registry names them, a package's own included), unless MJFLEET_LEARNERS picks some.
+registered=$("${py[@]}" -c 'from mjfleet.rl.learner_registry import learner_names; print(" ".join(learner_names()))') ||
+  { echo "error: could not list the registered learners with $runner" >&2; exit 2; }
+read -r -a learners <<<"${MJFLEET_LEARNERS:-$registered}"
 num_envs=${MJFLEET_LEARNERS_NUM_ENVS:-4096}
 limit=${MJFLEET_LEARNERS_LIMIT_S:-300}
 play_limit=${MJFLEET_WALK_PLAY_LIMIT_S:-45}
@@ -43,11 +47,8 @@ for n in "$num_envs" "$limit" "$play_limit" ${budget:+"$budget"}; do
   [[ $n =~ ^[0-9]+$ ]] || { echo "error: expected a whole number, got '$n'" >&2; exit 2; }
 done
 for learner in "${learners[@]}"; do
-  case $learner in
-    rsl-rl-ppo | skrl-ppo | skrl-sac | skrl-td3) ;;
-    *) echo "error: unknown learner '$learner' in MJFLEET_LEARNERS (rsl-rl-ppo skrl-ppo skrl-sac skrl-td3)" >&2
-      exit 2 ;;
-  esac
+  [[ " $registered " == *" $learner "* ]] ||
+    { echo "error: unknown learner '$learner' in MJFLEET_LEARNERS (registered: $registered)" >&2; exit 2; }
 done
 read -r -a task_list <<<"$tasks"
 bound=$(( ${#learners[@]} * ${#task_list[@]} * (limit + play_limit) ))

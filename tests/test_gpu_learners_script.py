@@ -36,6 +36,7 @@ def test_script_parses_has_help_and_refuses_what_it_does_not_know(tmp_path: Path
     assert _script(tmp_path, "--bogus").returncode == 2
     unknown = _script(tmp_path, "--dry-run", MJFLEET_LEARNERS="rsl-rl-ppo skrl-a2c")
     assert unknown.returncode == 2 and "unknown learner 'skrl-a2c'" in unknown.stderr
+    assert "(registered: rsl-rl-ppo skrl-ppo skrl-sac skrl-td3)" in unknown.stderr  # the registry's names
     assert _script(tmp_path, "--dry-run", MJFLEET_LEARNERS_LIMIT_S="soon").returncode == 2
 
 
