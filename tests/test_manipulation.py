@@ -17,6 +17,7 @@ from pathlib import Path
 
 import imageio.v2 as imageio
 import mujoco
+import numpy as np
 import pytest
 import torch
 
@@ -24,7 +25,7 @@ from mjfleet.envs.env import MjEnv
 from mjfleet.errors import UsageError
 from mjfleet.sim.config import Backend
 from mjfleet.tasks.manipulation.arms import YAM, ArmSpec
-from mjfleet.tasks.manipulation.config import LiftConfig, ReachConfig
+from mjfleet.tasks.manipulation.config import LiftConfig, ReachConfig, TableConfig
 from mjfleet.tasks.manipulation.lift import LiftCubeTask
 from mjfleet.tasks.manipulation.model import CUBE, build_model
 from mjfleet.tasks.manipulation.presets import lift_cube_config, yam_lift_cube_config, yam_reach_config
@@ -98,6 +99,17 @@ def test_only_the_hand_table_floor_and_cube_collide() -> None:
     colliding = {m.body(int(m.geom_bodyid[g])).name for g in range(m.ngeom) if m.geom_contype[g]}
     assert colliding == {"world", "link_6", "lf_rot", "lf_down", "rf_rot", "rf_down", CUBE}
     assert m.opt.timestep == YAM.timestep and m.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
+
+
+@needs_yam
+def test_the_table_is_the_config_s() -> None:
+    cfg = yam_reach_config()
+    cfg.table = TableConfig(front=0.5, back=0.1, half_width=0.3, floor_depth=0.6)
+    m = build_model(YAM, cfg)
+    table, floor = m.geom("table"), m.geom("floor")
+    x_from, x_to = table.pos[0] - table.size[0], table.pos[0] + table.size[0]
+    assert np.allclose([x_from, x_to, table.size[1], table.pos[2] + table.size[2]], [-0.1, 0.5, 0.3, 0.0])
+    assert np.isclose(floor.pos[2], -0.6)
 
 
 @needs_yam
@@ -486,8 +498,12 @@ def test_an_arm_from_a_package_lists_builds_and_trains(arm_package: None, tmp_pa
     assert rows["mini-lift-cube"].endswith("[package mjfleet-fake-arm]")
 
     # The package's arm in both tasks: its names found in its file, its cube on the table.
+    # The lift's recipe is the default on any arm; this one has no grasp_pose, so its episodes all start on the table.
     env = MjEnv(LiftCubeTask(dataclasses.replace(lift_cube_config("mini"), num_envs=2)), seed=0)
-    assert env.num_actions == 5 and env.get_observations()["policy"].shape == (2, 3 * 5 + 3 + 3 + 6)
+    targets = 5  # the filtered servo targets, which the policy observes
+    assert env.num_actions == 5 and env.get_observations()["policy"].shape == (2, 3 * 5 + 3 + 3 + 6 + targets)
+    assert env.task.cfg.start_in_hand == env.task.cfg.start_at_cube == 0.0  # type: ignore[attr-defined]
+    assert env.task.training_start(env) is None
     for _ in range(10):
         env.step(torch.zeros(2, env.num_actions))
     assert torch.isfinite(env.sim.qpos).all() and not env.terminated.any()

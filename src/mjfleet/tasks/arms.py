@@ -26,6 +26,7 @@ from mjfleet.tasks.manipulation.config import (
     ManipulationConfig,
     ReachConfig,
     ReachRewards,
+    TableConfig,
 )
 from mjfleet.tasks.manipulation.presets import (
     LIFT_CUBE_TASK,
@@ -53,6 +54,7 @@ __all__ = [
     "ReachConfig",
     "ReachRewards",
     "SimConfig",
+    "TableConfig",
     "TaskSpec",
     "Zone",
     "lift_cube_config",

@@ -27,6 +27,20 @@ class Box3:
 
 
 @dataclass
+class TableConfig:
+    """The table the arm stands on (metres, in the arm's base frame; the table's top is the plane z = 0)."""
+
+    front: float = 0.7
+    """How far in front of the base the table reaches."""
+    back: float = 0.2
+    """How far behind the base it reaches."""
+    half_width: float = 0.5
+    """Half its width, sideways of the base."""
+    floor_depth: float = 0.75
+    """How far below the table's top the floor lies (where a cube pushed off the table lands)."""
+
+
+@dataclass
 class ManipulationConfig(EnvConfig):
     """Settings every manipulation task has: the arm, its actions and the solver."""
 
@@ -44,6 +58,8 @@ class ManipulationConfig(EnvConfig):
     """Arm joint angles start uniformly within +-this (radians) around home, inside the joint limits."""
     soft_joint_limit: float = 0.9
     """Fraction of each joint's range inside which the ``joint_limits`` term pays nothing."""
+    table: TableConfig = field(default_factory=TableConfig)
+    """The table: its extent around the base (size it to your arm's reach) and the floor's depth."""
     hand_table_force: float = 10.0
     """The episode terminates when the hand (the arm record's ``hand_body`` and what hangs from it) presses on the
     table with more than this net contact force (newtons, mjlab's threshold); 0: never."""

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from typing import ClassVar
 
 import mujoco
@@ -15,6 +17,8 @@ from mjfleet.tasks.manipulation.config import LiftConfig
 from mjfleet.tasks.manipulation.model import CUBE, GRASP_SENSOR_PREFIX, build_model, zone_geoms
 from mjfleet.tasks.manipulation.poses import hand_at_cube_poses
 from mjfleet.tasks.manipulation.task import ArmTask, uniform_in
+
+logger = logging.getLogger(__name__)
 
 LIFT_CLEARANCE = 0.02
 """The cube counts as off the table when its lowest possible point is this high above it (metres)."""
@@ -46,6 +50,13 @@ class LiftCubeTask(ArmTask[LiftConfig]):
 
     def setup(self, env: MjEnv) -> None:
         super().setup(env)
+        if not self.arm.grasp_pose and (self.cfg.start_in_hand > 0 or self.cfg.start_at_cube > 0):
+            logger.info(
+                "arm %s has no grasp_pose in its record: every episode starts with the cube on the table"
+                " (--env.start-in-hand and --env.start-at-cube need one)",
+                self.arm.name,
+            )
+            self.cfg = dataclasses.replace(self.cfg, start_in_hand=0.0, start_at_cube=0.0)
         m, n, dev = env.sim.mj_model, env.num_envs, env.device
         self._cube_body = int(m.body(CUBE).id)
         self._cube_geom = int(m.geom(CUBE).id)
@@ -92,8 +103,6 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         """Where a cube held in the home pose sits: at the end-effector site, turned like the hand, the fingers at
         the arm record's ``grasp_pose``."""
         m, dev = env.sim.mj_model, env.device
-        if not self.arm.grasp_pose:
-            raise UsageError(f"--env.start-in-hand needs a grasp_pose in the record of arm {self.arm.name!r}")
         data = mujoco.MjData(m)
         data.qpos[:] = self.home_qpos.cpu().numpy()
         mujoco.mj_kinematics(m, data)
@@ -118,8 +127,6 @@ class LiftCubeTask(ArmTask[LiftConfig]):
     def _setup_at_cube(self, env: MjEnv, tips: list[int]) -> None:
         """The poses with the hand around a cube on the table, over the cube's start area."""
         m, dev = env.sim.mj_model, env.device
-        if not self.arm.grasp_pose:
-            raise UsageError(f"--env.start-at-cube needs a grasp_pose in the record of arm {self.arm.name!r}")
         cube = self.cfg.cube
         poses = hand_at_cube_poses(m, self.arm, self.home_qpos.cpu().numpy(), cube.x, cube.y, tips)
         if len(poses.xy) == 0:

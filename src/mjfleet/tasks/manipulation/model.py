@@ -15,12 +15,8 @@ from mjfleet.tasks.manipulation.arms import ArmSpec
 from mjfleet.tasks.manipulation.config import CubeConfig, ManipulationConfig
 from mjfleet.tasks.manipulation.sources import arm_file
 
-TABLE_HALF_SIZE = (0.45, 0.5, 0.02)
-"""The table top, a box (metres): its upper face is the plane z = 0."""
-TABLE_CENTER_X = 0.25
-"""The table's centre lies this far in front of the arm's base (metres)."""
-FLOOR_HEIGHT = -0.75
-"""The floor, where a cube pushed off the table lands (metres)."""
+TABLE_THICKNESS = 0.04
+"""The table top's thickness (metres): its upper face is the plane z = 0."""
 CUBE = "cube"
 """Name of the cube's body, free joint and geom."""
 HAND_TABLE_SENSOR = "hand_table"
@@ -41,14 +37,16 @@ def build_model(arm: ArmSpec, cfg: ManipulationConfig, cube: CubeConfig | None =
     for sensor in list(spec.sensors):
         spec.delete(sensor)
     world = spec.worldbody
+    table = cfg.table
     world.add_geom(
         name="table",
         type=mujoco.mjtGeom.mjGEOM_BOX,
-        size=list(TABLE_HALF_SIZE),
-        pos=[TABLE_CENTER_X, 0.0, -TABLE_HALF_SIZE[2]],
+        size=[(table.front + table.back) / 2, table.half_width, TABLE_THICKNESS / 2],
+        pos=[(table.front - table.back) / 2, 0.0, -TABLE_THICKNESS / 2],
         rgba=[0.55, 0.45, 0.35, 1.0],
     )
-    world.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0.0, 0.0, 0.05], pos=[0.0, 0.0, FLOOR_HEIGHT])
+    floor = [0.0, 0.0, -table.floor_depth]
+    world.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0.0, 0.0, 0.05], pos=floor)
     world.add_light(pos=[0.3, 0.0, 2.0], dir=[0.0, 0.0, -1.0])
     world.add_camera(name="front", pos=[1.1, 0.0, 0.55], xyaxes=[0.0, 1.0, 0.0, -0.4, 0.0, 0.9])
     if cube is not None:

@@ -23,16 +23,28 @@ def reach_config(arm: str) -> ReachConfig:
 
 
 def lift_cube_config(arm: str) -> LiftConfig:
-    """Arm ``arm`` lifts a randomized cube to a goal in the air, 8 s episodes; elliptic friction cones for the
-    grasp."""
-    return LiftConfig(
+    """Arm ``arm`` lifts a randomized cube to a goal in the air, 8 s episodes; elliptic friction cones for the grasp.
+
+    The recipe with which the YAM learns it: the arm's targets filtered, a quarter of the training episodes started
+    with the cube in the hand and a quarter with the open hand around it on the table (both need the arm record's
+    ``grasp_pose``; without one every episode starts on the table), the grasp, height and lifted terms on and the goal
+    terms weighed 4. Without the filter, the in-hand starts or those terms the YAM's policies learnt to hold the cube
+    on the table, or on it, but not to lift it; without the starts around the cube they lifted it late or never
+    (docs/manipulation.md)."""
+    cfg = LiftConfig(
         num_envs=1024,
         episode_length_s=8.0,
         arm=arm,
         contact_cone="elliptic",
         impratio=10.0,
         sim=SimConfig(decimation=4, nconmax=32, njmax=160),
+        action_filter=0.1,
+        start_in_hand=0.25,
+        start_at_cube=0.25,
     )
+    cfg.rewards.grasp, cfg.rewards.height, cfg.rewards.lifted = 1.0, 2.0, 2.0
+    cfg.rewards.lift, cfg.rewards.lift_precise = 4.0, 4.0
+    return cfg
 
 
 def yam_reach_config() -> ReachConfig:
@@ -48,16 +60,8 @@ def yam_reach_cpu_config() -> ReachConfig:
 
 
 def yam_lift_cube_config() -> LiftConfig:
-    """The YAM lifts a randomized cube to a goal in the air. Its arm's targets filtered, a quarter of the training
-    episodes started with the cube in the hand and a quarter with the open hand around it on the table, the grasp,
-    height and lifted terms on and the goal terms weighed 4: without the filter, the in-hand starts or those terms its
-    policies learnt to hold the cube on the table, or on it, but not to lift it; without the starts around the cube
-    they lifted it from the table late or never (docs/manipulation.md)."""
-    cfg = lift_cube_config("yam")
-    cfg.action_filter, cfg.start_in_hand, cfg.start_at_cube = 0.1, 0.25, 0.25
-    cfg.rewards.grasp, cfg.rewards.height, cfg.rewards.lifted = 1.0, 2.0, 2.0
-    cfg.rewards.lift, cfg.rewards.lift_precise = 4.0, 4.0
-    return cfg
+    """The YAM lifts a randomized cube to a goal in the air (:func:`lift_cube_config`'s recipe)."""
+    return lift_cube_config("yam")
 
 
 def yam_lift_cube_cpu_config() -> LiftConfig:
