@@ -30,7 +30,7 @@ out=${MJFLEET_LEARNERS_OUT:-$repo/learners/$(date +%Y-%m-%dT%H-%M-%S)}
 tasks=${MJFLEET_LEARNERS_TASKS:-unitree-go1-velocity-flat unitree-g1-velocity-flat}
 source "$repo/scripts/python_env.sh"  # sets py (the interpreter command) and runner (its description)
 # Every registered learner (the registry names them, a package's own included), unless MJFLEET_LEARNERS picks some.
-registered=$("${py[@]}" -c 'from mjfleet.rl.learner_registry import learner_names; print(" ".join(learner_names()))') ||
+registered=$("${py[@]}" -c 'from mjfleet.rl.learners.registry import learner_names; print(" ".join(learner_names()))') ||
   { echo "error: could not list the registered learners with $runner" >&2; exit 2; }
 read -r -a learners <<<"${MJFLEET_LEARNERS:-$registered}"
 num_envs=${MJFLEET_LEARNERS_NUM_ENVS:-4096}

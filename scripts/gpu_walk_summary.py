@@ -28,7 +28,7 @@ from gpu_summary import gpu_line, versions_line
 
 TIMEOUT = 124  # what `timeout` exits with when the limit stopped the command (SIGTERM honoured)
 RICH_PREFIX = re.compile(r"^\[[^\]]*\]\s+(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+")
-PROGRESS_FILE = "progress.jsonl"  # every iteration's record, one JSON line each (mjfleet.rl.records)
+PROGRESS_FILE = "progress.jsonl"  # every iteration's record, one JSON line each (mjfleet.rl.reporting.records)
 # `... (128 iterations, 12,582,912 env-steps in 1:08 from the command)` (mjfleet.runs.ending)
 HEADLINE = re.compile(r"^(.*?) \((?:(\d+) iterations?, ([\d,]+) env-steps in )?(\d+(?::\d\d)+) from the command\)$")
 # `start-up: first iteration done 12.3 s after the process started: ...` (mjfleet.train.startup)

@@ -15,7 +15,7 @@ from types import ModuleType
 
 import psutil
 
-from mjfleet.rl.ppo import SyncedPPO
+from mjfleet.rl.learners.rsl_rl import SyncedPPO
 from mjfleet.rl.runner import Runner
 from mjfleet.runs.directory import create_run_dir, next_run_dir
 from mjfleet.tasks.registry import all_tasks, get_task
@@ -42,7 +42,7 @@ def missing_files(task_id: str) -> str | None:
 def rsl_ppo(runner: Runner) -> SyncedPPO:
     """rsl-rl-lib's algorithm inside a runner whose learner is ``rsl-rl-ppo`` (for tests of what is rsl_rl's own:
     its storage, optimizer, actor)."""
-    from mjfleet.rl.ppo import RslRlPpo
+    from mjfleet.rl.learners.rsl_rl import RslRlPpo
 
     assert isinstance(runner.learner, RslRlPpo), f"the runner's learner is {runner.learner.name}"
     return runner.learner.alg

@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from mjfleet.rl.records import IterationRecord
 from mjfleet.rl.replicas import digest, replica_digest
+from mjfleet.rl.reporting.records import IterationRecord
 from mjfleet.rl.runner import Runner
 from mjfleet.train.worker_hook import WORKER_HOOK_ENV, WorkerHookContext
 
@@ -122,12 +122,12 @@ class Probes:
 
 def _rollout_observations(runner: Runner) -> torch.Tensor:
     """The policy observations the learner recorded: rsl_rl's rollout storage, or an skrl agent's memory."""
-    from mjfleet.rl.ppo import RslRlPpo
+    from mjfleet.rl.learners.rsl_rl import RslRlPpo
 
     learner = runner.learner
     if isinstance(learner, RslRlPpo):
         return learner.alg.storage.observations["policy"]
-    from mjfleet.rl.skrl_learner import SkrlLearner
+    from mjfleet.rl.learners.skrl.learner import SkrlLearner
 
     assert isinstance(learner, SkrlLearner)
     assert learner.agent.memory is not None

@@ -11,7 +11,7 @@ import torch
 
 from mjfleet.cli import play
 from mjfleet.errors import UsageError
-from mjfleet.rl.checkpoint import load_checkpoint, newest_run, resolve_checkpoint, save_atomic
+from mjfleet.rl.checkpoint.files import load_checkpoint, newest_run, resolve_checkpoint, save_atomic
 from mjfleet.runs.source import resolve_play_checkpoint
 from mjfleet.train.plan import plan_start
 

@@ -16,7 +16,7 @@ import torch
 
 from mjfleet.cli import bench, list_tasks, play, train
 from mjfleet.errors import UsageError
-from mjfleet.rl.checkpoint import save_atomic
+from mjfleet.rl.checkpoint.files import save_atomic
 from mjfleet.tasks.registry import get_task
 from mjfleet.train import api, prepare, run
 from mjfleet.train import supervisor as train_supervisor

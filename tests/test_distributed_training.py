@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mjfleet.envs.episode_stats import EpisodeStats
-from mjfleet.rl.checkpoint import list_checkpoints
+from mjfleet.rl.checkpoint.files import list_checkpoints
 from mjfleet.train import run
 from mjfleet.train.worker import WorkerResult
 

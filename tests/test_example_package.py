@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mjfleet.cli import play, train
-from mjfleet.rl.checkpoint import list_checkpoints
+from mjfleet.rl.checkpoint.files import list_checkpoints
 
 from .helpers import run_main
 

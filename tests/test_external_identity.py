@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from mjfleet.rl.checkpoint import list_checkpoints
+from mjfleet.rl.checkpoint.files import list_checkpoints
 
 from .helpers import assert_no_processes_left, launcher_free_env
 from .instruments import instrument_env

@@ -22,7 +22,7 @@ import psutil
 import pytest
 import torch
 
-from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
+from mjfleet.rl.checkpoint.files import list_checkpoints, load_checkpoint
 from mjfleet.train import run
 
 from .helpers import assert_no_processes_left, launcher_free_env, small_train_config

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from mjfleet.envs.env import MjEnv
+from mjfleet.rl.learners.skrl.learner import SkrlLearner
 from mjfleet.rl.runner import Runner
-from mjfleet.rl.skrl_learner import SkrlLearner
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.sim.config import Backend
 

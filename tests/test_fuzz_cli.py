@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from mjfleet.cli import train
-from mjfleet.rl.checkpoint import save_atomic
+from mjfleet.rl.checkpoint.files import save_atomic
 from mjfleet.train import plan
 
 from .helpers import run_main

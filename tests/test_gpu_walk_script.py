@@ -16,8 +16,8 @@ from types import ModuleType
 
 import pytest
 
-from mjfleet.rl.progress import Progress, progress_block, progress_line
-from mjfleet.rl.records import IterationRecord, append_progress
+from mjfleet.rl.reporting.progress import Progress, progress_block, progress_line
+from mjfleet.rl.reporting.records import IterationRecord, append_progress
 from mjfleet.runs.ending import RunEnd, ending_lines
 from mjfleet.runs.record import RunRecord
 from mjfleet.train.startup import StartupClock

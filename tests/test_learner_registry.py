@@ -12,8 +12,8 @@ import pytest
 
 from mjfleet.cli import play, train
 from mjfleet.config_io import plain
-from mjfleet.rl.checkpoint import load_checkpoint
-from mjfleet.rl.learner_registry import learner_entry, learner_names, register, unregister
+from mjfleet.rl.checkpoint.files import load_checkpoint
+from mjfleet.rl.learners.registry import learner_entry, learner_names, register, unregister
 from mjfleet.runs.fingerprint import training_settings
 
 from .helpers import run_main, small_train_config

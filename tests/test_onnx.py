@@ -11,7 +11,7 @@ import torch
 
 from mjfleet.cli import play
 from mjfleet.envs.env import MjEnv
-from mjfleet.rl.onnx_policy import OPSET, OnnxPolicy, export_policy, metadata_path, policy_metadata
+from mjfleet.rl.checkpoint.onnx import OPSET, OnnxPolicy, export_policy, metadata_path, policy_metadata
 from mjfleet.rl.runner import Runner
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.tasks.registry import get_task

@@ -11,7 +11,7 @@ import mujoco
 import pytest
 
 from mjfleet.cli import train
-from mjfleet.rl.stop_condition import StopCondition
+from mjfleet.rl.evaluation.stop_condition import StopCondition
 from mjfleet.runtime import devices
 from mjfleet.train import prepare
 

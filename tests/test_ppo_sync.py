@@ -14,7 +14,7 @@ from tensordict import TensorDict
 from torch.multiprocessing.spawn import spawn
 
 from mjfleet.rl.config import AgentConfig, AlgorithmConfig, PolicyConfig
-from mjfleet.rl.ppo import SyncedPPO
+from mjfleet.rl.learners.rsl_rl import SyncedPPO
 
 NUM_ENVS, STEPS, OBS, ACTIONS = 64, 8, 5, 2
 # schedule -> gradient bucket size in MB; 4 kB buckets split these networks' gradients into several all-reduces.

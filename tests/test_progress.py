@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from mjfleet.rl.checkpoint import load_checkpoint
-from mjfleet.rl.progress import (
+from mjfleet.rl.checkpoint.files import load_checkpoint
+from mjfleet.rl.reporting.progress import (
     IterationClock,
     Progress,
     format_count,
@@ -19,7 +19,7 @@ from mjfleet.rl.progress import (
     progress_block,
     progress_line,
 )
-from mjfleet.rl.records import PROGRESS_FILE, read_progress
+from mjfleet.rl.reporting.records import PROGRESS_FILE, read_progress
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.train.worker import train_worker
 

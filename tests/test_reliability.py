@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from mjfleet.launch.launcher import WorkerFailure
-from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
+from mjfleet.rl.checkpoint.files import list_checkpoints, load_checkpoint
 from mjfleet.train import run
 
 from .helpers import TOKEN_ENV, assert_no_processes_left, small_train_config

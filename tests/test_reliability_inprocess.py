@@ -21,7 +21,7 @@ from mjfleet.errors import UsageError
 from mjfleet.launch.diagnosis import WorkerFailure, build_failure
 from mjfleet.launch.launcher import LaunchPlan
 from mjfleet.launch.worker_logs import write_report
-from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint, resolve_checkpoint, save_atomic
+from mjfleet.rl.checkpoint.files import list_checkpoints, load_checkpoint, resolve_checkpoint, save_atomic
 from mjfleet.rl.divergence import NonFiniteTrainingError
 from mjfleet.rl.runner import Runner
 from mjfleet.runs import start as start_module

@@ -13,9 +13,9 @@ import torch
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.launch.launcher import LaunchPlan, WorkerFailure
-from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
-from mjfleet.rl.evaluation_env import SeparateEvaluation
-from mjfleet.rl.rank_state import capture_rank_state, restore_rank_state, restore_shared_state
+from mjfleet.rl.checkpoint.files import list_checkpoints, load_checkpoint
+from mjfleet.rl.checkpoint.rank_state import capture_rank_state, restore_rank_state, restore_shared_state
+from mjfleet.rl.evaluation.simulation import SeparateEvaluation
 from mjfleet.rl.runner import Runner
 from mjfleet.runs.start import StartPoint
 from mjfleet.runtime.context import DistributedContext
@@ -45,7 +45,7 @@ class _CurriculumTask:
 
 
 class _Env:
-    """What :mod:`mjfleet.rl.rank_state` reads and writes of an :class:`MjEnv`."""
+    """What :mod:`mjfleet.rl.checkpoint.rank_state` reads and writes of an :class:`MjEnv`."""
 
     def __init__(self, seed: int, num_envs: int = 4) -> None:
         self.device = torch.device("cpu")
@@ -96,7 +96,7 @@ def test_one_to_two_the_new_rank_starts_fresh_but_continues_counter_and_curricul
 ) -> None:
     saved = [_saved_rank(0)]
     rank0 = _fresh(0)
-    with caplog.at_level(logging.INFO, logger="mjfleet.rl.rank_state"):
+    with caplog.at_level(logging.INFO, logger="mjfleet.rl.checkpoint.rank_state"):
         assert _restore(rank0, saved, rank=0, world_size=2)
     assert "written by 1 worker(s), this run has 2" in caplog.text and "ranks 1..1 start fresh" in caplog.text
     assert torch.equal(rank0.generator.get_state(), saved[0]["env_generator_state"])
@@ -122,7 +122,7 @@ def test_growing_maps_new_ranks_to_saved_rank_r_mod_n() -> None:
 def test_another_num_envs_keeps_rngs_and_starts_episode_state_fresh(caplog: pytest.LogCaptureFixture) -> None:
     saved = [_saved_rank(0, num_envs=4), _saved_rank(1, num_envs=4)]
     env = _fresh(1, num_envs=6)
-    with caplog.at_level(logging.INFO, logger="mjfleet.rl.rank_state"):
+    with caplog.at_level(logging.INFO, logger="mjfleet.rl.checkpoint.rank_state"):
         assert not _restore(env, saved, rank=1, world_size=2)
     assert torch.equal(env.generator.get_state(), saved[1]["env_generator_state"])
     assert env.episode_length_buf.tolist() == [0] * 6
@@ -147,7 +147,7 @@ def test_the_evaluation_simulation_continues_its_curriculum_levels_by_the_same_r
         assert evaluation.episode_length_buf.tolist() == [0, 0]
 
     other = _Env(seed=0, num_envs=3)  # another --agent.eval-envs
-    with caplog.at_level(logging.INFO, logger="mjfleet.rl.rank_state"):
+    with caplog.at_level(logging.INFO, logger="mjfleet.rl.checkpoint.rank_state"):
         restore_rank_state(cast(MjEnv, _fresh(0)), saved, 0, 2, cast(MjEnv, other))
     assert other.task.levels.tolist() == [0, 0, 0]
     assert "task state of saved rank 0's evaluation does not fit this run (terrain_levels)" in caplog.text

@@ -1,12 +1,12 @@
 """What mjfleet relies on in rsl-rl-lib, pinned so that an upgrade fails here, loudly, rather than somewhere subtle.
 
 mjfleet drives the training loop itself (``mjfleet.rl.runner``) and takes from rsl-rl-lib the models, the rollout
-storage and PPO, built by ``PPO.construct_algorithm``. ``SyncedPPO`` (``mjfleet.rl.ppo``) times ``reduce_parameters``,
-relying on it running once per mini-batch between the backward pass and the optimizer step. That ``SyncedPPO`` leaves
-rsl_rl's distributed results unchanged is checked in ``tests/test_ppo_sync.py``.
+storage and PPO, built by ``PPO.construct_algorithm``. ``SyncedPPO`` (``mjfleet.rl.learners.rsl_rl``) times
+``reduce_parameters``, relying on it running once per mini-batch between the backward pass and the optimizer step. That
+``SyncedPPO`` leaves rsl_rl's distributed results unchanged is checked in ``tests/test_ppo_sync.py``.
 
-If a test here fails after an upgrade: re-read the named rsl_rl code, adapt ``mjfleet.rl.ppo`` / ``runner``, run
-``tests/test_ppo_sync.py``, then update this file (and ``CHECKED`` with pyproject.toml's range).
+If a test here fails after an upgrade: re-read the named rsl_rl code, adapt ``mjfleet.rl.learners.rsl_rl`` / ``runner``,
+run ``tests/test_ppo_sync.py``, then update this file (and ``CHECKED`` with pyproject.toml's range).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from rsl_rl.storage import RolloutStorage
 from tensordict import TensorDict
 
 from mjfleet.rl.config import AgentConfig, AlgorithmConfig, PolicyConfig
-from mjfleet.rl.ppo import SyncedPPO
+from mjfleet.rl.learners.rsl_rl import SyncedPPO
 
 from .pinned import assert_checked_range
 

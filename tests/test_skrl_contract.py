@@ -1,9 +1,10 @@
 """What mjfleet relies on in skrl, pinned so that an upgrade fails here, loudly, rather than somewhere subtle.
 
-mjfleet drives skrl's PPO, SAC and TD3 itself (``mjfleet.rl.skrl_learners``): it builds each agent with its memory
-and models (``mjfleet.rl.skrl_models``), calls ``act``, ``record_transition`` and ``update``, and saves the agent's
-``checkpoint_modules``. skrl's import-time distributed setup is kept from running by ``mjfleet.rl.skrl_distributed``,
-which then sets the private fields of skrl's torch configuration from mjfleet's ``DistributedContext``.
+mjfleet drives skrl's PPO, SAC and TD3 itself (``mjfleet.rl.learners.skrl.algorithms``): it builds each agent with its
+memory and models (``mjfleet.rl.learners.skrl.models``), calls ``act``, ``record_transition`` and ``update``, and saves
+the agent's ``checkpoint_modules``. skrl's import-time distributed setup is kept from running by
+``mjfleet.rl.learners.skrl.distributed``, which then sets the private fields of skrl's torch configuration from
+mjfleet's ``DistributedContext``.
 
 If a test here fails after an upgrade: re-read the named skrl code, adapt those three modules, run
 ``tests/test_skrl_training.py`` (its slow tests included), then update this file (and ``CHECKED`` with
@@ -24,7 +25,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mjfleet.rl import skrl_distributed  # noqa: F401  (before skrl, as mjfleet imports it)
+from mjfleet.rl.learners.skrl import distributed  # noqa: F401  (before skrl, as mjfleet imports it)
 
 # isort: split
 import skrl
@@ -37,8 +38,8 @@ from skrl.models.torch import Model
 from skrl.resources.preprocessors.torch import RunningStandardScaler
 
 from mjfleet.rl.config import AgentConfig
-from mjfleet.rl.learner_registry import build_learner
-from mjfleet.rl.skrl_learner import SkrlLearner
+from mjfleet.rl.learners.registry import build_learner
+from mjfleet.rl.learners.skrl.learner import SkrlLearner
 from mjfleet.runtime.context import DistributedContext
 
 from .conftest import make_env
@@ -76,16 +77,17 @@ def test_pyproject_allows_the_skrl_versions_these_contracts_were_checked_against
 
 def test_import_sets_up_no_process_group_and_the_configuration_takes_mjfleets_ranks() -> None:
     """In a fresh interpreter with ``WORLD_SIZE=2`` set and a gloo group existing (a worker's, as mjfleet's worker
-    creates it): importing skrl through ``mjfleet.rl.skrl_distributed`` leaves the group alone, ``configure_skrl`` gives
-    skrl the worker's ranks, skrl's gradient all-reduce runs on that group and divides by the world size it was given,
-    and skrl imported the plain way still tries to create a second group (so the guard is still needed)."""
+    creates it): importing skrl through ``mjfleet.rl.learners.skrl.distributed`` leaves the group alone,
+    ``configure_skrl`` gives skrl the worker's ranks, skrl's gradient all-reduce runs on that group and divides by the
+    world size it was given, and skrl imported the plain way still tries to create a second group (so the guard is still
+    needed)."""
     code = textwrap.dedent(
         """
         import json, os, sys, tempfile
         import torch, torch.distributed as dist
         dist.init_process_group("gloo", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
         os.environ.update(WORLD_SIZE="2", RANK="0", LOCAL_RANK="0")
-        from mjfleet.rl.skrl_distributed import configure_skrl, skrl
+        from mjfleet.rl.learners.skrl.distributed import configure_skrl, skrl
         from mjfleet.runtime.context import DistributedContext
         result = {"after_import": [skrl.config.torch.is_distributed, skrl.config.torch.world_size],
                   "backend": dist.get_backend(), "world_size_env": os.environ["WORLD_SIZE"]}
@@ -244,7 +246,7 @@ def test_checkpoint_modules_and_what_they_lack(name: str, modules: set[str]) -> 
 
 
 def test_sac_records_losses_only_while_it_writes_them() -> None:
-    """The reason mjfleet sets ``write_interval`` for SAC's update alone (see mjfleet.rl.skrl_learners)."""
+    """The reason mjfleet sets ``write_interval`` for SAC's update alone (see mjfleet.rl.learners.skrl.algorithms)."""
     learner = _learner("skrl-sac")
     _collect(learner)
     learner.agent.update(timestep=4, timesteps=0)

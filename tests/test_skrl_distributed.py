@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
+from mjfleet.rl.checkpoint.files import list_checkpoints, load_checkpoint
 from mjfleet.train import run
 from mjfleet.train.worker import WorkerResult
 

@@ -15,12 +15,12 @@ from tensordict import TensorDict
 from mjfleet.cli import play, train
 from mjfleet.config_io import plain
 from mjfleet.errors import UsageError
-from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
+from mjfleet.rl.checkpoint.files import list_checkpoints, load_checkpoint
+from mjfleet.rl.checkpoint.onnx import OnnxPolicy, export_policy, policy_metadata
 from mjfleet.rl.config import AgentConfig
-from mjfleet.rl.onnx_policy import OnnxPolicy, export_policy, policy_metadata
+from mjfleet.rl.learners.skrl.learner import SkrlLearner
 from mjfleet.rl.replicas import replica_digest
 from mjfleet.rl.runner import Runner
-from mjfleet.rl.skrl_learner import SkrlLearner
 from mjfleet.runs.fingerprint import fingerprint, same_training, training_settings
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.runtime.stop import StopRequest

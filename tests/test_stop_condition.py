@@ -18,13 +18,13 @@ from tensordict import TensorDict
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.errors import UsageError
-from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
+from mjfleet.rl.checkpoint.files import list_checkpoints, load_checkpoint
 from mjfleet.rl.config import AgentConfig
-from mjfleet.rl.eval_stats import EvaluationWindow
-from mjfleet.rl.evaluation_env import SeparateEvaluation
-from mjfleet.rl.records import WorkerResult
+from mjfleet.rl.evaluation.simulation import SeparateEvaluation
+from mjfleet.rl.evaluation.stop_condition import StopCondition, StopConditionTracker
+from mjfleet.rl.evaluation.window import EvaluationWindow
+from mjfleet.rl.reporting.records import WorkerResult
 from mjfleet.rl.runner import Runner
-from mjfleet.rl.stop_condition import StopCondition, StopConditionTracker
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.tasks import registry
 from mjfleet.tasks.cartpole.cartpole import CartpoleTask, balance_config

@@ -165,7 +165,7 @@ def test_the_shipped_motion_is_small_and_of_the_g1s_joints() -> None:
 def test_the_onnx_sidecar_says_how_actions_become_targets_and_which_motion() -> None:
     from types import SimpleNamespace
 
-    from mjfleet.rl.onnx_policy import policy_metadata
+    from mjfleet.rl.checkpoint.onnx import policy_metadata
 
     env = _env(num_envs=2)
     task = env.task

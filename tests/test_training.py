@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mjfleet.cli import play
-from mjfleet.rl.checkpoint import list_checkpoints, load_checkpoint
+from mjfleet.rl.checkpoint.files import list_checkpoints, load_checkpoint
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.train.worker import train_worker
 from mjfleet.train.worker_hook import WORKER_HOOK_ENV

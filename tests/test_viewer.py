@@ -25,7 +25,7 @@ import torch
 from mjfleet.cli import play
 from mjfleet.envs.env import MjEnv
 from mjfleet.errors import UsageError
-from mjfleet.rl.evaluate import Policy, zero_policy
+from mjfleet.rl.evaluation.episodes import Policy, zero_policy
 from mjfleet.tasks.cartpole.cartpole import CartpoleTask
 from mjfleet.viewer.display import check_display
 from mjfleet.viewer.geometry import geom_meshes
@@ -262,7 +262,7 @@ def test_web_viewer_in_headless_chromium_shows_the_scene_and_a_slider_steers_the
 
 NATIVE_SCRIPT = """
 import threading
-from mjfleet.rl.evaluate import zero_policy
+from mjfleet.rl.evaluation.episodes import zero_policy
 from mjfleet.viewer.native import run_native_viewer
 from tests.conftest import make_env
 

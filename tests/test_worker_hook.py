@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from mjfleet.errors import UsageError, is_retryable
-from mjfleet.rl.records import IterationRecord
+from mjfleet.rl.reporting.records import IterationRecord
 from mjfleet.rl.runner import Runner
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.train.worker import train_worker

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.rl.config import AgentConfig
-from mjfleet.rl.learner_registry import LearnerEntry
-from mjfleet.rl.ppo import RslRlPpo
+from mjfleet.rl.learners.registry import LearnerEntry
+from mjfleet.rl.learners.rsl_rl import RslRlPpo
 from mjfleet.runtime.context import DistributedContext
 
 

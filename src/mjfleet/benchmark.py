@@ -15,7 +15,7 @@ import torch
 import warp as wp
 
 from mjfleet.envs.env import MjEnv
-from mjfleet.rl.records import WorkerResult
+from mjfleet.rl.reporting.records import WorkerResult
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.sim.config import Backend, resolve_backend
 from mjfleet.sim.mujoco_backend import MujocoSimulation

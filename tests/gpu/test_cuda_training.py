@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from mjfleet.cli import play
-from mjfleet.rl.checkpoint import list_checkpoints
-from mjfleet.rl.records import WorkerResult
+from mjfleet.rl.checkpoint.files import list_checkpoints
+from mjfleet.rl.reporting.records import WorkerResult
 from mjfleet.train import run
 
 from ..helpers import run_main, small_train_config

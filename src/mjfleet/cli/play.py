@@ -18,7 +18,7 @@ from mjfleet.config_io import load_yaml, update_dataclass
 from mjfleet.console import configure_logging
 from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import UsageError, exits_on_usage_error
-from mjfleet.rl.checkpoint import list_checkpoints, newest_run
+from mjfleet.rl.checkpoint.files import list_checkpoints, newest_run
 from mjfleet.rl.config import AgentConfig
 from mjfleet.runs.source import local_checkpoint, resolve_play_checkpoint
 from mjfleet.runtime.devices import GpuIds, select_local_devices
@@ -134,7 +134,7 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
 
 def _run_dir_of(checkpoint: Path) -> Path:
     """The run whose saved settings go with ``checkpoint``: a file's directory, a run directory, or the newest run of
-    an experiment directory (the run :func:`~mjfleet.rl.checkpoint.resolve_checkpoint` will load from)."""
+    an experiment directory (the run :func:`~mjfleet.rl.checkpoint.files.resolve_checkpoint` will load from)."""
     if not checkpoint.is_dir():
         return checkpoint.parent
     if list_checkpoints(checkpoint):
@@ -156,7 +156,7 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
     """Evaluate and return the summary dict that ``play`` prints."""
 
     from mjfleet.envs.env import MjEnv
-    from mjfleet.rl.evaluate import Policy, evaluate, load_policy, random_policy, zero_policy
+    from mjfleet.rl.evaluation.episodes import Policy, evaluate, load_policy, random_policy, zero_policy
     from mjfleet.sim.warp_runtime import scoped_device
     from mjfleet.train.worker import seed_everything
 

@@ -33,9 +33,9 @@ from mjfleet.errors import (
 )
 from mjfleet.launch.diagnosis import WorkerFailure
 from mjfleet.rl.config import DEFAULT_LEARNER, AgentConfig
-from mjfleet.rl.learner_registry import learner_entry, learner_names
-from mjfleet.rl.records import WorkerResult
-from mjfleet.rl.stop_condition import StopCondition
+from mjfleet.rl.evaluation.stop_condition import StopCondition
+from mjfleet.rl.learners.registry import learner_entry, learner_names
+from mjfleet.rl.reporting.records import WorkerResult
 from mjfleet.runs.ending import Ending, RunEnd, command_prefix, ending_lines
 from mjfleet.runs.record import RunRecord
 from mjfleet.runtime.devices import trains_on_cpu

@@ -178,7 +178,7 @@ class AgentConfig:
     learner: str = DEFAULT_LEARNER
     """What learns from the environments' steps: ``rsl-rl-ppo`` (rsl-rl-lib's PPO), ``skrl-ppo`` (skrl's PPO, from the
     same ``--agent.algorithm.*`` settings), ``skrl-sac`` or ``skrl-td3`` (skrl's off-policy agents with a replay
-    buffer: ``--agent.sac.*``, ``--agent.td3.*``), or one a package registered (:mod:`mjfleet.rl.learner_registry`).
+    buffer: ``--agent.sac.*``, ``--agent.td3.*``), or one a package registered (:mod:`mjfleet.rl.learners.registry`).
     Every learner uses ``--agent.policy.*`` for its networks."""
     sac: SacConfig = field(default_factory=SacConfig)
     """skrl's SAC (``--agent.learner skrl-sac``)."""
@@ -259,7 +259,7 @@ class AgentConfig:
                 "obs_normalization": p.obs_normalization,
             },
             "algorithm": {
-                "class_name": "mjfleet.rl.ppo:SyncedPPO",
+                "class_name": "mjfleet.rl.learners.rsl_rl:SyncedPPO",
                 "learning_rate": a.learning_rate,
                 "schedule": a.schedule,
                 "desired_kl": a.desired_kl,

@@ -8,7 +8,7 @@ import torch
 import torch.distributed as dist
 
 from mjfleet.errors import FatalTrainingError
-from mjfleet.rl.learner import Learner
+from mjfleet.rl.learners.base import Learner
 
 
 class ReplicaDivergenceError(FatalTrainingError):
@@ -25,7 +25,7 @@ def digest(tensors: list[torch.Tensor]) -> str:
 
 def replica_digest(learner: Learner) -> str:
     """Digest of parameters, normaliser statistics, optimizer state and learning rate
-    (:meth:`~mjfleet.rl.learner.Learner.replica_tensors`)."""
+    (:meth:`~mjfleet.rl.learners.base.Learner.replica_tensors`)."""
     return digest(learner.replica_tensors())
 
 

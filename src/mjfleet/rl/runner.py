@@ -16,21 +16,21 @@ from tensordict import TensorDict
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.episode_stats import EpisodeStats
 from mjfleet.profiling import PROFILE, part
+from mjfleet.rl.checkpoint.saving import CheckpointWriteError as CheckpointWriteError  # raised from here
+from mjfleet.rl.checkpoint.saving import Saving
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.divergence import NonFiniteTrainingError, divergence_message, nonfinite_quantity
-from mjfleet.rl.eval_stats import EvaluationWindow, is_evaluation_name
-from mjfleet.rl.evaluation_env import SeparateEvaluation
-from mjfleet.rl.learner import Learner
-from mjfleet.rl.learner_registry import build_learner
-from mjfleet.rl.metrics import MetricsWriter
-from mjfleet.rl.policy_check import PolicyCheck
-from mjfleet.rl.progress import IterationClock
-from mjfleet.rl.records import IterationRecord
+from mjfleet.rl.evaluation.policy_check import PolicyCheck
+from mjfleet.rl.evaluation.simulation import SeparateEvaluation
+from mjfleet.rl.evaluation.stop_condition import StopCondition, StopConditionTracker
+from mjfleet.rl.evaluation.window import EvaluationWindow, is_evaluation_name
+from mjfleet.rl.learners.base import Learner
+from mjfleet.rl.learners.registry import build_learner
 from mjfleet.rl.replicas import check_replicas
-from mjfleet.rl.reporting import IterationReporter, LearnerState
-from mjfleet.rl.saving import CheckpointWriteError as CheckpointWriteError  # raised from here
-from mjfleet.rl.saving import Saving
-from mjfleet.rl.stop_condition import StopCondition, StopConditionTracker
+from mjfleet.rl.reporting.metrics import MetricsWriter
+from mjfleet.rl.reporting.progress import IterationClock
+from mjfleet.rl.reporting.records import IterationRecord
+from mjfleet.rl.reporting.report import IterationReporter, LearnerState
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.runtime.stop import signal_name
 
@@ -49,8 +49,9 @@ StepHook = Callable[["Runner"], None]
 
 
 class Runner(Saving):
-    """Trains one worker's replica of a learner (:mod:`mjfleet.rl.learner`: rsl-rl-lib's PPO, or skrl's PPO, SAC or
-    TD3, as ``--agent.learner`` says); the loop, evaluation, checkpoints and logging are mjfleet's, for all of them.
+    """Trains one worker's replica of a learner (:mod:`mjfleet.rl.learners.base`: rsl-rl-lib's PPO, or skrl's PPO, SAC
+    or TD3, as ``--agent.learner`` says); the loop, evaluation, checkpoints and logging are mjfleet's, for all of
+    them.
 
     - One process group, made by the worker before the runner (``ctx.backend``: nccl, or gloo on the CPU and for
       workers sharing a GPU).
@@ -63,7 +64,7 @@ class Runner(Saving):
     - The last ``eval_envs`` of each rank's environments act with the deterministic policy (the actor's mean,
       what ``play`` runs) and are left out of what the learner records, so it never sees their transitions; their
       episodes are the ``Eval/...`` statistics that ``--stop-when`` reads. With ``evaluation`` they are instead a
-      simulation of their own, stepped several times per training step (:mod:`mjfleet.rl.evaluation_env`).
+      simulation of their own, stepped several times per training step (:mod:`mjfleet.rl.evaluation.simulation`).
     - Only rank 0 writes checkpoints (atomically), TensorBoard/W&B, every iteration's record to ``progress.jsonl``
       and the console progress made from that record (a line every iteration, a block every
       :attr:`block_interval`). Checkpoints also carry every rank's RNG and episode state, the evaluation window and

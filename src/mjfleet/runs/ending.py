@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from mjfleet.rl.checkpoint import list_checkpoints
-from mjfleet.rl.progress import format_duration
+from mjfleet.rl.checkpoint.files import list_checkpoints
+from mjfleet.rl.reporting.progress import format_duration
 
 Ending = Literal["finished", "condition", "stopped", "interrupted", "failed", "nothing"]
 """How a start of a run ended: ``finished`` (all iterations), ``condition`` (``--stop-when`` held), ``stopped`` (a

@@ -13,7 +13,7 @@ from typing import Any
 
 from mjfleet.config_io import flag_value, flattened
 from mjfleet.rl.config import DEFAULT_LEARNER
-from mjfleet.rl.learner_registry import learner_entry, learner_names
+from mjfleet.rl.learners.registry import learner_entry, learner_names
 
 TRAINING_FIELDS = ("task", "seed", "resume", "init_at_random_ep_len", "env", "agent")
 """The fields of the training configuration (:class:`~mjfleet.train.config.TrainConfig`) that decide what is trained
@@ -68,7 +68,7 @@ def training_settings(config: dict[str, Any]) -> dict[str, Any]:
 
     ``config``: the training configuration as plain data (``plain(dataclasses.asdict(cfg))``), nested by field.
     Of the settings that only some learners read (each learner's ``--agent.<group>``:
-    :attr:`~mjfleet.rl.learner_registry.LearnerEntry.settings`), those of the learner ``config`` names are part of it,
+    :attr:`~mjfleet.rl.learners.registry.LearnerEntry.settings`), those of the learner ``config`` names are part of it,
     the others' not.
     """
     flat: dict[str, Any] = {}

@@ -1,11 +1,11 @@
 """Where a checkpoint comes from: what ``--checkpoint`` / ``--resume`` may name, turned into a local file.
 
 Accepted: a ``model_<it>.pt`` checkpoint, a run directory (its newest checkpoint), an experiment directory (its
-newest run, :func:`mjfleet.rl.checkpoint.newest_run`), an exported ``.onnx`` policy (``play`` only), or
+newest run, :func:`mjfleet.rl.checkpoint.files.newest_run`), an exported ``.onnx`` policy (``play`` only), or
 ``wandb:<entity>/<project>/<run>[:<file>]``: a checkpoint of a W&B run logged by mjfleet.
 
 With ``--agent.logger wandb`` rank 0 saves every checkpoint (``model_<it>.pt``, its ONNX export and JSON) and
-``params/*.yaml`` into the W&B run's files (:class:`mjfleet.rl.metrics.MetricsWriter`). Here they come back:
+``params/*.yaml`` into the W&B run's files (:class:`mjfleet.rl.reporting.metrics.MetricsWriter`). Here they come back:
 
 - ``<file>`` is a file name of the run (``model_100.pt``, ``model_100.onnx``) or an iteration (``100``); without
   it, the newest ``model_<it>.pt``.
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mjfleet.errors import UsageError
-from mjfleet.rl.checkpoint import is_onnx, load_checkpoint, resolve_checkpoint
+from mjfleet.rl.checkpoint.files import is_onnx, load_checkpoint, resolve_checkpoint
 
 logger = logging.getLogger(__name__)
 

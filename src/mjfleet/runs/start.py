@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from mjfleet.rl.checkpoint import newest_loadable_checkpoint
+from mjfleet.rl.checkpoint.files import newest_loadable_checkpoint
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from mjfleet.config_io import flag_value, flattened, plain
 from mjfleet.envs.config import EnvConfig
 from mjfleet.rl.config import DEFAULT_LEARNER, AgentConfig
-from mjfleet.rl.learner_registry import learner_entry, learner_names
+from mjfleet.rl.learners.registry import learner_entry, learner_names
 
 if TYPE_CHECKING:
     from mjfleet.envs.task import Task

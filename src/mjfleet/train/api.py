@@ -19,7 +19,7 @@ from pathlib import Path
 from mjfleet.cluster.hosts import is_own_address, resolve
 from mjfleet.cluster.slurm import expand_nodelist, resolve_hostnames
 from mjfleet.errors import UsageError
-from mjfleet.rl.records import WorkerResult
+from mjfleet.rl.reporting.records import WorkerResult
 from mjfleet.runs.directory import discard_if_empty
 from mjfleet.runtime.devices import DeviceSelection, describe_gpu_request, local_gpu_count, select_devices
 from mjfleet.runtime.stop import StopRequest

@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 
 from mjfleet.errors import FatalTrainingError, PeerFailed, UsageError, exception_line
-from mjfleet.rl.records import WorkerResult
+from mjfleet.rl.reporting.records import WorkerResult
 from mjfleet.runtime.context import DistributedContext, process_group
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.runtime.watch import group_timeout

@@ -21,8 +21,8 @@ import tyro
 from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import UsageError
 from mjfleet.rl.config import AgentConfig
-from mjfleet.rl.learner_registry import learner_names
-from mjfleet.rl.stop_condition import StopWhen, as_condition
+from mjfleet.rl.evaluation.stop_condition import StopWhen, as_condition
+from mjfleet.rl.learners.registry import learner_names
 from mjfleet.runtime.devices import GpuIds
 
 MAX_CPU_WORKERS = 1024

@@ -18,7 +18,7 @@ from mjfleet.launch.launcher import (
     launch,
     resolve_worker_log_dir,
 )
-from mjfleet.rl.records import WorkerResult
+from mjfleet.rl.reporting.records import WorkerResult
 from mjfleet.runs.start import StartPoint
 from mjfleet.runtime.devices import DeviceSelection
 from mjfleet.runtime.stop import StopRequest

@@ -30,7 +30,7 @@ from typing import Any
 from mjfleet.config_io import plain
 from mjfleet.errors import FatalTrainingError, UsageError
 from mjfleet.launch.launcher import LaunchPlan
-from mjfleet.rl.checkpoint import (
+from mjfleet.rl.checkpoint.files import (
     checkpoint_learner,
     hidden_dims,
     is_onnx,

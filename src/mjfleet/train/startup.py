@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from mjfleet.rl.records import IterationRecord
+from mjfleet.rl.reporting.records import IterationRecord
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from mjfleet.launch.launcher import LaunchPlan, WorkerFailure
-from mjfleet.rl.records import WorkerResult
+from mjfleet.rl.reporting.records import WorkerResult
 from mjfleet.runs.start import StartPoint, continue_point
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.train.config import TrainConfig

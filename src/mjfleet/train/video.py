@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mjfleet.render.video import WorldVideo
-    from mjfleet.rl.records import IterationRecord
+    from mjfleet.rl.reporting.records import IterationRecord
     from mjfleet.rl.runner import Runner
 
 logger = logging.getLogger(__name__)

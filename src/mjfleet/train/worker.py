@@ -19,11 +19,11 @@ from mjfleet.envs.config import EnvConfig
 from mjfleet.envs.env import MjEnv
 from mjfleet.errors import PEER_LOST_EXIT_CODE, FatalTrainingError
 from mjfleet.launch.worker_entry import local_report_dir, report_failure, write_heartbeat
-from mjfleet.rl.evaluation_env import SeparateEvaluation
-from mjfleet.rl.learner_registry import learner_entry
-from mjfleet.rl.records import KEPT_RECORDS, IterationRecord, WorkerResult
+from mjfleet.rl.evaluation.simulation import SeparateEvaluation
+from mjfleet.rl.evaluation.stop_condition import as_condition
+from mjfleet.rl.learners.registry import learner_entry
+from mjfleet.rl.reporting.records import KEPT_RECORDS, IterationRecord, WorkerResult
 from mjfleet.rl.runner import IterationHook, Runner, StepHook, StopCheck
-from mjfleet.rl.stop_condition import as_condition
 from mjfleet.runs import model_files
 from mjfleet.runs.ending import Ending
 from mjfleet.runs.record import record_end

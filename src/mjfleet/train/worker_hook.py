@@ -5,11 +5,11 @@ imports and calls once, after its runner is built (and a checkpoint loaded) and 
 
     def hook(runner: Runner, context: WorkerHookContext) -> Callable[[], dict[str, Any]] | None: ...
 
-The hook may append to ``runner.hooks`` (each is called as ``fn(runner, record)`` on its rank after every
-iteration, after that iteration's checkpoint) or ``runner.step_hooks``, and may wrap anything it can reach. It may
-return a callable: when training ends without an error, the dict it returns becomes
-:attr:`~mjfleet.rl.records.WorkerResult.extras` of that worker (plain, picklable data: launched workers send it
-to the launcher). Rank, world size and device are in ``runner.ctx``.
+The hook may append to ``runner.hooks`` (each is called as ``fn(runner, record)`` on its rank after every iteration,
+after that iteration's checkpoint) or ``runner.step_hooks``, and may wrap anything it can reach. It may return a
+callable: when training ends without an error, the dict it returns becomes
+:attr:`~mjfleet.rl.reporting.records.WorkerResult.extras` of that worker (plain, picklable data: launched workers send
+it to the launcher). Rank, world size and device are in ``runner.ctx``.
 
 Launched workers inherit the variable (the launcher copies ``MJFLEET*`` variables to remote hosts too), and the
 module must be importable where they run: installed, or on ``PYTHONPATH``. Unset, nothing is imported or called.

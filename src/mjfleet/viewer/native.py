@@ -12,7 +12,7 @@ import threading
 import time
 
 from mjfleet.envs.env import MjEnv
-from mjfleet.rl.evaluate import Policy
+from mjfleet.rl.evaluation.episodes import Policy
 from mjfleet.viewer.display import check_display
 from mjfleet.viewer.session import ViewerSession
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from mjfleet.envs.env import MjEnv
-from mjfleet.rl.evaluate import Policy
+from mjfleet.rl.evaluation.episodes import Policy
 
 
 def run_viewer(kind: Literal["web", "native"], env: MjEnv, policy: Policy, host: str, port: int) -> int:

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from mjfleet.envs.env import MjEnv
-from mjfleet.rl.evaluate import Policy
+from mjfleet.rl.evaluation.episodes import Policy
 
 
 @dataclass

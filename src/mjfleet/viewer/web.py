@@ -23,7 +23,7 @@ import numpy as np
 import viser
 
 from mjfleet.envs.env import MjEnv
-from mjfleet.rl.evaluate import Policy
+from mjfleet.rl.evaluation.episodes import Policy
 from mjfleet.viewer.geometry import geom_meshes
 from mjfleet.viewer.session import ViewerSession
 

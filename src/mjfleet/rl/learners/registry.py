@@ -1,7 +1,7 @@
 """The learners ``--agent.learner`` chooses from, by name, and what the run machinery needs to know of each: how to
 build it, which ``--agent.*`` settings it reads, what its checkpoints hold, what the start-up line calls it.
 
-A learner is one module (its :class:`~mjfleet.rl.learner.Learner` and a function that builds it) and one
+A learner is one module (its :class:`~mjfleet.rl.learners.base.Learner` and a function that builds it) and one
 :func:`register` call: the built-in ones are registered below; a package of its own registers its own the same way
 when it is imported (docs/learners.md, "Adding a learner"). Nothing else asks for a learner by its name.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mjfleet.envs.env import MjEnv
     from mjfleet.rl.config import AgentConfig
-    from mjfleet.rl.learner import Learner
+    from mjfleet.rl.learners.base import Learner
     from mjfleet.runtime.context import DistributedContext
 
     LearnerFactory = Callable[[MjEnv, AgentConfig, DistributedContext, int], Learner]
@@ -96,7 +96,7 @@ _SKRL_NETWORKS = (("actor", (("skrl", "policy"),)), ("critic", (("skrl", "value"
 for _entry in (
     LearnerEntry(
         name="rsl-rl-ppo",
-        build="mjfleet.rl.ppo:RslRlPpo",
+        build="mjfleet.rl.learners.rsl_rl:RslRlPpo",
         label="PPO",
         settings="algorithm",
         # rsl_rl's own checkpoints hold these too.
@@ -105,7 +105,7 @@ for _entry in (
     ),
     LearnerEntry(
         name="skrl-ppo",
-        build="mjfleet.rl.skrl_learners:build_ppo",
+        build="mjfleet.rl.learners.skrl.algorithms:build_ppo",
         label="PPO",
         settings="algorithm",
         checkpoint_keys=("skrl", "iter"),
@@ -113,7 +113,7 @@ for _entry in (
     ),
     LearnerEntry(
         name="skrl-sac",
-        build="mjfleet.rl.skrl_learners:build_sac",
+        build="mjfleet.rl.learners.skrl.algorithms:build_sac",
         label="SAC",
         settings="sac",
         checkpoint_keys=("skrl", "iter"),
@@ -122,7 +122,7 @@ for _entry in (
     ),
     LearnerEntry(
         name="skrl-td3",
-        build="mjfleet.rl.skrl_learners:build_td3",
+        build="mjfleet.rl.learners.skrl.algorithms:build_td3",
         label="TD3",
         settings="td3",
         checkpoint_keys=("skrl", "iter"),

@@ -1,5 +1,5 @@
 """What a :class:`~mjfleet.rl.runner.Runner` saves and loads: checkpoints with every rank's state (written through
-:mod:`mjfleet.rl.checkpoint`, which holds the files' format), ONNX exports."""
+:mod:`mjfleet.rl.checkpoint.files`, which holds the files' format), ONNX exports."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING, Any
 import torch.distributed as dist
 
 from mjfleet.errors import FatalTrainingError, UsageError
-from mjfleet.rl.checkpoint import checkpoint_learner, checkpoint_name, load_checkpoint, save_atomic
-from mjfleet.rl.rank_state import capture_rank_state, restore_rank_state, restore_shared_state
+from mjfleet.rl.checkpoint.files import checkpoint_learner, checkpoint_name, load_checkpoint, save_atomic
+from mjfleet.rl.checkpoint.rank_state import capture_rank_state, restore_rank_state, restore_shared_state
 
 if TYPE_CHECKING:
     from mjfleet.envs.env import MjEnv
     from mjfleet.rl.config import AgentConfig
-    from mjfleet.rl.eval_stats import EvaluationWindow
-    from mjfleet.rl.evaluation_env import SeparateEvaluation
-    from mjfleet.rl.learner import ExportablePolicy, Learner
-    from mjfleet.rl.reporting import IterationReporter
+    from mjfleet.rl.evaluation.simulation import SeparateEvaluation
+    from mjfleet.rl.evaluation.window import EvaluationWindow
+    from mjfleet.rl.learners.base import ExportablePolicy, Learner
+    from mjfleet.rl.reporting.report import IterationReporter
     from mjfleet.runtime.context import DistributedContext
 
 logger = logging.getLogger("mjfleet.rl.runner")
@@ -54,7 +54,7 @@ class Saving:
     def save_checkpoint(self, elapsed_s: float | None = None) -> Path | None:
         """Rank 0 writes ``model_<iteration>.pt`` into the run directory; other ranks write nothing.
 
-        The checkpoint holds the learner's name and state (:meth:`~mjfleet.rl.learner.Learner.state_dict`: models
+        The checkpoint holds the learner's name and state (:meth:`~mjfleet.rl.learners.base.Learner.state_dict`: models
         with their observation normalisers, optimizers), its learning rate, iteration,
         the run's training wall time (``elapsed_s``; default: that of the run before this start) and env-steps, the
         evaluation window, and per rank the torch/NumPy/Python RNG states, the environment's generator,
@@ -104,7 +104,7 @@ class Saving:
 
         The ``.pt`` checkpoint is the state training depends on: a failed export is logged, not fatal.
         """
-        from mjfleet.rl.onnx_policy import export_policy, policy_metadata, publish_latest
+        from mjfleet.rl.checkpoint.onnx import export_policy, policy_metadata, publish_latest
 
         policy = self.learner.policy()
         try:
@@ -159,7 +159,7 @@ class Saving:
         return policy
 
     def rank_state(self) -> dict[str, Any]:
-        """This rank's RNG and episode state (see :mod:`mjfleet.rl.rank_state`)."""
+        """This rank's RNG and episode state (see :mod:`mjfleet.rl.checkpoint.rank_state`)."""
         return capture_rank_state(self.env, self.ctx.rank, self._evaluation_env())
 
     def _evaluation_env(self) -> MjEnv | None:

@@ -1,7 +1,7 @@
 """``--stop-when``: end training once an episode statistic holds a condition for some iterations in a row.
 
 The statistic is one of the evaluation episodes (the deterministic policy that ``play`` runs, on a slice of the
-environments: :mod:`mjfleet.rl.eval_stats`), whichever name it is given by: ``success``, ``Episode/success`` and
+environments: :mod:`mjfleet.rl.evaluation.window`), whichever name it is given by: ``success``, ``Episode/success`` and
 ``Eval/success`` all read ``Eval/success``. Checked on the means over every rank's episodes (identical on all ranks
 after the iteration's all-reduce), so every rank reaches the same verdict at the same iteration without another
 collective. No torch import: the launcher parses and checks conditions before any worker starts.
@@ -19,7 +19,7 @@ from typing import Annotated, Any, TypeAlias
 import tyro
 
 from mjfleet.errors import UsageError
-from mjfleet.rl.eval_stats import evaluation_name, is_evaluation_name, training_name
+from mjfleet.rl.evaluation.window import evaluation_name, is_evaluation_name, training_name
 
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,

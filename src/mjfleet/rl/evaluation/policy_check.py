@@ -18,9 +18,9 @@ import torch.distributed as dist
 from tensordict import TensorDict
 
 from mjfleet.envs.episode_stats import EpisodeStats
-from mjfleet.rl.eval_stats import evaluation_name, is_evaluation_name
-from mjfleet.rl.evaluation_env import SeparateEvaluation
-from mjfleet.rl.stop_condition import StopCondition, StopConditionTracker
+from mjfleet.rl.evaluation.simulation import SeparateEvaluation
+from mjfleet.rl.evaluation.stop_condition import StopCondition, StopConditionTracker
+from mjfleet.rl.evaluation.window import evaluation_name, is_evaluation_name
 from mjfleet.runtime.context import DistributedContext
 
 logger = logging.getLogger(__name__)

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from mjfleet.errors import UsageError
 from mjfleet.files import write_atomic
 from mjfleet.rl.config import DEFAULT_LEARNER
-from mjfleet.rl.learner_registry import learner_entry, learner_names
-from mjfleet.rl.learner_registry import network_state as _network_state
+from mjfleet.rl.learners.registry import learner_entry, learner_names
+from mjfleet.rl.learners.registry import network_state as _network_state
 
 if TYPE_CHECKING:
     import torch

@@ -20,8 +20,8 @@ from mjfleet.profiling import part
 class SeparateEvaluation:
     """``env`` (every one of its environments evaluates) stepped :attr:`steps` times per training step with the
     deterministic policy. Its episodes accumulate in ``env.eval_stats`` (those that began with a reset). Checkpoints
-    carry its task state (curriculum levels, :mod:`mjfleet.rl.rank_state`); its episodes and random streams start
-    afresh in a continued run."""
+    carry its task state (curriculum levels, :mod:`mjfleet.rl.checkpoint.rank_state`); its episodes and random streams
+    start afresh in a continued run."""
 
     def __init__(self, env: MjEnv, steps: int, device: torch.device | str) -> None:
         if steps < 1:

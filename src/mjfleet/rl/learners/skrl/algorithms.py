@@ -1,14 +1,14 @@
 """skrl's PPO, SAC and TD3 (``--agent.learner skrl-ppo|skrl-sac|skrl-td3``) behind the runner's learner interface.
 
-skrl's agents and memories are used as they are. mjfleet builds them from its settings (``--agent.algorithm.*`` for
-PPO, ``--agent.sac.*``, ``--agent.td3.*``, the networks from ``--agent.policy.*``: :mod:`mjfleet.rl.skrl_models`),
+skrl's agents and memories are used as they are. mjfleet builds them from its settings (``--agent.algorithm.*`` for PPO,
+``--agent.sac.*``, ``--agent.td3.*``, the networks from ``--agent.policy.*``: :mod:`mjfleet.rl.learners.skrl.models`),
 hands them each step of the training environments (``Agent.act``, ``Agent.record_transition``) and calls
 ``Agent.update`` once per iteration; mjfleet's loop (:mod:`mjfleet.rl.runner`) takes the place of skrl's trainers, and
 with it progress, evaluation, checkpoints and the run's identity. What it adds around the agents, and why:
 
-- the job's process group: :mod:`mjfleet.rl.skrl_distributed`;
+- the job's process group: :mod:`mjfleet.rl.learners.skrl.distributed`;
 - observation (and PPO's value) standardisers that stay identical on every worker
-  (:class:`~mjfleet.rl.skrl_models.SyncedStandardScaler`);
+  (:class:`~mjfleet.rl.learners.skrl.models.SyncedStandardScaler`);
 - SAC's entropy coefficient learns from the workers' averaged gradient, as the networks do: skrl leaves it to each
   worker, and the replicas would drift apart;
 - checkpoints hold every one of the agent's ``checkpoint_modules`` and what they lack for a run to continue where it
@@ -40,10 +40,10 @@ import torch.distributed as dist
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.rl.config import AgentConfig, OffPolicyConfig, PolicyConfig
-from mjfleet.rl.learner import SyncClock
-from mjfleet.rl.skrl_distributed import configure_skrl
-from mjfleet.rl.skrl_learner import SkrlLearner
-from mjfleet.rl.skrl_models import (
+from mjfleet.rl.learners.base import SyncClock
+from mjfleet.rl.learners.skrl.distributed import configure_skrl
+from mjfleet.rl.learners.skrl.learner import SkrlLearner
+from mjfleet.rl.learners.skrl.models import (
     Critic,
     DeterministicActor,
     GaussianActor,

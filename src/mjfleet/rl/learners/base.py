@@ -2,10 +2,11 @@
 need of an algorithm, whichever library's it is.
 
 The runner (:mod:`mjfleet.rl.runner`) owns the loop: it steps the environments, hands each learner the training
-environments' part of every step, asks it for an update once per iteration, and owns progress, evaluation,
-checkpoints and the replica check for all learners alike. A learner owns its models, optimizers, normalisers and
-buffers. ``rsl-rl-ppo`` is :class:`mjfleet.rl.ppo.RslRlPpo`; the skrl learners are in :mod:`mjfleet.rl.skrl_learners`;
-:mod:`mjfleet.rl.learner_registry` knows every learner by the name ``--agent.learner`` gives it.
+environments' part of every step, asks it for an update once per iteration, and owns progress, evaluation, checkpoints
+and the replica check for all learners alike. A learner owns its models, optimizers, normalisers and buffers.
+``rsl-rl-ppo`` is :class:`mjfleet.rl.learners.rsl_rl.RslRlPpo`; the skrl learners are in
+:mod:`mjfleet.rl.learners.skrl.algorithms`; :mod:`mjfleet.rl.learners.registry` knows every learner by the name
+``--agent.learner`` gives it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from tensordict import TensorDict
 class ExportablePolicy(Protocol):
     """The deterministic actor with its observation normaliser: called with observation groups it returns the actions
     ``play`` takes; :meth:`as_onnx` is the same computation on the concatenated observation tensor, for the export
-    (:mod:`mjfleet.rl.onnx_policy`). rsl-rl-lib's ``MLPModel`` is one."""
+    (:mod:`mjfleet.rl.checkpoint.onnx`). rsl-rl-lib's ``MLPModel`` is one."""
 
     @property
     def obs_groups(self) -> Sequence[str]:

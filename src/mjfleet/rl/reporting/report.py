@@ -7,10 +7,10 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from mjfleet.rl.metrics import MetricsWriter
-from mjfleet.rl.progress import Progress, progress_block, progress_line
-from mjfleet.rl.records import PROGRESS_FILE, IterationRecord, append_progress
-from mjfleet.rl.stop_condition import StopConditionTracker
+from mjfleet.rl.evaluation.stop_condition import StopConditionTracker
+from mjfleet.rl.reporting.metrics import MetricsWriter
+from mjfleet.rl.reporting.progress import Progress, progress_block, progress_line
+from mjfleet.rl.reporting.records import PROGRESS_FILE, IterationRecord, append_progress
 
 logger = logging.getLogger("mjfleet.rl.runner")  # the loop's lines, under one name with its other messages
 
@@ -31,7 +31,8 @@ class IterationReporter:
         self.writer = writer
         """TensorBoard / W&B, or None."""
         self.writes_progress = run_dir is not None
-        """Whether each record goes to ``<run_dir>/progress.jsonl`` (:data:`~mjfleet.rl.records.PROGRESS_FILE`)."""
+        """Whether each record goes to ``<run_dir>/progress.jsonl``
+        (:data:`~mjfleet.rl.reporting.records.PROGRESS_FILE`)."""
         self.block_interval = 25
         """The fuller progress block every this many iterations (and at the first and last)."""
         self._last_episode: dict[str, float] = {}

@@ -1,5 +1,5 @@
 """The runner's learner interface around an skrl agent: the part every skrl learner shares
-(:mod:`mjfleet.rl.skrl_learners` has PPO, SAC and TD3 and why they are built as they are).
+(:mod:`mjfleet.rl.learners.skrl.algorithms` has PPO, SAC and TD3 and why they are built as they are).
 
 Each step of the training environments goes to ``Agent.act`` and ``Agent.record_transition``, each iteration ends in
 one ``Agent.update``; checkpoints hold the agent's ``checkpoint_modules`` and what a learner adds to continue a run
@@ -16,8 +16,8 @@ from tensordict import TensorDict
 from torch import nn
 
 from mjfleet.errors import UsageError
-from mjfleet.rl.learner import Learner, SyncClock
-from mjfleet.rl.skrl_models import DeterministicActor, GaussianActor, SkrlPolicy
+from mjfleet.rl.learners.base import Learner, SyncClock
+from mjfleet.rl.learners.skrl.models import DeterministicActor, GaussianActor, SkrlPolicy
 
 # isort: split
 from skrl.agents.torch import Agent

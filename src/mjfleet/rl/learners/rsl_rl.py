@@ -22,7 +22,7 @@ from rsl_rl.models import MLPModel
 from rsl_rl.storage import RolloutStorage
 from tensordict import TensorDict
 
-from mjfleet.rl.learner import Learner, SyncClock
+from mjfleet.rl.learners.base import Learner, SyncClock
 
 if TYPE_CHECKING:
     from mjfleet.envs.env import MjEnv

@@ -23,7 +23,7 @@ from mjfleet.files import write_atomic, write_text_atomic
 
 if TYPE_CHECKING:
     from mjfleet.envs.env import MjEnv
-    from mjfleet.rl.learner import ExportablePolicy
+    from mjfleet.rl.learners.base import ExportablePolicy
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ skrl leaves the networks to its user: a model is a ``torch.nn.Module`` deriving 
 mixins (``GaussianMixin`` samples around the mean a model computes, ``DeterministicMixin`` returns it), with a
 ``compute`` of its own. These are MLPs from ``--agent.policy.*`` (hidden sizes, activation by rsl-rl-lib's names);
 their layers are called ``mlp`` as rsl-rl-lib's are, so a checkpoint's hidden sizes read the same way
-(:func:`mjfleet.rl.checkpoint.hidden_dims`).
+(:func:`mjfleet.rl.checkpoint.files.hidden_dims`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from rsl_rl.utils import resolve_nn_activation
 from tensordict import TensorDict
 from torch import nn
 
-from mjfleet.rl import skrl_distributed  # noqa: F401  (imports skrl without its own process group)
-from mjfleet.rl.learner import SyncClock
+from mjfleet.rl.learners.base import SyncClock
+from mjfleet.rl.learners.skrl import distributed  # noqa: F401  (imports skrl without its own process group)
 
 # isort: split
 from skrl import config as skrl_config

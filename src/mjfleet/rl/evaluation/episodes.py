@@ -12,7 +12,7 @@ import torch
 from tensordict import TensorDict
 
 from mjfleet.envs.env import MjEnv
-from mjfleet.rl.checkpoint import is_onnx
+from mjfleet.rl.checkpoint.files import is_onnx
 
 if TYPE_CHECKING:
     from mjfleet.rl.config import AgentConfig
@@ -35,7 +35,7 @@ def zero_policy(env: MjEnv) -> Policy:
 def load_policy(checkpoint: Path, env: MjEnv, agent_cfg: AgentConfig, device: str) -> Policy:
     """The deterministic policy of ``checkpoint`` for ``env``: onnxruntime for ``.onnx``, else the torch actor."""
     if is_onnx(checkpoint):
-        from mjfleet.rl.onnx_policy import OnnxPolicy
+        from mjfleet.rl.checkpoint.onnx import OnnxPolicy
 
         onnx_policy = OnnxPolicy(checkpoint)
         onnx_policy.check_compatible(env.get_observations(), env.num_actions)

@@ -1,0 +1,1 @@
+"""skrl's PPO, SAC and TD3 behind the learner interface."""

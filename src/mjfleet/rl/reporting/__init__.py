@@ -1,0 +1,1 @@
+"""What a run says: progress lines, per-iteration records, TensorBoard / W&B scalars."""
