@@ -110,14 +110,19 @@ def test_adaptive_sampling_starts_more_episodes_where_they_failed() -> None:
 
 
 @needs_g1
-def test_play_judges_from_the_motions_start_without_noise() -> None:
+def test_play_judges_from_the_motions_start_each_episode_from_a_slightly_different_pose() -> None:
+    """The judged episodes start at the first frame with the training's start noise: a hundred of them are a hundred
+    different starts, not one replayed."""
     judged = get_task(TASK).env_cfg().as_judged()
     assert isinstance(judged, TrackingConfig)
-    assert judged.sampling == "start" and judged.start_joint_noise == 0.0
+    assert judged.sampling == "start" and judged.start_joint_noise > 0
     env = MjEnv(TrackingTask(dataclasses.replace(judged, num_envs=3)), seed=0)
     task = env.task
     assert isinstance(task, TrackingTask)
+    env.reset_all()
     assert task.frame.tolist() == [0, 0, 0]
+    joints = env.sim.qpos[:, task._qpos_idx]
+    assert not torch.allclose(joints[0], joints[1]) and not torch.allclose(joints[1], joints[2])
 
 
 @needs_g1

@@ -178,6 +178,7 @@ def _menagerie_tasks() -> list[TaskSpec]:
             "mjfleet.tasks.tracking.task:TrackingTask",
             tracking.unitree_g1_tracking_config,
             tracking.unitree_g1_tracking_agent,
+            cpu_agent_cfg=tracking.unitree_g1_tracking_cpu_agent,
         ),
     ]
 
