@@ -6,9 +6,11 @@
 #
 #   scripts/compare_mjlab.sh                       # CUDA when there is a GPU, else the CPU; 4096 envs
 #   scripts/compare_mjlab.sh --device cpu --num-envs 1024 --steps 30
-#   scripts/compare_mjlab.sh --lift [--num-envs 256] [--iterations 5]
-#       PPO training throughput of mjlab's Mjlab-Lift-Cube-Yam and mjfleet's yam-lift-cube on the CPU, one after the
-#       other (scripts/mjlab_compare/lift_train.py); mjfleet needs the YAM files (mujoco-menagerie or MENAGERIE_ROOT)
+#   scripts/compare_mjlab.sh --lift|--tracking [--num-envs 256] [--iterations 5]
+#       PPO training throughput of mjlab's Mjlab-Lift-Cube-Yam and mjfleet's yam-lift-cube (--lift), or of mjlab's
+#       Mjlab-Tracking-Flat-Unitree-G1 and mjfleet's unitree-g1-tracking on mjfleet's shipped motion (--tracking), on
+#       the CPU, one after the other (scripts/mjlab_compare/train_beside.py); mjfleet needs the robot's files
+#       (mujoco-menagerie or MENAGERIE_ROOT)
 #   scripts/compare_mjlab.sh --bundle DIR [--python 3.12] [--beside SITE]
 #       where uv reaches PyPI: mjlab and every package it pins, resolved for that Python on x86-64 Linux, installed
 #       into DIR/site without torch and the CUDA libraries (the target's own CUDA torch serves) and without what the
@@ -36,7 +38,8 @@ while [ $# -gt 0 ]; do
     --num-envs) num_envs="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
     --bundle) bundle="$2"; shift 2 ;;
-    --lift) lift=1; shift ;;
+    --lift) lift=lift; shift ;;
+    --tracking) lift=tracking; shift ;;
     --iterations) iterations="$2"; shift 2 ;;
     --python) target_python="$2"; shift 2 ;;
     --beside) beside="$2"; shift 2 ;;
@@ -103,10 +106,11 @@ else
 fi
 
 if [ -n "$lift" ]; then
-  [ -z "${MJLAB_SITE:-}" ] || { echo "compare_mjlab.sh: --lift runs mjlab from its own environment, not MJLAB_SITE" >&2; exit 2; }
+  [ -z "${MJLAB_SITE:-}" ] ||
+    { echo "compare_mjlab.sh: --$lift runs mjlab from its own environment, not MJLAB_SITE" >&2; exit 2; }
   [ "$num_envs" != 4096 ] || num_envs=256
   mkdir -p "$out"
-  "${mjfleet_python[@]}" scripts/mjlab_compare/lift_train.py --mjlab-python "${mjlab_python[0]}" \
+  "${mjfleet_python[@]}" scripts/mjlab_compare/train_beside.py --task "$lift" --mjlab-python "${mjlab_python[0]}" \
     --num-envs "$num_envs" --iterations "$iterations" --out "$out" | tee "$out/table.txt"
   exit 0
 fi

@@ -89,7 +89,7 @@ def test_the_table_times_the_exported_model_on_every_cpu_backend(
 
 
 def test_lift_comparison_reads_mjlab_iterations_and_leaves_out_the_first(tmp_path: Path) -> None:
-    lift = load_script(REPO / "scripts" / "mjlab_compare" / "lift_train.py")
+    lift = load_script(REPO / "scripts" / "mjlab_compare" / "train_beside.py")
     block = (
         "Learning iteration {i}/3\n  Total steps: 6144\n  Steps per second: {sps}\n  Collection time: {c}s\n"
         "  Learning time: {lt}s\n  Mean reward: -0.5\n"

@@ -1,15 +1,17 @@
-"""Training throughput of mjfleet's ``yam-lift-cube`` beside mjlab's ``Mjlab-Lift-Cube-Yam`` on this machine, one after
-the other, at the same size: Menagerie's I2RT YAM (mjlab ships its own copy; mjfleet reads the mujoco-menagerie cache
-or ``MENAGERIE_ROOT``), 5 ms physics steps, 4 per policy step, the same number of environments and 24 steps per
-iteration.
+"""Training throughput of an mjfleet task beside mjlab's on this machine, one after the other, at the same size:
 
-Each side trains ``--iterations`` iterations of PPO with its own defaults otherwise (mjfleet's ``--gpu-ids None`` CPU
-defaults; mjlab's CPU path, MuJoCo Warp on the CPU) and no evaluation environments (mjfleet's
-``--agent.eval-envs 0``: mjlab has none), plus a row of mjfleet with mjlab's network sizes. The first
-iteration (compilation, caches) is left out of the rates. Run through ``scripts/compare_mjlab.sh --lift``, which
-makes mjlab's environment, or directly::
+- ``--task lift``: ``yam-lift-cube`` and ``Mjlab-Lift-Cube-Yam``, Menagerie's I2RT YAM (mjlab ships its own copy;
+  mjfleet reads the mujoco-menagerie cache or ``MENAGERIE_ROOT``), 5 ms physics steps, 4 per policy step;
+- ``--task tracking``: ``unitree-g1-tracking`` and ``Mjlab-Tracking-Flat-Unitree-G1``, both following the motion
+  mjfleet ships (mjlab's side reads it as the npz its own ``csv_to_npz`` makes of the same CSV).
 
-    uv run python scripts/mjlab_compare/lift_train.py --mjlab-python .mjlab-venv/bin/python --out DIR
+The same number of environments and 24 steps per iteration on both sides. Each side trains ``--iterations``
+iterations of PPO with its own defaults otherwise (mjfleet's ``--gpu-ids None`` CPU defaults; mjlab's CPU path,
+MuJoCo Warp on the CPU) and no evaluation environments (mjfleet's ``--agent.eval-envs 0``: mjlab has none), plus a
+row of mjfleet with mjlab's network sizes. The first iteration (compilation, caches) is left out of the rates. Run
+through ``scripts/compare_mjlab.sh --lift`` or ``--tracking``, which make mjlab's environment, or directly::
+
+    uv run python scripts/mjlab_compare/train_beside.py --task lift --mjlab-python .mjlab-venv/bin/python --out DIR
 """
 
 from __future__ import annotations
@@ -28,10 +30,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-MJLAB_TASK = "Mjlab-Lift-Cube-Yam"
-MJFLEET_TASK = "yam-lift-cube"
+TASKS = {
+    "lift": ("Mjlab-Lift-Cube-Yam", "yam-lift-cube"),
+    "tracking": ("Mjlab-Tracking-Flat-Unitree-G1", "unitree-g1-tracking"),
+}
+"""mjlab's task and mjfleet's, by ``--task``."""
 MJLAB_NETWORKS = ("512", "256", "128")
-"""mjlab 1.6.0's actor and critic hidden sizes for its YAM lift task (``rl_cfg.py``)."""
+"""mjlab 1.6.0's actor and critic hidden sizes for both tasks (their ``rl_cfg.py``)."""
 
 _MJLAB_FIELDS = {
     "steps_per_s": re.compile(r"Steps per second:\s*([\d.]+)"),
@@ -82,7 +87,7 @@ def summarise(label: str, networks: str, rows: list[dict[str, float]], wall_s: f
     """The median of every iteration after the first."""
     kept = rows[1:]
     if not kept:
-        raise SystemExit(f"lift_train.py: {label} logged {len(rows)} iteration(s); need 2 or more")
+        raise SystemExit(f"train_beside.py: {label} logged {len(rows)} iteration(s); need 2 or more")
 
     def median(key: str) -> float:
         return statistics.median(r[key] for r in kept)
@@ -90,11 +95,30 @@ def summarise(label: str, networks: str, rows: list[dict[str, float]], wall_s: f
     return Side(label, networks, len(kept), median("steps_per_s"), median("collect_s"), median("learn_s"), wall_s)
 
 
-def _default_networks() -> str:
-    """mjfleet's actor sizes of the lift task on the CPU."""
+def _default_networks(task: str) -> str:
+    """mjfleet's actor sizes of ``task`` on the CPU."""
     from mjfleet.tasks.registry import get_task
 
-    return "-".join(map(str, get_task(MJFLEET_TASK).agent_defaults(on_cpu=True).policy.actor_hidden_dims))
+    return "-".join(map(str, get_task(task).agent_defaults(on_cpu=True).policy.actor_hidden_dims))
+
+
+def mjlab_motion(mjlab_python: str, out: Path, env: dict[str, str]) -> Path:
+    """mjfleet's shipped motion as mjlab's npz, made by mjlab's own ``csv_to_npz`` (which writes ``/tmp/motion.npz``
+    and then tries to upload it to W&B: offline, that last step fails, harmlessly)."""
+    from mjfleet.tasks.tracking.config import SHIPPED_MOTION
+
+    made = Path("/tmp/motion.npz")
+    made.unlink(missing_ok=True)
+    command = [mjlab_python, "-m", "mjlab.scripts.csv_to_npz", "--input-file", str(SHIPPED_MOTION)]
+    command += ["--output-name", SHIPPED_MOTION.stem, "--device", "cpu"]
+    with (out / "mjlab-csv-to-npz.log").open("w") as log:
+        offline = {**env, "WANDB_MODE": "offline"}  # its offline W&B run folder goes into ``out``
+        subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=offline, cwd=out, check=False)
+    if not made.is_file():
+        raise SystemExit(f"train_beside.py: mjlab's csv_to_npz wrote no {made}; see {out / 'mjlab-csv-to-npz.log'}")
+    motion = out / f"{SHIPPED_MOTION.stem}.npz"
+    motion.write_bytes(made.read_bytes())
+    return motion
 
 
 def run(command: list[str], log: Path, env: dict[str, str]) -> float:
@@ -102,12 +126,13 @@ def run(command: list[str], log: Path, env: dict[str, str]) -> float:
     with log.open("w") as out:
         done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, check=False)
     if done.returncode != 0:
-        raise SystemExit(f"lift_train.py: {' '.join(command[:4])} ... exited {done.returncode}; see {log}")
+        raise SystemExit(f"train_beside.py: {' '.join(command[:4])} ... exited {done.returncode}; see {log}")
     return time.perf_counter() - start
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", choices=sorted(TASKS), default="lift")
     parser.add_argument("--mjlab-python", required=True, help="the Python of the environment mjlab is installed in")
     parser.add_argument("--num-envs", type=int, default=256)
     parser.add_argument("--iterations", type=int, default=5, help="per side; the first is left out of the rates")
@@ -117,25 +142,28 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "WANDB_MODE": "disabled", "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
     n, iterations = str(args.num_envs), str(args.iterations)
+    mjlab_task, mjfleet_task = TASKS[args.task]
 
     mjlab_log = out / "mjlab-train.log"
-    mjlab = [args.mjlab_python, "-m", "mjlab.scripts.train", MJLAB_TASK, "--gpu-ids", "None"]
+    mjlab = [args.mjlab_python, "-m", "mjlab.scripts.train", mjlab_task, "--gpu-ids", "None"]
     mjlab += ["--env.scene.num-envs", n, "--agent.max-iterations", iterations, "--agent.logger", "tensorboard"]
+    if args.task == "tracking":
+        mjlab += ["--env.commands.motion.motion-file", str(mjlab_motion(args.mjlab_python, out, env))]
     wall = run([*mjlab, "--log-root", str(out / "mjlab-runs")], mjlab_log, env)
-    sides = [summarise(f"mjlab {MJLAB_TASK}", "512-256-128", mjlab_iterations(mjlab_log.read_text()), wall)]
+    sides = [summarise(f"mjlab {mjlab_task}", "512-256-128", mjlab_iterations(mjlab_log.read_text()), wall)]
 
     same_networks = ["--agent.policy.actor-hidden-dims", *MJLAB_NETWORKS]
     same_networks += ["--agent.policy.critic-hidden-dims", *MJLAB_NETWORKS]
     for label, extra in (("its defaults", []), ("mjlab's networks", same_networks)):
         root = out / f"mjfleet-runs-{len(sides)}"
-        train = [sys.executable, "-m", "mjfleet.cli.train", MJFLEET_TASK, "--gpu-ids", "None", "--env.num-envs", n]
+        train = [sys.executable, "-m", "mjfleet.cli.train", mjfleet_task, "--gpu-ids", "None", "--env.num-envs", n]
         train += ["--agent.eval-envs", "0", "--agent.max-iterations", iterations, "--log-root", str(root), *extra]
         wall = run(train, out / f"mjfleet-train-{len(sides)}.log", env)
         progress = next(root.rglob("progress.jsonl"))
-        networks = "-".join(MJLAB_NETWORKS) if extra else _default_networks()
-        sides.append(summarise(f"mjfleet {MJFLEET_TASK} ({label})", networks, mjfleet_iterations(progress), wall))
+        networks = "-".join(MJLAB_NETWORKS) if extra else _default_networks(mjfleet_task)
+        sides.append(summarise(f"mjfleet {mjfleet_task} ({label})", networks, mjfleet_iterations(progress), wall))
 
-    (out / "lift_train.json").write_text(json.dumps([asdict(s) for s in sides], indent=2) + "\n")
+    (out / "train_beside.json").write_text(json.dumps([asdict(s) for s in sides], indent=2) + "\n")
     table = Table(title=f"PPO training on the CPU, {args.num_envs} environments x 24 steps per iteration")
     for column in ("", "networks", "iterations timed", "env-steps/s", "collect s", "learn s", "vs mjlab"):
         table.add_column(column, justify="left" if not column or column == "networks" else "right")
