@@ -408,11 +408,11 @@ def test_a_rank_exits_138_only_for_a_lost_peer(tmp_path: Path, token: str, fault
 
 def test_a_slow_rank_0_plan_does_not_trip_the_collective_timeout(tmp_path: Path, token: str) -> None:
     """Rank 0's planning may download for longer than --collective-timeout-s; the other ranks wait for it on the
-    job's store. Rank 0 here is made to plan 20 s late, with a collective timeout of 5 s."""
+    job's store. Rank 0 here is made to plan 12 s late, with a collective timeout of 5 s."""
     port = _free_port()
     slow = (
         "import sys, time; import mjfleet.train.as_rank as r; plan = r.plan_this_start;"
-        " r.plan_this_start = lambda *a, **k: (time.sleep(20), plan(*a, **k))[1];"
+        " r.plan_this_start = lambda *a, **k: (time.sleep(12), plan(*a, **k))[1];"
         " from mjfleet.cli.train import main; sys.argv[0] = 'train'; main()"
     )
     ranks = []
