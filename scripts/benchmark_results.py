@@ -11,7 +11,6 @@ command and the machine; the date and the commit stay in the results file.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from docs_text import ROOT, replace_block, table
+from docs_text import ROOT, load_records, replace_block, table
 
 RESULTS = ROOT / "docs" / "results" / "benchmarks.json"
 REQUIRED = ("name", "title", "command", "date", "commit", "machine", "columns", "rows")
@@ -29,13 +28,8 @@ BLOCK = re.compile(r"<!-- BEGIN GENERATED (" + PREFIX + r"[\w-]+):")
 
 
 def load(path: Path = RESULTS) -> dict[str, Any]:
-    results = json.loads(path.read_text())
-    for i, record in enumerate(results["tables"]):
-        missing = [key for key in REQUIRED if not record.get(key)]
-        if missing:
-            raise SystemExit(f"{path}: table {i} has no {', '.join(missing)}")
-        if record["machine"] not in results["machines"]:
-            raise SystemExit(f"{path}: table {record['name']!r} names machine {record['machine']!r}, not described")
+    results = load_records(path, "tables", REQUIRED)
+    for record in results["tables"]:
         width = len(record["columns"])
         if any(len(row) != width for row in record["rows"]):
             raise SystemExit(f"{path}: table {record['name']!r} has a row without {width} cells")

@@ -10,12 +10,13 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import json
 import re
 import textwrap
 from collections.abc import Iterable, Sequence
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mjfleet.tasks.spec import TaskSpec
@@ -47,6 +48,22 @@ def read_block(text: str, name: str) -> str:
     if start < 0 or stop < start:
         raise ValueError(f"no block {name!r}")
     return text[start + len(begin) : stop].strip()
+
+
+def load_records(path: Path, key: str, required: Sequence[str]) -> dict[str, Any]:
+    """A results file whose list ``key`` holds records that each name ``required`` and a machine its ``machines``
+    describe; exits with one line naming the first record that does not."""
+    results = json.loads(path.read_text())
+    kind = key.removesuffix("s")  # "run 3", "table 0"
+    for i, record in enumerate(results[key]):
+        missing = [name for name in required if not record.get(name)]
+        if missing:
+            raise SystemExit(f"{path}: {kind} {i} has no {', '.join(missing)}")
+        if record["machine"] not in results["machines"]:
+            raise SystemExit(
+                f"{path}: {key} {i} names machine {record['machine']!r}, which 'machines' does not describe"
+            )
+    return results
 
 
 def cell(text: str) -> str:

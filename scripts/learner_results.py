@@ -21,7 +21,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from docs_text import ROOT, read_block, replace_block, table
+from docs_text import ROOT, load_records, read_block, replace_block, table
 
 RESULTS = ROOT / "docs" / "results" / "learners.json"
 GUIDE = ROOT / "docs" / "learners.md"
@@ -32,14 +32,7 @@ CONDITION = "success>=0.95"
 
 
 def load(path: Path = RESULTS) -> dict[str, Any]:
-    results = json.loads(path.read_text())
-    for i, run in enumerate(results["runs"]):
-        missing = [key for key in REQUIRED if not run.get(key)]
-        if missing:
-            raise SystemExit(f"{path}: run {i} has no {', '.join(missing)}")
-        if run["machine"] not in results["machines"]:
-            raise SystemExit(f"{path}: run {i} names machine {run['machine']!r}, which 'machines' does not describe")
-    return results
+    return load_records(path, "runs", REQUIRED)
 
 
 def duration(seconds: float) -> str:
