@@ -111,11 +111,12 @@ def test_adaptive_sampling_starts_more_episodes_where_they_failed() -> None:
 
 @needs_g1
 def test_play_judges_from_the_motions_start_each_episode_from_a_slightly_different_pose() -> None:
-    """The judged episodes start at the first frame with the training's start noise: a hundred of them are a hundred
-    different starts, not one replayed."""
+    """The judged episodes start at the first frame on the reference's root pose, their joints within the training's
+    joint noise (as mjlab's play starts them): a hundred of them are a hundred different starts, not one replayed."""
     judged = get_task(TASK).env_cfg().as_judged()
     assert isinstance(judged, TrackingConfig)
     assert judged.sampling == "start" and judged.start_joint_noise > 0
+    assert judged.start_pos_noise == judged.start_yaw_noise == judged.start_velocity_noise == 0.0
     env = MjEnv(TrackingTask(dataclasses.replace(judged, num_envs=3)), seed=0)
     task = env.task
     assert isinstance(task, TrackingTask)

@@ -124,6 +124,9 @@ class TrackingConfig(EnvConfig):
         read_motion(self.motion_file(), joints)
 
     def as_judged(self) -> Self:
-        """Episodes as ``play`` runs them: from the motion's first frame, with the start noise (each episode from a
-        slightly different pose: a policy that follows the motion only from its exact first pose does not pass)."""
-        return dataclasses.replace(super().as_judged(), sampling="start")
+        """Episodes as ``play`` runs them: from the motion's first frame on the reference's root pose and velocity,
+        the joints within ``start_joint_noise`` of the reference's (each episode from a slightly different pose, as
+        mjlab's play starts them)."""
+        return dataclasses.replace(
+            super().as_judged(), sampling="start", start_pos_noise=0.0, start_yaw_noise=0.0, start_velocity_noise=0.0
+        )
