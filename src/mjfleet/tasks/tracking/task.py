@@ -136,6 +136,8 @@ class TrackingTask(Task[TrackingConfig]):
         self._soft_low, self._soft_high = mid - half * cfg.soft_joint_limit, mid + half * cfg.soft_joint_limit
         self.frame = torch.zeros(n, dtype=torch.long, device=dev)
         """Each environment's frame of the motion."""
+        self._gathered: dict[str, torch.Tensor] = {}
+        """What :meth:`_ref` and :meth:`robot_bodies` gathered for the current frames and state."""
         self._bins = max(1, math.ceil(self.reference.frames * self.dt))  # one per second of the motion
         self._failures = torch.zeros(self._bins, device=dev)
         self._errors = {k: torch.zeros(n, device=dev) for k in self.metric_names()}
@@ -155,10 +157,17 @@ class TrackingTask(Task[TrackingConfig]):
 
     # --- the reference at each environment's frame ---------------------------------------------------------------
     def _ref(self, name: str) -> torch.Tensor:
-        return getattr(self.reference, name)[self.frame]
+        """The reference's ``name`` at each environment's frame, gathered once between changes of the frames or of the
+        simulation's state (:meth:`after_step`, :meth:`reset`)."""
+        if name not in self._gathered:
+            self._gathered[name] = getattr(self.reference, name)[self.frame]
+        return self._gathered[name]
 
     def robot_bodies(self, env: MjEnv) -> tuple[torch.Tensor, torch.Tensor]:
-        return env.sim.xpos[:, self._bodies], env.sim.xquat[:, self._bodies]
+        if "robot_bodies" not in self._gathered:
+            self._gathered["robot_pos"] = env.sim.xpos[:, self._bodies]
+            self._gathered["robot_bodies"] = env.sim.xquat[:, self._bodies]
+        return self._gathered["robot_pos"], self._gathered["robot_bodies"]
 
     def robot_body_velocities(self, env: MjEnv) -> tuple[torch.Tensor, torch.Tensor]:
         """World-frame linear (at the body origins) and angular velocities of the tracked bodies."""
@@ -182,6 +191,7 @@ class TrackingTask(Task[TrackingConfig]):
     # --- MDP ---------------------------------------------------------------------------------------------------
     def after_step(self, env: MjEnv) -> None:
         self.frame = torch.clamp(self.frame + 1, max=self.reference.frames - 1)
+        self._gathered.clear()
         pos, quat = self.robot_bodies(env)
         # What several reward terms read, once per step (terminations and rewards see this state, resets come after).
         self._anchored = ref_pos, ref_quat = self.anchored_reference(env)
@@ -214,6 +224,7 @@ class TrackingTask(Task[TrackingConfig]):
         n, cfg, dev, g = env_ids.numel(), self.cfg, env.device, env.generator
         if n == 0:
             return
+        self._gathered.clear()  # new frames, and the observations after a reset read the bodies after its forward
         self._count_failures(env, env_ids)
         self.frame[env_ids] = self._start_frames(n, dev, g)
         frame = self.frame[env_ids]
