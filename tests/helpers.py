@@ -60,6 +60,11 @@ def every_task() -> list[object]:
     return params
 
 
+ONE_PASS_UPDATE = ["--agent.algorithm.num-learning-epochs", "1", "--agent.algorithm.num-mini-batches", "1"]
+"""For tests of the run machinery, not of learning: PPO's update is one gradient step per iteration (the defaults
+take 20), so a launched test spends its time on what it tests."""
+
+
 def small_train_config(
     task_id: str = "cartpole-balance",
     num_envs: int = 64,
@@ -67,13 +72,18 @@ def small_train_config(
     steps: int = 16,
     seed: int = 0,
     log_root: Path | None = None,
+    full_update: bool = False,
     **overrides: object,
 ) -> TrainConfig:
     """A real but small training configuration (CPU, no random episode starts and no evaluation environments unless
-    asked)."""
+    asked; PPO's update one gradient step, as ``ONE_PASS_UPDATE``, unless ``full_update`` for a test of learning)."""
     spec = get_task(task_id)
+    agent = spec.agent_cfg()
+    algorithm = agent.algorithm
+    if not full_update:
+        algorithm = dataclasses.replace(algorithm, num_learning_epochs=1, num_mini_batches=1)
     agent = dataclasses.replace(
-        spec.agent_cfg(), max_iterations=iterations, num_steps_per_env=steps, save_interval=1, eval_envs=0
+        agent, max_iterations=iterations, num_steps_per_env=steps, save_interval=1, eval_envs=0, algorithm=algorithm
     )
     env = dataclasses.replace(spec.env_cfg(), num_envs=num_envs)
     cfg = TrainConfig(env=env, agent=agent, task=task_id, seed=seed, gpu_ids=None, init_at_random_ep_len=False)

@@ -38,6 +38,7 @@ def two_worker_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list
     cfg = small_train_config(
         num_envs=128,
         iterations=16,
+        full_update=True,
         steps=32,
         log_root=log_root,
         cpu_workers=2,

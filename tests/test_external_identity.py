@@ -20,14 +20,14 @@ import pytest
 
 from mjfleet.rl.checkpoint.files import list_checkpoints
 
-from .helpers import assert_no_processes_left, launcher_free_env
+from .helpers import ONE_PASS_UPDATE, assert_no_processes_left, launcher_free_env
 from .instruments import instrument_env
 
 pytestmark = pytest.mark.slow
 
 BIN = Path(sys.executable).parent
 SMALL = ["cartpole-balance", "--gpu-ids", "None", "--env.num-envs", "32", "--agent.num-steps-per-env", "8"]
-SMALL += ["--no-init-at-random-ep-len", "--agent.save-interval", "1"]
+SMALL += ["--no-init-at-random-ep-len", "--agent.save-interval", "1", *ONE_PASS_UPDATE]
 
 
 @pytest.fixture
@@ -64,27 +64,31 @@ def test_a_sweep_in_one_slurm_job_gives_one_run_each_and_a_requeue_continues_its
     log_root = tmp_path / "logs"
     job = _env(token, SLURM_JOB_ID="4242")
     member = [*SMALL, "--agent.max-iterations", "3", "--log-root", str(log_root)]
-    # Seed 1 is preempted after its first iteration (SIGTERM: a checkpoint, exit 143).
-    first = subprocess.run(
-        [*_standalone(), *member, "--seed", "1"],
-        env={**job, **instrument_env(fault="sigterm@0:1")},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert "stopped by SIGTERM at iteration 2 of 3" in _flat(first.stderr), first.stderr[-3000:]
-    second = subprocess.run(
-        [*_standalone(), *member, "--seed", "2"], env=job, capture_output=True, text=True, timeout=300
-    )
-    assert second.returncode == 0, second.stderr[-3000:]
-    one, two = _runs(log_root)
+    # The sweep's members run side by side; seed 1 is preempted after its second iteration (SIGTERM: a checkpoint,
+    # exit 143).
+    members = [
+        subprocess.Popen(
+            [*_standalone(), *member, "--seed", "1"],
+            env={**job, **instrument_env(fault="sigterm@0:1")},
+            stderr=subprocess.PIPE,
+            text=True,
+        ),
+        subprocess.Popen([*_standalone(), *member, "--seed", "2"], env=job, stderr=subprocess.PIPE, text=True),
+    ]
+    first, second = [proc.communicate(timeout=300)[1] for proc in members]
+    assert "stopped by SIGTERM at iteration 2 of 3" in _flat(first), first[-3000:]
+    assert members[1].returncode == 0, second[-3000:]
+    runs = _runs(log_root)
+    assert len(runs) == 2, runs
+    [one] = [run for run in runs if list_checkpoints(run)[-1][0] == 2]
+    [two] = [run for run in runs if run != one]
     assert [c for c, _ in list_checkpoints(two)] == [1, 2, 3]  # seed 2 trained, in a run of its own
     # The requeued job runs seed 1 again: it continues its own run, not seed 2's.
     requeued = subprocess.run(
         [*_standalone(), *member, "--seed", "1"], env=job, capture_output=True, text=True, timeout=300
     )
     assert requeued.returncode == 0, requeued.stderr[-3000:]
-    assert _runs(log_root) == [one, two]
+    assert _runs(log_root) == runs
     assert f"continuing run {one} (run id slurm-4242 from SLURM_JOB_ID) at iteration 3" in _flat(requeued.stderr)
     assert list_checkpoints(one)[-1][0] == 3
     assert_no_processes_left(token)

@@ -25,7 +25,7 @@ import torch
 from mjfleet.rl.checkpoint.files import list_checkpoints, load_checkpoint
 from mjfleet.train import run
 
-from .helpers import assert_no_processes_left, launcher_free_env, small_train_config
+from .helpers import ONE_PASS_UPDATE, assert_no_processes_left, launcher_free_env, small_train_config
 from .instruments import instrument_env
 from .twohost import namespace_host, unavailable
 
@@ -43,6 +43,7 @@ SMALL = [
     "--seed",
     "0",
     "--no-init-at-random-ep-len",
+    *ONE_PASS_UPDATE,
 ]
 
 
@@ -408,11 +409,11 @@ def test_a_rank_exits_138_only_for_a_lost_peer(tmp_path: Path, token: str, fault
 
 def test_a_slow_rank_0_plan_does_not_trip_the_collective_timeout(tmp_path: Path, token: str) -> None:
     """Rank 0's planning may download for longer than --collective-timeout-s; the other ranks wait for it on the
-    job's store. Rank 0 here is made to plan 12 s late, with a collective timeout of 5 s."""
+    job's store. Rank 0 here is made to plan 9 s late, with a collective timeout of 5 s."""
     port = _free_port()
     slow = (
         "import sys, time; import mjfleet.train.as_rank as r; plan = r.plan_this_start;"
-        " r.plan_this_start = lambda *a, **k: (time.sleep(12), plan(*a, **k))[1];"
+        " r.plan_this_start = lambda *a, **k: (time.sleep(9), plan(*a, **k))[1];"
         " from mjfleet.cli.train import main; sys.argv[0] = 'train'; main()"
     )
     ranks = []

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pytest
 
 from mjfleet.launch.launcher import split_environment
 
-from .helpers import TOKEN_ENV, assert_no_processes_left
+from .helpers import ONE_PASS_UPDATE, TOKEN_ENV, assert_no_processes_left
 
 BIN = Path(sys.executable).parent
 
@@ -46,7 +47,7 @@ def test_no_secret_appears_in_any_command_line_of_a_two_worker_run(tmp_path: Pat
     key, token, tag = uuid.uuid4().hex, uuid.uuid4().hex, uuid.uuid4().hex
     env = {**os.environ, TOKEN_ENV: tag, "WANDB_API_KEY": key, "MJFLEET_SERVICE_TOKEN": token, "WANDB_MODE": "offline"}
     argv = [str(BIN / "train"), "cartpole-balance", "--gpu-ids", "None", "--cpu-workers", "2"]
-    argv += ["--env.num-envs", "32", "--agent.num-steps-per-env", "8", "--agent.max-iterations", "30"]
+    argv += ["--env.num-envs", "32", "--agent.num-steps-per-env", "8", "--agent.max-iterations", "10", *ONE_PASS_UPDATE]
     proc = subprocess.Popen([*argv, "--log-root", str(tmp_path)], env=env, stderr=subprocess.PIPE, text=True)
     leaks: list[str] = []
     agents_seen = threading.Event()
@@ -58,6 +59,7 @@ def test_no_secret_appears_in_any_command_line_of_a_two_worker_run(tmp_path: Pat
                     leaks.append(line)
                 if "-m torchrunx" in line:
                     agents_seen.set()
+            time.sleep(0.05)  # every process lives for seconds; a busier loop would take a core from the run
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()

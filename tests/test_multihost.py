@@ -20,13 +20,13 @@ import torchrunx
 
 import mjfleet
 from mjfleet.cluster.hosts import check_host
-from tests.helpers import TOKEN_ENV, assert_no_processes_left
+from tests.helpers import ONE_PASS_UPDATE, TOKEN_ENV, assert_no_processes_left
 from tests.twohost import NamespaceHost, namespace_host, unavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))]
 
 FAIL_WITHIN_S = 120.0
-SMALL = ["--env.num-envs", "32", "--agent.num-steps-per-env", "8", "--agent.max-iterations", "3"]
+SMALL = ["--env.num-envs", "32", "--agent.num-steps-per-env", "8", "--agent.max-iterations", "3", *ONE_PASS_UPDATE]
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from mjfleet.launch.launcher import WorkerFailure
 from mjfleet.rl.checkpoint.files import list_checkpoints, load_checkpoint
 from mjfleet.train import run
 
-from .helpers import TOKEN_ENV, assert_no_processes_left, small_train_config
+from .helpers import ONE_PASS_UPDATE, TOKEN_ENV, assert_no_processes_left, small_train_config
 from .instruments import FAULT_ENV, instrument
 
 pytestmark = [
@@ -32,7 +32,7 @@ pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses process groups"),
 ]
 
-TINY = ["--env.num-envs", "32", "--agent.num-steps-per-env", "8"]
+TINY = ["--env.num-envs", "32", "--agent.num-steps-per-env", "8", *ONE_PASS_UPDATE]
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ def _log_time(log: Path, needle: str) -> float:
 def test_hung_worker_aborts_the_run_within_the_timeout_and_is_named(
     tmp_path: Path, token: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    timeout_s = 15
+    timeout_s = 8
     instrument(monkeypatch, fault="hang@1:2")  # rank 1 stops participating after iteration 2
     cfg = small_train_config(
         num_envs=32, steps=8, iterations=50, log_root=tmp_path, cpu_workers=2, collective_timeout_s=timeout_s

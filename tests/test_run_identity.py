@@ -153,7 +153,7 @@ def test_resume_beside_a_run_to_continue_says_so(tmp_path: Path, caplog: pytest.
 
 
 def test_a_diverged_run_is_not_continued(tmp_path: Path) -> None:
-    cfg = small_train_config(iterations=3, log_root=tmp_path, run_id="d")
+    cfg = small_train_config(iterations=3, log_root=tmp_path, run_id="d", full_update=True)
     run(cfg, _stopped_after_first_iteration())
     [run_dir] = _runs(tmp_path)
     record_end(run_dir, "failed", 1, "training diverged at iteration 2: the value loss is nan")

@@ -19,7 +19,7 @@ from mjfleet.cli.train import parse_args
 from mjfleet.errors import UsageError
 from mjfleet.train import api, own_launcher, prepare
 
-from .helpers import run_main, small_train_config
+from .helpers import ONE_PASS_UPDATE, run_main, small_train_config
 
 SLURM_VARS = ("SLURM_JOB_ID", "SLURM_JOBID", "SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURM_GPUS_ON_NODE")
 
@@ -67,7 +67,7 @@ def _gpus_on_launcher(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
     monkeypatch.setattr(api, "local_gpu_count", lambda: count)
 
 
-TINY = ["--gpu-ids", "None", "--env.num-envs", "8", "--agent.num-steps-per-env", "4"]
+TINY = ["--gpu-ids", "None", "--env.num-envs", "8", "--agent.num-steps-per-env", "4", *ONE_PASS_UPDATE]
 
 
 # --- plans ----------------------------------------------------------------------------------------------------------

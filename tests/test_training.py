@@ -41,7 +41,7 @@ def test_runs_without_a_worker_hook_return_no_extras_and_keep_recent_records(mon
 
 @pytest.mark.slow
 def test_short_training_improves_return() -> None:
-    cfg = small_train_config(num_envs=256, iterations=25, steps=32, init_at_random_ep_len=True)
+    cfg = small_train_config(num_envs=256, iterations=25, steps=32, init_at_random_ep_len=True, full_update=True)
     result = train_worker(cfg, None, CPU)
     returns = [r.episode["Episode/return"] for r in result.records if "Episode/return" in r.episode]
     early, late = sum(returns[:3]) / 3, sum(returns[-3:]) / 3
