@@ -102,11 +102,28 @@ def test_adaptive_sampling_starts_more_episodes_where_they_failed() -> None:
     task = env.task
     assert isinstance(task, TrackingTask)
     task._failures.zero_()
-    task._failures[3] = 100.0  # every failure in the motion's fourth second
-    frames = task._start_frames(4000, env.device, env.generator)
-    share = float((task.bin_of(frames) == 3).float().mean())
-    assert share > 0.8, share
+    task._failures[3] = 0.5  # every failure in the motion's fourth second
+    frames = task._start_frames(6000, env.device, env.generator)
+    shares = torch.bincount(task.bin_of(frames), minlength=task._bins).float() / frames.numel()
+    even = task.cfg.adaptive_uniform / task._bins
+    assert abs(float(shares[3]) - (1 - task.cfg.adaptive_uniform + even)) < 0.02, shares
+    # Every other second keeps its even share of the starts, however the failures are counted: none is forgotten.
+    assert all(abs(float(shares[b]) - even) < 0.01 for b in range(task._bins) if b != 3), shares
     assert int(frames.max()) < task.reference.frames - 1
+
+
+@needs_g1
+def test_the_failure_tally_is_a_running_average_of_each_batch_of_ended_episodes() -> None:
+    env = _env(num_envs=8, adaptive_decay=0.01)
+    task = env.task
+    assert isinstance(task, TrackingTask)
+    task._failures.zero_()
+    task.frame[:] = 0  # every episode ends in the motion's first second, half of them by a termination
+    env.terminated[:] = torch.arange(8) % 2 == 0
+    ids = torch.arange(8, device=env.device)
+    for _ in range(1000):
+        task._count_failures(env, ids)
+    assert abs(float(task._failures[0]) - 4.0) < 0.25 and float(task._failures[1:].abs().sum()) == 0.0
 
 
 @needs_g1
@@ -142,6 +159,17 @@ def test_a_bad_motion_file_is_one_line_and_creates_nothing(content: str, words: 
     assert code == 2, err
     (line,) = [line for line in err.splitlines() if line.startswith("error:")]
     assert str(motion) in line and words in line and "Traceback" not in err
+    assert not (tmp_path / "logs").exists()
+
+
+@needs_g1
+@pytest.mark.parametrize(("flag", "value"), [("--env.adaptive-uniform", "1.5"), ("--env.adaptive-decay", "0")])
+def test_a_sampling_setting_out_of_its_range_is_one_line(flag: str, value: str, tmp_path: Path) -> None:
+    argv = [TASK, "--gpu-ids", "None", flag, value, "--log-root", str(tmp_path / "logs")]
+    code, _, err = run_main(train.main, argv)
+    assert code == 2, err
+    (line,) = [line for line in err.splitlines() if line.startswith("error:")]
+    assert flag in line and value in line and "Traceback" not in err
     assert not (tmp_path / "logs").exists()
 
 

@@ -68,9 +68,11 @@ class TrackingConfig(EnvConfig):
     """Where training episodes start in the motion: ``adaptive`` favours where episodes fail (BeyondMimic's
     sampling), ``uniform`` anywhere, ``start`` at its first frame (as ``play`` does)."""
     adaptive_uniform: float = 0.1
-    """Share of the adaptive sampling spread evenly over the motion."""
+    """Share of the adaptive sampling's starts spread evenly over the motion; the rest go to each second of it in
+    proportion to how many episodes failed there."""
     adaptive_decay: float = 0.001
-    """How fast the failures counted per second of the motion fade, per ended episode batch (0: never)."""
+    """Weight of each batch of ended episodes in the running average of failures per second of the motion (mjlab's
+    ``adaptive_alpha``)."""
     start_pos_noise: float = 0.05
     """Uniform noise of the start's horizontal position (metres; a fifth of it vertically)."""
     start_yaw_noise: float = 0.2
@@ -113,9 +115,14 @@ class TrackingConfig(EnvConfig):
     def prepare_assets(self) -> None:
         """Bring the robot's MJCF onto the disk and read the motion once: a bad file is one line before anything is
         created."""
+        from mjfleet.errors import UsageError
         from mjfleet.tasks.locomotion.sources import resolve_robot, robot_file
         from mjfleet.tasks.tracking.motion import read_motion
 
+        if not 0.0 <= self.adaptive_uniform <= 1.0:
+            raise UsageError(f"--env.adaptive-uniform must be between 0 and 1 (got {self.adaptive_uniform})")
+        if not 0.0 < self.adaptive_decay <= 1.0:
+            raise UsageError(f"--env.adaptive-decay must be above 0 and at most 1 (got {self.adaptive_decay})")
         robot = resolve_robot(self.robot)
         import mujoco
 

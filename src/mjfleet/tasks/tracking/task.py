@@ -260,8 +260,10 @@ class TrackingTask(Task[TrackingConfig]):
             return torch.zeros(n, dtype=torch.long, device=dev)
         if self.cfg.sampling == "uniform":
             return torch.randint(0, frames - 1, (n,), device=dev, generator=g)
-        weights = self._failures + self.cfg.adaptive_uniform / self._bins
-        weights = weights / weights.sum()
+        total = self._failures.sum()
+        failed = self._failures / total if total > 0 else torch.full_like(self._failures, 1.0 / self._bins)
+        share = self.cfg.adaptive_uniform
+        weights = (1.0 - share) * failed + share / self._bins  # every bin keeps its even share: none is forgotten
         bins = torch.multinomial(weights, n, replacement=True, generator=g)
         within = torch.rand(n, device=dev, generator=g)
         return ((bins + within) / self._bins * (frames - 1)).long().clamp(max=frames - 2)
@@ -271,13 +273,13 @@ class TrackingTask(Task[TrackingConfig]):
         return (frames * self._bins // (self.reference.frames - 1)).clamp(max=self._bins - 1)
 
     def _count_failures(self, env: MjEnv, env_ids: torch.Tensor) -> None:
-        """The adaptive sampling's tally: where in the motion the episodes ending now failed."""
+        """The adaptive sampling's tally: a running average, per bin, of the episodes that failed there per batch of
+        ended episodes (this one weighs ``adaptive_decay``)."""
         if self.cfg.sampling != "adaptive":
             return
         failed = env.terminated[env_ids]
-        bins = self.bin_of(self.frame[env_ids])
-        self._failures *= 1.0 - self.cfg.adaptive_decay
-        self._failures.index_add_(0, bins, failed.float())
+        counts = torch.zeros_like(self._failures).index_add_(0, self.bin_of(self.frame[env_ids]), failed.float())
+        self._failures.lerp_(counts, self.cfg.adaptive_decay)
 
     # --- rewards -----------------------------------------------------------------------------------------------
     def reward_anchor_pos(self, env: MjEnv) -> torch.Tensor:
