@@ -6,6 +6,7 @@ where the adaptive sampling says, and a bad motion file is one line before anyth
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -211,6 +212,55 @@ def test_the_onnx_sidecar_says_how_actions_become_targets_and_which_motion() -> 
     assert meta["joint_targets"].startswith("the motion's angles of joint_names at frame + 1")
     assert meta["motion"] == {"file": SHIPPED_MOTION.name, "frames": task.reference.frames, "frame_dt": env.step_dt}
     assert len(meta["joint_names"]) == env.num_actions == 29
+
+
+@needs_g1
+def test_the_exported_graph_reads_the_motion_at_the_frame_the_control_loop_counts(tmp_path: Path) -> None:
+    """The ONNX policy takes the frame as its second input and carries the motion: it outputs the reference terms
+    the observation starts with, the anchor's reference pose and the servo targets, as the task computes them."""
+    import onnxruntime as ort
+
+    from mjfleet.errors import UsageError
+    from mjfleet.rl.checkpoint.onnx import OnnxPolicy, export_policy, metadata_path, policy_metadata
+    from mjfleet.rl.runner import Runner
+    from mjfleet.runtime.context import DistributedContext
+
+    env = _env(num_envs=3)
+    task = env.task
+    assert isinstance(task, TrackingTask)
+    runner = Runner(env, get_task(TASK).agent_cfg(), DistributedContext(device="cpu"), run_dir=None)
+    policy = runner.learner.policy()
+    path = export_policy(policy, tmp_path / "model_0.onnx", policy_metadata(env, policy, 0), task.export_tables())
+    meta = json.loads(metadata_path(path).read_text())
+    assert meta["index_input"] == {"name": "frame", "shape": ["batch"], "type": "int64", "rows": task.reference.frames}
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    assert names == ["actions", *[o["name"] for o in meta["table_outputs"]]]
+    torch_policy = runner.get_inference_policy("cpu")
+    onnx_policy = OnnxPolicy(path, index=lambda: task.export_index(env))
+    a = task._anchor
+    with torch.inference_mode():
+        for _ in range(5):
+            obs = env.get_observations()
+            frame = task.frame.clone()
+            outputs = session.run(None, {"obs": obs["policy"].numpy(), "frame": frame.numpy()})
+            got = dict(zip(names, (torch.from_numpy(o) for o in outputs), strict=True))
+            actions = torch_policy(obs)
+            assert torch.allclose(got["actions"], actions, atol=1e-5)
+            assert torch.allclose(onnx_policy(obs), actions, atol=1e-5)
+            targets = task.joint_targets_at_zero() + actions * task.action_scale
+            assert torch.allclose(got["joint_targets"], targets, atol=1e-5)
+            joints = len(task._actuated)
+            assert torch.equal(got["reference_joint_pos"], obs["policy"][:, :joints])
+            assert torch.equal(got["reference_joint_vel"], obs["policy"][:, joints : 2 * joints])
+            assert torch.equal(got["reference_anchor_pos"], task.reference.body_pos[frame, a])
+            assert torch.equal(got["reference_anchor_quat"], task.reference.body_quat[frame, a])
+            env.step(actions)
+    policy_obs = env.get_observations()["policy"].numpy()
+    beyond = session.run(["reference_joint_pos"], {"obs": policy_obs, "frame": np.array([10**6, 0, -1])})[0]
+    assert np.array_equal(np.asarray(beyond)[0], task.reference.joint_pos[-1, task._actuated].numpy())
+    with pytest.raises(UsageError, match="'frame'"):
+        OnnxPolicy(path)
 
 
 @needs_g1

@@ -25,6 +25,23 @@ ENV_TERMINATIONS = ("time_out", TERMINATION_NONFINITE)
 """Termination reasons the environment adds to every task's own."""
 
 
+@dataclasses.dataclass(frozen=True)
+class ExportedTables:
+    """Tables an exported policy carries as constants and reads at an index the control loop counts (a motion's
+    frame): the ONNX graph takes the index as a second input and outputs each table's row at it, so that the loop
+    needs no other file."""
+
+    index: str
+    """Name of the index input (one integer per batch row); indices beyond the tables read their last row."""
+    tables: dict[str, torch.Tensor]
+    """Output name -> table (rows, ...): the output is the table's row at the index."""
+    zero_targets: torch.Tensor | None = None
+    """(rows, actions): the servo targets of an action of zero in the step that starts at each index; with it the
+    graph also outputs ``joint_targets``, the row at the index plus ``action_scale`` times the actions."""
+    action_scale: torch.Tensor | None = None
+    """(actions,): targets per unit of action, for ``joint_targets``."""
+
+
 class Task(ABC, Generic[CfgT]):
     """One MDP: its model, resets, actions, observations, reward terms and terminations, side by side.
 
@@ -158,6 +175,16 @@ class Task(ABC, Generic[CfgT]):
         """What a control loop needs beyond the observation layout to run an exported policy of this task (JSON
         values), written into the ONNX file's sidecar; nothing by default."""
         return {}
+
+    def export_tables(self) -> ExportedTables | None:
+        """Tables the exported policy carries and reads at an index the control loop counts (e.g. a motion's
+        frames); none by default."""
+        return None
+
+    def export_index(self, env: MjEnv) -> torch.Tensor:
+        """Each environment's current index into :meth:`export_tables` (what a control loop feeds the exported
+        policy)."""
+        raise NotImplementedError(f"{type(self).__name__} exports no tables")
 
     def state_dict(self) -> dict[str, Any]:
         """Task state a resumed run continues from (e.g. curriculum levels), saved per rank in checkpoints.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -23,6 +24,7 @@ from mjfleet.files import write_atomic, write_text_atomic
 
 if TYPE_CHECKING:
     from mjfleet.envs.env import MjEnv
+    from mjfleet.envs.task import ExportedTables
     from mjfleet.rl.learners.base import ExportablePolicy
 
 logger = logging.getLogger(__name__)
@@ -34,6 +36,8 @@ FORMAT = "mjfleet-onnx-policy"
 FORMAT_VERSION = 1
 INPUT_NAME = "obs"
 OUTPUT_NAME = "actions"
+TARGETS_NAME = "joint_targets"
+"""Output of a graph with :class:`~mjfleet.envs.task.ExportedTables` that have ``zero_targets``: servo targets."""
 LATEST_NAME = "policy.onnx"
 """The newest export of a run directory (overwritten at every checkpoint)."""
 
@@ -89,13 +93,60 @@ def policy_metadata(env: MjEnv, policy: ExportablePolicy, iteration: int) -> dic
     return meta
 
 
-def export_policy(policy: ExportablePolicy, path: Path, metadata: dict[str, Any]) -> Path:
-    """Write the deterministic actor (normaliser included) to ``path`` and its JSON beside it, each atomically."""
+def _tables_metadata(tables: ExportedTables | None) -> dict[str, Any]:
+    """The index input and the outputs that ``tables`` add to the graph, as ``policy_metadata`` lists them."""
+    if tables is None:
+        return {}
+    rows = next(iter(tables.tables.values())).shape[0]
+    outputs = []
+    if tables.zero_targets is not None and tables.action_scale is not None:
+        outputs.append({"name": TARGETS_NAME, "shape": ["batch", int(tables.zero_targets.shape[-1])]})
+    outputs += [{"name": name, "shape": ["batch", *table.shape[1:]]} for name, table in tables.tables.items()]
+    index = {"name": tables.index, "shape": ["batch"], "type": "int64", "rows": int(rows)}
+    return {"index_input": index, "table_outputs": outputs}
+
+
+class _WithTables(torch.nn.Module):
+    """The actor, then the servo targets and each table's row at the index (clamped to the tables); the tables
+    become constants of the traced graph."""
+
+    def __init__(self, actor: torch.nn.Module, tables: ExportedTables) -> None:
+        super().__init__()
+        self.actor = actor
+        self.tables = [table.detach().float().cpu() for table in tables.tables.values()]
+        self.targets: tuple[torch.Tensor, torch.Tensor] | None = None
+        if tables.zero_targets is not None and tables.action_scale is not None:
+            self.targets = (tables.zero_targets.detach().float().cpu(), tables.action_scale.detach().float().cpu())
+        self.last = int(self.tables[0].shape[0]) - 1
+
+    def forward(self, obs: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        actions = self.actor(obs)
+        row = torch.clamp(index, 0, self.last)
+        rows = [table[row] for table in self.tables]
+        if self.targets is not None:
+            zero_targets, scale = self.targets
+            rows.insert(0, zero_targets[row] + scale * actions)
+        return (actions, *rows)
+
+
+def export_policy(
+    policy: ExportablePolicy, path: Path, metadata: dict[str, Any], tables: ExportedTables | None = None
+) -> Path:
+    """Write the deterministic actor (normaliser included) to ``path`` and its JSON beside it, each atomically;
+    with ``tables`` the graph carries them and takes their index as its second input (the JSON's ``index_input``
+    and ``table_outputs`` say so)."""
     module = policy.as_onnx(verbose=False)
+    dummy: tuple[torch.Tensor, ...] = (torch.zeros(1, int(policy.obs_dim)),)
+    inputs, outputs = [INPUT_NAME], [OUTPUT_NAME]
+    if tables is not None:
+        module = _WithTables(module, tables)
+        dummy = (*dummy, torch.zeros(1, dtype=torch.long))
+        inputs.append(tables.index)
+        outputs += [entry["name"] for entry in _tables_metadata(tables)["table_outputs"]]
+        metadata = {**metadata, **_tables_metadata(tables)}
     module.to("cpu")
     module.eval()
-    dummy = torch.zeros(1, int(policy.obs_dim))
-    axes = {INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}}
+    axes = {name: {0: "batch"} for name in (*inputs, *outputs)}
     with warnings.catch_warnings():
         # dynamo=False is the TorchScript exporter: it needs only ``onnx`` (not onnxscript) and is deprecated upstream.
         warnings.simplefilter("ignore")
@@ -103,11 +154,11 @@ def export_policy(policy: ExportablePolicy, path: Path, metadata: dict[str, Any]
             path,
             lambda f: torch.onnx.export(
                 module,
-                (dummy,),
+                dummy,
                 cast(Any, f),  # a binary file object works; torch's annotation names paths only
                 opset_version=OPSET,
-                input_names=[INPUT_NAME],
-                output_names=[OUTPUT_NAME],
+                input_names=inputs,
+                output_names=outputs,
                 dynamic_axes=axes,
                 dynamo=False,
             ),
@@ -142,9 +193,10 @@ def load_metadata(onnx_path: Path) -> dict[str, Any]:
 
 class OnnxPolicy:
     """An exported policy run by onnxruntime on the CPU; called like the torch policy (observation groups in,
-    actions out, on the observations' device)."""
+    actions out, on the observations' device). A graph with an index input (``index_input`` in its JSON) is fed
+    what ``index`` returns at each call: each environment's index, e.g. its motion frame."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, index: Callable[[], torch.Tensor] | None = None) -> None:
         import onnxruntime as ort
 
         if not path.is_file():
@@ -153,6 +205,10 @@ class OnnxPolicy:
         self.metadata = load_metadata(path)
         self.groups: list[str] = [g["name"] for g in self.metadata["inputs"][0]["observation_groups"]]
         self.sizes: list[int] = [int(g["size"]) for g in self.metadata["inputs"][0]["observation_groups"]]
+        self.index_name: str | None = (self.metadata.get("index_input") or {}).get("name")
+        if self.index_name is not None and index is None:
+            raise UsageError(f"{path} reads {self.index_name!r} at every step, which this task does not count")
+        self.index = index
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1  # batches of a few environments: threads cost more than they save
         options.log_severity_level = 3
@@ -177,5 +233,8 @@ class OnnxPolicy:
 
     def __call__(self, obs: TensorDict) -> torch.Tensor:
         x = torch.cat([obs[g] for g in self.groups], dim=-1)
-        (actions,) = self.session.run([OUTPUT_NAME], {INPUT_NAME: x.detach().float().cpu().numpy()})
+        feed = {INPUT_NAME: x.detach().float().cpu().numpy()}
+        if self.index_name is not None and self.index is not None:
+            feed[self.index_name] = self.index().detach().long().cpu().numpy()
+        (actions,) = self.session.run([OUTPUT_NAME], feed)
         return torch.from_numpy(actions).to(x.device)

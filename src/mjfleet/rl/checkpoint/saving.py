@@ -113,7 +113,7 @@ class Saving:
                 "learner": self.learner.name,
                 **policy_metadata(self.env, policy, self.current_learning_iteration),
             }
-            export_policy(policy, path, meta)
+            export_policy(policy, path, meta, self.env.task.export_tables())
             publish_latest(path)
         except Exception as e:
             logger.warning("could not export %s: %s: %s", path, type(e).__name__, e)

@@ -37,7 +37,7 @@ def load_policy(checkpoint: Path, env: MjEnv, agent_cfg: AgentConfig, device: st
     if is_onnx(checkpoint):
         from mjfleet.rl.checkpoint.onnx import OnnxPolicy
 
-        onnx_policy = OnnxPolicy(checkpoint)
+        onnx_policy = OnnxPolicy(checkpoint, index=lambda: env.task.export_index(env))
         onnx_policy.check_compatible(env.get_observations(), env.num_actions)
         return onnx_policy
 

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from mjfleet.envs.env import MjEnv
-from mjfleet.envs.task import Task
+from mjfleet.envs.task import ExportedTables, Task
 from mjfleet.tasks.locomotion.actions import action_scales
 from mjfleet.tasks.locomotion.model import build_model
 from mjfleet.tasks.locomotion.rotations import projected_gravity, quat_mul, rotate, rotate_inverse
@@ -356,8 +356,8 @@ class TrackingTask(Task[TrackingConfig]):
         return qpos
 
     def export_metadata(self) -> dict[str, Any]:
-        """How the control loop turns actions into servo targets, and the motion the policy follows: the reference
-        terms of the observation are the motion's frames at the control rate, computed as this task computes them."""
+        """How the control loop turns actions into servo targets, and the motion the policy follows (the exported
+        graph carries it: :meth:`export_tables`)."""
         return {
             "joint_targets": (
                 "the motion's angles of joint_names at frame + 1 + action_scale * action"
@@ -370,6 +370,30 @@ class TrackingTask(Task[TrackingConfig]):
                 "frame_dt": self.dt,
             },
         }
+
+    def export_tables(self) -> ExportedTables:
+        """The motion at the control rate, read at the frame the control loop counts (0 at the motion's start, one
+        more each control step): the reference terms the observation starts with, the anchor's pose they are
+        compared with, and the servo targets of the actions."""
+        ref, anchor = self.reference, self._anchor
+        frames = torch.arange(ref.frames, device=ref.joint_pos.device)
+        upcoming = torch.clamp(frames + 1, max=ref.frames - 1)
+        zero_targets = (
+            self.default_joint_pos.expand(ref.frames, -1)
+            if self.cfg.action_offset == "home"
+            else ref.joint_pos[upcoming][:, self._actuated]
+        )
+        tables = {
+            "reference_joint_pos": ref.joint_pos[:, self._actuated],
+            "reference_joint_vel": ref.joint_vel[:, self._actuated],
+            "reference_anchor_pos": ref.body_pos[:, anchor],
+            "reference_anchor_quat": ref.body_quat[:, anchor],
+        }
+        scale = torch.as_tensor(self.action_scale, dtype=torch.float32).expand(len(self._actuated))
+        return ExportedTables("frame", tables, zero_targets, scale)
+
+    def export_index(self, env: MjEnv) -> torch.Tensor:
+        return self.frame
 
     # --- statistics ----------------------------------------------------------------------------------------------
     def episode_metrics(self, env: MjEnv, env_ids: torch.Tensor) -> dict[str, torch.Tensor]:
