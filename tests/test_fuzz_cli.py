@@ -144,7 +144,7 @@ def _base() -> list[str]:
     return [TASK, "--dry-run", "--log-root", LOG_ROOT]
 
 
-@settings(FUZZ, max_examples=120)
+@settings(FUZZ, max_examples=80)
 @given(tokens=st.lists(_GPU_TOKENS, min_size=0, max_size=4), cpu=st.booleans())
 def test_fuzz_gpu_ids(arena: Path, tokens: list[str], cpu: bool) -> None:
     argv = [*_base(), "--gpu-ids", *tokens]
@@ -153,7 +153,7 @@ def test_fuzz_gpu_ids(arena: Path, tokens: list[str], cpu: bool) -> None:
     _fuzz(argv, arena)
 
 
-@settings(FUZZ, max_examples=120)
+@settings(FUZZ, max_examples=80)
 @given(flags=st.lists(st.tuples(st.sampled_from(_NUMERIC_FLAGS), _NUMBERS), min_size=1, max_size=3))
 def test_fuzz_numeric_fields(arena: Path, flags: list[tuple[str, str]]) -> None:
     argv = [*_base(), "--gpu-ids", "None", *(f"{flag}={value}" for flag, value in flags)]
@@ -185,7 +185,7 @@ def _paths(root: Path) -> st.SearchStrategy[str]:
     return st.one_of(st.sampled_from(specials), _TEXT.map(lambda t: str(root / "logs" / t)), _TEXT)
 
 
-@settings(FUZZ, max_examples=100)
+@settings(FUZZ, max_examples=70)
 @given(data=st.data())
 def test_fuzz_paths_and_names(arena: Path, data: st.DataObject) -> None:
     paths = _paths(arena)
