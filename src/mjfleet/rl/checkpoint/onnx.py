@@ -139,11 +139,12 @@ def export_policy(
     dummy: tuple[torch.Tensor, ...] = (torch.zeros(1, int(policy.obs_dim)),)
     inputs, outputs = [INPUT_NAME], [OUTPUT_NAME]
     if tables is not None:
+        described = _tables_metadata(tables)
         module = _WithTables(module, tables)
         dummy = (*dummy, torch.zeros(1, dtype=torch.long))
         inputs.append(tables.index)
-        outputs += [entry["name"] for entry in _tables_metadata(tables)["table_outputs"]]
-        metadata = {**metadata, **_tables_metadata(tables)}
+        outputs += [entry["name"] for entry in described["table_outputs"]]
+        metadata = {**metadata, **described}
     module.to("cpu")
     module.eval()
     axes = {name: {0: "batch"} for name in (*inputs, *outputs)}

@@ -147,9 +147,14 @@ class TrackingTask(Task[TrackingConfig]):
     # --- actions -----------------------------------------------------------------------------------------------
     def joint_targets_at_zero(self) -> torch.Tensor:
         """Each environment's servo targets for an action of zero (``action_offset``), (num_envs, num_actions)."""
+        return self._zero_targets(self.frame)
+
+    def _zero_targets(self, frames: torch.Tensor) -> torch.Tensor:
+        """Servo targets of an action of zero in the step that starts at each of ``frames``: the standing pose, or
+        the reference's joint angles at the frame the step ends in."""
         if self.cfg.action_offset == "home":
-            return self.default_joint_pos.expand(self.frame.numel(), -1)
-        upcoming = torch.clamp(self.frame + 1, max=self.reference.frames - 1)
+            return self.default_joint_pos.expand(frames.numel(), -1)
+        upcoming = torch.clamp(frames + 1, max=self.reference.frames - 1)
         return self.reference.joint_pos[upcoming][:, self._actuated]
 
     def apply_actions(self, env: MjEnv, actions: torch.Tensor) -> None:
@@ -376,13 +381,7 @@ class TrackingTask(Task[TrackingConfig]):
         more each control step): the reference terms the observation starts with, the anchor's pose they are
         compared with, and the servo targets of the actions."""
         ref, anchor = self.reference, self._anchor
-        frames = torch.arange(ref.frames, device=ref.joint_pos.device)
-        upcoming = torch.clamp(frames + 1, max=ref.frames - 1)
-        zero_targets = (
-            self.default_joint_pos.expand(ref.frames, -1)
-            if self.cfg.action_offset == "home"
-            else ref.joint_pos[upcoming][:, self._actuated]
-        )
+        zero_targets = self._zero_targets(torch.arange(ref.frames, device=ref.joint_pos.device))
         tables = {
             "reference_joint_pos": ref.joint_pos[:, self._actuated],
             "reference_joint_vel": ref.joint_vel[:, self._actuated],
