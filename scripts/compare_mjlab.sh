@@ -95,7 +95,7 @@ else
     echo "compare_mjlab.sh: needs uv (mjlab is installed from PyPI into its own environment)" >&2
     exit 2
   fi
-  venv="${MJLAB_VENV:-.mjlab-venv}"
+  venv="$(realpath -m "${MJLAB_VENV:-.mjlab-venv}")"  # absolute: mjlab's csv_to_npz runs in the results folder
   # The same interpreter and torch as mjfleet's environment, so that only mjlab and its physics versions differ.
   python="$(uv run --locked python -c 'import sys; print(sys.executable)')"
   torch_version="$(uv run --locked python -c 'import torch; print(torch.__version__.split("+")[0])')"
