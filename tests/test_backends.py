@@ -10,7 +10,7 @@ import torch
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.runtime.context import DistributedContext
-from mjfleet.sim.config import Backend
+from mjfleet.sim.config import Backend, SimConfig
 from mjfleet.sim.simulation import sensors_last_substep_only
 from mjfleet.tasks.locomotion.config import LocomotionConfig
 from mjfleet.tasks.manipulation.config import LiftConfig
@@ -112,3 +112,36 @@ def test_sensors_on_the_last_substep_only_change_nothing(backend: Backend) -> No
     sensors = env.sim.view("sensordata")
     assert float(sensors.abs().sum()) > 0, "no touch sensor fired: the comparison would prove nothing"
     assert torch.equal(runs[0], runs[1]), f"max difference {(runs[0] - runs[1]).abs().max()}"
+
+
+def test_sensors_nobody_reads_are_not_computed_and_change_nothing() -> None:
+    """On MuJoCo C, a simulation whose sensors no task reads computes none (one call into the thread pool per
+    step); the state is bit-identical to computing them, and once ``sensordata`` is read, the next step's readings
+    equal those of the simulation that computed them all along."""
+    from mjfleet.sim.factory import create_simulation
+    from mjfleet.sim.mujoco_backend import MujocoSimulation
+
+    model = get_task("go1-velocity-flat").load_task_class()(get_task("go1-velocity-flat").env_cfg()).build_model()
+    sims = [
+        create_simulation(model, 4, "cpu", dataclasses.replace(SimConfig(decimation=4), backend="mujoco", **every))
+        for every in ({"sensors_every_substep": True}, {})
+    ]
+    assert isinstance(sims[1], MujocoSimulation)
+    model_sensor_rows = sims[1]._batch.bind("sensordata")  # the physics' own rows, not a view that binds them
+    gen = torch.Generator().manual_seed(5)
+    for _ in range(40):
+        ctrl = torch.randn(4, model.nu, generator=gen) * 0.5
+        for sim in sims:
+            sim.ctrl[:] = ctrl
+            sim.step()
+        assert torch.equal(sims[0].qpos, sims[1].qpos) and torch.equal(sims[0].qvel, sims[1].qvel)
+    assert not model_sensor_rows.any(), "sensors were computed although nothing read them"
+    # Binding a view runs a forward pass on both; from here the skipping one computes them on the last substep.
+    every, read = sims[0].sensordata, sims[1].sensordata
+    for _ in range(10):
+        ctrl = torch.randn(4, model.nu, generator=gen) * 0.5
+        for sim in sims:
+            sim.ctrl[:] = ctrl
+            sim.step()
+        assert torch.equal(every, read)
+    assert float(read.abs().sum()) > 0, "no touch sensor fired: the comparison would prove nothing"

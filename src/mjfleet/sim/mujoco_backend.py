@@ -76,7 +76,8 @@ class MujocoSimulation(Simulation):
         self._warning_counts = self._batch.warning[:, first : last + 1, 1]
         self._last_counts = self._warning_counts.sum(axis=-1)
         self._diverged = torch.zeros(num_worlds, dtype=torch.bool)
-        # Per-world option flags, toggled around the substeps whose sensors nobody reads (bit-identical results).
+        # Per-world option flags, toggled around the substeps whose sensors nobody reads (bit-identical results):
+        # every substep until a task reads ``sensordata``, then all but the last one of each step.
         self._disableflags: np.ndarray | None = None
         self._flags = int(mj_model.opt.disableflags)
         if sensors_last_substep_only(mj_model, self.cfg):
@@ -141,6 +142,10 @@ class MujocoSimulation(Simulation):
             self._batch.step(nstep=self.cfg.decimation)
             return
         flags[:] = self._flags | SENSOR_DISABLE_BIT
+        if "sensordata" not in self._outputs:  # no reader: one call into the pool, no sensor computed
+            self._batch.step(nstep=self.cfg.decimation)
+            flags[:] = self._flags  # a later forward (a reset, a newly bound view) computes everything
+            return
         self._batch.step(nstep=self.cfg.decimation - 1)
         flags[:] = self._flags
         self._batch.step(nstep=1)
