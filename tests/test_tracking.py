@@ -73,6 +73,33 @@ def test_an_action_of_zero_follows_the_reference() -> None:
 
 
 @needs_g1
+def test_randomization_draws_each_worlds_friction_and_pushes_the_pelvis() -> None:
+    """``--env.randomization`` works as for the velocity tasks: every geom of a world gets that world's friction, and
+    a push adds up to ``push-velocity`` to the pelvis's horizontal velocity; off (the default), the friction is the
+    file's and nothing pushes."""
+    from mjfleet.tasks.locomotion.config import RandomizationConfig
+
+    plain = _env(num_envs=2, **_clean())
+    assert isinstance(plain.task, TrackingTask) and plain.task.pushes is None
+    file_friction = torch.as_tensor(plain.sim.mj_model.geom_friction[:, 0], dtype=torch.float32)
+    assert torch.equal(plain.sim.model_field("geom_friction")[:, :, 0], file_friction.expand(2, -1))
+
+    randomization = RandomizationConfig(friction=(0.3, 1.2), push_interval_s=(0.02, 0.02), push_velocity=0.5)
+    env = _env(num_envs=64, **_clean(randomization=randomization))
+    task = env.task
+    assert isinstance(task, TrackingTask)
+    friction = env.sim.model_field("geom_friction")[:, :, 0]
+    assert torch.equal(friction, friction[:, :1].expand_as(friction))  # one value per world
+    assert 0.3 <= float(friction.min()) and float(friction.max()) <= 1.2 and float(friction.std()) > 0.1
+    env.reset_all()
+    env.step(torch.zeros(64, env.num_actions))
+    before = env.sim.qvel[:, :2].clone()
+    task.after_step(env)  # every timer (one step long) is due: each world's pelvis is pushed
+    kick = env.sim.qvel[:, :2] - before
+    assert float(kick.abs().max()) <= 0.5 and float(kick.abs().mean()) > 0.1
+
+
+@needs_g1
 def test_on_a_fixed_base_copying_the_reference_tracks_the_whole_motion() -> None:
     """The root held on the reference's (a fixed-base G1 moved along the motion's root path): the policy of zeros,
     which copies the reference's joint targets, plays the motion to its end as a success with a near-zero error."""

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Literal, Self
 
 from mjfleet.envs.config import EnvConfig
+from mjfleet.tasks.locomotion.config import RandomizationConfig
 
 SHIPPED_MOTION = Path(__file__).with_name("motions") / "g1_wave_squat.csv"
 """The motion shipped with mjfleet (made here: scripts/make_g1_motion.py)."""
@@ -101,6 +102,11 @@ class TrackingConfig(EnvConfig):
     """An episode ends when an end effector's height is this far from the reference's (metres)."""
     rewards: TrackingRewards = field(default_factory=TrackingRewards)
     """Reward term weights."""
+    randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
+    """Domain randomization, as the velocity tasks have it: friction, mass added to the pelvis, servo gains, and
+    horizontal pushes of the pelvis. Off by default (the defaults were trained and measured without it); training
+    for a real robot turns it on, e.g. ``--env.randomization.friction 0.3 1.2 --env.randomization.push-velocity
+    0.5 --env.randomization.push-interval-s 1 3`` (mjlab's ranges)."""
 
     def motion_file(self) -> Path:
         """The reference motion's file (``motion``, or the shipped one)."""

@@ -20,6 +20,7 @@ from mjfleet.envs.env import MjEnv
 from mjfleet.envs.task import ExportedTables, Task
 from mjfleet.tasks.locomotion.actions import action_scales
 from mjfleet.tasks.locomotion.model import build_model
+from mjfleet.tasks.locomotion.randomization import BATCHED_FIELDS, DomainRandomizer, Pushes
 from mjfleet.tasks.locomotion.rotations import projected_gravity, quat_mul, rotate, rotate_inverse
 from mjfleet.tasks.locomotion.sources import resolve_robot
 from mjfleet.tasks.tracking.config import TrackingConfig
@@ -83,6 +84,7 @@ class TrackingTask(Task[TrackingConfig]):
     """Follow a reference motion with a humanoid; see ``docs/tracking.md`` for the full MDP."""
 
     forward_after_reset: ClassVar[bool] = True  # observations read body poses right after a reset
+    batched_model_fields: ClassVar[tuple[str, ...]] = BATCHED_FIELDS  # --env.randomization
 
     def __init__(self, cfg: TrackingConfig) -> None:
         super().__init__(cfg)
@@ -143,6 +145,12 @@ class TrackingTask(Task[TrackingConfig]):
         self._errors = {k: torch.zeros(n, device=dev) for k in self.metric_names()}
         self._steps = torch.zeros(n, device=dev)
         self._generator = env.generator
+        self.randomizer = DomainRandomizer(cfg.randomization, env.sim, self._root_body, env.generator)
+        # Without pushes, none draws its timers: the random stream stays that of the measured defaults.
+        self.pushes = (
+            Pushes(cfg.randomization, n, self.dt, dev, env.generator) if cfg.randomization.push_velocity else None
+        )
+        self.randomizer.apply(torch.arange(n, device=dev))
 
     # --- actions -----------------------------------------------------------------------------------------------
     def joint_targets_at_zero(self) -> torch.Tensor:
@@ -208,6 +216,8 @@ class TrackingTask(Task[TrackingConfig]):
             joints - self._ref("joint_pos")[:, self._actuated], dim=-1
         )
         self._steps += 1
+        if self.pushes is not None:  # after this step's errors; the observations read the pushed velocity
+            self.pushes.step(env.sim.qvel)
 
     def terminations(self, env: MjEnv) -> dict[str, torch.Tensor]:
         cfg = self.cfg
@@ -258,6 +268,10 @@ class TrackingTask(Task[TrackingConfig]):
         sim.ctrl[env_ids] = joints
         for buf in (*self._errors.values(), self._steps):
             buf[env_ids] = 0.0
+        if self.pushes is not None:
+            self.pushes.reset(env_ids)
+        if cfg.randomization.on_reset:
+            self.randomizer.apply(env_ids)
 
     def _start_frames(self, n: int, dev: torch.device, g: torch.Generator) -> torch.Tensor:
         frames = self.reference.frames
