@@ -88,40 +88,9 @@ def _wait_for(condition: Callable[[], object], timeout: float = 120.0) -> None:
         time.sleep(0.2)
 
 
-def test_torchrun_two_ranks_train_one_run(tmp_path: Path, token: str) -> None:
-    log_root = tmp_path / "logs"
-    done = subprocess.run(
-        [
-            *_torchrun("--standalone", "--nproc_per_node=2"),
-            *SMALL,
-            "--agent.max-iterations",
-            "3",
-            "--log-root",
-            str(log_root),
-        ],
-        env=_env(token),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    [run_dir] = _runs(log_root)
-    assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1
-    assert "torchrun started 2 ranks on 1 node (node 0: " in done.stderr
-    assert "replicas identical on all 2 ranks at iteration 3" in done.stderr
-    assert done.stderr.count("it 3/3") == 1  # rank 0 speaks for the job
-    assert_no_processes_left(token)
-
-    # One process with the same seed trains other weights: rank 1's data entered every update.
-    alone = run(small_train_config(iterations=3, log_root=tmp_path / "alone"))[0]
-    assert alone.last_checkpoint is not None
-    both = load_checkpoint(run_dir / "model_3.pt")["actor_state_dict"]
-    one = load_checkpoint(Path(alone.last_checkpoint))["actor_state_dict"]
-    assert both.keys() == one.keys()
-    assert any(not torch.equal(both[k], one[k]) for k in both)
-
-
 def test_torchrun_restarts_continue_the_run_from_its_last_checkpoint(tmp_path: Path, token: str) -> None:
+    """Two ranks under torchrun train one run (rank 0 alone writes and speaks; rank 1's data enters every update);
+    a killed rank restarts both, and they continue that run from its last checkpoint."""
     log_root = tmp_path / "logs"
     launcher = subprocess.Popen(
         [
@@ -147,6 +116,7 @@ def test_torchrun_restarts_continue_the_run_from_its_last_checkpoint(tmp_path: P
         if launcher.poll() is None:
             launcher.kill()
     assert launcher.returncode == 0, err[-3000:]
+    assert "torchrun started 2 ranks on 1 node (node 0: " in err
     [run_dir] = _runs(log_root)  # the restarted workers found their run
     assert list_checkpoints(run_dir)[-1][0] == 24
     resumed = re.search(r"resumed from \S+model_(\d+)\.pt at iteration (\d+)", err)
@@ -154,8 +124,18 @@ def test_torchrun_restarts_continue_the_run_from_its_last_checkpoint(tmp_path: P
     start = int(resumed.group(2))
     assert start >= 4 and start % 4 == 0
     assert f"it {start + 1}/24" in err  # iteration numbers continue
+    assert err.count("it 24/24") == 1  # rank 0 speaks for the job
+    assert len(list(run_dir.glob("events.out.tfevents.*"))) == 2  # rank 0 writes, once before the restart and once after
     assert "replicas identical on all 2 ranks at iteration 24" in err
     assert_no_processes_left(token)
+
+    # One process with the same seed trains other weights: rank 1's data entered every update.
+    alone = run(small_train_config(iterations=4, log_root=tmp_path / "alone"))[0]
+    assert alone.last_checkpoint is not None
+    both = load_checkpoint(run_dir / "model_4.pt")["actor_state_dict"]
+    one = load_checkpoint(Path(alone.last_checkpoint))["actor_state_dict"]
+    assert both.keys() == one.keys()
+    assert any(not torch.equal(both[k], one[k]) for k in both)
 
 
 def test_torchrun_sigterm_checkpoints_and_the_same_job_continues(tmp_path: Path, token: str) -> None:
