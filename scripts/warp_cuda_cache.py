@@ -80,6 +80,20 @@ def recorded_launches() -> Iterator[set[tuple[Any, int]]]:
         wp.launch, wp.launch_tiled = originals["launch"], originals["launch_tiled"]
 
 
+DEFAULT_TASKS = (
+    "cartpole-balance",
+    "go1-velocity-flat",
+    "humanoid-velocity-flat",
+    "unitree-go1-velocity-flat",
+    "unitree-g1-velocity-flat",
+    "yam-reach",
+    "yam-lift-cube",
+    "unitree-g1-tracking",
+)
+"""The tasks a GPU session runs first (their Menagerie files from mujoco-menagerie or MENAGERIE_ROOT; a task whose
+files are missing is skipped with a line)."""
+
+
 def run_tasks(tasks: list[str], num_envs: int, steps: int, mjlab_export: Path | None = None) -> set[tuple[Any, int]]:
     """Run each task's environment with the Warp backend on the CPU: stepping (eager, then a captured graph, as
     the GPU runs it), resetting every world; then the model of an mjlab export, stepped as
@@ -95,6 +109,11 @@ def run_tasks(tasks: list[str], num_envs: int, steps: int, mjlab_export: Path | 
         for task_id in tasks:
             spec = get_task(task_id)
             cfg = dataclasses.replace(spec.env_cfg(), num_envs=num_envs)
+            try:
+                cfg.prepare_assets()
+            except UsageError as e:  # a Menagerie robot whose files are not here: its kernels compile on the GPU
+                logger.warning("%s skipped: %s", task_id, e)
+                continue
             cfg.sim = dataclasses.replace(cfg.sim, backend="warp", use_graph=True)
             env = MjEnv(spec.load_task_class()(cfg), device="cpu", seed=0)
             actions = torch.zeros(num_envs, env.num_actions)
@@ -267,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="record the tasks' kernels on the CPU and compile them for a CUDA architecture")
     b.add_argument("archive", type=Path, help="the .tar.xz to write")
-    b.add_argument("--tasks", nargs="+", default=["cartpole-balance", "go1-velocity-flat", "humanoid-velocity-flat"])
+    b.add_argument("--tasks", nargs="+", default=list(DEFAULT_TASKS))
     b.add_argument("--arch", type=int, default=90, help="CUDA compute capability as an integer (90: H100)")
     b.add_argument("--formats", nargs="+", choices=("cubin", "ptx"), default=["cubin", "ptx"])
     b.add_argument("--num-envs", type=int, default=4, help="worlds per task while recording (no kernel depends on it)")
