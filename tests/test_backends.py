@@ -121,7 +121,8 @@ def test_sensors_nobody_reads_are_not_computed_and_change_nothing() -> None:
     from mjfleet.sim.factory import create_simulation
     from mjfleet.sim.mujoco_backend import MujocoSimulation
 
-    model = get_task("go1-velocity-flat").load_task_class()(get_task("go1-velocity-flat").env_cfg()).build_model()
+    spec = get_task("go1-velocity-flat")
+    model = spec.load_task_class()(spec.env_cfg()).build_model()
     sims = [
         create_simulation(model, 4, "cpu", dataclasses.replace(SimConfig(decimation=4), backend="mujoco", **every))
         for every in ({"sensors_every_substep": True}, {})
