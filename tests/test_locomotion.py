@@ -578,6 +578,36 @@ def test_randomizer_draws_per_world_parameters() -> None:
     assert torch.isfinite(env.sim.qpos).all()
 
 
+def test_centre_of_mass_offsets_and_encoder_biases_are_drawn_per_world() -> None:
+    """The base's centre of mass moves within the ranges, per world and axis; a biased encoder shows the policy the
+    angle plus its bias and takes its targets in that frame, so the servo aims at the target minus the bias."""
+    randomization = RandomizationConfig(com_offset=(0.02, 0.03, 0.04), encoder_bias=(-0.01, 0.01))
+    env = make_loco_env("go1-velocity-flat", num_envs=16, randomization=randomization)
+    task, sim = _task(env), env.sim
+    base = task.base_body
+    offset = sim.model_field("body_ipos")[:, base] - torch.as_tensor(sim.mj_model.body_ipos[base], dtype=torch.float32)
+    assert torch.all(offset.abs() <= torch.tensor([0.02, 0.03, 0.04]) + 1e-6)
+    assert offset[:, 0].unique().numel() == 16 and float(offset[:, 2].abs().max()) > 0.02
+    others = [b for b in range(sim.mj_model.nbody) if b != base]
+    torch.testing.assert_close(
+        sim.model_field("body_ipos")[:, others],
+        torch.as_tensor(sim.mj_model.body_ipos[others], dtype=torch.float32).expand(16, -1, -1),
+    )
+    bias = task.randomizer.encoder_bias
+    assert bias.shape == (16, env.num_actions) and float(bias.abs().max()) <= 0.01 and float(bias.std()) > 0.003
+    env.step(torch.zeros(16, env.num_actions))
+    torch.testing.assert_close(sim.ctrl, task.default_joint_pos - bias)
+    seen = env.get_observations()["policy"]
+    first = 3 + 3 + 3  # angular velocity, gravity, command
+    angles = seen[:, first : first + env.num_actions]
+    torch.testing.assert_close(angles, task.joint_pos(env) - task.default_joint_pos + bias)
+    # Off (the default): the file's centre of mass, no bias, and the targets are the defaults.
+    plain = make_loco_env("go1-velocity-flat", num_envs=2)
+    assert not _task(plain).randomizer.biased
+    plain.step(torch.zeros(2, plain.num_actions))
+    torch.testing.assert_close(plain.sim.ctrl, _task(plain).default_joint_pos.expand(2, -1))
+
+
 def test_pushes_kick_the_base() -> None:
     randomization = RandomizationConfig(push_interval_s=(0.04, 0.04), push_velocity=1.0)
     env = make_loco_env("go1-velocity-flat", num_envs=8, randomization=randomization)

@@ -100,6 +100,31 @@ def test_randomization_draws_each_worlds_friction_and_pushes_the_pelvis() -> Non
 
 
 @needs_g1
+def test_the_pelvis_centre_of_mass_and_the_encoders_are_drawn_per_world() -> None:
+    """mjlab's other two randomizations: the pelvis's centre of mass moves within its ranges, and a biased encoder
+    shows the policy each angle plus its bias while the servo aims at the policy's target minus it."""
+    from mjfleet.tasks.locomotion.config import RandomizationConfig
+
+    randomization = RandomizationConfig(com_offset=(0.025, 0.05, 0.05), encoder_bias=(-0.01, 0.01))
+    env = _env(num_envs=8, **_clean(randomization=randomization))
+    task, sim = env.task, env.sim
+    assert isinstance(task, TrackingTask)
+    pelvis = task._root_body
+    nominal = torch.as_tensor(sim.mj_model.body_ipos[pelvis], dtype=torch.float32)
+    offset = sim.model_field("body_ipos")[:, pelvis] - nominal
+    assert torch.all(offset.abs() <= torch.tensor([0.025, 0.05, 0.05]) + 1e-6) and float(offset.std()) > 0.005
+    env.reset_all()
+    bias = task.randomizer.encoder_bias
+    assert bias.shape == (8, env.num_actions) and float(bias.abs().max()) <= 0.01
+    targets = task.joint_targets_at_zero().clone()
+    obs, _, _, _ = env.step(torch.zeros(8, env.num_actions))
+    torch.testing.assert_close(sim.ctrl, targets - bias)
+    nu = env.num_actions
+    angles = obs["policy"][:, 2 * nu + 15 : 3 * nu + 15]  # after the reference's angles and speeds and the anchor
+    torch.testing.assert_close(angles, sim.qpos[:, task._qpos_idx] - task.default_joint_pos + bias)
+
+
+@needs_g1
 def test_on_a_fixed_base_copying_the_reference_tracks_the_whole_motion() -> None:
     """The root held on the reference's (a fixed-base G1 moved along the motion's root path): the policy of zeros,
     which copies the reference's joint targets, plays the motion to its end as a success with a near-zero error."""

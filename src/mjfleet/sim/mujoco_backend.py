@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import mujoco
 import numpy as np
@@ -112,10 +112,12 @@ class MujocoSimulation(Simulation):
             raise KeyError(f"model field {name!r} is not batched; name it in the task's batched_model_fields")
         return pair[0]
 
-    def model_fields_changed(self, world_ids: torch.Tensor) -> None:
-        """Push the batched model fields of ``world_ids`` into the per-world models."""
-        for values, rows in self._fields.values():
-            rows[world_ids] = values[world_ids].to(rows.dtype)
+    def model_fields_changed(self, world_ids: torch.Tensor, fields: Collection[str] | None = None) -> None:
+        """Push the batched model fields of ``world_ids`` (those named in ``fields``, or all) into the per-world
+        models."""
+        for name, (values, rows) in self._fields.items():
+            if fields is None or name in fields:
+                rows[world_ids] = values[world_ids].to(rows.dtype)
 
     # --- stepping ----------------------------------------------------------------------------------------------
     def _call(self, fn: object) -> None:

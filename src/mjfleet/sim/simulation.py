@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Collection
 
 import mujoco
 import torch
@@ -79,9 +80,11 @@ class Simulation(ABC):
         """Per-world values of a model field named in ``batched_model_fields``, ``(num_worlds, ...)``; write rows
         in place, then call :meth:`model_fields_changed` with the worlds written."""
 
-    def model_fields_changed(self, world_ids: torch.Tensor) -> None:  # noqa: B027 (optional hook)
-        """Make writes to :meth:`model_field` rows of ``world_ids`` take effect (a no-op where the physics reads
-        the tensors in place, as with Warp)."""
+    def model_fields_changed(  # noqa: B027 (optional hook)
+        self, world_ids: torch.Tensor, fields: Collection[str] | None = None
+    ) -> None:
+        """Make writes to :meth:`model_field` rows of ``world_ids`` take effect, of the fields named in ``fields``
+        (None: every batched field; a no-op where the physics reads the tensors in place, as with Warp)."""
 
     @property
     def qpos(self) -> torch.Tensor:

@@ -149,6 +149,12 @@ class RandomizationConfig:
     """Factor on every position actuator's stiffness (kp) of a world, uniform."""
     kd_scale: tuple[float, float] | None = None
     """Factor on every position actuator's damping (kv) of a world, uniform."""
+    com_offset: tuple[float, float, float] | None = None
+    """Offset of the base body's centre of mass in a world, uniform within +- these (x, y, z; metres, in the body's
+    frame): a payload or a battery not where the file puts it."""
+    encoder_bias: tuple[float, float] | None = None
+    """Calibration error of every actuated joint's encoder in a world (radians, uniform per joint): the policy reads
+    each angle plus its bias, and its servo targets, taken in that biased frame, reach the joint minus the bias."""
     on_reset: bool = False
     """Redraw the per-world parameters at every reset instead of once at startup."""
     push_interval_s: tuple[float, float] = (10.0, 15.0)

@@ -1,5 +1,6 @@
 # pyright: reportAttributeAccessIssue=false
-"""Domain randomization: per-world friction, base mass and actuator gains (batched model fields), and pushes."""
+"""Domain randomization: per-world friction, base mass, centre of mass and actuator gains (batched model fields),
+encoder biases, and pushes."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ import torch
 from mjfleet.sim.simulation import Simulation
 from mjfleet.tasks.locomotion.config import RandomizationConfig
 
-BATCHED_FIELDS = ("geom_friction", "body_mass", "body_subtreemass", "actuator_gainprm", "actuator_biasprm")
+BATCHED_FIELDS = (
+    "geom_friction",
+    "body_mass",
+    "body_subtreemass",
+    "body_ipos",
+    "actuator_gainprm",
+    "actuator_biasprm",
+)
 """Model fields with one copy per world. ``body_subtreemass`` is derived from ``body_mass`` (it enters the
 centre-of-mass computation of every step), so it is batched and recomputed alongside."""
 
@@ -38,7 +46,9 @@ class DomainRandomizer:
     the base their change is small and the task stays within the simulation's torch views.
     """
 
-    def __init__(self, cfg: RandomizationConfig, sim: Simulation, base_body: int, generator: torch.Generator) -> None:
+    def __init__(
+        self, cfg: RandomizationConfig, sim: Simulation, base_body: int, generator: torch.Generator, num_joints: int = 0
+    ) -> None:
         self.cfg = cfg
         self.generator = generator
         self.base_body = base_body
@@ -47,10 +57,12 @@ class DomainRandomizer:
         self.friction_field = sim.model_field("geom_friction")
         self.mass_field = sim.model_field("body_mass")
         self.subtreemass_field = sim.model_field("body_subtreemass")
+        self.ipos_field = sim.model_field("body_ipos")
         self.gain_field = sim.model_field("actuator_gainprm")
         self.bias_field = sim.model_field("actuator_biasprm")
         self._friction0 = self.friction_field[0, :, 0].clone()
         self._mass0 = self.mass_field[0].clone()
+        self._base_ipos0 = self.ipos_field[0, base_body].clone()
         self._kp0 = self.gain_field[0, :, 0].clone()
         self._kv0 = -self.bias_field[0, :, 2].clone()
         self._subtree = torch.as_tensor(subtree_matrix(sim.mj_model), device=dev)
@@ -59,6 +71,14 @@ class DomainRandomizer:
         """Sliding friction of each world (the largest geom friction when friction is not randomized)."""
         self.added_mass = torch.zeros(n, device=dev)
         """Mass added to the base of each world (kg)."""
+        self.encoder_bias = torch.zeros(n, num_joints, device=dev)
+        """What each world's encoders add to its ``num_joints`` actuated joints' angles (rad): a task adds it to the
+        angles the policy reads and subtracts it from the servo targets (:attr:`biased`)."""
+        self.biased = cfg.encoder_bias is not None
+        # Pushing a field rounds its rows through float32: the centre of mass only where it is randomized, so the
+        # physics without it stays that of the file.
+        self._pushed = tuple(f for f in BATCHED_FIELDS if f != "body_ipos" or cfg.com_offset is not None)
+        """Whether the encoders are biased (otherwise :attr:`encoder_bias` stays zero and tasks skip it)."""
 
     def apply(self, env_ids: torch.Tensor) -> None:
         """Draw and write new parameters for the listed worlds (the items the config enables)."""
@@ -78,6 +98,14 @@ class DomainRandomizer:
             self.mass_field[env_ids] = mass
             self.subtreemass_field[env_ids] = mass @ self._subtree.T
             self.added_mass[env_ids] = extra
+        if cfg.com_offset is not None:
+            half = torch.as_tensor(cfg.com_offset, dtype=torch.float32, device=dev)
+            offset = (torch.rand(n, 3, device=dev, generator=g) * 2 - 1) * half
+            self.ipos_field[env_ids, self.base_body] = self._base_ipos0 + offset
+        if cfg.encoder_bias is not None:
+            joints = self.encoder_bias.shape[1]
+            low, high = cfg.encoder_bias
+            self.encoder_bias[env_ids] = low + (high - low) * torch.rand(n, joints, device=dev, generator=g)
         if cfg.kp_scale is not None:
             kp = self._kp0 * _uniform(cfg.kp_scale, n, dev, g).unsqueeze(-1)
             # A position servo is force = kp * ctrl - kp * q - kv * qdot: gain and bias stiffness move together.
@@ -86,7 +114,7 @@ class DomainRandomizer:
         if cfg.kd_scale is not None:
             kv = self._kv0 * _uniform(cfg.kd_scale, n, dev, g).unsqueeze(-1)
             self.bias_field[env_ids, :, 2] = -kv
-        self.sim.model_fields_changed(env_ids)
+        self.sim.model_fields_changed(env_ids, self._pushed)
 
 
 class Pushes:

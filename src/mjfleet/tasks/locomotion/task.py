@@ -67,7 +67,7 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
         self.command_curriculum = (
             CommandCurriculum(ramp, n, int(env.max_episode_length), dev) if ramp.start != 1.0 else None
         )
-        self.randomizer = DomainRandomizer(cfg.randomization, env.sim, self.base_body, g)
+        self.randomizer = DomainRandomizer(cfg.randomization, env.sim, self.base_body, g, self.num_actions)
         self.pushes = Pushes(cfg.randomization, n, self.dt, dev, g)
         self.randomizer.apply(torch.arange(n, device=dev))
         self._scan_points = self._make_scan_points(dev)
@@ -241,6 +241,8 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
     def apply_actions(self, env: MjEnv, actions: torch.Tensor) -> None:
         # Position servos: ctrl is the joint target; MuJoCo clamps it to the joint range (ctrlrange).
         torch.addcmul(self.default_joint_pos, actions, self.action_scale, out=env.sim.ctrl)
+        if self.randomizer.biased:  # targets in the encoders' frame reach the joints minus their bias
+            env.sim.ctrl.sub_(self.randomizer.encoder_bias)
 
     def after_step(self, env: MjEnv) -> None:
         sim, dt = env.sim, self.dt
@@ -285,13 +287,16 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
 
     def observations(self, env: MjEnv) -> dict[str, torch.Tensor]:
         lin_vel = self.lin_vel
+        joint_pos = self.joint_pos(env) - self.default_joint_pos
+        if self.randomizer.biased:
+            joint_pos = joint_pos + self.randomizer.encoder_bias
         if self.pushes.enabled:  # pushes changed the velocity after after_step read it
             lin_vel = rotate_inverse(env.sim.qpos[:, 3:7], env.sim.qvel[:, 0:3])
         policy_parts = (
             self.ang_vel,
             self.gravity,
             self.commands.command,
-            self.joint_pos(env) - self.default_joint_pos,
+            joint_pos,
             self.joint_vel(env),
             env.actions,
         )

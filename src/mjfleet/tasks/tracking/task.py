@@ -145,7 +145,7 @@ class TrackingTask(Task[TrackingConfig]):
         self._errors = {k: torch.zeros(n, device=dev) for k in self.metric_names()}
         self._steps = torch.zeros(n, device=dev)
         self._generator = env.generator
-        self.randomizer = DomainRandomizer(cfg.randomization, env.sim, self._root_body, env.generator)
+        self.randomizer = DomainRandomizer(cfg.randomization, env.sim, self._root_body, env.generator, m.nu)
         # Without pushes, none draws its timers: the random stream stays that of the measured defaults.
         self.pushes = (
             Pushes(cfg.randomization, n, self.dt, dev, env.generator) if cfg.randomization.push_velocity else None
@@ -167,6 +167,8 @@ class TrackingTask(Task[TrackingConfig]):
 
     def apply_actions(self, env: MjEnv, actions: torch.Tensor) -> None:
         env.sim.ctrl[:] = self.joint_targets_at_zero() + actions * self.action_scale
+        if self.randomizer.biased:  # targets in the encoders' frame reach the joints minus their bias
+            env.sim.ctrl.sub_(self.randomizer.encoder_bias)
 
     # --- the reference at each environment's frame ---------------------------------------------------------------
     def _ref(self, name: str) -> torch.Tensor:
@@ -343,6 +345,9 @@ class TrackingTask(Task[TrackingConfig]):
         ref_anchor_pos = self._ref("body_pos")[:, self._anchor]
         ref_anchor_quat = self._ref("body_quat")[:, self._anchor]
         root_quat = sim.qpos[:, 3:7]
+        joint_pos = sim.qpos[:, self._qpos_idx] - self.default_joint_pos
+        if self.randomizer.biased:
+            joint_pos = joint_pos + self.randomizer.encoder_bias
         policy = torch.cat(
             (
                 self._ref("joint_pos")[:, self._actuated],
@@ -351,7 +356,7 @@ class TrackingTask(Task[TrackingConfig]):
                 two_columns(quat_mul(conjugate(robot_anchor_quat), ref_anchor_quat)),
                 rotate_inverse(root_quat, sim.qvel[:, 0:3]),
                 sim.qvel[:, 3:6],
-                sim.qpos[:, self._qpos_idx] - self.default_joint_pos,
+                joint_pos,
                 sim.qvel[:, self._qvel_idx],
                 env.actions,
             ),
