@@ -9,9 +9,10 @@ layout ``MENAGERIE_ROOT`` names) with those added as Menagerie's files set them 
 
 What it writes is *not* Menagerie's text: the collision geoms are mjlab's (a box and a sphere on the Go1's trunk
 instead of Menagerie's box, cylinders and capsules; capsules under the G1's soles instead of four spheres), so a
-policy trained on one need not walk on the other. It serves the tests: every record finds its names, the training and
-shipped contact models compile and step, the tasks train a few iterations. Training figures are measured on
-Menagerie's own files (docs/tasks.md, "Menagerie files on a closed network").
+policy trained on one need not walk on the other. It serves the tests: every record finds its names, the robots
+stand on their actuators, the training and shipped contact models compile and step, the tasks train a few
+iterations. Training figures are measured on Menagerie's own files (docs/tasks.md, "Menagerie files on a closed
+network").
 
     uv run python scripts/menagerie_from_mjlab.py --out .menagerie      # downloads mjlab==1.6.0 with pip
     uv run python scripts/menagerie_from_mjlab.py --out .menagerie --wheel mjlab-1.6.0-py3-none-any.whl
@@ -104,7 +105,14 @@ def go1(root: ET.Element) -> None:
         joints[f"{leg}_hip_joint"].set("damping", "1")
         for part, name in (("hip", "hip"), ("thigh", "thigh"), ("calf", "calf")):
             joint = joints[f"{leg}_{part}_joint"]
-            entry = {"name": f"{leg}_{name}", "joint": joint.attrib["name"], "ctrlrange": joint.attrib["range"]}
+            # In the go1 class, as Menagerie's are (through its subclasses): its kp and force range, not MuJoCo's
+            # kp of 1, under which the robot cannot hold its own weight.
+            entry = {
+                "name": f"{leg}_{name}",
+                "class": "go1",
+                "joint": joint.attrib["name"],
+                "ctrlrange": joint.attrib["range"],
+            }
             if part == "calf":
                 entry["forcerange"] = "-35.55 35.55"
             entries.append(entry)

@@ -37,6 +37,7 @@ from mjfleet.train.config import TrainConfig
 from mjfleet.train.worker import train_worker
 
 from .conftest import make_env
+from .helpers import missing_files
 
 TASKS = ("go1-velocity-flat", "go1-velocity-rough", "humanoid-velocity-flat", "humanoid-velocity-rough")
 
@@ -606,6 +607,22 @@ def test_centre_of_mass_offsets_and_encoder_biases_are_drawn_per_world() -> None
     assert not _task(plain).randomizer.biased
     plain.step(torch.zeros(2, plain.num_actions))
     torch.testing.assert_close(plain.sim.ctrl, _task(plain).default_joint_pos.expand(2, -1))
+
+
+@pytest.mark.parametrize("task_id", ["go1-velocity-flat", "unitree-go1-velocity-flat", "unitree-g1-velocity-flat"])
+def test_the_robot_stands_on_its_servos_with_actions_of_zero(task_id: str) -> None:
+    """An action of zero holds the standing pose for a second (a robot whose servos cannot carry it falls within half
+    of one, and no policy learns to walk; the G1 left alone tips over after two or more)."""
+    if (reason := missing_files(task_id)) is not None:
+        pytest.skip(reason)
+    env = make_loco_env(task_id, num_envs=4)
+    task = _task(env)
+    env.reset_all()
+    standing = task.base_height.clone()
+    for _ in range(50):
+        _, _, dones, _ = env.step(torch.zeros(4, env.num_actions))
+        assert not dones.any()
+    assert torch.all(task.base_height > 0.8 * standing)
 
 
 def test_pushes_kick_the_base() -> None:
