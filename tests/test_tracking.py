@@ -125,6 +125,33 @@ def test_the_pelvis_centre_of_mass_and_the_encoders_are_drawn_per_world() -> Non
 
 
 @needs_g1
+def test_the_self_collision_cost_counts_the_robot_pressing_on_itself() -> None:
+    """mjlab's self-collision term: off by default (no sensor, nothing computed); weighted, a contact sensor of the
+    pelvis's subtree against itself reads nothing while the G1 stands and a strong contact when its legs cross."""
+    from mjfleet.tasks.locomotion.model import SELF_CONTACT_SENSOR
+    from mjfleet.tasks.tracking.config import TrackingRewards
+
+    plain = _env(num_envs=1, **_clean())
+    sensors = [plain.sim.mj_model.sensor(i).name for i in range(plain.sim.mj_model.nsensor)]
+    assert SELF_CONTACT_SENSOR not in sensors and "self_collisions" not in plain.reward_weights
+
+    env = _env(num_envs=2, **_clean(rewards=TrackingRewards(self_collisions=-10.0)))
+    task, sim, m = env.task, env.sim, env.sim.mj_model
+    assert isinstance(task, TrackingTask) and env.reward_weights["self_collisions"] == -10.0
+    env.reset_all()
+    env.step(torch.zeros(2, env.num_actions))
+    assert task.reward_self_collisions(env).tolist() == [0.0, 0.0]  # standing on the motion's first frame
+    qpos = sim.qpos.clone()
+    for joint, roll in (("left_hip_roll_joint", -0.5), ("right_hip_roll_joint", 0.5)):  # the legs cross
+        qpos[:, int(m.jnt_qposadr[m.joint(joint).id])] = roll
+    sim.qpos[:] = qpos
+    sim.ctrl[:] = qpos[:, m.jnt_qposadr[m.actuator_trnid[:, 0]]]
+    sim.forward()
+    sim.step()
+    assert task.reward_self_collisions(env).tolist() == [1.0, 1.0]
+
+
+@needs_g1
 def test_on_a_fixed_base_copying_the_reference_tracks_the_whole_motion() -> None:
     """The root held on the reference's (a fixed-base G1 moved along the motion's root path): the policy of zeros,
     which copies the reference's joint targets, plays the motion to its end as a success with a near-zero error."""

@@ -27,7 +27,13 @@ def touch_sensor_name(geom: str) -> str:
     return f"touch_{geom}"
 
 
-def build_model(robot: RobotSpec, terrain: TerrainMap | None) -> mujoco.MjModel:
+SELF_CONTACT_SENSOR = "self_contact"
+"""The contact sensor :func:`build_model` adds on request: the robot's contacts with itself, the strongest one's."""
+_REDUCE_MAXFORCE = 2
+"""``reduce="maxforce"`` of an MJCF contact sensor (the Python bindings name no enum for it)."""
+
+
+def build_model(robot: RobotSpec, terrain: TerrainMap | None, self_contacts: bool = False) -> mujoco.MjModel:
     """The robot's model as the task expects it: position servos, a ``home`` keyframe, a touch sensor per zone,
     and a ``floor`` plane, replaced by ``terrain`` when given.
 
@@ -36,6 +42,10 @@ def build_model(robot: RobotSpec, terrain: TerrainMap | None) -> mujoco.MjModel:
     normal forces of the contacts of its site's body that fall into the site's volume; one site per zone, shaped
     like its geom (or a box around its geoms), separates e.g. a calf's own contacts from those of the foot on the
     same body.
+
+    ``self_contacts``: also a contact sensor of the robot's contacts with itself (its root body's subtree against
+    itself: the ground is not in it), reading how many there are and the force of the strongest, named
+    ``SELF_CONTACT_SENSOR``.
     """
     path = robot_file(robot)
     spec = mujoco.MjSpec.from_file(str(path))
@@ -58,6 +68,18 @@ def build_model(robot: RobotSpec, terrain: TerrainMap | None) -> mujoco.MjModel:
     if robot.home:
         _set_home(spec, robot)
     _add_touch_sensors(spec, robot)
+    if self_contacts:
+        root = spec.worldbody.first_body().name
+        field = mujoco.mjtConDataField
+        spec.add_sensor(
+            name=SELF_CONTACT_SENSOR,
+            type=mujoco.mjtSensor.mjSENS_CONTACT,
+            objtype=mujoco.mjtObj.mjOBJ_XBODY,  # a subtree, as MJCF's subtree1/subtree2
+            objname=root,
+            reftype=mujoco.mjtObj.mjOBJ_XBODY,
+            refname=root,
+            intprm=[(1 << int(field.mjCONDATA_FOUND)) | (1 << int(field.mjCONDATA_FORCE)), _REDUCE_MAXFORCE, 1],
+        )
     if terrain is not None:
         _add_heightfield(spec, terrain)
     return spec.compile()

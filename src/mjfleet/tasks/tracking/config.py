@@ -36,6 +36,10 @@ class TrackingRewards:
     """Squared change of the actions between steps."""
     joint_limits: float = -10.0
     """How far joints are beyond their soft limits (radians, summed)."""
+    self_collisions: float = 0.0
+    """1 while the robot presses on itself harder than ``self_collision_force`` at the end of a step (mjlab's weight:
+    -10). 0, off: the defaults were trained and measured without it, and the contact sensor it reads costs the
+    physics a second call per step on the CPU."""
 
 
 @dataclass
@@ -63,6 +67,8 @@ class TrackingConfig(EnvConfig):
     action_scale_of_force: float = 0.25
     """With a value above 0, each joint's action scale is this fraction of its servo's torque limit over its gain
     (instead of ``action_scale``)."""
+    self_collision_force: float = 10.0
+    """Newtons above which a contact of the robot with itself counts (``rewards.self_collisions``)."""
     soft_joint_limit: float = 0.9
     """Share of each joint's range inside which ``joint_limits`` costs nothing."""
     sampling: Literal["adaptive", "uniform", "start"] = "adaptive"

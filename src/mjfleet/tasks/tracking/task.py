@@ -19,7 +19,7 @@ import torch
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.task import ExportedTables, Task
 from mjfleet.tasks.locomotion.actions import action_scales
-from mjfleet.tasks.locomotion.model import build_model
+from mjfleet.tasks.locomotion.model import SELF_CONTACT_SENSOR, build_model
 from mjfleet.tasks.locomotion.randomization import BATCHED_FIELDS, DomainRandomizer, Pushes
 from mjfleet.tasks.locomotion.rotations import projected_gravity, quat_mul, rotate, rotate_inverse
 from mjfleet.tasks.locomotion.sources import resolve_robot
@@ -89,7 +89,7 @@ class TrackingTask(Task[TrackingConfig]):
     def __init__(self, cfg: TrackingConfig) -> None:
         super().__init__(cfg)
         self.robot = resolve_robot(cfg.robot)
-        self._model = build_model(self.robot, None)
+        self._model = build_model(self.robot, None, self_contacts=cfg.rewards.self_collisions != 0.0)
         self._joints = [j for j in range(self._model.njnt) if self._model.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE]
         self.motion = read_motion(cfg.motion_file(), len(self._joints))
 
@@ -120,6 +120,8 @@ class TrackingTask(Task[TrackingConfig]):
         self._anchor_body = names.index(cfg.anchor_body)
         self._end_effectors = torch.as_tensor([cfg.bodies.index(b) for b in cfg.end_effectors], device=dev)
         self._root_body = int(m.jnt_bodyid[0])
+        self._self_contact = int(m.sensor(SELF_CONTACT_SENSOR).adr[0]) if cfg.rewards.self_collisions else -1
+        """Where the self-contact sensor's readings start in ``sensordata`` (found, then the strongest's force)."""
         self._body_roots = torch.as_tensor(m.body_rootid[bodies], device=dev)
         self.reference = Reference(kinematics(m, resample(self.motion, 1.0 / self.dt)), bodies, dev)
         joints = m.actuator_trnid[:, 0]
@@ -333,6 +335,12 @@ class TrackingTask(Task[TrackingConfig]):
 
     def reward_action_rate(self, env: MjEnv) -> torch.Tensor:
         return torch.sum((env.actions - env.last_actions) ** 2, dim=-1)
+
+    def reward_self_collisions(self, env: MjEnv) -> torch.Tensor:
+        # The sensor reads the last physics step of the control step (mjlab counts each of them that saw one).
+        reading = env.sim.sensordata[:, self._self_contact : self._self_contact + 4]
+        force = torch.linalg.vector_norm(reading[:, 1:4], dim=-1)
+        return ((reading[:, 0] > 0) & (force > self.cfg.self_collision_force)).float()
 
     def reward_joint_limits(self, env: MjEnv) -> torch.Tensor:
         q = env.sim.qpos[:, self._qpos_idx]
