@@ -6,11 +6,11 @@
 #
 #   scripts/compare_mjlab.sh                       # CUDA when there is a GPU, else the CPU; 4096 envs
 #   scripts/compare_mjlab.sh --device cpu --num-envs 1024 --steps 30
-#   scripts/compare_mjlab.sh --lift|--tracking [--num-envs 256] [--iterations 5]
-#       PPO training throughput of mjlab's Mjlab-Lift-Cube-Yam and mjfleet's yam-lift-cube (--lift), or of mjlab's
-#       Mjlab-Tracking-Flat-Unitree-G1 and mjfleet's unitree-g1-tracking on mjfleet's shipped motion (--tracking), on
-#       the CPU, one after the other (scripts/mjlab_compare/train_beside.py); mjfleet needs the robot's files
-#       (mujoco-menagerie or MENAGERIE_ROOT)
+#   scripts/compare_mjlab.sh --lift|--tracking|--cartpole [--num-envs 256] [--iterations 5]
+#       PPO training throughput of mjlab's Mjlab-Lift-Cube-Yam and mjfleet's yam-lift-cube (--lift), of mjlab's
+#       Mjlab-Tracking-Flat-Unitree-G1 and mjfleet's unitree-g1-tracking on mjfleet's shipped motion (--tracking), or
+#       of their cart-poles at mjlab's physics per step (--cartpole), on the CPU, one after the other
+#       (scripts/mjlab_compare/train_beside.py); mjfleet needs the robot's files (mujoco-menagerie or MENAGERIE_ROOT)
 #   scripts/compare_mjlab.sh --bundle DIR [--python 3.12] [--beside SITE]
 #       where uv reaches PyPI: mjlab and every package it pins, resolved for that Python on x86-64 Linux, installed
 #       into DIR/site without torch and the CUDA libraries (the target's own CUDA torch serves) and without what the
@@ -40,6 +40,7 @@ while [ $# -gt 0 ]; do
     --bundle) bundle="$2"; shift 2 ;;
     --lift) lift=lift; shift ;;
     --tracking) lift=tracking; shift ;;
+    --cartpole) lift=cartpole; shift ;;
     --iterations) iterations="$2"; shift 2 ;;
     --python) target_python="$2"; shift 2 ;;
     --beside) beside="$2"; shift 2 ;;

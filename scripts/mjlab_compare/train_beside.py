@@ -3,13 +3,16 @@
 - ``--task lift``: ``yam-lift-cube`` and ``Mjlab-Lift-Cube-Yam``, Menagerie's I2RT YAM (mjlab ships its own copy;
   mjfleet reads the mujoco-menagerie cache or ``MENAGERIE_ROOT``), 5 ms physics steps, 4 per policy step;
 - ``--task tracking``: ``unitree-g1-tracking`` and ``Mjlab-Tracking-Flat-Unitree-G1``, both following the motion
-  mjfleet ships (mjlab's side reads it as the npz its own ``csv_to_npz`` makes of the same CSV).
+  mjfleet ships (mjlab's side reads it as the npz its own ``csv_to_npz`` makes of the same CSV);
+- ``--task cartpole``: ``cartpole-balance`` and ``Mjlab-Cartpole-Balance``, mjfleet's at mjlab's 5 physics steps
+  of 10 ms per policy step (its own default: 2) so that both simulate as much.
 
-The same number of environments and 24 steps per iteration on both sides. Each side trains ``--iterations``
-iterations of PPO with its own defaults otherwise (mjfleet's ``--gpu-ids None`` CPU defaults; mjlab's CPU path,
-MuJoCo Warp on the CPU) and no evaluation environments (mjfleet's ``--agent.eval-envs 0``: mjlab has none), plus a
-row of mjfleet with mjlab's network sizes. The first iteration (compilation, caches) is left out of the rates. Run
-through ``scripts/compare_mjlab.sh --lift`` or ``--tracking``, which make mjlab's environment, or directly::
+The same number of environments and steps per iteration on both sides (24; the cart-poles' 32). Each side trains
+``--iterations`` iterations of PPO with its own defaults otherwise (mjfleet's ``--gpu-ids None`` CPU defaults;
+mjlab's CPU path, MuJoCo Warp on the CPU) and no evaluation environments (mjfleet's ``--agent.eval-envs 0``: mjlab
+has none), plus a row of mjfleet with mjlab's network sizes where they differ. The first iteration (compilation,
+caches) is left out of the rates. Run through ``scripts/compare_mjlab.sh --lift``, ``--tracking`` or ``--cartpole``,
+which make mjlab's environment, or directly::
 
     uv run python scripts/mjlab_compare/train_beside.py --task lift --mjlab-python .mjlab-venv/bin/python --out DIR
 """
@@ -33,10 +36,15 @@ from rich.table import Table
 TASKS = {
     "lift": ("Mjlab-Lift-Cube-Yam", "yam-lift-cube"),
     "tracking": ("Mjlab-Tracking-Flat-Unitree-G1", "unitree-g1-tracking"),
+    "cartpole": ("Mjlab-Cartpole-Balance", "cartpole-balance"),
 }
 """mjlab's task and mjfleet's, by ``--task``."""
-MJLAB_NETWORKS = ("512", "256", "128")
-"""mjlab 1.6.0's actor and critic hidden sizes for both tasks (their ``rl_cfg.py``)."""
+MJLAB_NETWORKS = {"lift": ("512", "256", "128"), "tracking": ("512", "256", "128"), "cartpole": ("64", "64")}
+"""mjlab 1.6.0's actor and critic hidden sizes (its ``rl_cfg.py`` of each task)."""
+STEPS = {"lift": 24, "tracking": 24, "cartpole": 32}
+"""Steps per environment per iteration: mjlab's and mjfleet's defaults agree."""
+MATCHED_PHYSICS = {"cartpole": ["--env.sim.decimation", "5"]}
+"""mjfleet settings that make its physics per policy step mjlab's."""
 
 _MJLAB_FIELDS = {
     "steps_per_s": re.compile(r"Steps per second:\s*([\d.]+)"),
@@ -150,21 +158,27 @@ def main() -> None:
     if args.task == "tracking":
         mjlab += ["--env.commands.motion.motion-file", str(mjlab_motion(args.mjlab_python, out, env))]
     wall = run([*mjlab, "--log-root", str(out / "mjlab-runs")], mjlab_log, env)
-    sides = [summarise(f"mjlab {mjlab_task}", "512-256-128", mjlab_iterations(mjlab_log.read_text()), wall)]
+    theirs_label = "-".join(MJLAB_NETWORKS[args.task])
+    sides = [summarise(f"mjlab {mjlab_task}", theirs_label, mjlab_iterations(mjlab_log.read_text()), wall)]
 
-    same_networks = ["--agent.policy.actor-hidden-dims", *MJLAB_NETWORKS]
-    same_networks += ["--agent.policy.critic-hidden-dims", *MJLAB_NETWORKS]
-    for label, extra in (("its defaults", []), ("mjlab's networks", same_networks)):
+    theirs = MJLAB_NETWORKS[args.task]
+    same_networks = ["--agent.policy.actor-hidden-dims", *theirs, "--agent.policy.critic-hidden-dims", *theirs]
+    variants = [("its defaults", [])]
+    if _default_networks(mjfleet_task) != "-".join(theirs):
+        variants.append(("mjlab's networks", same_networks))
+    for label, extra in variants:
         root = out / f"mjfleet-runs-{len(sides)}"
         train = [sys.executable, "-m", "mjfleet.cli.train", mjfleet_task, "--gpu-ids", "None", "--env.num-envs", n]
         train += ["--agent.eval-envs", "0", "--agent.max-iterations", iterations, "--log-root", str(root), *extra]
+        train += MATCHED_PHYSICS.get(args.task, [])
         wall = run(train, out / f"mjfleet-train-{len(sides)}.log", env)
         progress = next(root.rglob("progress.jsonl"))
-        networks = "-".join(MJLAB_NETWORKS) if extra else _default_networks(mjfleet_task)
+        networks = "-".join(theirs) if extra else _default_networks(mjfleet_task)
         sides.append(summarise(f"mjfleet {mjfleet_task} ({label})", networks, mjfleet_iterations(progress), wall))
 
     (out / "train_beside.json").write_text(json.dumps([asdict(s) for s in sides], indent=2) + "\n")
-    table = Table(title=f"PPO training on the CPU, {args.num_envs} environments x 24 steps per iteration")
+    steps = STEPS[args.task]
+    table = Table(title=f"PPO training on the CPU, {args.num_envs} environments x {steps} steps per iteration")
     for column in ("", "networks", "iterations timed", "env-steps/s", "collect s", "learn s", "vs mjlab"):
         table.add_column(column, justify="left" if not column or column == "networks" else "right")
     base = sides[0].steps_per_s
