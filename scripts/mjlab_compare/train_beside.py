@@ -158,10 +158,9 @@ def main() -> None:
     if args.task == "tracking":
         mjlab += ["--env.commands.motion.motion-file", str(mjlab_motion(args.mjlab_python, out, env))]
     wall = run([*mjlab, "--log-root", str(out / "mjlab-runs")], mjlab_log, env)
-    theirs_label = "-".join(MJLAB_NETWORKS[args.task])
-    sides = [summarise(f"mjlab {mjlab_task}", theirs_label, mjlab_iterations(mjlab_log.read_text()), wall)]
-
     theirs = MJLAB_NETWORKS[args.task]
+    sides = [summarise(f"mjlab {mjlab_task}", "-".join(theirs), mjlab_iterations(mjlab_log.read_text()), wall)]
+
     same_networks = ["--agent.policy.actor-hidden-dims", *theirs, "--agent.policy.critic-hidden-dims", *theirs]
     variants = [("its defaults", [])]
     if _default_networks(mjfleet_task) != "-".join(theirs):

@@ -73,12 +73,22 @@ class DomainRandomizer:
         """Mass added to the base of each world (kg)."""
         self.encoder_bias = torch.zeros(n, num_joints, device=dev)
         """What each world's encoders add to its ``num_joints`` actuated joints' angles (rad): a task adds it to the
-        angles the policy reads and subtracts it from the servo targets (:attr:`biased`)."""
+        angles the policy reads (:meth:`encoder_readings`) and subtracts it from the servo targets
+        (:meth:`aim_servos`)."""
         self.biased = cfg.encoder_bias is not None
+        """Whether the encoders are biased (otherwise :attr:`encoder_bias` stays zero and is not applied)."""
         # Pushing a field rounds its rows through float32: the centre of mass only where it is randomized, so the
         # physics without it stays that of the file.
         self._pushed = tuple(f for f in BATCHED_FIELDS if f != "body_ipos" or cfg.com_offset is not None)
-        """Whether the encoders are biased (otherwise :attr:`encoder_bias` stays zero and tasks skip it)."""
+
+    def encoder_readings(self, angles: torch.Tensor) -> torch.Tensor:
+        """What each world's encoders read for the actuated joints' ``angles`` (their biases added)."""
+        return angles + self.encoder_bias if self.biased else angles
+
+    def aim_servos(self, ctrl: torch.Tensor) -> None:
+        """Turn servo targets taken in the encoders' frame into the joint angles they reach (in place)."""
+        if self.biased:
+            ctrl.sub_(self.encoder_bias)
 
     def apply(self, env_ids: torch.Tensor) -> None:
         """Draw and write new parameters for the listed worlds (the items the config enables)."""

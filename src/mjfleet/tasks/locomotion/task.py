@@ -241,8 +241,7 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
     def apply_actions(self, env: MjEnv, actions: torch.Tensor) -> None:
         # Position servos: ctrl is the joint target; MuJoCo clamps it to the joint range (ctrlrange).
         torch.addcmul(self.default_joint_pos, actions, self.action_scale, out=env.sim.ctrl)
-        if self.randomizer.biased:  # targets in the encoders' frame reach the joints minus their bias
-            env.sim.ctrl.sub_(self.randomizer.encoder_bias)
+        self.randomizer.aim_servos(env.sim.ctrl)
 
     def after_step(self, env: MjEnv) -> None:
         sim, dt = env.sim, self.dt
@@ -287,9 +286,7 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
 
     def observations(self, env: MjEnv) -> dict[str, torch.Tensor]:
         lin_vel = self.lin_vel
-        joint_pos = self.joint_pos(env) - self.default_joint_pos
-        if self.randomizer.biased:
-            joint_pos = joint_pos + self.randomizer.encoder_bias
+        joint_pos = self.randomizer.encoder_readings(self.joint_pos(env) - self.default_joint_pos)
         if self.pushes.enabled:  # pushes changed the velocity after after_step read it
             lin_vel = rotate_inverse(env.sim.qpos[:, 3:7], env.sim.qvel[:, 0:3])
         policy_parts = (

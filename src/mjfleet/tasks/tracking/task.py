@@ -169,8 +169,7 @@ class TrackingTask(Task[TrackingConfig]):
 
     def apply_actions(self, env: MjEnv, actions: torch.Tensor) -> None:
         env.sim.ctrl[:] = self.joint_targets_at_zero() + actions * self.action_scale
-        if self.randomizer.biased:  # targets in the encoders' frame reach the joints minus their bias
-            env.sim.ctrl.sub_(self.randomizer.encoder_bias)
+        self.randomizer.aim_servos(env.sim.ctrl)
 
     # --- the reference at each environment's frame ---------------------------------------------------------------
     def _ref(self, name: str) -> torch.Tensor:
@@ -353,9 +352,7 @@ class TrackingTask(Task[TrackingConfig]):
         ref_anchor_pos = self._ref("body_pos")[:, self._anchor]
         ref_anchor_quat = self._ref("body_quat")[:, self._anchor]
         root_quat = sim.qpos[:, 3:7]
-        joint_pos = sim.qpos[:, self._qpos_idx] - self.default_joint_pos
-        if self.randomizer.biased:
-            joint_pos = joint_pos + self.randomizer.encoder_bias
+        joint_pos = self.randomizer.encoder_readings(sim.qpos[:, self._qpos_idx] - self.default_joint_pos)
         policy = torch.cat(
             (
                 self._ref("joint_pos")[:, self._actuated],
