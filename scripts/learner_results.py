@@ -28,11 +28,20 @@ GUIDE = ROOT / "docs" / "learners.md"
 BLOCK = "learner-results"
 REQUIRED = ("task", "learner", "seed", "command", "date", "commit", "machine")
 """What every record must say: which run, and where and when it was measured."""
+MORE_PLAY_REQUIRED = ("command", "episodes", "success", "by_seed", "date", "commit", "machine")
+"""What a run's ``more_play`` (its checkpoint over more episodes) must say."""
 CONDITION = "success>=0.95"
 
 
 def load(path: Path = RESULTS) -> dict[str, Any]:
-    return load_records(path, "runs", REQUIRED)
+    results = load_records(path, "runs", REQUIRED)
+    for i, run in enumerate(results["runs"]):
+        missing = [
+            key for key in MORE_PLAY_REQUIRED if key not in run.get("more_play", dict.fromkeys(MORE_PLAY_REQUIRED))
+        ]
+        if missing:
+            raise SystemExit(f"{path}: run {i}'s more_play has no {', '.join(missing)}")
+    return results
 
 
 def duration(seconds: float) -> str:
@@ -61,6 +70,7 @@ def render(results: dict[str, Any]) -> str:
     lines += [f"- {name}: {text}" for name, text in results["machines"].items() if name in used]
     notes = sorted({r["note"] for r in runs if r.get("note")})
     lines += [f"- {note}" for note in notes]
+    lines += [more_play_line(r) for r in runs if r.get("more_play")]
     lines.append(
         f"- Each run: `{runs[0]['command'].split(' --seed')[0]} --seed S` with its task and learner; `play` of the"
         " checkpoint it ended with, 100 episodes, `--seed 0`. Each run's date, commit and command:"
@@ -69,6 +79,17 @@ def render(results: dict[str, Any]) -> str:
         else "- No run recorded."
     )
     return "\n".join(lines)
+
+
+def more_play_line(run: dict[str, Any]) -> str:
+    """A run's checkpoint played over more episodes than the table's 100 (``more_play``: its command, episodes,
+    success and where each ``--seed`` played), for a row whose 100 episodes sit near the condition."""
+    more = run["more_play"]
+    seeds = ", ".join(f"{v:.3g} (`--seed {k}`)" for k, v in more["by_seed"].items())
+    return (
+        f"- `{run['task']}` `{run['learner']}` seed {run['seed']}: the checkpoint it ended with over"
+        f" {more['episodes']:,} more episodes (`{more['command']}`): {more['success']:.2f}; {seeds}."
+    )
 
 
 def stale(results: dict[str, Any]) -> bool:

@@ -24,3 +24,30 @@ def test_the_learners_guide_shows_what_its_results_file_gives_and_every_run_says
     path.write_text(json.dumps(undated))
     with pytest.raises(SystemExit, match="run 0 has no commit"):
         results_script.load(path)
+
+
+def test_a_checkpoint_played_over_more_episodes_is_shown_under_the_table_and_says_where_it_came_from(
+    tmp_path: Path,
+) -> None:
+    results_script = load_script(SCRIPTS / "learner_results.py")
+    results = results_script.load()
+    run = dict(results["runs"][0])
+    run["more_play"] = {
+        "command": "play t --num-episodes 400 --seed S",
+        "episodes": 800,
+        "success": 0.965,
+        "by_seed": {"0": 0.98, "1": 0.95},
+        "date": "2026-12-05",
+        "commit": "abc1234",
+        "machine": run["machine"],
+    }
+    text = results_script.render({**results, "runs": [run]})
+    assert (
+        "over 800 more episodes (`play t --num-episodes 400 --seed S`): 0.96; 0.98 (`--seed 0`), 0.95 (`--seed 1`)"
+        in text
+    )
+    del run["more_play"]["commit"]
+    path = tmp_path / "learners.json"
+    path.write_text(json.dumps({**results, "runs": [run]}))
+    with pytest.raises(SystemExit, match="more_play has no commit"):
+        results_script.load(path)
