@@ -17,7 +17,8 @@ import warp as wp
 from mjfleet.envs.env import MjEnv
 from mjfleet.errors import UsageError
 from mjfleet.runtime.context import DistributedContext
-from mjfleet.sim.config import Backend
+from mjfleet.sim.config import Backend, SimConfig
+from mjfleet.sim.factory import create_simulation
 from mjfleet.tasks.locomotion.commands import CommandCurriculum
 from mjfleet.tasks.locomotion.config import (
     CommandConfig,
@@ -28,6 +29,7 @@ from mjfleet.tasks.locomotion.config import (
 )
 from mjfleet.tasks.locomotion.curriculum import TerrainCurriculum
 from mjfleet.tasks.locomotion.model import _add_heightfield, build_model
+from mjfleet.tasks.locomotion.randomization import BATCHED_FIELDS, DomainRandomizer, movable_centre_of_mass
 from mjfleet.tasks.locomotion.robots import GO1
 from mjfleet.tasks.locomotion.rotations import heading, projected_gravity, quat_mul, rotate, rotate_inverse, yaw_quat
 from mjfleet.tasks.locomotion.task import LocomotionTask
@@ -607,6 +609,28 @@ def test_centre_of_mass_offsets_and_encoder_biases_are_drawn_per_world() -> None
     assert not _task(plain).randomizer.biased
     plain.step(torch.zeros(2, plain.num_actions))
     torch.testing.assert_close(plain.sim.ctrl, _task(plain).default_joint_pos.expand(2, -1))
+
+
+@pytest.mark.parametrize("backend", ["mujoco", "warp"])
+def test_a_base_whose_centre_of_mass_sits_at_its_origin_still_moves_it(backend: Backend) -> None:
+    """MuJoCo C skips the inertial offset of a body whose centre of mass the compiler found at its origin; with the
+    offset randomized, both backends put each world's centre of mass where it was drawn."""
+    xml = """<mujoco><worldbody><body name="base" pos="0 0 1"><freejoint/><geom type="box" size=".2 .1 .05"/>
+      <body pos=".2 0 0"><joint name="j"/><geom type="sphere" size=".02" pos="0 0 -.1"/></body></body></worldbody>
+      <actuator><position joint="j" kp="10"/></actuator></mujoco>"""
+    randomization = RandomizationConfig(com_offset=(0.05, 0.05, 0.05))
+    plain = mujoco.MjModel.from_xml_string(xml)
+    movable_centre_of_mass(plain, "base", RandomizationConfig())
+    assert plain.body_sameframe[1] == mujoco.mjtSameFrame.mjSAMEFRAME_BODY  # untouched where nothing is drawn
+    model = mujoco.MjModel.from_xml_string(xml)
+    movable_centre_of_mass(model, "base", randomization)
+    sim = create_simulation(model, 3, "cpu", SimConfig(backend=backend), BATCHED_FIELDS)
+    sim.qpos[:] = torch.as_tensor(model.qpos0, dtype=torch.float32)
+    DomainRandomizer(randomization, sim, 1, torch.Generator().manual_seed(0), 1).apply(torch.arange(3))
+    sim.forward()
+    drawn = sim.model_field("body_ipos")[:, 1]
+    assert float(drawn.abs().min()) > 0.0
+    torch.testing.assert_close(sim.view("xipos")[:, 1] - sim.xpos[:, 1], drawn, atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("task_id", ["go1-velocity-flat", "unitree-go1-velocity-flat", "unitree-g1-velocity-flat"])

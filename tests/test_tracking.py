@@ -254,6 +254,18 @@ def test_a_sampling_setting_out_of_its_range_is_one_line(flag: str, value: str, 
 
 
 @needs_g1
+def test_a_self_collision_cost_without_self_collisions_is_one_line(tmp_path: Path) -> None:
+    """The cost would read 0 on every step: the contact model without self-collisions makes nothing for it to sense."""
+    argv = [TASK, "--gpu-ids", "None", "--env.rewards.self-collisions", "-10"]
+    argv += ["--env.sim.training-contacts.no-self-collisions", "--log-root", str(tmp_path / "logs")]
+    code, _, err = run_main(train.main, argv)
+    assert code == 2, err
+    (line,) = [line for line in err.splitlines() if line.startswith("error:")]
+    assert "--env.rewards.self-collisions" in line and "no-self-collisions" in line and "Traceback" not in err
+    assert not (tmp_path / "logs").exists()
+
+
+@needs_g1
 def test_a_run_records_its_motion_and_another_motion_is_another_run(tmp_path: Path) -> None:
     from mjfleet.config_io import plain
     from mjfleet.runs.fingerprint import fingerprint

@@ -23,6 +23,16 @@ BATCHED_FIELDS = (
 centre-of-mass computation of every step), so it is batched and recomputed alongside."""
 
 
+def movable_centre_of_mass(model: mujoco.MjModel, body: str, cfg: RandomizationConfig) -> None:
+    """Let ``--env.randomization.com-offset`` move ``body``'s centre of mass on every backend: MuJoCo C skips the
+    inertial offset of a body whose centre of mass the compiler found at the body's origin (``body_sameframe``) and
+    would ignore the drawn offsets, where MuJoCo Warp applies them. Call before the simulation is built; nothing
+    changes where the offset is not randomized."""
+    index = int(model.body(body).id)
+    if cfg.com_offset is not None and model.body_sameframe[index] == mujoco.mjtSameFrame.mjSAMEFRAME_BODY:
+        model.body_sameframe[index] = mujoco.mjtSameFrame.mjSAMEFRAME_BODYROT  # same axes, offset computed
+
+
 def _uniform(bounds: tuple[float, float], count: int, device: torch.device, gen: torch.Generator) -> torch.Tensor:
     low, high = bounds
     return low + (high - low) * torch.rand(count, device=device, generator=gen)

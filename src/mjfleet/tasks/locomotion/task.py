@@ -17,7 +17,7 @@ from mjfleet.tasks.locomotion.commands import CommandCurriculum, VelocityCommand
 from mjfleet.tasks.locomotion.config import LocomotionConfig
 from mjfleet.tasks.locomotion.curriculum import TerrainCurriculum
 from mjfleet.tasks.locomotion.model import build_model, spawn_height, touch_sensor_name
-from mjfleet.tasks.locomotion.randomization import BATCHED_FIELDS, DomainRandomizer, Pushes
+from mjfleet.tasks.locomotion.randomization import BATCHED_FIELDS, DomainRandomizer, Pushes, movable_centre_of_mass
 from mjfleet.tasks.locomotion.rewards import MOVING_SPEED, LocomotionRewards
 from mjfleet.tasks.locomotion.robots import RobotSpec
 from mjfleet.tasks.locomotion.rotations import heading, projected_gravity, quat_mul, rotate_inverse, yaw_quat
@@ -45,6 +45,7 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
         self.robot: RobotSpec = resolve_robot(cfg.robot)
         self.terrain: TerrainMap | None = generate(cfg.terrain) if cfg.terrain.kind == "rough" else None
         self._model = build_model(self.robot, self.terrain)
+        movable_centre_of_mass(self._model, self.robot.base_body, cfg.randomization)
         self._model.opt.iterations = cfg.solver_iterations
         self._model.opt.ls_iterations = cfg.linesearch_iterations
 

@@ -39,7 +39,8 @@ class TrackingRewards:
     self_collisions: float = 0.0
     """1 while the robot presses on itself harder than ``self_collision_force`` at the end of a step (mjlab's weight:
     -10). 0, off: the defaults were trained and measured without it, and the contact sensor it reads costs the
-    physics a second call per step on the CPU."""
+    physics a second call per step on the CPU. It needs the robot's self-collisions (not with
+    ``--env.sim.training-contacts.no-self-collisions``)."""
 
 
 @dataclass
@@ -135,6 +136,13 @@ class TrackingConfig(EnvConfig):
             raise UsageError(f"--env.adaptive-uniform must be between 0 and 1 (got {self.adaptive_uniform})")
         if not 0.0 < self.adaptive_decay <= 1.0:
             raise UsageError(f"--env.adaptive-decay must be above 0 and at most 1 (got {self.adaptive_decay})")
+        contacts = self.sim.training_contacts
+        if self.rewards.self_collisions != 0.0 and contacts.applies != "never" and not contacts.self_collisions:
+            # The cost reads contacts of the robot with itself, which that contact model no longer makes.
+            raise UsageError(
+                "--env.rewards.self-collisions needs the robot's self-collisions, which"
+                " --env.sim.training-contacts.no-self-collisions takes out of the training contact model"
+            )
         robot = resolve_robot(self.robot)
         import mujoco
 

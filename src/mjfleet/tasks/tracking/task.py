@@ -20,7 +20,7 @@ from mjfleet.envs.env import MjEnv
 from mjfleet.envs.task import ExportedTables, Task
 from mjfleet.tasks.locomotion.actions import action_scales
 from mjfleet.tasks.locomotion.model import SELF_CONTACT_SENSOR, build_model
-from mjfleet.tasks.locomotion.randomization import BATCHED_FIELDS, DomainRandomizer, Pushes
+from mjfleet.tasks.locomotion.randomization import BATCHED_FIELDS, DomainRandomizer, Pushes, movable_centre_of_mass
 from mjfleet.tasks.locomotion.rotations import projected_gravity, quat_mul, rotate, rotate_inverse
 from mjfleet.tasks.locomotion.sources import resolve_robot
 from mjfleet.tasks.tracking.config import TrackingConfig
@@ -90,6 +90,7 @@ class TrackingTask(Task[TrackingConfig]):
         super().__init__(cfg)
         self.robot = resolve_robot(cfg.robot)
         self._model = build_model(self.robot, None, self_contacts=cfg.rewards.self_collisions != 0.0)
+        movable_centre_of_mass(self._model, self.robot.base_body, cfg.randomization)
         self._joints = [j for j in range(self._model.njnt) if self._model.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE]
         self.motion = read_motion(cfg.motion_file(), len(self._joints))
 
