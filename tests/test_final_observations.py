@@ -45,6 +45,21 @@ def test_a_time_out_hands_out_the_state_it_ended_in_not_the_next_episodes_first(
     assert not torch.allclose(obs["policy"], reached["policy"])  # the returned observation starts the next episode
 
 
+@pytest.mark.parametrize("backend", ["mujoco", "warp"])
+def test_a_diverged_world_hands_out_its_reset_observation_not_its_broken_state(backend: Backend) -> None:
+    """A world whose state blew up ends by a termination; its last state is no observation (NaN, or a speed in the
+    thousands), and an off-policy learner would store it and its normaliser read it: its row is the reset one."""
+    env = _env(backend, 100 * STEPS)
+    env.final_observations = True
+    env.sim.qvel[0, 1] = float("nan") if backend == "warp" else 5000.0  # MuJoCo C resets a NaN world itself
+    obs, _, dones, extras = env.step(torch.zeros(env.num_envs, env.num_actions))
+    assert dones.tolist() == [True, False, False, False] and not extras["time_outs"].any()
+    for group in ("policy", "critic"):
+        final = extras["final_observations"][group]
+        assert torch.isfinite(final).all() and float(final.abs().max()) < 100.0
+        assert torch.equal(final[0], obs[group][0]) and torch.equal(final[1:], obs[group][1:])
+
+
 def test_the_environment_computes_no_final_observation_unless_asked() -> None:
     env = _env("mujoco", 1)
     _, _, dones, extras = env.step(torch.zeros(env.num_envs, env.num_actions))

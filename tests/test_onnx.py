@@ -108,3 +108,16 @@ def test_checkpoints_write_onnx_and_play_runs_it(tmp_path: Path) -> None:
     assert code == 2
     assert "expects 5 values of observation group 'policy'" in err
     assert "Traceback" not in err
+
+
+def test_the_exported_servo_targets_are_of_the_clipped_actions() -> None:
+    """The environment clips actions before the task scales them; the graph's ``joint_targets`` do the same, so a
+    control loop that sends them sends what the simulation would have."""
+    from mjfleet.envs.task import ExportedTables
+    from mjfleet.rl.checkpoint.onnx import _WithTables
+
+    tables = ExportedTables(
+        "frame", {"row": torch.zeros(3, 1)}, torch.ones(3, 2), torch.tensor([0.5, 0.5]), action_clip=10.0
+    )
+    actions, targets, _ = _WithTables(torch.nn.Identity(), tables)(torch.tensor([[15.0, -3.0]]), torch.tensor([1]))
+    assert actions.tolist() == [[15.0, -3.0]] and targets.tolist() == [[6.0, -0.5]]

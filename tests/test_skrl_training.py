@@ -294,3 +294,31 @@ def test_a_continued_off_policy_run_warms_its_empty_buffer_up_again(learner: str
     assert learner_.timestep == 12 and learner_.update() == {}
     continued.learn(1)
     assert learner_.update()
+
+
+@pytest.mark.parametrize("learner", ["skrl-sac", "skrl-td3"])
+def test_random_warm_up_actions_are_new_each_step_within_the_limit_and_follow_the_seed(learner: str) -> None:
+    """``random-steps`` explore: every step draws new actions in [-limit, limit] (skrl's own sampling returned the
+    same ones every step), from the run's seeded generator."""
+
+    def warm_up_actions(seed: int) -> list[torch.Tensor]:
+        torch.manual_seed(seed)
+        cfg = skrl_config(learner, num_envs=4, steps=3)
+        settings = cfg.agent.sac if learner == "skrl-sac" else cfg.agent.td3
+        settings.random_steps, settings.action_limit = 10, 0.5
+        runner = Runner(make_env(num_envs=4), cfg.agent, CPU, None)
+        learner_ = runner.learner
+        learner_.train_mode()
+        env, taken = runner.env, []
+        for _ in range(3):
+            with torch.inference_mode():
+                actions = learner_.act(env.get_observations())
+                obs, rewards, dones, extras = env.step(actions)
+                learner_.process_step(obs, rewards, dones, extras)
+            taken.append(actions.clone())
+        return taken
+
+    first = warm_up_actions(0)
+    assert all(float(a.abs().max()) <= 0.5 for a in first)
+    assert not torch.equal(first[0], first[1]) and not torch.equal(first[1], first[2])
+    assert all(torch.equal(a, b) for a, b in zip(first, warm_up_actions(0), strict=True))

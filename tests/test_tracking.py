@@ -207,6 +207,22 @@ def test_the_failure_tally_is_a_running_average_of_each_batch_of_ended_episodes(
 
 
 @needs_g1
+def test_a_continued_run_keeps_the_failure_tally_of_the_run_it_continues() -> None:
+    env = _env(num_envs=8)
+    task = env.task
+    assert isinstance(task, TrackingTask)
+    task._failures.zero_()
+    task._failures[2] = 0.75
+    saved = task.state_dict()
+    fresh = _env(num_envs=4).task  # another number of environments: the tally is per second of the motion
+    assert isinstance(fresh, TrackingTask)
+    fresh.load_state_dict(saved)
+    assert torch.equal(fresh._failures, task._failures)
+    fresh.load_state_dict({"failures": torch.ones(task._bins + 1)})  # another motion's bins: left as it was
+    assert torch.equal(fresh._failures, task._failures)
+
+
+@needs_g1
 def test_play_judges_from_the_motions_start_each_episode_from_a_slightly_different_pose() -> None:
     """The judged episodes start at the first frame on the reference's root pose, their joints within the training's
     joint noise (as mjlab's play starts them): a hundred of them are a hundred different starts, not one replayed."""
@@ -221,6 +237,28 @@ def test_play_judges_from_the_motions_start_each_episode_from_a_slightly_differe
     assert task.frame.tolist() == [0, 0, 0]
     joints = env.sim.qpos[:, task._qpos_idx]
     assert not torch.allclose(joints[0], joints[1]) and not torch.allclose(joints[1], joints[2])
+
+
+@needs_g1
+def test_evaluation_rows_of_the_training_simulation_start_as_play_and_leave_the_tally_alone() -> None:
+    """Where the evaluation steps inside the training simulation (on a GPU), its rows start at the first frame on
+    the reference's root, as play's do, however adaptive sampling would start them, and their failures are not
+    counted as training's."""
+    env = _env(num_envs=8)
+    task = env.task
+    assert isinstance(task, TrackingTask)
+    env.split_evaluation(4)
+    task._failures.zero_()
+    task.frame[:] = 30  # every episode ends in the motion's second second, the evaluation's by a termination
+    env.terminated[:] = torch.arange(8) >= 4
+    env._reset_envs(torch.arange(8, device=env.device))
+    assert float(task._failures.abs().sum()) == 0.0
+    assert task.frame[4:].tolist() == [0, 0, 0, 0] and bool((task.frame[:4] > 0).any())
+    ref = task.reference
+    torch.testing.assert_close(env.sim.qpos[4:, 0:3], ref.root_pos[0].expand(4, -1))
+    torch.testing.assert_close(env.sim.qpos[4:, 3:7], ref.root_quat[0].expand(4, -1))
+    joints = env.sim.qpos[4:, task._qpos_idx]
+    assert not torch.allclose(joints[0], joints[1])  # the joint noise play starts with
 
 
 @needs_g1

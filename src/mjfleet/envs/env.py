@@ -149,8 +149,17 @@ class MjEnv(VecEnv):
             final = None
         self._obs = self._observations()
         if self.final_observations:
-            extras["final_observations"] = self._obs if final is None else final
+            extras["final_observations"] = self._obs if final is None else self._finite_rows(final, nonfinite)
         return self._obs, reward, dones, extras
+
+    def _finite_rows(self, final: TensorDict, nonfinite: torch.Tensor) -> TensorDict:
+        """``final`` with each diverged world's row replaced by its reset one: a termination is never bootstrapped,
+        but a NaN times zero is still NaN, and a learner's observation normaliser reads next observations too."""
+
+        def pick(ended: torch.Tensor, reset: torch.Tensor) -> torch.Tensor:
+            return torch.where(nonfinite.view(-1, *([1] * (ended.dim() - 1))), reset, ended)
+
+        return final.apply(pick, self._obs)
 
     def split_evaluation(self, count: int) -> None:
         """Let the episodes of the last ``count`` environments (which the trainer steps with the deterministic policy)

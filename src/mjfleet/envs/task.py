@@ -40,6 +40,9 @@ class ExportedTables:
     graph also outputs ``joint_targets``, the row at the index plus ``action_scale`` times the actions."""
     action_scale: torch.Tensor | None = None
     """(actions,): targets per unit of action, for ``joint_targets``."""
+    action_clip: float | None = None
+    """The environment clips each action to ``[-action_clip, action_clip]`` before the task scales it
+    (``--env.clip-actions``): ``joint_targets`` are of the clipped actions, as the simulation's are."""
 
 
 class Task(ABC, Generic[CfgT]):

@@ -117,6 +117,7 @@ class _WithTables(torch.nn.Module):
         self.targets: tuple[torch.Tensor, torch.Tensor] | None = None
         if tables.zero_targets is not None and tables.action_scale is not None:
             self.targets = (tables.zero_targets.detach().float().cpu(), tables.action_scale.detach().float().cpu())
+        self.clip = tables.action_clip
         self.last = int(self.tables[0].shape[0]) - 1
 
     def forward(self, obs: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -125,7 +126,8 @@ class _WithTables(torch.nn.Module):
         rows = [table[row] for table in self.tables]
         if self.targets is not None:
             zero_targets, scale = self.targets
-            rows.insert(0, zero_targets[row] + scale * actions)
+            clipped = actions if self.clip is None else torch.clamp(actions, -self.clip, self.clip)
+            rows.insert(0, zero_targets[row] + scale * clipped)
         return (actions, *rows)
 
 

@@ -244,19 +244,34 @@ class TrackingTask(Task[TrackingConfig]):
         if n == 0:
             return
         self._gathered.clear()  # new frames, and the observations after a reset read the bodies after its forward
-        self._count_failures(env, env_ids)
-        self.frame[env_ids] = self._start_frames(n, dev, g)
-        frame = self.frame[env_ids]
+        # Evaluation rows of the training simulation (a GPU's) start as play's episodes do (``as_judged``): from the
+        # first frame on the reference's root; their failures say nothing of where training fails.
+        training = env_ids < env.first_eval_env if env.first_eval_env < env.num_envs else None
+        self._count_failures(env, env_ids if training is None else env_ids[training])
+        frame = self._start_frames(n, dev, g)
+        if training is not None:
+            frame = torch.where(training, frame, 0)
+        self.frame[env_ids] = frame
         ref = self.reference
 
         def noise(scale: float, *shape: int) -> torch.Tensor:
             return (torch.rand(*shape, device=dev, generator=g) * 2 - 1) * scale
 
+        def start_noise(scale: float, *shape: int) -> torch.Tensor:
+            """The root's start noise: training rows only (``as_judged`` has none)."""
+            drawn = noise(scale, *shape)
+            return drawn if training is None else drawn * training.view(-1, *([1] * (drawn.dim() - 1)))
+
         root_pos = ref.root_pos[frame].clone()
-        root_pos[:, :2] += noise(cfg.start_pos_noise, n, 2)
-        root_pos[:, 2] += noise(cfg.start_pos_noise / 5, n)
+        root_pos[:, :2] += start_noise(cfg.start_pos_noise, n, 2)
+        root_pos[:, 2] += start_noise(cfg.start_pos_noise / 5, n)
         roll_pitch_yaw = torch.stack(
-            (noise(cfg.start_yaw_noise / 2, n), noise(cfg.start_yaw_noise / 2, n), noise(cfg.start_yaw_noise, n)), -1
+            (
+                start_noise(cfg.start_yaw_noise / 2, n),
+                start_noise(cfg.start_yaw_noise / 2, n),
+                start_noise(cfg.start_yaw_noise, n),
+            ),
+            -1,
         )
         root_quat = quat_mul(_euler_quat(roll_pitch_yaw), ref.root_quat[frame])
         joints = ref.joint_pos[frame][:, self._actuated] + noise(cfg.start_joint_noise, n, len(self._actuated))
@@ -264,8 +279,8 @@ class TrackingTask(Task[TrackingConfig]):
         sim = env.sim
         sim.qpos[env_ids, 0:3], sim.qpos[env_ids, 3:7] = root_pos, root_quat
         sim.qpos[env_ids[:, None], self._qpos_idx] = joints
-        lin = ref.root_lin_vel[frame] + noise(cfg.start_velocity_noise, n, 3)
-        ang = ref.root_ang_vel[frame] + noise(cfg.start_velocity_noise, n, 3)
+        lin = ref.root_lin_vel[frame] + start_noise(cfg.start_velocity_noise, n, 3)
+        ang = ref.root_ang_vel[frame] + start_noise(cfg.start_velocity_noise, n, 3)
         sim.qvel[env_ids, 0:3] = lin
         sim.qvel[env_ids, 3:6] = rotate_inverse(root_quat, ang)  # a free joint's angular velocity is local
         sim.qvel[env_ids[:, None], self._qvel_idx] = ref.joint_vel[frame][:, self._actuated]
@@ -390,9 +405,9 @@ class TrackingTask(Task[TrackingConfig]):
         graph carries it: :meth:`export_tables`)."""
         return {
             "joint_targets": (
-                "the motion's angles of joint_names at frame + 1 + action_scale * action"
+                "the motion's angles of joint_names at frame + 1 + action_scale * clip(action)"
                 if self.cfg.action_offset == "reference"
-                else "default_joint_pos + action_scale * action"
+                else "default_joint_pos + action_scale * clip(action)"
             ),
             "motion": {
                 "file": self.cfg.motion_file().name,
@@ -414,7 +429,17 @@ class TrackingTask(Task[TrackingConfig]):
             "reference_anchor_quat": ref.body_quat[:, anchor],
         }
         scale = torch.as_tensor(self.action_scale, dtype=torch.float32).expand(len(self._actuated))
-        return ExportedTables("frame", tables, zero_targets, scale)
+        return ExportedTables("frame", tables, zero_targets, scale, self.cfg.clip_actions)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The adaptive sampling's failure tally: a continued run starts its episodes where this one failed, not
+        evenly over the motion (saved in checkpoints; another motion's tally has other bins and is not loaded)."""
+        return {"failures": self._failures.detach().cpu().clone()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        failures = state.get("failures")
+        if isinstance(failures, torch.Tensor) and failures.shape == self._failures.shape:
+            self._failures.copy_(failures.to(self._failures.device))
 
     def export_index(self, env: MjEnv) -> torch.Tensor:
         return self.frame

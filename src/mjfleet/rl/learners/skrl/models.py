@@ -60,6 +60,14 @@ def squashed(mean: torch.Tensor, limit: float | None) -> torch.Tensor:
     return mean if limit is None else limit * torch.tanh(mean)
 
 
+def uniform_actions(inputs: dict[str, Any], num_actions: int, limit: float, device: torch.device) -> torch.Tensor:
+    """Actions drawn uniformly from [-limit, limit], one row per observation, from torch's generator (seeded with the
+    run): what the off-policy learners take during their ``random-steps``. skrl's ``random_act`` samples through
+    gymnasium's batched space, which copies one generator state on every call: the same actions every step."""
+    rows = inputs["observations"].shape[0]
+    return limit * (2.0 * torch.rand(rows, num_actions, device=device) - 1.0)
+
+
 class GaussianActor(GaussianMixin, Model):
     """PPO's and SAC's actor: an MLP of the policy observations gives the mean, a learned log standard deviation per
     action (independent of the observation, as in skrl's examples) the spread.
@@ -102,6 +110,9 @@ class GaussianActor(GaussianMixin, Model):
         outputs["mean_actions"] = squashed(outputs["mean_actions"], self.limit)
         return self.limit * tanh, outputs
 
+    def random_act(self, inputs: dict[str, Any], *, role: str = "") -> tuple[torch.Tensor, dict[str, Any]]:
+        return uniform_actions(inputs, self.num_actions, 1.0 if self.limit is None else self.limit, self.device), {}
+
     def reduce_parameters(self) -> None:
         self.clock.timed(super().reduce_parameters)
 
@@ -131,6 +142,9 @@ class DeterministicActor(DeterministicMixin, Model):
         self, inputs: dict[str, Any], role: str = ""
     ) -> tuple[torch.Tensor, dict[str, Any]]:
         return squashed(self.mlp(inputs["observations"]), self.limit), {}
+
+    def random_act(self, inputs: dict[str, Any], *, role: str = "") -> tuple[torch.Tensor, dict[str, Any]]:
+        return uniform_actions(inputs, self.num_actions, 1.0 if self.limit is None else self.limit, self.device), {}
 
     def reduce_parameters(self) -> None:
         self.clock.timed(super().reduce_parameters)
