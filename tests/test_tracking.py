@@ -207,6 +207,26 @@ def test_the_failure_tally_is_a_running_average_of_each_batch_of_ended_episodes(
 
 
 @needs_g1
+def test_observation_noise_is_mjlabs_on_the_policys_robot_terms_and_off_by_default() -> None:
+    from mjfleet.tasks.tracking.config import TrackingNoise
+
+    clean = _env(num_envs=64).get_observations()
+    assert torch.equal(clean["policy"], clean["critic"][:, : clean["policy"].shape[1]])
+    env = _env(num_envs=64, noise=TrackingNoise(scale=1.0))
+    task = env.task
+    assert isinstance(task, TrackingTask)
+    obs = env.get_observations()
+    width = obs["policy"].shape[1]
+    error = (obs["policy"] - obs["critic"][:, :width]).abs().amax(dim=0)  # the critic reads clean values
+    nu = len(task._actuated)
+    expected = [0.0] * (2 * nu) + [0.25] * 3 + [0.05] * 6 + [0.5] * 3 + [0.2] * 3 + [0.01] * nu + [0.5] * nu
+    expected += [0.0] * nu
+    amplitude = torch.tensor(expected)
+    assert torch.all(error <= amplitude + 1e-5)
+    assert torch.all(error[amplitude > 0] > 0.8 * amplitude[amplitude > 0])  # 64 draws reach near the amplitude
+
+
+@needs_g1
 def test_a_continued_run_keeps_the_failure_tally_of_the_run_it_continues() -> None:
     env = _env(num_envs=8)
     task = env.task

@@ -44,6 +44,28 @@ class TrackingRewards:
 
 
 @dataclass
+class TrackingNoise:
+    """Uniform noise added to the policy's observations (the critic reads clean values), per term as mjlab's
+    tracking task adds it; the reference terms and the last actions stay exact."""
+
+    scale: float = 0.0
+    """Multiplies every amplitude below: 1 is mjlab's noise. 0, off: the defaults were trained and measured without
+    it."""
+    anchor_pos: float = 0.25
+    """The anchor's reference position in its own frame (metres)."""
+    anchor_ori: float = 0.05
+    """The anchor's reference orientation in its own frame (the rotation matrix's first two columns)."""
+    lin_vel: float = 0.5
+    """The root's linear velocity in its own frame (m/s)."""
+    ang_vel: float = 0.2
+    """The root's angular velocity (rad/s)."""
+    joint_pos: float = 0.01
+    """Joint angles (rad)."""
+    joint_vel: float = 0.5
+    """Joint velocities (rad/s)."""
+
+
+@dataclass
 class TrackingConfig(EnvConfig):
     """A humanoid follows a reference motion (docs/tracking.md)."""
 
@@ -109,6 +131,8 @@ class TrackingConfig(EnvConfig):
     """An episode ends when an end effector's height is this far from the reference's (metres)."""
     rewards: TrackingRewards = field(default_factory=TrackingRewards)
     """Reward term weights."""
+    noise: TrackingNoise = field(default_factory=TrackingNoise)
+    """Observation noise of the policy (off by default; ``--env.noise.scale 1`` is mjlab's)."""
     randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
     """Domain randomization, as the velocity tasks have it: friction, mass added to the pelvis, servo gains, and
     horizontal pushes of the pelvis. Off by default (the defaults were trained and measured without it); training

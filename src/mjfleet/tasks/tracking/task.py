@@ -154,6 +154,24 @@ class TrackingTask(Task[TrackingConfig]):
             Pushes(cfg.randomization, n, self.dt, dev, env.generator) if cfg.randomization.push_velocity else None
         )
         self.randomizer.apply(torch.arange(n, device=dev))
+        self._noise_amplitude = self._make_noise_amplitude(dev)
+
+    def _make_noise_amplitude(self, dev: torch.device) -> torch.Tensor | None:
+        """Per column of the policy observation, its noise's amplitude (:meth:`observations`' order); None when off."""
+        noise, nu = self.cfg.noise, len(self._actuated)
+        if noise.scale == 0.0:
+            return None
+        parts = (
+            (2 * nu, 0.0),  # the reference's joint angles and velocities
+            (3, noise.anchor_pos),
+            (6, noise.anchor_ori),
+            (3, noise.lin_vel),
+            (3, noise.ang_vel),
+            (nu, noise.joint_pos),
+            (nu, noise.joint_vel),
+            (nu, 0.0),  # the last actions
+        )
+        return torch.cat([torch.full((k,), a, device=dev) for k, a in parts]) * noise.scale
 
     # --- actions -----------------------------------------------------------------------------------------------
     def joint_targets_at_zero(self) -> torch.Tensor:
@@ -389,6 +407,9 @@ class TrackingTask(Task[TrackingConfig]):
         body_pos = rotate_inverse(robot_anchor_quat[:, None].expand(-1, k, -1), pos - robot_anchor_pos[:, None])
         body_ori = two_columns(quat_mul(inverse, quat))
         critic = torch.cat((policy, body_pos.flatten(1), body_ori.flatten(1)), dim=-1)
+        if self._noise_amplitude is not None:
+            unit = torch.rand(policy.shape, device=env.device, generator=env.generator) * 2 - 1
+            policy = policy + unit * self._noise_amplitude
         return {"policy": policy, "critic": critic}
 
     def ghost_qpos(self, env: MjEnv, world: int) -> np.ndarray | None:
