@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
+import shutil
 import time
+from pathlib import Path
 
 import mujoco
 import mujoco_warp as mjw
@@ -631,6 +634,31 @@ def test_a_base_whose_centre_of_mass_sits_at_its_origin_still_moves_it(backend: 
     drawn = sim.model_field("body_ipos")[:, 1]
     assert float(drawn.abs().min()) > 0.0
     torch.testing.assert_close(sim.view("xipos")[:, 1] - sim.xpos[:, 1], drawn, atol=1e-5, rtol=0)
+
+
+def test_a_joint_without_an_actuator_starts_each_episode_at_its_home_angle(tmp_path: Path) -> None:
+    """A robot file may leave a joint unactuated: a reset puts it where the ``home`` keyframe does (it started from
+    whatever memory held)."""
+    task_id = "unitree-go1-velocity-flat"
+    if (reason := missing_files(task_id)) is not None:
+        pytest.skip(reason)
+    from mjfleet.tasks.locomotion.sources import resolve_robot, robot_file
+
+    source = robot_file(resolve_robot(get_task(task_id).env_cfg().robot))  # type: ignore[attr-defined]
+    copy = tmp_path / "go1"
+    shutil.copytree(source.parent, copy)
+    text = (copy / source.name).read_text()
+    actuator = re.search(r'\s*<position[^>]*joint="FR_calf_joint"[^>]*/>', text)
+    assert actuator is not None
+    text = text.replace(actuator.group(0), "")
+    text = re.sub(r'(<key name="home"[^>]*ctrl=")0 0\.9 -1\.8 ', r"\g<1>0 0.9 ", text)  # FR_calf's target gone
+    (copy / source.name).write_text(text)
+    env = make_loco_env(task_id, num_envs=4, robot=str(copy / source.name))
+    m = env.sim.mj_model
+    assert m.nu == 11
+    joint = m.joint("FR_calf_joint")
+    home = float(m.key("home").qpos[joint.qposadr[0]])
+    torch.testing.assert_close(env.sim.qpos[:, joint.qposadr[0]], torch.full((4,), home))
 
 
 @pytest.mark.parametrize("task_id", ["go1-velocity-flat", "unitree-go1-velocity-flat", "unitree-g1-velocity-flat"])

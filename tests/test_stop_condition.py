@@ -371,3 +371,77 @@ def test_evaluation_in_a_simulation_of_its_own_stepped_twice_per_step(steady_han
     assert first.evaluation == {} and second.evaluation_episodes == 8
     assert second.evaluation["Eval/success"] == 1.0 and second.evaluation["Eval/length"] == 50.0
     assert result.condition_met_at == 2 and second.episode["Episode/success"] == 0.0
+
+
+def test_evaluation_rows_of_the_training_simulation_start_afresh_as_rows_the_task_judges() -> None:
+    """Every row began as a training row (here: commands from 30% of the ranges); the rows set aside for evaluation
+    start a new episode, with the full commands the task gives evaluation rows."""
+    spec = registry.get_task("go1-velocity-flat")
+    cfg = spec.env_cfg()
+    narrow = dataclasses.replace(cfg.commands.curriculum, start=0.3)  # type: ignore[attr-defined]
+    commands = dataclasses.replace(cfg.commands, curriculum=narrow, standing_fraction=0.0)  # type: ignore[attr-defined]
+    env = MjEnv(spec.load_task_class()(dataclasses.replace(cfg, num_envs=64, commands=commands)), seed=0)
+    task: Any = env.task
+    limit = float(task.commands.command[:32].abs().max())
+    env.split_evaluation(32)
+    assert torch.all(env.episode_length_buf[32:] == 0)
+    assert float(task.commands.command[32:].abs().max()) > 1.5 * limit  # drawn from the full ranges
+
+
+def test_each_check_starts_from_the_task_state_a_fresh_simulation_has_and_the_window_resumes_from_resets() -> None:
+    """A check plays as play does: every round from the task's state as built (the terrain curriculum's levels), and
+    the windowed evaluation afterwards keeps its own levels and starts its episodes from resets."""
+    spec = registry.get_task("go1-velocity-rough")
+    cfg = dataclasses.replace(spec.env_cfg().as_judged(), num_envs=16, episode_length_s=0.4)
+    evaluation = SeparateEvaluation(MjEnv(spec.load_task_class()(cfg), seed=1), 1, "cpu")
+    env, task = evaluation.env, evaluation.env.task
+    fresh = task.curriculum.levels.clone()  # type: ignore[attr-defined]
+    seen: list[torch.Tensor] = []
+    reset_all = env.reset_all
+
+    def watched_reset_all() -> None:
+        seen.append(task.curriculum.levels.clone())  # type: ignore[attr-defined]
+        reset_all()
+
+    env.reset_all = watched_reset_all  # type: ignore[method-assign]
+    policy = lambda obs: torch.ones(16, env.num_actions)  # noqa: E731  (falls: the levels would move down)
+    task.curriculum.levels[:] = 3  # type: ignore[attr-defined]  # the window's, moved by its own episodes
+    for _ in range(2):
+        evaluation.judge(policy, 2)
+    checks = seen[0:2] + seen[3:5]  # each check's rounds; the reset after each check starts the window's episodes
+    assert all(torch.equal(levels, fresh) for levels in checks)
+    assert torch.all(task.curriculum.levels == 3)  # type: ignore[attr-defined]
+    assert torch.all(env.task._steps[env.from_reset] == 0)  # type: ignore[attr-defined]
+
+
+def test_play_counts_episodes_by_environment_and_round_not_by_which_end_first() -> None:
+    """With more environments than episodes, the episodes that end first are the short, failed ones; the count is
+    the first episode of the first ``num_episodes`` environments."""
+    from mjfleet.rl.evaluation.episodes import evaluate
+
+    class EarlyFailures:
+        """8 environments; 0 and 1 fail after 3 steps, the others succeed after 10."""
+
+        num_envs, num_actions, device, max_episode_length = 8, 1, torch.device("cpu"), 10
+
+        def reset_all(self) -> None:
+            self.t = torch.zeros(8, dtype=torch.long)
+
+        def get_observations(self) -> None:
+            return None
+
+        def step(self, actions: Any) -> tuple[None, None, torch.Tensor, dict[str, Any]]:
+            self.t += 1
+            end = ((torch.arange(8) < 2) & (self.t == 3)) | (self.t == 10)
+            ids = end.nonzero().squeeze(-1)
+            extras: dict[str, Any] = {}
+            if ids.numel():
+                success = (ids >= 2).float()
+                values = {"Episode/return": success, "Episode/length": self.t[ids].float(), "Episode/success": success}
+                extras["episodes"] = (ids, values)
+                self.t[ids] = 0
+            return None, None, end, extras
+
+    assert evaluate(EarlyFailures(), lambda obs: None, 6).success_rate == pytest.approx(4 / 6)  # type: ignore[arg-type]
+    assert evaluate(EarlyFailures(), lambda obs: None, 8).success_rate == pytest.approx(6 / 8)  # type: ignore[arg-type]
+    assert evaluate(EarlyFailures(), lambda obs: None, 12).success_rate == pytest.approx(8 / 12)  # type: ignore[arg-type]

@@ -168,12 +168,20 @@ class MjEnv(VecEnv):
         if not 0 <= count <= self.num_envs:
             raise ValueError(f"cannot set {count} of {self.num_envs} environments aside for evaluation")
         self.first_eval_env = self.num_envs - count
-        started = self.task.training_start(self)
-        if started is not None:  # an evaluation row's first episode began as a training one: it starts afresh
-            restart = started[self.first_eval_env :].nonzero(as_tuple=False).squeeze(-1) + self.first_eval_env
-            if restart.numel() > 0:
-                self._reset_envs(restart)
-                self._obs = self._observations()
+        if 0 < count < self.num_envs:
+            # Every row's first episode began as a training one (a curriculum's commands, a motion's sampled start,
+            # a cube in the hand): the evaluation rows start afresh, as rows the task now knows to judge.
+            restart = torch.arange(self.first_eval_env, self.num_envs, device=self.device)
+        else:
+            started = self.task.training_start(self)  # a simulation that only evaluates, built as judged
+            restart = (
+                started.nonzero(as_tuple=False).squeeze(-1)
+                if started is not None
+                else torch.zeros(0, dtype=torch.long, device=self.device)
+            )
+        if restart.numel() > 0:
+            self._reset_envs(restart)
+            self._obs = self._observations()
 
     # --- resets ------------------------------------------------------------------------------------------------
     def reset_all(self) -> None:

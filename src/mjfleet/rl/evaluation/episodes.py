@@ -84,6 +84,10 @@ def evaluate(
     obs = env.get_observations()
     episodes_done = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
     rounds_needed = -(-num_episodes // env.num_envs)
+    # Which episodes count is fixed by environment and round, not by when they end (the first to end are the
+    # short ones: failures would crowd out the successes of an unfinished round).
+    quota = torch.full_like(episodes_done, rounds_needed - 1)
+    quota[: num_episodes - (rounds_needed - 1) * env.num_envs] += 1
     collected: dict[str, list[torch.Tensor]] = {}
     count = 0
     max_steps = rounds_needed * int(env.max_episode_length) + 1
@@ -95,7 +99,7 @@ def evaluate(
             if "episodes" not in extras:
                 continue
             ids, values = extras["episodes"]
-            keep = episodes_done[ids] < rounds_needed
+            keep = episodes_done[ids] < quota[ids]
             episodes_done[ids] += 1
             for key, v in values.items():
                 collected.setdefault(key, []).append(v[keep])

@@ -33,6 +33,9 @@ class SeparateEvaluation:
         """Steps of :attr:`env` per training step."""
         self.device = torch.device(device)
         self._obs: TensorDict = env.get_observations()
+        self._fresh_task_state = env.task.state_dict()
+        """The task's state as built (curriculum levels): every check of :meth:`judge` starts from it, as ``play``
+        does."""
 
     @property
     def env_steps_per_step(self) -> int:
@@ -69,12 +72,19 @@ class SeparateEvaluation:
         counts (:meth:`~mjfleet.envs.episode_stats.EpisodeStats.pop`); then the windowed evaluation starts afresh."""
         env = self.env
         env.eval_stats.pop()
+        windowed = env.task.state_dict()  # the windowed evaluation's (curriculum levels move with its resets)
         for _ in range(rounds):
+            env.task.load_state_dict(self._fresh_task_state)
             env.reset_all()
             obs = env.get_observations()
             for _ in range(self.round_steps):
                 obs, _, dones, _ = env.step(policy(obs.to(self.device)).to(env.device))
                 env.from_reset[dones.bool()] = False  # an environment's second episode does not count
         totals = env.eval_stats.pop()
+        # The check left every environment mid-episode: the window's episodes start from resets, with the window's
+        # task state (loaded again after the resets, which move curriculum levels by the check's episodes).
+        env.task.load_state_dict(windowed)
+        env.reset_all()
+        env.task.load_state_dict(windowed)
         self.start()
         return totals

@@ -99,6 +99,8 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
         self.action_scale = tensor(action_scales(m, self.cfg.action_scale, self.cfg.action_scale_of_force))
         """Radians of joint target per unit of action, in actuator order."""
         self._home_base = tensor(key.qpos[:7])
+        self._home_qpos = tensor(key.qpos)
+        """The whole home pose: joints without an actuator start where the keyframe puts them."""
         self.spawn_base_height = spawn_height(m, self.robot)
         """Base height of a reset over its ground, less ``SPAWN_CLEARANCE``: the feet at the home pose on it."""
         self._joint_low, self._joint_high = tensor(m.jnt_range[joints, 0]), tensor(m.jnt_range[joints, 1])
@@ -203,7 +205,7 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
             xy = xy + (torch.rand(n, 2, device=dev, generator=g) * 2 - 1) * cfg.terrain.spawn_jitter
 
         yaw = (torch.rand(n, device=dev, generator=g) * 2 - 1) * math.pi
-        qpos = torch.empty(n, sim.qpos.shape[1], device=dev)
+        qpos = self._home_qpos.expand(n, -1).clone()
         qpos[:, :2] = xy
         qpos[:, 2] = ground + self.spawn_base_height + SPAWN_CLEARANCE
         qpos[:, 3:7] = quat_mul(yaw_quat(yaw), self._home_base[3:7].expand(n, 4))
