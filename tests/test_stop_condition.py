@@ -445,3 +445,22 @@ def test_play_counts_episodes_by_environment_and_round_not_by_which_end_first() 
     assert evaluate(EarlyFailures(), lambda obs: None, 6).success_rate == pytest.approx(4 / 6)  # type: ignore[arg-type]
     assert evaluate(EarlyFailures(), lambda obs: None, 8).success_rate == pytest.approx(6 / 8)  # type: ignore[arg-type]
     assert evaluate(EarlyFailures(), lambda obs: None, 12).success_rate == pytest.approx(8 / 12)  # type: ignore[arg-type]
+
+
+def test_a_continued_run_goes_on_counting_the_iterations_its_condition_held(tmp_path: Path) -> None:
+    """The condition must hold 4 iterations in a row; the first run ends after 2 (its iteration budget) with a streak
+    of 2: continued, it stops 2 iterations later, where a condition of another name starts counting from 0."""
+
+    def config(iterations: int, condition: str, resume: Path | None = None) -> TrainConfig:
+        cfg = small_train_config(iterations=iterations, steps=64, log_root=tmp_path, resume=resume, stop_when=condition)
+        cfg.agent.eval_envs, cfg.stop_when_iterations = 0, 4
+        return cfg
+
+    first_dir = make_run_dir(tmp_path, "streak", "first")
+    first = train_worker(config(2, "Episode/length>=1"), first_dir, DistributedContext(device="cpu"))
+    assert first.condition_met_at is None
+    assert load_checkpoint(first_dir / "model_2.pt")["stop_progress"]["streak"] == 2
+    same = train_worker(config(10, "Episode/length>=1", first_dir), None, DistributedContext(device="cpu"))
+    assert same.condition_met_at == 4
+    other = train_worker(config(10, "Episode/length>=2", first_dir), None, DistributedContext(device="cpu"))
+    assert other.condition_met_at == 6

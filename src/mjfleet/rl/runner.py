@@ -158,6 +158,9 @@ class Runner(Saving):
         """Whether any environment of this rank runs the deterministic policy."""
         self.eval_window = EvaluationWindow(env.stats.keys, agent_cfg.eval_episodes)
         """The most recent evaluation episodes of every rank (identical on all ranks)."""
+        self.stop_progress: dict[str, Any] = {"condition": "", "streak": 0}
+        """Iterations in a row the stop condition (named) has held: a continued run of the same condition goes on
+        counting (checkpoints carry it, with the policy check's wait)."""
         self.learner: Learner = build_learner(env, agent_cfg, ctx, self.train_envs)
         """The algorithm: it records the training environments' steps only and learns once per iteration."""
         env.final_observations = self.learner.final_observations
@@ -204,6 +207,8 @@ class Runner(Saving):
         tracker = None
         if condition is not None:
             tracker = StopConditionTracker(condition, self.stop_when_iterations or condition.default_streak)
+            if self.stop_progress["condition"] == str(condition):
+                tracker.streak = int(self.stop_progress["streak"])
         began = time.perf_counter()
         clock = IterationClock(began, start + 1, total, self.previous_elapsed_s)
         for it in range(start + 1, total + 1):
@@ -252,6 +257,8 @@ class Runner(Saving):
             check = self.policy_check
             if met and tracker is not None and check is not None and check.applies(tracker.condition):
                 met = check.confirms(tracker, it, self.env_steps, self.learner.act_deterministic)
+            if tracker is not None:
+                self.stop_progress = {"condition": str(tracker.condition), "streak": tracker.streak}
             clock.tick(it, t2)
             record = IterationRecord(
                 iteration=it,

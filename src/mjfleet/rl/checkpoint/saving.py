@@ -17,6 +17,7 @@ from mjfleet.rl.checkpoint.rank_state import capture_rank_state, restore_rank_st
 if TYPE_CHECKING:
     from mjfleet.envs.env import MjEnv
     from mjfleet.rl.config import AgentConfig
+    from mjfleet.rl.evaluation.policy_check import PolicyCheck
     from mjfleet.rl.evaluation.simulation import SeparateEvaluation
     from mjfleet.rl.evaluation.window import EvaluationWindow
     from mjfleet.rl.learners.base import ExportablePolicy, Learner
@@ -50,6 +51,8 @@ class Saving:
     steps_per_iteration: int
     eval_window: EvaluationWindow
     restored_env_state: bool
+    stop_progress: dict[str, Any]
+    policy_check: PolicyCheck | None
 
     def save_checkpoint(self, elapsed_s: float | None = None) -> Path | None:
         """Rank 0 writes ``model_<iteration>.pt`` into the run directory; other ranks write nothing.
@@ -57,7 +60,7 @@ class Saving:
         The checkpoint holds the learner's name and state (:meth:`~mjfleet.rl.learners.base.Learner.state_dict`: models
         with their observation normalisers, optimizers), its learning rate, iteration,
         the run's training wall time (``elapsed_s``; default: that of the run before this start) and env-steps, the
-        evaluation window, and per rank the torch/NumPy/Python RNG states, the environment's generator,
+        evaluation window, the stop condition's progress (its streak, the policy check's wait), and per rank the torch/NumPy/Python RNG states, the environment's generator,
         episode-length buffer and step counter, and the task's ``state_dict()``. Every rank must call this at the
         same iteration: the ranks' states are gathered first.
         """
@@ -82,6 +85,10 @@ class Saving:
                     "elapsed_s": self.previous_elapsed_s if elapsed_s is None else elapsed_s,
                     "env_steps": self.env_steps,
                     "eval_window": self.eval_window.state_dict(),
+                    "stop_progress": {
+                        **self.stop_progress,
+                        "next_check_steps": 0 if self.policy_check is None else self.policy_check.next_check_steps,
+                    },
                 }
             )
             try:
@@ -141,6 +148,11 @@ class Saving:
         # A checkpoint from before env-steps were saved: as many per iteration as this run takes.
         self.env_steps = int(data.get("env_steps", self.current_learning_iteration * self.steps_per_iteration))
         self.eval_window.load_state_dict(data.get("eval_window"))
+        progress = data.get("stop_progress")
+        if isinstance(progress, dict):
+            self.stop_progress = {"condition": str(progress.get("condition", "")), "streak": int(progress["streak"])}
+            if self.policy_check is not None:
+                self.policy_check.next_check_steps = int(progress.get("next_check_steps", 0))
         if evaluate:
             restore_shared_state(self.env, data.get("rank_states"))
             self.restored_env_state = False
