@@ -58,11 +58,11 @@ class Saving:
         """Rank 0 writes ``model_<iteration>.pt`` into the run directory; other ranks write nothing.
 
         The checkpoint holds the learner's name and state (:meth:`~mjfleet.rl.learners.base.Learner.state_dict`: models
-        with their observation normalisers, optimizers), its learning rate, iteration,
-        the run's training wall time (``elapsed_s``; default: that of the run before this start) and env-steps, the
-        evaluation window, the stop condition's progress (its streak, the policy check's wait), and per rank the torch/NumPy/Python RNG states, the environment's generator,
-        episode-length buffer and step counter, and the task's ``state_dict()``. Every rank must call this at the
-        same iteration: the ranks' states are gathered first.
+        with their observation normalisers, optimizers), its learning rate, iteration, the run's training wall time
+        (``elapsed_s``; default: that of the run before this start) and env-steps, the evaluation window, the stop
+        condition's progress (its streak, the policy check's wait), and per rank the torch/NumPy/Python RNG states,
+        the environment's generator, episode-length buffer and step counter, and the task's ``state_dict()``. Every
+        rank must call this at the same iteration: the ranks' states are gathered first.
         """
         if self.run_dir is None:
             return None
