@@ -32,6 +32,16 @@ def _env(num_envs: int = 4, **overrides: object) -> MjEnv:
     return MjEnv(TrackingTask(cfg), seed=0)
 
 
+def _tally(num_envs: int, failed_bin: int, share: float) -> tuple[MjEnv, TrackingTask]:
+    """An environment whose adaptive sampling counted ``share`` failures in ``failed_bin`` and none elsewhere."""
+    env = _env(num_envs=num_envs)
+    task = env.task
+    assert isinstance(task, TrackingTask)
+    task._failures.zero_()
+    task._failures[failed_bin] = share
+    return env, task
+
+
 @needs_g1
 def test_the_reference_replayed_open_loop_is_the_motion_file() -> None:
     env = _env(num_envs=1, sampling="start")
@@ -178,11 +188,7 @@ def test_on_a_fixed_base_copying_the_reference_tracks_the_whole_motion() -> None
 
 @needs_g1
 def test_adaptive_sampling_starts_more_episodes_where_they_failed() -> None:
-    env = _env(num_envs=8)
-    task = env.task
-    assert isinstance(task, TrackingTask)
-    task._failures.zero_()
-    task._failures[3] = 0.5  # every failure in the motion's fourth second
+    env, task = _tally(8, 3, 0.5)  # every failure in the motion's fourth second
     frames = task._start_frames(6000, env.device, env.generator)
     shares = torch.bincount(task.bin_of(frames), minlength=task._bins).float() / frames.numel()
     even = task.cfg.adaptive_uniform / task._bins
@@ -228,11 +234,7 @@ def test_observation_noise_is_mjlabs_on_the_policys_robot_terms_and_off_by_defau
 
 @needs_g1
 def test_a_continued_run_keeps_the_failure_tally_of_the_run_it_continues() -> None:
-    env = _env(num_envs=8)
-    task = env.task
-    assert isinstance(task, TrackingTask)
-    task._failures.zero_()
-    task._failures[2] = 0.75
+    _, task = _tally(8, 2, 0.75)
     saved = task.state_dict()
     fresh = _env(num_envs=4).task  # another number of environments: the tally is per second of the motion
     assert isinstance(fresh, TrackingTask)
