@@ -205,3 +205,15 @@ def test_the_real_robots_train_on_their_contact_model_and_are_judged_on_the_file
     finally:
         trained.close()
         judged.close()
+
+
+def test_self_collisions_are_not_taken_out_where_collision_bits_would_widen_another_geoms_filter() -> None:
+    """The floor meets one of the robot's geoms and not the other (its own collision bits): one bit for the robot
+    would let the floor meet both, so the training contact model refuses in one line."""
+    xml = """<mujoco><worldbody>
+      <geom name="floor" type="plane" size="5 5 .1" contype="1" conaffinity="1"/>
+      <body pos="0 0 .5"><freejoint/><geom size=".1" contype="1" conaffinity="1"/>
+        <body pos="0 0 .3"><joint type="hinge"/><geom size=".1" contype="2" conaffinity="2"/></body></body>
+    </worldbody></mujoco>"""
+    with pytest.raises(UsageError, match="geom floor collides with some of a robot's geoms"):
+        with_contact_model(mujoco.MjModel.from_xml_string(xml), ContactModel(self_collisions=False))

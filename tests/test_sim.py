@@ -151,3 +151,38 @@ def test_cpu_runs_start_warp_without_the_no_driver_warning() -> None:
     assert "NVIDIA CUDA driver" in _warp_init_stderr(
         "from mjfleet.sim.warp_runtime import init_warp; init_warp('cuda:0')"
     )
+
+
+def test_a_world_that_diverges_again_in_a_later_episode_is_reported_again() -> None:
+    """MuJoCo C resets a diverged world itself and counts a warning; the count must not hide the next one."""
+    from mjfleet.sim.mujoco_backend import MujocoSimulation
+
+    model = mujoco.MjModel.from_xml_string(
+        "<mujoco><worldbody><body><freejoint/><geom size='.1'/></body></worldbody></mujoco>"
+    )
+    sim = MujocoSimulation(model, 2, "cpu", SimConfig(decimation=1))
+    for _ in range(2):
+        sim.qvel[0, 0] = float("nan")
+        sim.step()
+        assert sim.nonfinite_worlds().tolist() == [True, False]
+        sim.reset_worlds(torch.tensor([0]))
+        sim.step()
+        assert sim.nonfinite_worlds().tolist() == [False, False]
+
+
+def test_contact_forces_are_computed_when_read_though_no_sensor_is() -> None:
+    """The substeps skip the sensor pass nobody reads; the forces it computes (``cfrc_ext``) count as read."""
+    from mjfleet.sim.mujoco_backend import MujocoSimulation
+
+    xml = """<mujoco><worldbody><geom type="plane" size="5 5 .1"/>
+      <body pos="0 0 .1"><freejoint/><geom size=".1"/><site name="s"/></body></worldbody>
+      <sensor><accelerometer site="s"/></sensor></mujoco>"""
+    model = mujoco.MjModel.from_xml_string(xml)
+    forces = []
+    for every in (False, True):
+        sim = MujocoSimulation(model, 1, "cpu", SimConfig(decimation=2, sensors_every_substep=every))
+        view = sim.view("cfrc_ext")
+        for _ in range(5):
+            sim.step()
+        forces.append(float(view[0, 1, 5]))
+    assert forces[0] == pytest.approx(forces[1]) and forces[0] > 10.0  # the ball's weight on the floor

@@ -9,6 +9,7 @@ import copy
 import mujoco
 import numpy as np
 
+from mjfleet.errors import UsageError
 from mjfleet.sim.config import ContactModel
 
 _CONES = {"pyramidal": mujoco.mjtCone.mjCONE_PYRAMIDAL, "elliptic": mujoco.mjtCone.mjCONE_ELLIPTIC}
@@ -58,7 +59,17 @@ def _no_self_collisions(m: mujoco.MjModel) -> None:
     bits = dict(zip(trees, free, strict=False))
     for tree, bit in bits.items():
         members = colliding & (roots == tree)
-        met = (ctype[:, None] & caff[None, members]) | (caff[:, None] & ctype[None, members])
-        m.geom_conaffinity[colliding & ~members & (met != 0).any(axis=1)] |= bit
+        met = ((ctype[:, None] & caff[None, members]) | (caff[:, None] & ctype[None, members])) != 0
+        some, every = met.any(axis=1), met.all(axis=1)
+        # One bit for the whole tree: a geom that met only some of its geoms would meet them all.
+        partial = np.flatnonzero(colliding & ~members & some & ~every)
+        if partial.size:
+            name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, int(partial[0])) or f"#{int(partial[0])}"
+            raise UsageError(
+                f"geom {name} collides with some of a robot's geoms and not others: the training contact model cannot"
+                " take the robot's self-collisions out by collision bits (--env.sim.training-contacts.self-collisions"
+                " keeps them)"
+            )
+        m.geom_conaffinity[colliding & ~members & some] |= bit
     for tree, bit in bits.items():
         m.geom_contype[colliding & (roots == tree)] = bit

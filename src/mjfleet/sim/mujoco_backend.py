@@ -32,6 +32,11 @@ def _from_numpy(array: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(array)
 
 
+SENSOR_OUTPUTS = frozenset({"sensordata", "cacc", "cfrc_int", "cfrc_ext"})
+"""Fields the sensor pass fills: the sensors, and the accelerations and forces MuJoCo computes for the sensors that
+need them (``mj_rnePostConstraint``). A task that reads any of them gets the last substep with sensors on."""
+
+
 class MujocoSimulation(Simulation):
     """``num_worlds`` MuJoCo C simulations of one model on ``threads`` threads (the caller's included).
 
@@ -74,10 +79,10 @@ class MujocoSimulation(Simulation):
         assert last - first + 1 == len(_DIVERGED)
         # (num_worlds, warnings, (last info, count)), live: a view, so the counts stay current
         self._warning_counts = self._batch.warning[:, first : last + 1, 1]
-        self._last_counts = self._warning_counts.sum(axis=-1)
+        self._warning_counts[:] = 0
         self._diverged = torch.zeros(num_worlds, dtype=torch.bool)
         # Per-world option flags, toggled around the substeps whose sensors nobody reads (bit-identical results):
-        # every substep until a task reads ``sensordata``, then all but the last one of each step.
+        # every substep until a task reads a field of the sensor pass (SENSOR_OUTPUTS), then all but the last one.
         self._disableflags: np.ndarray | None = None
         self._flags = int(mj_model.opt.disableflags)
         if sensors_last_substep_only(mj_model, self.cfg):
@@ -128,10 +133,12 @@ class MujocoSimulation(Simulation):
             view.copy_(rows)
         for view, rows in self._outputs.values():
             view.copy_(rows)
-        counts = self._warning_counts.sum(axis=-1)
-        if (counts != self._last_counts).any():
-            self._diverged |= torch.from_numpy(counts != self._last_counts)
-            self._last_counts = counts
+        # MuJoCo's reset of a diverged world sets its warning counts back to 0 and then counts this one: every world
+        # with a count diverged during this call; the counts are cleared so that the next divergence shows as well.
+        diverged = self._warning_counts.sum(axis=-1) != 0
+        if diverged.any():
+            self._diverged |= torch.from_numpy(diverged)
+            self._warning_counts[diverged] = 0
 
     def step(self) -> None:
         """Advance every world by ``decimation`` physics steps (one call into the thread pool, or two when the
@@ -144,7 +151,7 @@ class MujocoSimulation(Simulation):
             self._batch.step(nstep=self.cfg.decimation)
             return
         flags[:] = self._flags | SENSOR_DISABLE_BIT
-        if "sensordata" not in self._outputs:  # no reader: one call into the pool, no sensor computed
+        if not SENSOR_OUTPUTS & self._outputs.keys():  # no reader: one call into the pool, no sensor computed
             self._batch.step(nstep=self.cfg.decimation)
             flags[:] = self._flags  # a later forward (a reset, a newly bound view) computes everything
             return
