@@ -116,11 +116,17 @@ def test_play_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     assert "at least 1" in _usage_error(
         capsys, play.main, ["cartpole-balance", "--agent", "zero", "--num-episodes", "0"]
     )
+    videos = tmp_path / "videos"
+    zero_wide = ["cartpole-balance", "--agent", "zero", "--video", "--video-width", "0"]
+    assert "--video-width" in _usage_error(capsys, play.main, [*zero_wide, "--video-path", str(videos / "v.mp4")])
+    assert not videos.exists()
 
 
-def test_bench_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+def test_bench_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert "unknown task" in _usage_error(capsys, bench.main, ["nope"])
     assert "must be positive" in _usage_error(capsys, bench.main, ["cartpole-balance", "--num-envs", "0"])
+    assert "--train-num-envs" in _usage_error(capsys, bench.main, ["cartpole-balance", "--train-num-envs", "0"])
+    assert "is a directory" in _usage_error(capsys, bench.main, ["cartpole-balance", "--json", str(tmp_path)])
 
 
 def test_list_tasks_prints_ids_and_descriptions(capsys: pytest.CaptureFixture[str]) -> None:

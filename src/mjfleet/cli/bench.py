@@ -311,6 +311,10 @@ def main(argv: list[str] | None = None) -> None:
         raise UsageError("--num-envs, --steps and --workers must be positive and --train-iterations at least 2")
     if cfg.workers_per_gpu < 1:
         raise UsageError(f"--workers-per-gpu must be at least 1 (got {cfg.workers_per_gpu})")
+    if cfg.train_num_envs is not None and cfg.train_num_envs < 1:
+        raise UsageError(f"--train-num-envs must be at least 1 (got {cfg.train_num_envs})")
+    if cfg.json is not None and cfg.json.is_dir():
+        raise UsageError(f"--json {cfg.json} is a directory; name a file to write the results to")
     try:
         run(task_id, cfg, Console(width=max(Console().width, 120)))
     except BenchFailed as e:

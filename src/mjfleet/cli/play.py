@@ -18,6 +18,7 @@ from mjfleet.config_io import load_yaml, update_dataclass
 from mjfleet.console import configure_logging
 from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import UsageError, exits_on_usage_error
+from mjfleet.render.size import check_video_size
 from mjfleet.rl.checkpoint.files import list_checkpoints, newest_run
 from mjfleet.rl.config import AgentConfig
 from mjfleet.runs.source import local_checkpoint, resolve_play_checkpoint
@@ -121,6 +122,8 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
     cfg = parse(PlayConfig, rest, prog, default)
     if cfg.num_episodes < 1 or cfg.env.num_envs < 1:
         raise UsageError("--num-episodes and --env.num-envs must be at least 1")
+    if cfg.video:
+        check_video_size(cfg.video_width, cfg.video_height)
     if not 0 <= cfg.viewer_port <= 65535:
         raise UsageError(f"--viewer-port must be between 0 and 65535, got {cfg.viewer_port}")
     if cfg.viewer == "native":

@@ -20,6 +20,7 @@ import tyro
 
 from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import UsageError
+from mjfleet.render.size import check_video_size
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.evaluation.stop_condition import StopWhen, as_condition
 from mjfleet.rl.learners.registry import learner_names
@@ -149,8 +150,6 @@ def validate(cfg: TrainConfig) -> None:
         "--workers-per-gpu": cfg.workers_per_gpu,
         "--replica-check-interval": cfg.replica_check_interval,
         "--video-length": cfg.video_length,
-        "--video-width": cfg.video_width,
-        "--video-height": cfg.video_height,
     }
     for flag, value in positive.items():
         if value < 1:
@@ -200,11 +199,7 @@ def validate(cfg: TrainConfig) -> None:
         raise UsageError(f"--stop-when-iterations must be at least 1 (got {cfg.stop_when_iterations})")
     if cfg.video_interval < 0:
         raise UsageError(f"--video-interval must be 0 (no videos) or positive (got {cfg.video_interval})")
-    size = f"{cfg.video_width}x{cfg.video_height}"
-    if cfg.video_width > 4096 or cfg.video_height > 4096:
-        raise UsageError(f"--video-width and --video-height must be at most 4096 (got {size})")
-    if cfg.video_width % 2 or cfg.video_height % 2:
-        raise UsageError(f"--video-width and --video-height must be even for H.264 (got {size})")
+    check_video_size(cfg.video_width, cfg.video_height)
     if cfg.cpu_workers > MAX_CPU_WORKERS:
         raise UsageError(f"--cpu-workers must be at most {MAX_CPU_WORKERS} (got {cfg.cpu_workers})")
     if cfg.workers_per_gpu > MAX_WORKERS_PER_GPU:
