@@ -121,5 +121,12 @@ def test_every_bad_file_is_one_line_naming_it_and_what_is_wrong(model: mujoco.Mj
     _refused(text, joints, "not a table of numbers")
     np.savez(tmp_path / "partial.npz", fps=[50], joint_pos=rows[:, 7:])
     _refused(tmp_path / "partial.npz", joints, "no body_pos_w, body_quat_w")
+    frames = rows.shape[0]
+    for name, pos, quat in (
+        ("bodiless.npz", np.zeros((frames, 0, 3)), np.zeros((frames, 0, 4))),
+        ("three_part_quaternions.npz", np.zeros((frames, 2, 3)), np.tile([1.0, 0.0, 0.0], (frames, 2, 1))),
+    ):
+        np.savez(tmp_path / name, fps=[50], joint_pos=rows[:, 7:], body_pos_w=pos, body_quat_w=quat)
+        _refused(tmp_path / name, joints, "positions (3) and quaternions (4)")
     (tmp_path / "walk.bvh").write_text("HIERARCHY")
     _refused(tmp_path / "walk.bvh", joints, "not a .csv")

@@ -130,10 +130,11 @@ def _read_npz(path: Path, joints: int) -> tuple[float, np.ndarray, np.ndarray, n
     if joint_pos.ndim != 2 or joint_pos.shape[1] != joints:
         raise UsageError(f"motion file {path}: joint_pos has shape {joint_pos.shape}, the robot has {joints} joints")
     frames = joint_pos.shape[0]
-    if body_pos.shape[:1] != (frames,) or body_pos.ndim != 3 or body_quat.shape[:1] != (frames,) or body_quat.ndim != 3:
+    bodies = body_pos.shape[1] if body_pos.ndim == 3 else 0
+    if bodies < 1 or body_pos.shape != (frames, bodies, 3) or body_quat.shape != (frames, bodies, 4):
         raise UsageError(
-            f"motion file {path}: body_pos_w {body_pos.shape} and body_quat_w {body_quat.shape} do not have"
-            f" {frames} frames of bodies"
+            f"motion file {path}: body_pos_w {body_pos.shape} and body_quat_w {body_quat.shape} are not {frames} frames"
+            " of positions (3) and quaternions (4) of the same bodies, the root first"
         )
     return fps, body_pos[:, 0], body_quat[:, 0], joint_pos
 
