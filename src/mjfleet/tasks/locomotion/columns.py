@@ -30,3 +30,9 @@ def concat_columns(parts: tuple[torch.Tensor, ...], rows: int, device: torch.dev
         out[:, col : col + width] = part
         col += width
     return out
+
+
+def column_amplitudes(parts: tuple[tuple[int, float], ...], scale: float, device: torch.device) -> torch.Tensor:
+    """One value per column of an observation laid out as ``parts`` (columns, amplitude), times ``scale``: the
+    uniform noise each column gets."""
+    return torch.cat([torch.full((k,), a, device=device) for k, a in parts]) * scale

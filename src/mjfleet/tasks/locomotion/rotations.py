@@ -52,3 +52,47 @@ def quat_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         ),
         dim=-1,
     )
+
+
+def conjugate(q: torch.Tensor) -> torch.Tensor:
+    """The inverse rotations of unit quaternions ``q``."""
+    return torch.cat((q[..., :1], -q[..., 1:]), dim=-1)
+
+
+def rotation_angle(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The angle of the rotation between unit quaternions ``a`` and ``b`` (radians, in [0, pi])."""
+    dot = torch.sum(a * b, dim=-1).abs().clamp(max=1.0)
+    return 2.0 * torch.acos(dot)
+
+
+def two_columns(q: torch.Tensor) -> torch.Tensor:
+    """The first two columns of the rotation matrices of ``q`` (..., 6): a continuous encoding of an orientation."""
+    w, x, y, z = q.unbind(-1)
+    return torch.stack(
+        (
+            1 - 2 * (y * y + z * z),
+            2 * (x * y + w * z),
+            2 * (x * z - w * y),
+            2 * (x * y - w * z),
+            1 - 2 * (x * x + z * z),
+            2 * (y * z + w * x),
+        ),
+        dim=-1,
+    )
+
+
+def euler_quat(rpy: torch.Tensor) -> torch.Tensor:
+    """Quaternions of roll, pitch, yaw rotations (applied in that order about the world axes), (..., 4)."""
+    half = rpy / 2
+    c, s = torch.cos(half), torch.sin(half)
+    cr, cp, cy = c.unbind(-1)
+    sr, sp, sy = s.unbind(-1)
+    return torch.stack(
+        (
+            cr * cp * cy + sr * sp * sy,
+            sr * cp * cy - cr * sp * sy,
+            cr * sp * cy + sr * cp * sy,
+            cr * cp * sy - sr * sp * cy,
+        ),
+        dim=-1,
+    )

@@ -12,7 +12,7 @@ import torch
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.task import Task
 from mjfleet.tasks.locomotion.actions import action_scales
-from mjfleet.tasks.locomotion.columns import Index, columns, concat_columns
+from mjfleet.tasks.locomotion.columns import Index, column_amplitudes, columns, concat_columns
 from mjfleet.tasks.locomotion.commands import CommandCurriculum, VelocityCommands
 from mjfleet.tasks.locomotion.config import LocomotionConfig
 from mjfleet.tasks.locomotion.curriculum import TerrainCurriculum
@@ -152,7 +152,7 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
             (nu, noise.joint_vel),
             (nu, 0.0),
         )
-        return torch.cat([torch.full((k,), a, device=dev) for k, a in parts]) * noise.scale
+        return column_amplitudes(parts, noise.scale, dev)
 
     def _make_scan_points(self, dev: torch.device) -> torch.Tensor:
         """Height-scan points in the heading frame, ``(points, 2)``, x-major."""

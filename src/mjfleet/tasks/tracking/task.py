@@ -19,65 +19,28 @@ import torch
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.task import ExportedTables, Task
 from mjfleet.tasks.locomotion.actions import action_scales
+from mjfleet.tasks.locomotion.columns import column_amplitudes
 from mjfleet.tasks.locomotion.model import SELF_CONTACT_SENSOR, build_model
 from mjfleet.tasks.locomotion.randomization import BATCHED_FIELDS, DomainRandomizer, Pushes, movable_centre_of_mass
-from mjfleet.tasks.locomotion.rotations import projected_gravity, quat_mul, rotate, rotate_inverse
+from mjfleet.tasks.locomotion.rotations import (
+    conjugate,
+    euler_quat,
+    heading,
+    projected_gravity,
+    quat_mul,
+    rotate,
+    rotate_inverse,
+    rotation_angle,
+    two_columns,
+    yaw_quat,
+)
 from mjfleet.tasks.locomotion.sources import resolve_robot
 from mjfleet.tasks.tracking.config import TrackingConfig
-from mjfleet.tasks.tracking.motion import Kinematics, kinematics, read_motion, resample
+from mjfleet.tasks.tracking.motion import kinematics, read_motion, resample
+from mjfleet.tasks.tracking.reference import Reference
 
 MOTION_END = "motion_end"
 """The time-out of an episode that reached the motion's last frame."""
-
-
-def conjugate(q: torch.Tensor) -> torch.Tensor:
-    return torch.cat((q[..., :1], -q[..., 1:]), dim=-1)
-
-
-def rotation_angle(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """The angle of the rotation between unit quaternions ``a`` and ``b`` (radians, in [0, pi])."""
-    dot = torch.sum(a * b, dim=-1).abs().clamp(max=1.0)
-    return 2.0 * torch.acos(dot)
-
-
-def yaw_only(q: torch.Tensor) -> torch.Tensor:
-    """The heading part of unit quaternions ``q`` (a rotation about the world z axis)."""
-    w, x, y, z = q.unbind(-1)
-    yaw = torch.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
-    zero = torch.zeros_like(yaw)
-    return torch.stack((torch.cos(yaw / 2), zero, zero, torch.sin(yaw / 2)), dim=-1)
-
-
-def two_columns(q: torch.Tensor) -> torch.Tensor:
-    """The first two columns of the rotation matrices of ``q`` (..., 6): a continuous encoding of an orientation."""
-    w, x, y, z = q.unbind(-1)
-    return torch.stack(
-        (
-            1 - 2 * (y * y + z * z),
-            2 * (x * y + w * z),
-            2 * (x * z - w * y),
-            2 * (x * y - w * z),
-            1 - 2 * (x * x + z * z),
-            2 * (y * z + w * x),
-        ),
-        dim=-1,
-    )
-
-
-class Reference:
-    """The motion's frames on a device, one tensor per quantity ``(frames, ...)``, for the tracked bodies."""
-
-    def __init__(self, kin: Kinematics, bodies: list[int], device: torch.device) -> None:
-        def t(values: np.ndarray) -> torch.Tensor:
-            return torch.as_tensor(values, dtype=torch.float32, device=device)
-
-        self.frames = int(kin.joint_pos.shape[0])
-        self.joint_pos, self.joint_vel = t(kin.joint_pos), t(kin.joint_vel)
-        index = [b - 1 for b in bodies]  # the kinematics leave the world body out
-        self.body_pos, self.body_quat = t(kin.body_pos[:, index]), t(kin.body_quat[:, index])
-        self.body_lin_vel, self.body_ang_vel = t(kin.body_lin_vel[:, index]), t(kin.body_ang_vel[:, index])
-        self.root_pos, self.root_quat = t(kin.body_pos[:, 0]), t(kin.body_quat[:, 0])
-        self.root_lin_vel, self.root_ang_vel = t(kin.body_lin_vel[:, 0]), t(kin.body_ang_vel[:, 0])
 
 
 class TrackingTask(Task[TrackingConfig]):
@@ -171,7 +134,7 @@ class TrackingTask(Task[TrackingConfig]):
             (nu, noise.joint_vel),
             (nu, 0.0),  # the last actions
         )
-        return torch.cat([torch.full((k,), a, device=dev) for k, a in parts]) * noise.scale
+        return column_amplitudes(parts, noise.scale, dev)
 
     # --- actions -----------------------------------------------------------------------------------------------
     def joint_targets_at_zero(self) -> torch.Tensor:
@@ -217,7 +180,7 @@ class TrackingTask(Task[TrackingConfig]):
         anchor_pos, anchor_quat = ref_pos[:, self._anchor], ref_quat[:, self._anchor]
         robot_pos = env.sim.xpos[:, self._anchor_body]
         robot_quat = env.sim.xquat[:, self._anchor_body]
-        turn = yaw_only(quat_mul(robot_quat, conjugate(anchor_quat)))
+        turn = yaw_quat(heading(quat_mul(robot_quat, conjugate(anchor_quat))))
         place = torch.cat((robot_pos[:, :2], anchor_pos[:, 2:]), dim=-1)
         k = ref_pos.shape[1]
         offset = rotate(turn[:, None].expand(-1, k, -1), ref_pos - anchor_pos[:, None])
@@ -291,7 +254,7 @@ class TrackingTask(Task[TrackingConfig]):
             ),
             -1,
         )
-        root_quat = quat_mul(_euler_quat(roll_pitch_yaw), ref.root_quat[frame])
+        root_quat = quat_mul(euler_quat(roll_pitch_yaw), ref.root_quat[frame])
         joints = ref.joint_pos[frame][:, self._actuated] + noise(cfg.start_joint_noise, n, len(self._actuated))
         joints = torch.minimum(torch.maximum(joints, self._soft_low), self._soft_high)
         sim = env.sim
@@ -473,20 +436,3 @@ class TrackingTask(Task[TrackingConfig]):
     def success(self, env: MjEnv, env_ids: torch.Tensor, time_outs: torch.Tensor) -> torch.Tensor:
         """Timed out (the motion's end, or the episode's length) without a termination."""
         return time_outs
-
-
-def _euler_quat(rpy: torch.Tensor) -> torch.Tensor:
-    """Quaternions of roll, pitch, yaw rotations (applied in that order about the world axes), (..., 4)."""
-    half = rpy / 2
-    c, s = torch.cos(half), torch.sin(half)
-    cr, cp, cy = c.unbind(-1)
-    sr, sp, sy = s.unbind(-1)
-    return torch.stack(
-        (
-            cr * cp * cy + sr * sp * sy,
-            sr * cp * cy - cr * sp * sy,
-            cr * sp * cy + sr * cp * sy,
-            cr * cp * sy - sr * sp * cy,
-        ),
-        dim=-1,
-    )

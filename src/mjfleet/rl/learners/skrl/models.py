@@ -60,15 +60,22 @@ def squashed(mean: torch.Tensor, limit: float | None) -> torch.Tensor:
     return mean if limit is None else limit * torch.tanh(mean)
 
 
-def uniform_actions(inputs: dict[str, Any], num_actions: int, limit: float, device: torch.device) -> torch.Tensor:
-    """Actions drawn uniformly from [-limit, limit], one row per observation, from torch's generator (seeded with the
-    run): what the off-policy learners take during their ``random-steps``. skrl's ``random_act`` samples through
-    gymnasium's batched space, which copies one generator state on every call: the same actions every step."""
-    rows = inputs["observations"].shape[0]
-    return limit * (2.0 * torch.rand(rows, num_actions, device=device) - 1.0)
+class UniformWarmUp:
+    """An actor's ``random_act`` (the off-policy learners' ``random-steps``): actions drawn uniformly from [-limit,
+    limit] by torch's generator, seeded with the run. skrl's own samples through gymnasium's batched space, which
+    copies one generator state on every call: the same actions every step."""
+
+    limit: float | None
+    num_actions: int
+    device: torch.device
+
+    def random_act(self, inputs: dict[str, Any], *, role: str = "") -> tuple[torch.Tensor, dict[str, Any]]:
+        limit = 1.0 if self.limit is None else self.limit
+        rows = inputs["observations"].shape[0]
+        return limit * (2.0 * torch.rand(rows, self.num_actions, device=self.device) - 1.0), {}
 
 
-class GaussianActor(GaussianMixin, Model):
+class GaussianActor(UniformWarmUp, GaussianMixin, Model):
     """PPO's and SAC's actor: an MLP of the policy observations gives the mean, a learned log standard deviation per
     action (independent of the observation, as in skrl's examples) the spread.
 
@@ -110,9 +117,6 @@ class GaussianActor(GaussianMixin, Model):
         outputs["mean_actions"] = squashed(outputs["mean_actions"], self.limit)
         return self.limit * tanh, outputs
 
-    def random_act(self, inputs: dict[str, Any], *, role: str = "") -> tuple[torch.Tensor, dict[str, Any]]:
-        return uniform_actions(inputs, self.num_actions, 1.0 if self.limit is None else self.limit, self.device), {}
-
     def reduce_parameters(self) -> None:
         self.clock.timed(super().reduce_parameters)
 
@@ -122,7 +126,7 @@ class GaussianActor(GaussianMixin, Model):
         return float(self.log_std_parameter.detach().clamp(self._g_min_log_std, self._g_max_log_std).exp().mean())
 
 
-class DeterministicActor(DeterministicMixin, Model):
+class DeterministicActor(UniformWarmUp, DeterministicMixin, Model):
     """TD3's actor: an MLP of the policy observations, squashed into [-limit, limit]."""
 
     def __init__(
@@ -142,9 +146,6 @@ class DeterministicActor(DeterministicMixin, Model):
         self, inputs: dict[str, Any], role: str = ""
     ) -> tuple[torch.Tensor, dict[str, Any]]:
         return squashed(self.mlp(inputs["observations"]), self.limit), {}
-
-    def random_act(self, inputs: dict[str, Any], *, role: str = "") -> tuple[torch.Tensor, dict[str, Any]]:
-        return uniform_actions(inputs, self.num_actions, 1.0 if self.limit is None else self.limit, self.device), {}
 
     def reduce_parameters(self) -> None:
         self.clock.timed(super().reduce_parameters)
