@@ -21,7 +21,8 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from mjfleet.tasks.locomotion.model import build_model, lowest_point, zone_geoms
+from mjfleet.tasks.locomotion.contacts import zone_geoms
+from mjfleet.tasks.locomotion.model import build_model, lowest_point
 from mjfleet.tasks.locomotion.robots import UNITREE_G1
 from mjfleet.tasks.tracking.config import SHIPPED_MOTION
 

@@ -26,7 +26,7 @@ HORIZON = {"cartpole": 50, "flat": 20, "rough": 10, "reach": 20, "cube": 20, "tr
 """Control steps compared. Warp steps in float32 and MuJoCo C in float64; on flat ground (a plane) both collide
 and solve alike and stay within ~3e-5 over 20 steps (0.4 s of walking with contacts). On the rough terrain the
 heightfield colliders differ (MuJoCo C's prisms against MuJoCo Warp's own), so the trajectories separate at the
-first foot contact: there each world is compared up to the step before either backend's touch sensors first
+first foot contact: there each world is compared up to the step before either backend's contact sensors first
 read a contact."""
 
 TOLERANCE = {"cartpole": 1e-4, "flat": 1e-3, "rough": 1e-4, "reach": 1e-3, "cube": 1e-2, "tracking": 1e-3}
@@ -51,7 +51,7 @@ def _env(task_id: str, backend: Backend, num_envs: int, **sim: object) -> MjEnv:
 
 
 def _trajectory(task_id: str, backend: Backend, steps: int, num_envs: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
-    """The state after each step, and whether any touch sensor of the world read a contact by then."""
+    """The state after each step, and whether any contact sensor of the world read a contact by then."""
     env = _env(task_id, backend, num_envs)
     gen = torch.Generator().manual_seed(1)
     states, touched = [], torch.zeros(num_envs, dtype=torch.bool)
@@ -60,7 +60,7 @@ def _trajectory(task_id: str, backend: Backend, steps: int, num_envs: int = 4) -
         env.step(torch.randn(num_envs, env.num_actions, generator=gen) * 0.5)
         states.append(torch.cat((env.sim.qpos, env.sim.qvel), dim=-1).clone())
         if env.sim.sensordata.shape[1]:
-            touched = touched | (env.sim.sensordata > 0).any(dim=1)
+            touched = touched | (env.sim.sensordata != 0).any(dim=1)  # net forces: either sign
         touches.append(touched.clone())
     return torch.stack(states), torch.stack(touches)
 
@@ -96,7 +96,7 @@ def test_every_task_trains_with_both_backends(task_id: str, backend: Backend) ->
 
 @pytest.mark.parametrize("backend", ["warp", "mujoco"])
 def test_sensors_on_the_last_substep_only_change_nothing(backend: Backend) -> None:
-    """The go1's touch sensors are skipped on the first 3 of 4 substeps by default; state, sensors and every other
+    """The go1's contact sensors are skipped on the first 3 of 4 substeps by default; state, sensors and every other
     derived field read by tasks are bit-identical to computing them on every substep."""
     runs = []
     for every_substep in (True, False):
@@ -110,7 +110,7 @@ def test_sensors_on_the_last_substep_only_change_nothing(backend: Backend) -> No
             seen.append(torch.cat([env.sim.view(f).reshape(8, -1) for f in fields], dim=-1).clone())
         runs.append(torch.stack(seen))
     sensors = env.sim.view("sensordata")
-    assert float(sensors.abs().sum()) > 0, "no touch sensor fired: the comparison would prove nothing"
+    assert float(sensors.abs().sum()) > 0, "no contact sensor fired: the comparison would prove nothing"
     assert torch.equal(runs[0], runs[1]), f"max difference {(runs[0] - runs[1]).abs().max()}"
 
 
@@ -145,4 +145,4 @@ def test_sensors_nobody_reads_are_not_computed_and_change_nothing() -> None:
             sim.ctrl[:] = ctrl
             sim.step()
         assert torch.equal(every, read)
-    assert float(read.abs().sum()) > 0, "no touch sensor fired: the comparison would prove nothing"
+    assert float(read.abs().sum()) > 0, "no contact sensor fired: the comparison would prove nothing"

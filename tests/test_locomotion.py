@@ -30,10 +30,11 @@ from mjfleet.tasks.locomotion.config import (
     RandomizationConfig,
     TerrainConfig,
 )
+from mjfleet.tasks.locomotion.contacts import ZoneForces, zone_sensors
 from mjfleet.tasks.locomotion.curriculum import TerrainCurriculum
 from mjfleet.tasks.locomotion.model import _add_heightfield, build_model
 from mjfleet.tasks.locomotion.randomization import BATCHED_FIELDS, DomainRandomizer, movable_centre_of_mass
-from mjfleet.tasks.locomotion.robots import GO1
+from mjfleet.tasks.locomotion.robots import GO1, UNITREE_GO1
 from mjfleet.tasks.locomotion.rotations import heading, projected_gravity, quat_mul, rotate, rotate_inverse, yaw_quat
 from mjfleet.tasks.locomotion.task import LocomotionTask
 from mjfleet.tasks.locomotion.terrain import HeightLookup, generate
@@ -746,3 +747,71 @@ def test_curriculum_levels_survive_a_checkpoint_round_trip() -> None:
     first.task.curriculum.levels[:] = torch.arange(8) % first.task.curriculum.num_levels
     second.task.load_state_dict(first.task.state_dict())
     assert torch.equal(second.task.curriculum.levels, first.task.curriculum.levels)
+
+
+def test_an_arm_pressing_on_the_torso_is_not_the_torso_on_the_ground() -> None:
+    """Contact zones measure contacts with the ground only. Menagerie's G1 keeps its self-collisions: with the
+    shoulders rolled inwards its arms press on its torso, which once ended every such episode by ``base_contact``;
+    the feet still carry its weight."""
+    task_id = "unitree-g1-velocity-flat"
+    if (reason := missing_files(task_id)) is not None:
+        pytest.skip(reason)
+    env = make_loco_env(task_id, num_envs=2)
+    task = _task(env)
+    env.reset_all()
+    m = env.sim.mj_model
+    actions = torch.zeros(2, env.num_actions)
+    for side, inwards in (("left", -0.7), ("right", 0.7)):  # radians past the home pose's roll
+        i = int(m.actuator(f"{side}_shoulder_roll").id)
+        actions[:, i] = inwards / float(task.action_scale[i])
+    torso, arms = int(m.body("torso_link").id), {int(m.body(f"{s}_elbow_link").id) for s in ("left", "right")}
+    pressed = 0
+    for _ in range(10):
+        _, _, dones, _ = env.step(actions)
+        assert not dones.any() and not task.terminal_contact.any()
+        d = mujoco.MjData(m)
+        d.qpos[:], d.qvel[:] = env.sim.qpos[0].numpy(), env.sim.qvel[0].numpy()
+        mujoco.mj_forward(m, d)
+        bodies = [{int(m.geom_bodyid[c.geom1]), int(m.geom_bodyid[c.geom2])} for c in d.contact[: d.ncon]]
+        pressed += any(torso in pair and pair & arms for pair in bodies)
+    assert pressed >= 5, "the arms never pressed on the torso: the test would prove nothing"
+    weight = float(m.body_subtreemass[1]) * -float(m.opt.gravity[2])
+    feet = task._zone_forces(env.sim.sensordata)[:, task._feet_touch].sum(dim=-1)
+    torch.testing.assert_close(feet, torch.full((2,), weight), rtol=0.5, atol=0.0)
+
+
+def test_standing_feet_carry_the_weight_alike_on_both_backends() -> None:
+    feet = []
+    for backend in ("warp", "mujoco"):
+        env = make_loco_env("go1-velocity-flat", num_envs=2, sim=SimConfig(backend=backend, decimation=4))
+        task = _task(env)
+        for _ in range(25):
+            env.step(torch.zeros(2, env.num_actions))
+        forces = task._zone_forces(env.sim.sensordata)
+        assert not forces[:, task._undesired_touch].any() and not forces[:, task._terminal_touch].any()
+        feet.append(forces[:, task._feet_touch])
+    torch.testing.assert_close(feet[0], feet[1], rtol=0.0, atol=0.5)
+    m = env.sim.mj_model
+    weight = float(m.body_subtreemass[1]) * -float(m.opt.gravity[2])  # the base's mass is drawn per world
+    torch.testing.assert_close(feet[1].sum(dim=-1), torch.full((2,), weight), rtol=0.25, atol=0.0)
+
+
+def test_a_zone_of_some_of_its_bodys_geoms_sums_their_net_forces() -> None:
+    """Menagerie's Go1 calf zone is two of its body's three collision geoms (the third is the foot): one sensor per
+    geom, their net force vectors summed before the norm."""
+    if (reason := missing_files("unitree-go1-velocity-flat")) is not None:
+        pytest.skip(reason)
+    m = build_model(UNITREE_GO1, None)
+    calf = zone_sensors(m, "FR_calf")
+    assert len(calf) == 2 and zone_sensors(m, "FR_foot") == [int(m.sensor("touch_FR_foot").id)]
+    assert {int(m.sensor_objtype[s]) for s in calf} == {int(mujoco.mjtObj.mjOBJ_GEOM)}
+    reader = ZoneForces(m, UNITREE_GO1, torch.device("cpu"))
+    sensordata = torch.zeros(3, m.nsensordata)
+    for sensor, force in zip(calf, ((3.0, 0.0, 1.0), (0.0, 4.0, -1.0)), strict=True):
+        adr = int(m.sensor_adr[sensor])
+        sensordata[1, adr : adr + 3] = torch.tensor(force)
+    forces = reader(sensordata)
+    column = UNITREE_GO1.watched().index("FR_calf")
+    assert forces.shape == (3, len(UNITREE_GO1.watched()))
+    assert float(forces[1, column]) == pytest.approx(5.0)
+    assert float(forces.sum()) == pytest.approx(5.0)

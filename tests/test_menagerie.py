@@ -16,7 +16,8 @@ import torch
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.errors import UsageError
-from mjfleet.tasks.locomotion.model import build_model, touch_sensor_name, zone_geoms
+from mjfleet.tasks.locomotion.contacts import zone_geoms, zone_sensors
+from mjfleet.tasks.locomotion.model import build_model
 from mjfleet.tasks.locomotion.presets import UNITREE_G1_ROUGH_CPU_ITERATIONS
 from mjfleet.tasks.locomotion.robots import GO1, HUMANOID, UNITREE_G1, UNITREE_GO1
 from mjfleet.tasks.locomotion.sources import CLOSED_NETWORK_DOC, menagerie_available, resolve_robot, robot_file
@@ -58,10 +59,11 @@ def test_menagerie_records_build_a_task_model_from_a_checkout(fixture_root: Path
     m = build_model(robot, None)
     assert m.opt.timestep == robot.timestep and m.opt.integrator == mujoco.mjtIntegrator.mjINT_IMPLICITFAST
     assert m.geom("floor").type[0] == mujoco.mjtGeom.mjGEOM_PLANE  # Menagerie robot files have no ground
-    # One touch sensor per zone, nothing else (the file's IMU sensors are dropped); a reference site per foot.
-    assert m.nsensor == len(robot.watched())
-    for name in robot.watched():
-        assert m.sensor(touch_sensor_name(name)).type[0] == mujoco.mjtSensor.mjSENS_TOUCH
+    # Ground contact sensors per zone, nothing else (the file's IMU sensors are dropped); a reference site per foot.
+    sensors = [s for name in robot.watched() for s in zone_sensors(m, name)]
+    assert sorted(sensors) == list(range(m.nsensor))
+    assert np.all(m.sensor_type == mujoco.mjtSensor.mjSENS_CONTACT)
+    assert np.all(m.sensor_refid == 0)  # the world body: the ground
     for foot in robot.feet:
         assert m.site_bodyid[m.site(f"{foot}_site").id] == m.geom_bodyid[zone_geoms(m, robot, foot)[0]]
     # Every hinge is driven by a position servo whose target is the home pose; the feet touch the ground there.

@@ -99,12 +99,12 @@ def test_a_menagerie_root_copy_without_a_foot_names_the_body_and_the_zone(
     monkeypatch.setenv("MENAGERIE_ROOT", str(tmp_path))
     message = _prepare_error("unitree_go1")
     assert message.startswith(f"--env.robot unitree_go1 ({tmp_path / 'unitree_go1' / 'go1.xml'}) lacks what")
-    assert "no body 'FR_calf' (zone 'FR_foot''s touch sensor; closest: " in message
+    assert "no body 'FR_calf' (zone 'FR_foot''s contact sensor; closest: " in message
     assert "; and 0 more" not in message
     # A foot sphere taken out: the body is there, the collision geom the zone watches is not.
     no_sphere = _without(GO1_XML, r'\s*<geom name="RL" type="sphere"[^>]*/>')
     (tmp_path / "unitree_go1" / "go1.xml").write_text(no_sphere)
-    assert "body 'RL_calf' has no collision geom of type sphere (zone 'RL_foot''s touch sensor watches them)" in (
+    assert "body 'RL_calf' has no collision geom of type sphere (zone 'RL_foot''s contact sensor watches them)" in (
         _prepare_error("unitree_go1")
     )
 
@@ -125,7 +125,7 @@ def test_records_with_servos_and_named_geoms_are_checked_too(monkeypatch: pytest
         spec.delete(key)
     assert robot_problems(go1, spec) == [
         "body 'trunk' has no free joint as the file's first joint (the floating base)",
-        "no geom 'FR_foot' (zone 'FR_foot''s touch sensor; closest: 'RR_foot', 'RL_foot')",
+        "no geom 'FR_foot' (zone 'FR_foot''s contact sensor; closest: 'RR_foot', 'RL_foot')",
         "no keyframe 'home' (the record takes the initial pose from it; the file has none)",
     ]
 

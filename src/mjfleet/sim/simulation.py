@@ -26,8 +26,8 @@ def sensors_last_substep_only(mj_model: mujoco.MjModel, cfg: SimConfig) -> bool:
     """Whether sensors are computed on the last physics substep of an env step only.
 
     ``sensordata`` is read after the step, and like every derived field it holds the last substep's values, so
-    sensors on earlier substeps are work nobody sees (13 touch sensors cost the go1 a large share of each
-    ``mj_step``). The exception is a sensor whose output depends on earlier evaluations: history buffers (delay,
+    sensors on earlier substeps are work nobody sees (each of the go1's 13 contact sensors scans every contact
+    of its world). The exception is a sensor whose output depends on earlier evaluations: history buffers (delay,
     interval sampling) and plugins; then every substep computes them as MuJoCo would.
     """
     return (

@@ -100,9 +100,9 @@ def robot_problems(robot: RobotSpec, spec: mujoco.MjSpec) -> list[str]:
 
 
 def _zone_problem(m: mujoco.MjModel, robot: RobotSpec, name: str, bodies: list[str]) -> str:
-    """What zone ``name`` lacks: its geom, or its body and a collision geom there (as ``model.zone_geoms`` finds)."""
+    """What zone ``name`` lacks: its geom, or its body and a collision geom there (as ``contacts.zone_geoms`` finds)."""
     zone = robot.zone(name)
-    role = f"zone {name!r}'s touch sensor"
+    role = f"zone {name!r}'s contact sensor"
     if zone.geom:
         geoms = _names(m, mujoco.mjtObj.mjOBJ_GEOM, m.ngeom)
         return "" if zone.geom in geoms else _missing("geom", zone.geom, role, geoms)

@@ -11,20 +11,13 @@ import numpy as np
 
 from mjfleet.errors import UsageError
 from mjfleet.tasks.locomotion.check import check_robot_spec
+from mjfleet.tasks.locomotion.contacts import add_ground_sensors, zone_geoms
 from mjfleet.tasks.locomotion.robots import RobotSpec
 from mjfleet.tasks.locomotion.sources import robot_file
 from mjfleet.tasks.locomotion.terrain import TerrainMap
 
-TOUCH_MARGIN = 0.005
-"""Touch zones are the collision geoms grown by this much (metres), so contact points always lie inside."""
-
 TERRAIN_BASE = 0.2
 """Thickness of the heightfield's solid base below its lowest point (metres)."""
-
-
-def touch_sensor_name(geom: str) -> str:
-    """Name of the touch sensor (and of its site) watching ``geom``."""
-    return f"touch_{geom}"
 
 
 SELF_CONTACT_SENSOR = "self_contact"
@@ -34,14 +27,13 @@ _REDUCE_MAXFORCE = 2
 
 
 def build_model(robot: RobotSpec, terrain: TerrainMap | None, self_contacts: bool = False) -> mujoco.MjModel:
-    """The robot's model as the task expects it: position servos, a ``home`` keyframe, a touch sensor per zone,
-    and a ``floor`` plane, replaced by ``terrain`` when given.
+    """The robot's model as the task expects it: position servos, a ``home`` keyframe, a ground contact sensor per
+    zone (:mod:`~mjfleet.tasks.locomotion.contacts`), a reference site per foot, and a ``floor`` plane, replaced by
+    ``terrain`` when given.
 
-    Touch sensors are computed inside the physics step (after the constraint solver), so contact flags cost one
-    small kernel per substep and need no contact bookkeeping outside the captured graph. A touch sensor sums the
-    normal forces of the contacts of its site's body that fall into the site's volume; one site per zone, shaped
-    like its geom (or a box around its geoms), separates e.g. a calf's own contacts from those of the foot on the
-    same body.
+    Contact sensors are computed inside the physics step (after the constraint solver), so contact flags need no
+    contact bookkeeping outside the captured graph. They measure contacts with the ground only: an arm brushing
+    the torso is not the torso on the ground.
 
     ``self_contacts``: also a contact sensor of the robot's contacts with itself (its root body's subtree against
     itself: the ground is not in it), reading how many there are and the force of the strongest, named
@@ -67,7 +59,9 @@ def build_model(robot: RobotSpec, terrain: TerrainMap | None, self_contacts: boo
         _add_servos(spec, robot)
     if robot.home:
         _set_home(spec, robot)
-    _add_touch_sensors(spec, robot)
+    compiled = spec.compile()
+    add_ground_sensors(spec, compiled, robot)  # first: it finds geoms by compiled id, which an edit invalidates
+    _add_foot_sites(spec, compiled, robot)
     if self_contacts:
         root = spec.worldbody.first_body().name
         field = mujoco.mjtConDataField
@@ -83,10 +77,6 @@ def build_model(robot: RobotSpec, terrain: TerrainMap | None, self_contacts: boo
     if terrain is not None:
         _add_heightfield(spec, terrain)
     return spec.compile()
-
-
-def _is_collision(m: mujoco.MjModel, geom: int) -> bool:
-    return bool(m.geom_contype[geom] or m.geom_conaffinity[geom])
 
 
 def fit_primitive_collisions(spec: mujoco.MjSpec) -> int:
@@ -170,67 +160,23 @@ def lowest_point(m: mujoco.MjModel, d: mujoco.MjData, geom: int) -> float:
     return float(world[:, 2].min())
 
 
-def zone_geoms(m: mujoco.MjModel, robot: RobotSpec, name: str) -> list[int]:
-    """Ids of the collision geoms of the zone called ``name``."""
-    zone = robot.zone(name)
-    if zone.geom:
-        try:
-            return [int(m.geom(zone.geom).id)]
-        except KeyError:
-            raise UsageError(f"robot {robot.name!r}: {robot.source} has no geom {zone.geom!r}") from None
-    try:
-        body = int(m.body(zone.body).id)
-    except KeyError:
-        raise UsageError(f"robot {robot.name!r}: {robot.source} has no body {zone.body!r}") from None
-    kinds = {int(getattr(mujoco.mjtGeom, f"mjGEOM_{k.upper()}")) for k in zone.kinds}
-    found = [
-        g
-        for g in range(m.ngeom)
-        if m.geom_bodyid[g] == body and _is_collision(m, g) and (not kinds or int(m.geom_type[g]) in kinds)
-    ]
-    if not found:
-        raise UsageError(f"robot {robot.name!r}: zone {name!r} has no collision geom in {robot.source}")
-    return found
-
-
-_SHAPED = (
-    mujoco.mjtGeom.mjGEOM_SPHERE,
-    mujoco.mjtGeom.mjGEOM_CAPSULE,
-    mujoco.mjtGeom.mjGEOM_BOX,
-    mujoco.mjtGeom.mjGEOM_CYLINDER,
-)
-
-
-def _add_touch_sensors(spec: mujoco.MjSpec, robot: RobotSpec) -> None:
-    compiled = spec.compile()
+def _add_foot_sites(spec: mujoco.MjSpec, compiled: mujoco.MjModel, robot: RobotSpec) -> None:
+    """A reference site ``<foot>_site`` per foot the file lacks, at the centre of the foot's zone (``compiled`` is
+    ``spec`` compiled)."""
     site_names = {s.name for s in spec.sites}
-    for name in robot.watched():
+    for name in robot.feet:
+        if f"{name}_site" in site_names:
+            continue
         geoms = zone_geoms(compiled, robot, name)
         body = spec.body(compiled.body(int(compiled.geom_bodyid[geoms[0]])).name)
-        kind, size, pos, quat = _zone_shape(compiled, geoms)
-        site_name = touch_sensor_name(name)
-        body.add_site(name=site_name, type=kind, size=size, pos=pos, quat=quat, group=5)
-        spec.add_sensor(
-            name=site_name, type=mujoco.mjtSensor.mjSENS_TOUCH, objtype=mujoco.mjtObj.mjOBJ_SITE, objname=site_name
-        )
-        if name in robot.feet and f"{name}_site" not in site_names:  # the foot's reference point
-            body.add_site(name=f"{name}_site", pos=pos, group=5)
+        body.add_site(name=f"{name}_site", pos=_zone_centre(compiled, geoms), group=5)
 
 
-def _zone_shape(m: mujoco.MjModel, geoms: list[int]) -> tuple[mujoco.mjtGeom, np.ndarray, np.ndarray, np.ndarray]:
-    """A site (type, size, pos, quat in the body frame) enclosing the zone's geoms, grown by ``TOUCH_MARGIN``."""
-    if len(geoms) == 1 and m.geom_type[geoms[0]] in _SHAPED:
-        g = geoms[0]
-        kind = mujoco.mjtGeom(int(m.geom_type[g]))
-        size = np.array(m.geom_size[g], dtype=float)
-        if kind == mujoco.mjtGeom.mjGEOM_CAPSULE or kind == mujoco.mjtGeom.mjGEOM_SPHERE:
-            size[0] += TOUCH_MARGIN  # the radius grows; a capsule's half-length stays (its caps grow with the radius)
-        elif kind == mujoco.mjtGeom.mjGEOM_CYLINDER:
-            size[:2] += TOUCH_MARGIN
-        else:
-            size += TOUCH_MARGIN
-        return kind, size, np.array(m.geom_pos[g], dtype=float), np.array(m.geom_quat[g], dtype=float)
-    # Several geoms, or a mesh: a box around their bounding boxes, axis-aligned in the body frame.
+def _zone_centre(m: mujoco.MjModel, geoms: list[int]) -> list[float]:
+    """Centre of the zone's geoms in their body's frame: the geom's own, or that of a box around their bounding boxes
+    (axis-aligned in the body frame)."""
+    if len(geoms) == 1 and m.geom_type[geoms[0]] != mujoco.mjtGeom.mjGEOM_MESH:
+        return [float(x) for x in m.geom_pos[geoms[0]]]
     signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], dtype=float)
     points = []
     for g in geoms:
@@ -239,8 +185,7 @@ def _zone_shape(m: mujoco.MjModel, geoms: list[int]) -> tuple[mujoco.mjtGeom, np
         corners = m.geom_aabb[g, :3] + m.geom_aabb[g, 3:] * signs
         points.append(m.geom_pos[g] + corners @ rot.reshape(3, 3).T)
     stacked = np.concatenate(points)
-    low, high = stacked.min(axis=0), stacked.max(axis=0)
-    return mujoco.mjtGeom.mjGEOM_BOX, (high - low) / 2 + TOUCH_MARGIN, (high + low) / 2, np.array([1.0, 0, 0, 0])
+    return [float(x) for x in (stacked.min(axis=0) + stacked.max(axis=0)) / 2]
 
 
 def _add_heightfield(spec: mujoco.MjSpec, terrain: TerrainMap) -> None:

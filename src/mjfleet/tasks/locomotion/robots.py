@@ -19,10 +19,11 @@ GeomKind = Literal["sphere", "capsule", "box", "cylinder", "ellipsoid", "mesh"]
 
 @dataclass(frozen=True)
 class Zone:
-    """Collision geoms watched together by one touch sensor: a foot, or a link whose ground contact matters."""
+    """Collision geoms whose ground contact is watched together: a foot, or a link whose ground contact matters."""
 
     name: str
-    """The zone's name: its touch sensor is ``touch_<name>``, and a foot's reference point the site ``<name>_site``."""
+    """The zone's name: its contact sensor is ``touch_<name>``, and a foot's reference point the site
+    ``<name>_site``."""
     body: str = ""
     """Watch the collision geoms of this body (those of ``kinds`` only, if given)."""
     kinds: tuple[GeomKind, ...] = ()
@@ -105,7 +106,7 @@ class RobotSpec:
         return next((z for z in self.zones if z.name == name), Zone(name, geom=name))
 
     def watched(self) -> tuple[str, ...]:
-        """Every zone with a touch sensor, once each, feet first."""
+        """Every zone with a ground contact sensor, once each, feet first."""
         return tuple(dict.fromkeys((*self.feet, *self.undesired_contacts, *self.terminal_contacts)))
 
 

@@ -15,8 +15,9 @@ from mjfleet.tasks.locomotion.actions import action_scales
 from mjfleet.tasks.locomotion.columns import Index, column_amplitudes, columns, concat_columns
 from mjfleet.tasks.locomotion.commands import CommandCurriculum, VelocityCommands
 from mjfleet.tasks.locomotion.config import LocomotionConfig
+from mjfleet.tasks.locomotion.contacts import ZoneForces
 from mjfleet.tasks.locomotion.curriculum import TerrainCurriculum
-from mjfleet.tasks.locomotion.model import build_model, spawn_height, touch_sensor_name
+from mjfleet.tasks.locomotion.model import build_model, spawn_height
 from mjfleet.tasks.locomotion.randomization import BATCHED_FIELDS, DomainRandomizer, Pushes, movable_centre_of_mass
 from mjfleet.tasks.locomotion.rewards import MOVING_SPEED, LocomotionRewards
 from mjfleet.tasks.locomotion.robots import RobotSpec
@@ -87,9 +88,6 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
         def tensor(values: object) -> torch.Tensor:
             return torch.as_tensor(values, dtype=torch.float32, device=dev)
 
-        def touch(geoms: tuple[str, ...]) -> Index:
-            return columns([int(m.sensor(touch_sensor_name(x)).adr[0]) for x in geoms], dev)
-
         joints = m.actuator_trnid[:, 0]
         self._qpos_idx = columns([int(i) for i in m.jnt_qposadr[joints]], dev)
         self._qvel_idx = columns([int(i) for i in m.jnt_dofadr[joints]], dev)
@@ -110,9 +108,10 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
         names = [m.joint(int(j)).name for j in joints]
         self._deviation_idx = torch.as_tensor([names.index(j) for j in self.robot.deviation_joints], device=dev)
         self.base_body = int(m.body(self.robot.base_body).id)
-        self._feet_touch = touch(self.robot.feet)
-        self._undesired_touch = touch(self.robot.undesired_contacts)
-        self._terminal_touch = touch(self.robot.terminal_contacts)
+        self._zone_forces = ZoneForces(m, self.robot, dev)
+        self._feet_touch = self._zone_forces.index(self.robot.feet, dev)
+        self._undesired_touch = self._zone_forces.index(self.robot.undesired_contacts, dev)
+        self._terminal_touch = self._zone_forces.index(self.robot.terminal_contacts, dev)
         self._foot_sites = torch.as_tensor([int(m.site(f"{x}_site").id) for x in self.robot.feet], device=dev)
         self.target_height = self.cfg.target_base_height or float(key.qpos[2])
         """Base height of the ``base_height`` reward and the height scan's zero (default: standing height)."""
@@ -249,7 +248,7 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
     def after_step(self, env: MjEnv) -> None:
         sim, dt = env.sim, self.dt
         self.lin_vel, _, self.gravity, self.base_height = self._base_state(env)
-        touch = sim.sensordata
+        touch = self._zone_forces(sim.sensordata)
         threshold = self.cfg.contact_force
         contact = touch[:, self._feet_touch] > threshold
         self.undesired_count = (touch[:, self._undesired_touch] > threshold).sum(dim=-1).float()
@@ -270,7 +269,7 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
 
         if self._air_time_clock:
             # Quadruped air time (legged_gym): a touchdown pays the swing time minus the threshold. Contacts are
-            # or-ed with the previous step's, because a touch sensor reads only the last substep.
+            # or-ed with the previous step's, because a contact sensor reads only the last substep.
             filtered = contact | self._last_contact
             touchdown = (self._air_time > 0.0) & filtered
             self._air_time += dt

@@ -61,7 +61,8 @@ def build_model(arm: ArmSpec, cfg: ManipulationConfig, cube: CubeConfig | None =
         )
     hand = next((b for b in spec.bodies if b.name == arm.hand_body), None)
     if hand is not None:  # else check_arm_model names what the file lacks
-        # Computed inside the physics step, as the legged robots' touch sensors are: no contact bookkeeping outside it.
+        # Computed inside the physics step, as the legged robots' ground contact sensors are: no contact bookkeeping
+        # outside it.
         sensor = spec.add_sensor(
             name=HAND_TABLE_SENSOR,
             type=mujoco.mjtSensor.mjSENS_CONTACT,
