@@ -6,13 +6,14 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from mjfleet.cli import play
 from mjfleet.rl.checkpoint.files import list_checkpoints, load_checkpoint
 from mjfleet.runtime.context import DistributedContext
-from mjfleet.train.worker import train_worker
+from mjfleet.train.worker import seed_everything, train_worker
 from mjfleet.train.worker_hook import WORKER_HOOK_ENV
 
 from .helpers import make_run_dir, rsl_ppo, run_main, small_train_config
@@ -103,3 +104,11 @@ def test_play_follows_its_own_seed_not_the_training_runs_random_streams(tmp_path
     one, again, two = play_with(1), play_with(1), play_with(2)
     assert one == again
     assert (one["mean_length"], one["mean_return"]) != (two["mean_length"], two["mean_return"]), "--seed had no effect"
+
+
+def test_a_rank_whose_seed_passes_numpys_limit_still_seeds() -> None:
+    """Worker k seeds with ``--seed`` + k; past 2**32 - 1 (a large seed on a job of many ranks) NumPy wraps around."""
+    seed_everything(2**32 + 5)
+    wrapped = np.random.random()
+    seed_everything(5)
+    assert np.random.random() == wrapped

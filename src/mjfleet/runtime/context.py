@@ -228,8 +228,8 @@ def init_process_group(ctx: DistributedContext, timeout_s: float | None = None, 
         backend,
         ctx.rank,
         ctx.world_size,
-        os.environ["MASTER_ADDR"],
-        os.environ["MASTER_PORT"],
+        os.environ.get("MASTER_ADDR", "the given store"),
+        os.environ.get("MASTER_PORT", "-"),
     )
     dist.init_process_group(
         backend=backend,

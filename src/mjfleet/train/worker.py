@@ -45,9 +45,10 @@ logger = logging.getLogger(__name__)
 
 
 def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch (CPU and CUDA)."""
+    """Seed Python, NumPy and torch (CPU and CUDA). NumPy takes the seed modulo 2**32 (its limit): a job of more
+    ranks than ``--seed``'s range allows for still starts."""
     random.seed(seed)
-    np.random.seed(seed)
+    np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
 
 

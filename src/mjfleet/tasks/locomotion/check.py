@@ -105,7 +105,12 @@ def _zone_problem(m: mujoco.MjModel, robot: RobotSpec, name: str, bodies: list[s
     role = f"zone {name!r}'s contact sensor"
     if zone.geom:
         geoms = _names(m, mujoco.mjtObj.mjOBJ_GEOM, m.ngeom)
-        return "" if zone.geom in geoms else _missing("geom", zone.geom, role, geoms)
+        if zone.geom not in geoms:
+            return _missing("geom", zone.geom, role, geoms)
+        g = m.geom(zone.geom).id
+        if not (m.geom_contype[g] or m.geom_conaffinity[g]):
+            return f"geom {zone.geom!r} collides with nothing (contype and conaffinity 0; {role} would read 0)"
+        return ""
     if zone.body not in bodies:
         return _missing("body", zone.body, role, bodies)
     kinds = {int(getattr(mujoco.mjtGeom, f"mjGEOM_{k.upper()}")) for k in zone.kinds}

@@ -30,9 +30,12 @@ def zone_geoms(m: mujoco.MjModel, robot: RobotSpec, name: str) -> list[int]:
     zone = robot.zone(name)
     if zone.geom:
         try:
-            return [int(m.geom(zone.geom).id)]
+            geom = int(m.geom(zone.geom).id)
         except KeyError:
             raise UsageError(f"robot {robot.name!r}: {robot.source} has no geom {zone.geom!r}") from None
+        if not is_collision(m, geom):
+            raise UsageError(f"robot {robot.name!r}: geom {zone.geom!r} of zone {name!r} collides with nothing")
+        return [geom]
     try:
         body = int(m.body(zone.body).id)
     except KeyError:
@@ -52,24 +55,37 @@ def add_ground_sensors(spec: mujoco.MjSpec, compiled: mujoco.MjModel, robot: Rob
     """One contact sensor per zone of ``robot.watched()``, in that order: the net force of the zone's contacts with
     the world body's geoms (the ground, plane or heightfield), never with the robot itself.
 
-    A zone that is all the collision geoms of its body is watched through the body; a zone that is part of them
-    (a foot sphere on its calf) gets one sensor per geom, unnamed geoms named ``<zone>_<k>`` for the sensor to
-    reach them. ``compiled`` is ``spec`` compiled, with no edit since (an edit invalidates the compiled ids).
+    A zone that is all the collision geoms of its (named) body is watched through the body; a zone that is part of
+    them (a foot sphere on its calf) gets one sensor per geom, an unnamed geom named ``<zone>_<k>`` (or the first
+    such name the file does not use) for the sensor to reach it. ``compiled`` is ``spec`` compiled, with no edit
+    since (an edit invalidates the compiled ids).
     """
     spec_geoms = {int(g.id): g for g in spec.geoms}
+    taken = {g.name for g in spec.geoms}
     for name in robot.watched():
         geoms = zone_geoms(compiled, robot, name)
         body = int(compiled.geom_bodyid[geoms[0]])
         of_body = [g for g in range(compiled.ngeom) if compiled.geom_bodyid[g] == body and is_collision(compiled, g)]
-        if sorted(geoms) == of_body:
-            _add_ground_sensor(spec, GROUND_SENSOR_PREFIX + name, mujoco.mjtObj.mjOBJ_BODY, compiled.body(body).name)
+        body_name = compiled.body(body).name
+        if sorted(geoms) == of_body and body_name:
+            _add_ground_sensor(spec, GROUND_SENSOR_PREFIX + name, mujoco.mjtObj.mjOBJ_BODY, body_name)
             continue
         for k, g in enumerate(geoms):
             geom = spec_geoms[g]
             if not geom.name:
-                geom.name = f"{name}_{k}"
+                geom.name = _free_name(f"{name}_{k}", taken)
+                taken.add(geom.name)
             sensor = GROUND_SENSOR_PREFIX + (name if len(geoms) == 1 else f"{name}_{k}")
             _add_ground_sensor(spec, sensor, mujoco.mjtObj.mjOBJ_GEOM, geom.name)
+
+
+def _free_name(name: str, taken: set[str]) -> str:
+    """``name``, or ``name`` with the first suffix ``_1``, ``_2``, ... that makes it unused."""
+    candidate, n = name, 0
+    while candidate in taken:
+        n += 1
+        candidate = f"{name}_{n}"
+    return candidate
 
 
 def _add_ground_sensor(spec: mujoco.MjSpec, name: str, objtype: mujoco.mjtObj, objname: str) -> None:

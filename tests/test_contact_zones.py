@@ -1,0 +1,66 @@
+# pyright: reportAttributeAccessIssue=false
+"""Contact zones of a robot file as users write them: geoms without names, names the sensors' geoms would take,
+bodies without names, a zone named after a geom that collides with nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import mujoco
+import pytest
+import torch
+
+from mjfleet.errors import UsageError
+from mjfleet.tasks.locomotion.contacts import ZoneForces, add_ground_sensors, zone_geoms, zone_sensors
+from mjfleet.tasks.locomotion.robots import GO1, RobotSpec, Zone
+
+FILE = """<mujoco><worldbody><geom name="floor" type="plane" size="1 1 1"/>
+<body name="base" pos="0 0 0.3"><joint type="slide" axis="0 0 1"/><geom type="box" size="0.1 0.1 0.05"/>
+  <body name="leg" pos="0 0 -0.1"><joint type="hinge"/>
+    <geom name="foot_0" type="capsule" size="0.02 0.08"/>
+    <geom type="sphere" size="0.03" pos="0 0 -0.1"/><geom type="sphere" size="0.03" pos="0.02 0 -0.1"/>
+    <geom name="look" type="sphere" size="0.03" contype="0" conaffinity="0"/>
+  </body>
+  <body pos="0.1 0 -0.1"><geom name="toe" type="sphere" size="0.03" pos="0 0 -0.05"/></body>
+</body></worldbody></mujoco>"""
+
+
+def _robot(*zones: Zone) -> RobotSpec:
+    names = tuple(z.name for z in zones)
+    return dataclasses.replace(GO1, feet=names, undesired_contacts=(), terminal_contacts=(), zones=zones)
+
+
+def test_geoms_named_for_their_sensors_avoid_names_the_file_uses() -> None:
+    spec = mujoco.MjSpec.from_string(FILE)
+    add_ground_sensors(spec, spec.compile(), _robot(Zone("foot", body="leg", kinds=("sphere",))))
+    m = spec.compile()
+    sensors = zone_sensors(m, "foot")
+    assert len(sensors) == 2  # two of the leg's three colliding geoms: one sensor each
+    assert all(m.sensor_objtype[s] == mujoco.mjtObj.mjOBJ_GEOM for s in sensors)
+    assert sorted(m.geom(int(m.sensor_objid[s])).name for s in sensors) == ["foot_0_1", "foot_1"]  # foot_0: the file's
+
+
+def test_a_zone_on_a_body_without_a_name_is_watched_through_its_geom() -> None:
+    spec = mujoco.MjSpec.from_string(FILE)
+    add_ground_sensors(spec, spec.compile(), _robot(Zone("toe", geom="toe")))
+    m = spec.compile()
+    (sensor,) = zone_sensors(m, "toe")
+    assert m.sensor_objtype[sensor] == mujoco.mjtObj.mjOBJ_GEOM and m.geom(int(m.sensor_objid[sensor])).name == "toe"
+
+
+def test_a_zone_named_after_a_geom_that_collides_with_nothing_is_one_line() -> None:
+    m = mujoco.MjModel.from_xml_string(FILE)
+    with pytest.raises(UsageError, match="geom 'look' of zone 'look' collides with nothing"):
+        zone_geoms(m, _robot(Zone("look", geom="look")), "look")
+
+
+def test_a_foot_on_the_ground_reads_a_force_and_one_in_the_air_none() -> None:
+    spec = mujoco.MjSpec.from_string(FILE)
+    robot = _robot(Zone("foot", body="leg", kinds=("sphere",)), Zone("base", body="base"))
+    add_ground_sensors(spec, spec.compile(), robot)
+    m = spec.compile()
+    d = mujoco.MjData(m)
+    for _ in range(400):
+        mujoco.mj_step(m, d)
+    forces = ZoneForces(m, robot, torch.device("cpu"))(torch.as_tensor(d.sensordata[None], dtype=torch.float32))
+    assert forces.shape == (1, 2) and float(forces[0, 0]) > 1.0 and float(forces[0, 1]) == 0.0
