@@ -120,6 +120,26 @@ def test_play_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     zero_wide = ["cartpole-balance", "--agent", "zero", "--video", "--video-width", "0"]
     assert "--video-width" in _usage_error(capsys, play.main, [*zero_wide, "--video-path", str(videos / "v.mp4")])
     assert not videos.exists()
+    # A video path that cannot be written is refused before the episodes play, not after.
+    zero = ["cartpole-balance", "--agent", "zero", "--video", "--video-path"]
+    assert "must name an .mp4 file" in _usage_error(capsys, play.main, [*zero, str(tmp_path / "v.txt")])
+    assert "is a folder" in _usage_error(capsys, play.main, [*zero, str(tmp_path)])
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    assert "cannot write under" in _usage_error(capsys, play.main, [*zero, str(blocked / "sub" / "v.mp4")])
+
+
+def test_train_renders_headless_unless_told_otherwise() -> None:
+    """mujoco picks its GL platform when imported: train sets ``MUJOCO_GL=egl`` first, as play does, so training
+    videos render without a display; a platform the user chose stands."""
+    code = "import os, mjfleet.cli.train; print(os.environ['MUJOCO_GL'])"
+    env = {k: v for k, v in os.environ.items() if k != "MUJOCO_GL"}
+    chosen = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert chosen.stdout.strip() == "egl"
+    mine = subprocess.run(
+        [sys.executable, "-c", code], env={**env, "MUJOCO_GL": "osmesa"}, capture_output=True, text=True, check=True
+    )
+    assert mine.stdout.strip() == "osmesa"
 
 
 def test_bench_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

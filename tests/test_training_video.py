@@ -44,6 +44,28 @@ def test_clips_every_n_iterations(tmp_path: Path) -> None:
     assert image.encoded_image_string.startswith(b"GIF8")
 
 
+@pytest.mark.slow
+def test_a_run_the_stop_condition_ends_writes_its_open_clip(tmp_path: Path) -> None:
+    cfg = small_train_config(
+        num_envs=8,
+        iterations=5,
+        steps=8,
+        log_root=tmp_path,
+        video_interval=1,
+        video_length=1000,
+        video_width=64,
+        video_height=48,
+        stop_when="length>=0",
+        stop_when_iterations=1,
+    )
+    cfg.agent.eval_envs = 0
+    run_dir = make_run_dir(tmp_path, "video")
+    result = train_worker(cfg, run_dir, DistributedContext(device="cpu"))
+    stopped = result.final_iteration
+    assert stopped < 5 and result.condition_met_at == stopped  # before the run's count of iterations
+    assert len(imageio.mimread(run_dir / "videos" / "iter_1.mp4")) == 8 * stopped  # every step since it opened
+
+
 def test_video_settings_are_checked() -> None:
     with pytest.raises(UsageError, match="--video-interval"):
         validate(small_train_config(video_interval=-1))

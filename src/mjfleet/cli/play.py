@@ -18,7 +18,7 @@ from mjfleet.config_io import load_yaml, update_dataclass
 from mjfleet.console import configure_logging
 from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import UsageError, exits_on_usage_error
-from mjfleet.render.size import check_video_size
+from mjfleet.render.size import check_video_path, check_video_size
 from mjfleet.rl.checkpoint.files import list_checkpoints, newest_run
 from mjfleet.rl.config import AgentConfig
 from mjfleet.runs.source import local_checkpoint, resolve_play_checkpoint
@@ -124,6 +124,8 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
         raise UsageError("--num-episodes and --env.num-envs must be at least 1")
     if cfg.video:
         check_video_size(cfg.video_width, cfg.video_height)
+        if cfg.video_path is not None:
+            check_video_path(cfg.video_path, "--video-path")
     if not 0 <= cfg.viewer_port <= 65535:
         raise UsageError(f"--viewer-port must be between 0 and 65535, got {cfg.viewer_port}")
     if cfg.viewer == "native":
@@ -196,8 +198,14 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
     result.update(summary.as_dict())
     if recorder is not None:
         default = (checkpoint.parent / "videos" / "play.mp4") if checkpoint else Path("videos") / f"{task_id}.mp4"
-        result["video"] = str(recorder.write(cfg.video_path or default, fps=1.0 / env.step_dt))
-        recorder.close()
+        path = cfg.video_path or default
+        try:
+            result["video"] = str(recorder.write(path, fps=1.0 / env.step_dt))
+        except (OSError, ValueError) as e:  # the folder vanished or filled up while the episodes played
+            write_out(json.dumps(result) + "\n")  # what the episodes measured is not lost with the video
+            raise UsageError(f"cannot write the video to {path}: {e}") from None
+        finally:
+            recorder.close()
     return result
 
 

@@ -17,6 +17,10 @@ from typing import NoReturn
 
 import psutil
 
+# Before mujoco is imported (it picks its GL platform then): training videos render headless, as play's do; launched
+# workers inherit it.
+os.environ.setdefault("MUJOCO_GL", "egl")
+
 from mjfleet.cli.args import parse, parse_known, print_help, wants_help, write_out
 from mjfleet.config_io import load_yaml, update_dataclass
 from mjfleet.console import configure_logging

@@ -117,6 +117,9 @@ class Runner(Saving):
         iterations in a row. Every rank decides alike from the same all-reduced episode means."""
         self.stop_when_iterations = stop_when_iterations
         """Iterations in a row :attr:`stop_condition` must hold; None: :attr:`StopCondition.default_streak`."""
+        self.ending = False
+        """Whether the iteration whose hooks run is :meth:`learn`'s last (its count reached, a stop signal, the stop
+        condition): what an iteration hook must finish, it finishes then."""
         self.condition_met_at: int | None = None
         """The iteration at which :attr:`stop_condition` ended :meth:`learn`, or None."""
         self.met_condition: StopCondition | None = None
@@ -286,6 +289,7 @@ class Runner(Saving):
                     evaluation_window=self.eval_window.episodes,
                 )
             last = it == total or bool(stop) or met
+            self.ending = last
             if it % self.agent_cfg.save_interval == 0 or last:
                 self.save_checkpoint(clock.run_elapsed_s(time.perf_counter()))
             if self.ctx.is_distributed and (it % self.replica_check_interval == 0 or last):

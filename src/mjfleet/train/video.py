@@ -30,7 +30,8 @@ def clip_path(run_dir: Path, iteration: int) -> Path:
 
 class TrainingVideo:
     """Starts a clip at the first rollout step of every iteration divisible by ``interval`` and writes it once it
-    holds ``length`` frames (or when the run's last iteration ends, whichever comes first).
+    holds ``length`` frames (or when the run's last iteration ends, whichever comes first: its count reached, a
+    stop signal or the stop condition).
 
     Built before the runner, which is given :meth:`on_step` as a step hook and :meth:`on_iteration` as an iteration
     hook.
@@ -41,7 +42,6 @@ class TrainingVideo:
         run_dir: Path,
         interval: int,
         length: int,
-        final_iteration: int,
         camera: str | None = None,
         width: int = 320,
         height: int = 240,
@@ -50,7 +50,6 @@ class TrainingVideo:
         self.interval = interval
         """Iterations between clips; 0 once rendering failed (no more clips)."""
         self.length = length
-        self.final_iteration = final_iteration
         self.camera = camera
         self.width, self.height = width, height
         self.written: list[Path] = []
@@ -81,7 +80,7 @@ class TrainingVideo:
 
     def on_iteration(self, runner: Runner, record: IterationRecord) -> None:
         """Write an open clip at the end of the run, so it is not lost."""
-        if self._recorder is not None and record.iteration >= self.final_iteration:
+        if self._recorder is not None and runner.ending:
             self._finish(runner)
 
     def _finish(self, runner: Runner) -> None:

@@ -160,7 +160,6 @@ def _train(
                 run_dir,
                 cfg.video_interval,
                 cfg.video_length,
-                start.final_iteration,
                 spec.load_task_class().video_camera,
                 cfg.video_width,
                 cfg.video_height,
