@@ -5,14 +5,18 @@ bodies without names, a zone named after a geom that collides with nothing."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import mujoco
 import pytest
 import torch
 
 from mjfleet.errors import UsageError
+from mjfleet.tasks.locomotion.config import TerrainConfig
 from mjfleet.tasks.locomotion.contacts import ZoneForces, add_ground_sensors, zone_geoms, zone_sensors
-from mjfleet.tasks.locomotion.robots import GO1, RobotSpec, Zone
+from mjfleet.tasks.locomotion.model import build_model
+from mjfleet.tasks.locomotion.robots import ASSETS, GO1, RobotSpec, Zone
+from mjfleet.tasks.locomotion.terrain import generate
 
 FILE = """<mujoco><worldbody><geom name="floor" type="plane" size="1 1 1"/>
 <body name="base" pos="0 0 0.3"><joint type="slide" axis="0 0 1"/><geom type="box" size="0.1 0.1 0.05"/>
@@ -64,3 +68,19 @@ def test_a_foot_on_the_ground_reads_a_force_and_one_in_the_air_none() -> None:
         mujoco.mj_step(m, d)
     forces = ZoneForces(m, robot, torch.device("cpu"))(torch.as_tensor(d.sensordata[None], dtype=torch.float32))
     assert forces.shape == (1, 2) and float(forces[0, 0]) > 1.0 and float(forces[0, 1]) == 0.0
+
+
+def test_the_added_ground_collides_whatever_the_files_main_default_says(tmp_path: Path) -> None:
+    """Robot geoms made ``contype="0"`` in the file's main default: the floor (and a terrain) the task adds took that
+    default too, and the robot fell through the ground."""
+    text = (ASSETS / "go1.xml").read_text()
+    text = text.replace('<geom name="floor" type="plane" size="0 0 0.05" material="grid" condim="3"/>', "")
+    text = text.replace("<default>", '<default>\n    <geom contype="0" conaffinity="1"/>', 1)
+    assert 'name="floor"' not in text
+    (tmp_path / "go1.xml").write_text(text)
+    robot = dataclasses.replace(GO1, source=str(tmp_path / "go1.xml"))
+    small = TerrainConfig(kind="rough", num_levels=2, types=("bumps",), tile_size=4.0, border=2.0)
+    for terrain in (None, generate(small)):
+        m = build_model(robot, terrain)
+        ground = int(m.geom("terrain" if terrain is not None else "floor").id)
+        assert m.geom_contype[ground] == 1 and m.geom_conaffinity[ground] == 1

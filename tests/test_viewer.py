@@ -171,6 +171,7 @@ def test_session_pauses_steps_switches_environments_and_reads_reward_terms() -> 
     assert session.tick() and not session.tick() and session.steps == 2
     qpos = env.sim.qpos[1].numpy()
     session.show_env(1)
+    assert session.tick() and session.steps == 2  # paused: drawn, not stepped
     assert np.allclose(session.data.qpos, qpos) and set(session.rewards.episode.values()) == {0.0}
     with pytest.raises(ValueError, match="outside"):
         session.show_env(2)
@@ -295,3 +296,36 @@ def test_native_viewer_steps_the_policy_in_a_window_on_a_virtual_display() -> No
     finally:
         xvfb.terminate()
         xvfb.wait(timeout=10)
+
+
+def test_a_paused_session_shows_another_environment_at_once_and_a_switch_mid_step_reads_nothing_stale() -> None:
+    env = make_env("cartpole-balance", num_envs=2)
+    session = ViewerSession(env, zero_policy(env))
+    session.tick()
+    session.paused = True
+    session.show_env(1)
+    assert session.tick() and session.steps == 1  # something to draw, no step taken
+    assert np.allclose(session.data.qpos, env.sim.qpos[1].numpy())
+    assert not session.tick()
+    session.request_redraw()  # a view setting (follow) changed
+    assert session.tick() and not session.tick()
+    # Environment 0 chosen while a step of environment 1 runs (a GUI thread): the step's terms are not 0's.
+    switching = ViewerSession(env, lambda obs: (switching.show_env(0), zero_policy(env)(obs))[1])
+    switching.show_env(1)
+    switching.tick()
+    assert switching.env_index == 0 and switching.episode_steps == 0
+    assert set(switching.rewards.episode.values()) == {0.0}
+
+
+def test_the_policy_sees_the_held_command_after_a_reset() -> None:
+    env = make_env("go1-velocity-flat", num_envs=2)
+    session = ViewerSession(env, zero_policy(env))
+    session.hold_commands({"lin_vel_x": 0.5})
+    session.tick()
+    with torch.inference_mode():
+        env.episode_length_buf[0] = env.max_episode_length - 1  # environment 0 times out at the next step
+    seen: list[torch.Tensor] = []
+    session.policy = lambda obs: (seen.append(obs["policy"][:, 6:9].clone()), zero_policy(env)(obs))[1]
+    session.tick()  # the reset inside this step
+    session.tick()  # the policy reads the observation built after the reset
+    assert float(seen[-1][0, 0]) == 0.5  # the held column; the others are the task's draws

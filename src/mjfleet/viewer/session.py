@@ -48,6 +48,7 @@ class ViewerSession:
         self._env_index = 0
         self._held: dict[str, float] | None = None
         self._pending_steps = 0
+        self._view_changed = False
         self._lock = threading.Lock()
         self._data = mujoco.MjData(env.sim.mj_model)
         env.reset_all()
@@ -64,14 +65,19 @@ class ViewerSession:
         return self._env_index
 
     def show_env(self, index: int) -> None:
-        """Show environment ``index``; its reward sums restart."""
+        """Show environment ``index`` from the next :meth:`tick` on (paused too); its reward sums restart."""
         if not 0 <= index < self.env.num_envs:
             raise ValueError(f"environment index {index} is outside 0..{self.env.num_envs - 1}")
         with self._lock:
             self._env_index = index
             self.rewards = self._fresh_readout()
             self.episode_steps = 0
-        self._refresh_pose()
+            self._view_changed = True
+
+    def request_redraw(self) -> None:
+        """Have the next :meth:`tick` report something to draw, also while paused (a view setting changed)."""
+        with self._lock:
+            self._view_changed = True
 
     def request_step(self) -> None:
         """Take one step at the next :meth:`tick`, also while paused."""
@@ -98,29 +104,37 @@ class ViewerSession:
 
     # --- the loop (one thread) ---------------------------------------------------------------------------------
     def tick(self) -> bool:
-        """Advance one control step unless paused (a requested step advances anyway); returns whether it did."""
+        """Advance one control step unless paused (a requested step advances anyway); returns whether there is
+        something new to draw: a step, or while paused another environment shown (:meth:`show_env`,
+        :meth:`request_redraw`)."""
         with self._lock:
+            redraw, self._view_changed = self._view_changed, False
             if self.paused and self._pending_steps == 0:
-                return False
+                if redraw:
+                    self._refresh_pose()
+                return redraw
             self._pending_steps = max(0, self._pending_steps - 1)
             held = None if self._held is None else dict(self._held)
             index = self._env_index
         env = self.env
         with torch.inference_mode():
             if held is not None:
-                env.task.hold_commands(env, held)  # again every step: resets draw fresh commands
+                env.task.hold_commands(env, held)  # here, between steps: GUI threads never touch the task mid-step
             self._obs, _, dones, _ = env.step(self.policy(self._obs))
             terms = list(env.reward_terms)
             values = torch.stack([env.reward_terms[k][index] for k in terms]).tolist() if terms else []
             done = bool(dones[index])
         self.steps += 1
-        self._read_rewards(terms, values, done)
-        self._refresh_pose()
+        self._read_rewards(index, terms, values, done)
+        with self._lock:
+            self._refresh_pose()
         return True
 
-    def _read_rewards(self, terms: list[str], values: list[float], done: bool) -> None:
+    def _read_rewards(self, index: int, terms: list[str], values: list[float], done: bool) -> None:
         dt = self.env.step_dt
         with self._lock:
+            if index != self._env_index:  # another environment was chosen during the step: its readout starts empty
+                return
             readout = self.rewards
             readout.rate = {k: v / dt for k, v in zip(terms, values, strict=True)}
             for k, v in zip(terms, values, strict=True):
@@ -134,6 +148,7 @@ class ViewerSession:
 
     # --- what to draw ------------------------------------------------------------------------------------------
     def _refresh_pose(self) -> None:
+        """Copy the shown environment's pose into :attr:`data` (on the loop's thread: it draws from it)."""
         sim, data = self.env.sim, self._data
         data.qpos[:] = sim.qpos[self._env_index].detach().cpu().numpy()
         mujoco.mj_kinematics(sim.mj_model, data)

@@ -108,7 +108,7 @@ class WebControls:
         self.pause.on_update(lambda _: setattr(session, "paused", self.pause.value))
         self.step.on_click(lambda _: session.request_step())
         self.env_index.on_update(lambda _: session.show_env(int(self.env_index.value)))
-        self.follow.on_update(lambda _: setattr(scene, "follow", self.follow.value))
+        self.follow.on_update(lambda _: self._set_follow(scene))
 
         self.commands: dict[str, Any] = {}
         if session.command_ranges:
@@ -123,6 +123,10 @@ class WebControls:
         with gui.add_folder("Reward terms"):
             self.rewards = gui.add_markdown("")
         self.refresh()
+
+    def _set_follow(self, scene: WebScene) -> None:
+        scene.follow = self.follow.value
+        self.session.request_redraw()
 
     def _apply_commands(self) -> None:
         values = {name: float(slider.value) for name, slider in self.commands.items()}

@@ -26,6 +26,8 @@ class VelocityCommands:
         training environments; 1 in evaluation ones)."""
         bounds = torch.tensor((cfg.lin_vel_x, cfg.lin_vel_y, cfg.yaw_rate), dtype=torch.float32, device=device)
         self._low, self._span = bounds[:, 0], bounds[:, 1] - bounds[:, 0]
+        self._held: dict[int, float] = {}
+        """Columns :meth:`hold` keeps, by index: resets keep them too."""
 
     def draw(self, scale: torch.Tensor) -> torch.Tensor:
         """Fresh commands for environments with these range shares ``(count,)``: ``(count, 3)``."""
@@ -44,18 +46,26 @@ class VelocityCommands:
         self.scale[first_eval_env:] = 1.0
 
     def hold(self, values: dict[int, float] | None) -> None:
-        """Set command columns (0: lin_x, 1: lin_y, 2: yaw rate) of every environment and stop the timers until
-        a reset; ``None`` lets every timer run out, so the next step draws."""
+        """Set command columns (0: lin_x, 1: lin_y, 2: yaw rate) of every environment and stop the timers, resets
+        included; ``None`` lets every timer run out, so the next step draws."""
         if values is None:
+            self._held = {}
             self.time_left.zero_()
             return
+        self._held = dict(values)
         for column, value in values.items():
             self.command[:, column] = value
         self.time_left.fill_(math.inf)
 
     def reset(self, env_ids: torch.Tensor) -> None:
-        """New commands and a full interval for the listed environments."""
+        """New commands and a full interval for the listed environments (while :meth:`hold` holds, its columns and
+        no timer: the observation after a reset shows the held command)."""
         self.command[env_ids] = self.draw(self.scale[env_ids])
+        if self._held:
+            for column, value in self._held.items():
+                self.command[env_ids, column] = value
+            self.time_left[env_ids] = math.inf
+            return
         self.time_left[env_ids] = self.cfg.resample_interval_s
 
     def step(self) -> None:

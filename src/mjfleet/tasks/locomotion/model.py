@@ -51,7 +51,15 @@ def build_model(robot: RobotSpec, terrain: TerrainMap | None, self_contacts: boo
         spec.option.timestep = robot.timestep
         spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
     if not any(g.name == "floor" for g in spec.geoms):  # Menagerie's robot files leave the ground to their scenes
-        spec.worldbody.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0.0, 0.0, 0.05], condim=3)
+        # Colliding whatever the file's main default says (robot geoms made contype 0 there would leave it none).
+        spec.worldbody.add_geom(
+            name="floor",
+            type=mujoco.mjtGeom.mjGEOM_PLANE,
+            size=[0.0, 0.0, 0.05],
+            condim=3,
+            contype=1,
+            conaffinity=1,
+        )
         spec.worldbody.add_light(pos=[0.0, 0.0, 4.0], dir=[0.0, 0.0, -1.0])
     if robot.primitive_collisions:
         fit_primitive_collisions(spec)
@@ -190,7 +198,7 @@ def _zone_centre(m: mujoco.MjModel, geoms: list[int]) -> list[float]:
 
 def _add_heightfield(spec: mujoco.MjSpec, terrain: TerrainMap) -> None:
     floor = spec.geom("floor")
-    material, condim = floor.material, floor.condim
+    material, condim, contype, conaffinity = floor.material, floor.condim, floor.contype, floor.conaffinity
     spec.delete(floor)
     low, high = float(terrain.heights.min()), float(terrain.heights.max())
     # MuJoCo scales heightfield data in [0, 1] by the elevation; keep it positive even for an all-flat grid.
@@ -211,6 +219,8 @@ def _add_heightfield(spec: mujoco.MjSpec, terrain: TerrainMap) -> None:
         pos=[0.0, 0.0, low],
         material=material,
         condim=condim,
+        contype=contype,
+        conaffinity=conaffinity,
     )
     # MuJoCo C collides a geom with each triangular prism of the heightfield. Its native convex solver returns the
     # prism's side faces as normals: a small sphere (the G1's 5 mm foot points) across a cell's edge gets two
