@@ -213,3 +213,34 @@ def test_statistics_pop_in_another_simulations_order() -> None:
     sums, counts = evaluation.pop_as(("Metrics/level", "Metrics/error", "Episode/return"))
     assert sums.tolist() == [0.0, 0.5, 4.0] and counts.tolist() == [0.0, 1.0, 2.0]
     assert evaluation.pop()[1].tolist() == [0.0, 0.0]  # popped: it starts afresh
+
+
+@pytest.mark.parametrize(
+    ("groups", "message"),
+    [
+        (
+            lambda env, obs: {"policy": obs["policy"][:, 0]},
+            r"group 'policy' must be a \(num_envs, size\) = \(4, size\)",
+        ),
+        (lambda env, obs: {"policy": obs["policy"][:2]}, r"got \(2, 5\)"),
+        (lambda env, obs: {"policy": obs["policy"].long()}, "must be a float tensor, got torch.int64"),
+        (lambda env, obs: {"actor": obs["policy"]}, r"returned the groups \['actor'\]; a 'policy' group is required"),
+    ],
+)
+def test_observations_of_the_wrong_shape_name_the_task_and_the_group(groups: object, message: str) -> None:
+    class Wrong(CartpoleTask):
+        def observations(self, env: MjEnv) -> dict[str, torch.Tensor]:
+            return groups(env, super().observations(env))  # type: ignore[operator]
+
+    with pytest.raises(ValueError, match=r"Wrong\.observations\(\) .*" + message):
+        MjEnv(Wrong(dataclasses.replace(balance_config(), num_envs=4)))
+
+
+def test_a_task_without_a_critic_group_gives_the_critic_the_policys_observations() -> None:
+    class ActorOnly(CartpoleTask):
+        def observations(self, env: MjEnv) -> dict[str, torch.Tensor]:
+            return {"policy": super().observations(env)["policy"]}
+
+    env = MjEnv(ActorOnly(dataclasses.replace(balance_config(), num_envs=4)))
+    obs = env.step(torch.zeros(4, env.num_actions))[0]
+    assert torch.equal(obs["critic"], obs["policy"])

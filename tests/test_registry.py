@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import runpy
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from mjfleet.tasks import builtin, registry
 from mjfleet.tasks.locomotion.robots import RobotSpec
 from mjfleet.tasks.manipulation.arms import ArmSpec
 from mjfleet.tasks.spec import TaskSpec
+from mjfleet.train.api import prepare
 from mjfleet.train.worker import train_worker
 
 from .helpers import small_train_config
@@ -85,3 +87,38 @@ def test_example_registers_a_task_that_trains() -> None:
     assert result.final_iteration == 2
     assert [r.iteration for r in result.records] == [1, 2]
     assert all(r.losses and all(math.isfinite(v) for v in r.losses.values()) for r in result.records)
+
+
+@pytest.mark.parametrize(
+    ("task_class", "message"),
+    [
+        ("mjfleet_demo_tsak:CartpoleTask", "its task class 'mjfleet_demo_tsak:CartpoleTask' cannot be imported"),
+        (
+            "mjfleet.tasks.cartpole.cartpole:CartpolTask",
+            "module 'mjfleet.tasks.cartpole.cartpole' has no 'CartpolTask'",
+        ),
+    ],
+)
+def test_a_packages_misspelt_task_class_is_one_line_before_anything_is_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, task_class: str, message: str
+) -> None:
+    (tmp_path / "mjfleet_demo_typo.py").write_text(
+        "from mjfleet.tasks.registry import TaskSpec, get_task\n"
+        "def specs():\n"
+        "    base = get_task('cartpole-balance')\n"
+        f"    return [TaskSpec('demo-typo', 'A misspelt task.', {task_class!r}, base.env_cfg, base.agent_cfg)]\n"
+    )
+    dist = tmp_path / "mjfleet_demo_typo-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mjfleet-demo-typo\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[mjfleet.tasks]\ndemo = mjfleet_demo_typo:specs\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "_loaded", False)
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    try:
+        cfg = small_train_config("demo-typo", log_root=tmp_path / "logs")
+        with pytest.raises(UsageError, match=re.escape(f"task 'demo-typo': {message}")):
+            prepare(cfg)
+        assert not (tmp_path / "logs").exists()
+    finally:
+        sys.modules.pop("mjfleet_demo_typo", None)

@@ -116,6 +116,8 @@ def test_records_with_servos_and_named_geoms_are_checked_too(monkeypatch: pytest
     (problem,) = robot_problems(legs_only, g1)
     assert problem.startswith("joints 'waist_roll_joint', 'waist_pitch_joint', 'left_shoulder_pitch_joint' and")
     assert problem.endswith("match no servo of the record (it drives every hinge and slide joint)")
+    limp = dataclasses.replace(UNITREE_G1, servos=(dataclasses.replace(UNITREE_G1.servos[0], kp=0.0),))
+    assert "has kp 0.0, kd" in robot_problems(limp, g1)[-1]  # a servo without stiffness holds nothing up
     # The primitive Go1 names its foot geoms; the base must float on the file's first joint.
     go1 = GO1
     spec = mujoco.MjSpec.from_file(str(robot_file(go1)))

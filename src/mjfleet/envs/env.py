@@ -94,6 +94,7 @@ class MjEnv(VecEnv):
         self.from_reset = torch.ones(n, dtype=torch.bool, device=dev)
         """Whether each environment's episode began with a reset in this process: an evaluation episode counts only
         then, not when its counter was set (a random start, a restored checkpoint) over a fresh physics state."""
+        self._observations_checked = False
         self.reset_all()
 
     # --- VecEnv ------------------------------------------------------------------------------------------------
@@ -254,8 +255,28 @@ class MjEnv(VecEnv):
         self._episode_return += total
         return total
 
+    def _check_observations(self, groups: dict[str, torch.Tensor]) -> None:
+        """Each group a ``(num_envs, size)`` float tensor (checked once, when built: the learners' own errors
+        about a wrong one name neither the task nor the group)."""
+        name = f"{type(self.task).__name__}.observations()"
+        if "policy" not in groups:
+            raise ValueError(f"{name} returned the groups {sorted(groups)}; a 'policy' group is required")
+        for group, value in groups.items():
+            shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+            if not (isinstance(value, torch.Tensor) and value.dim() == 2 and value.shape[0] == self.num_envs):
+                raise ValueError(
+                    f"{name} group {group!r} must be a (num_envs, size) = ({self.num_envs}, size) tensor, got {shape}"
+                )
+            if not value.is_floating_point():
+                raise ValueError(f"{name} group {group!r} must be a float tensor, got {value.dtype}")
+
     def _observations(self) -> TensorDict:
         groups = self.task.observations(self)
+        if not self._observations_checked:
+            self._check_observations(groups)
+            self._observations_checked = True
+        if "critic" not in groups:  # the critic reads what the actor reads
+            groups = {**groups, "critic": groups["policy"]}
         return TensorDict(groups, batch_size=[self.num_envs], device=self.device)
 
     # --- static structure --------------------------------------------------------------------------------------

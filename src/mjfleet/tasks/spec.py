@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from mjfleet.config_io import flag_value, flattened, plain
 from mjfleet.envs.config import EnvConfig
+from mjfleet.errors import UsageError
 from mjfleet.rl.config import DEFAULT_LEARNER, AgentConfig
 from mjfleet.rl.learners.registry import learner_entry, learner_names
 
@@ -103,11 +104,20 @@ class TaskSpec:
         return self.cpu_agent_cfg is not None or self.cpu_env_cfg is not None
 
     def load_task_class(self) -> type[Task[Any]]:
-        """The task class (imported now if given as ``"module:Class"``)."""
+        """The task class (imported now if given as ``"module:Class"``); one that cannot be found raises
+        :class:`UsageError` naming the task and the path (an error inside the module still raises its own)."""
         if not isinstance(self.task_class, str):
             return self.task_class
         module, _, name = self.task_class.partition(":")
-        return getattr(importlib.import_module(module), name)
+        try:
+            loaded = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name is None or not module.startswith(e.name):  # the module exists; something it imports does not
+                raise
+            raise UsageError(f"task {self.id!r}: its task class {self.task_class!r} cannot be imported ({e})") from None
+        if not hasattr(loaded, name):
+            raise UsageError(f"task {self.id!r}: module {module!r} has no {name!r} (its task class)")
+        return getattr(loaded, name)
 
 
 def _own_factory(factory: Callable[[], AgentConfig]) -> Callable[[], AgentConfig]:

@@ -42,9 +42,12 @@ def prepare(cfg: TrainConfig) -> Prepared:
         check_external_options(cfg, external)
     elif cfg.distributed:
         logger.info("--distributed is ignored: no launcher started this process as one rank of a job")
+    from mjfleet.tasks.registry import BUILTIN_PACKAGE, get_task, package_of
+
+    if package_of(cfg.task) != BUILTIN_PACKAGE:
+        get_task(cfg.task).load_task_class()  # a package's misspelt task class: one line, before anything is created
     if cfg.stop_when is not None:
         from mjfleet.envs.task import declared_stat_keys  # imports torch: only when --stop-when is given
-        from mjfleet.tasks.registry import get_task
 
         cfg.stop_when.check_key(declared_stat_keys(get_task(cfg.task).load_task_class(), cfg.env))
     hosts = ("localhost",) if external is not None else resolve_hostnames(cfg.hostnames)  # once: may ask scontrol

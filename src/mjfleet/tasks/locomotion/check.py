@@ -76,6 +76,12 @@ def robot_problems(robot: RobotSpec, spec: mujoco.MjSpec) -> list[str]:
                 f"joint{'s' if len(unmatched) > 1 else ''} {_listed(unmatched)} match no servo of the record"
                 " (it drives every hinge and slide joint)"
             )
+        for s in robot.servos:
+            if not (s.kp > 0 and s.effort > 0 and s.kd >= 0 and s.armature >= 0):
+                problems.append(
+                    f"servo {s.joints!r} has kp {s.kp}, kd {s.kd}, effort {s.effort}, armature {s.armature}"
+                    " (kp and effort must be positive, kd and armature not negative)"
+                )
         actuated = {joints[j] for j in driven}
     else:
         problems += _actuator_problems(m, joints)
