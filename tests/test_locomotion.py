@@ -501,6 +501,25 @@ def test_env_curriculum_promotes_far_walkers_and_demotes_laggards() -> None:
     torch.testing.assert_close(env.sim.qpos[:2, 2] - ground, torch.full((2,), task.spawn_base_height + 0.02))
 
 
+def test_a_robot_that_falls_early_having_kept_up_is_demoted() -> None:
+    """legged_gym's rule: the distance asked for is that of a whole episode. Measured over the steps it lasted, a
+    robot that tracked its command for a second and fell had walked about as far as asked, and kept its level."""
+    terrain = TerrainConfig(kind="rough", max_init_level=0, spawn_jitter=0.0, **SMALL_TERRAIN)  # type: ignore[arg-type]
+    env = make_loco_env("go1-velocity-rough", num_envs=2, terrain=terrain)
+    task = _task(env)
+    assert task.curriculum is not None
+    task.curriculum.levels[:] = 2
+    env.step(torch.zeros(2, env.num_actions))
+    task._commanded[:] = 0.02  # 1 m/s asked for the first of two 0.02 s steps, nothing for the second:
+    task.commands.command[:] = 0.0  # a mean of 0.5 m/s, over a whole 20 s episode 10 m
+    env.sim.qpos[:, 0] += 1.0  # and walked 1 m
+    env.sim.qpos[0, 2] += 1.0  # world 0 falls: flipped
+    env.sim.qpos[0, 3:7] = torch.tensor([0.0, 1.0, 0.0, 0.0])
+    _, _, dones, _ = env.step(torch.zeros(2, env.num_actions))
+    assert dones.tolist() == [True, False]
+    assert task.curriculum.levels.tolist() == [1, 2]
+
+
 def test_leaving_the_terrain_is_a_time_out_not_a_fall() -> None:
     env = make_loco_env("go1-velocity-rough", num_envs=3)
     task = _task(env)

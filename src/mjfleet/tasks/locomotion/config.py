@@ -132,7 +132,8 @@ class TerrainConfig:
     promote_fraction: float = 0.5
     """Promote when the distance walked from the spawn point exceeds this fraction of ``tile_size``."""
     demote_fraction: float = 0.5
-    """Demote when the distance walked is below this fraction of the commanded distance of the episode."""
+    """Demote when the distance walked is below this fraction of the distance the episode's commands ask for over a
+    whole episode (their mean speed times its length): a robot that falls early is demoted."""
     spawn_jitter: float = 0.5
     """Spawn points are drawn uniformly within +-this of the tile centre (metres, within the platform)."""
 

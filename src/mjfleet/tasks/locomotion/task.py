@@ -199,7 +199,10 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
             self.command_curriculum.episodes_ended(env_ids, counted)
             self.commands.set_level(self.command_curriculum.level, env.first_eval_env)
         if self.curriculum is not None:
-            self.curriculum.update(env_ids, self._walked[env_ids], self._commanded[env_ids])
+            # The distance its commands asked for over a whole episode: one that fell early, having kept up until
+            # then, is demoted too (legged_gym's rule, with the episode's mean command speed).
+            whole = self._commanded[env_ids] * (env.max_episode_length / self._steps[env_ids].clamp(min=1.0))
+            self.curriculum.update(env_ids, self._walked[env_ids], whole)
             xy, ground = self.curriculum.spawn(env_ids)
             xy = xy + (torch.rand(n, 2, device=dev, generator=g) * 2 - 1) * cfg.terrain.spawn_jitter
 
