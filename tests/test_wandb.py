@@ -82,3 +82,36 @@ def test_wandb_logger_without_wandb_installed_is_one_line_before_any_run(
         "error: --agent.logger wandb: this Python cannot import wandb (install it, or log to tensorboard)"
     ]
     assert not any(tmp_path.iterdir()), "a run directory was made"
+
+
+@pytest.mark.slow
+def test_every_start_of_a_run_logs_to_its_one_wandb_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A continuation or restart of a run directory logs to the W&B run its first start opened (each start opened
+    another, splitting the history and leaving the first reference on an old checkpoint)."""
+    pytest.importorskip("wandb", reason="wandb is not installed (the offline GPU kit leaves it out)")
+    from mjfleet.rl.reporting.metrics import WANDB_RUN_ID_FILE, MetricsWriter
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    ids = []
+    for _ in range(2):
+        writer = MetricsWriter(run_dir, use_wandb=True, project="mjfleet-tests")
+        ids.append(writer._wandb_run.id)
+        writer.close()
+    assert ids[0] == ids[1] == (run_dir / WANDB_RUN_ID_FILE).read_text().strip()
+    assert len(list((run_dir / "wandb").glob(f"offline-run-*-{ids[0]}"))) == 2
+
+
+def test_a_wandb_run_that_cannot_start_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    wandb = pytest.importorskip("wandb", reason="wandb is not installed (the offline GPU kit leaves it out)")
+    from mjfleet.errors import UsageError
+    from mjfleet.rl.reporting.metrics import MetricsWriter
+
+    def refuse(**_: object) -> None:
+        raise wandb.errors.UsageError("No API key configured. Use `wandb login` to log in.")
+
+    monkeypatch.setattr(wandb, "init", refuse)
+    with pytest.raises(UsageError, match=r"cannot start the W&B run: No API key configured\. .*WANDB_MODE=offline"):
+        MetricsWriter(tmp_path, use_wandb=True)

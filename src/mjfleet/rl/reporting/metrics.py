@@ -8,10 +8,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mjfleet.errors import UsageError
+
 if TYPE_CHECKING:
     import numpy as np
 
 logger = logging.getLogger(__name__)
+
+WANDB_RUN_ID_FILE = "wandb_run_id"
+"""File of the run directory naming its W&B run: every later start of the run (a continuation, a restart) logs to
+that W&B run instead of opening another."""
 
 
 class MetricsWriter:
@@ -27,11 +33,27 @@ class MetricsWriter:
         self._wandb_run: Any = None
         if use_wandb:
             import wandb
+            import wandb.errors
 
-            self._wandb_run = wandb.init(
-                project=project, name=run_dir.name, dir=str(run_dir), config=config or {}, sync_tensorboard=True
-            )
+            id_file = run_dir / WANDB_RUN_ID_FILE
+            run_id = id_file.read_text().strip() if id_file.is_file() else None
+            try:
+                self._wandb_run = wandb.init(
+                    project=project,
+                    name=run_dir.name,
+                    dir=str(run_dir),
+                    config=config or {},
+                    sync_tensorboard=True,
+                    id=run_id,
+                    resume="allow" if run_id else None,
+                )
+            except wandb.errors.Error as e:
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                why = f"{first} (WANDB_MODE=offline logs without an account)"
+                raise UsageError(f"--agent.logger wandb: cannot start the W&B run: {why}") from None
             run = self._wandb_run
+            if run_id is None:
+                id_file.write_text(f"{run.id}\n")
             logger.info(
                 "W&B run %s; resume or play it with wandb:%s/%s/%s",
                 run.url or run.id,
@@ -63,7 +85,8 @@ class MetricsWriter:
                 self._wandb_run.save(str(path), base_path=str(self.run_dir), policy="now")
 
     def add_video(self, tag: str, mp4: Path, frames: Sequence[np.ndarray], fps: float, step: int) -> None:
-        """Log a clip: an animated GIF in TensorBoard (its image tab; no moviepy needed), the mp4 file in W&B."""
+        """Log a clip: an animated GIF in TensorBoard (its image tab; no moviepy needed), the mp4 file in W&B
+        (``<tag>_mp4``)."""
         import imageio.v2 as imageio
         from tensorboard.compat.proto.summary_pb2 import Summary  # pyright: ignore[reportAttributeAccessIssue]
 
@@ -76,7 +99,8 @@ class MetricsWriter:
         if self._wandb_run is not None:
             import wandb
 
-            self._wandb_run.log({tag: wandb.Video(str(mp4), format="mp4"), "iteration": step})
+            # Its own key: the GIF reaches W&B under ``tag`` too, through the TensorBoard sync, at ``global_step``.
+            self._wandb_run.log({f"{tag}_mp4": wandb.Video(str(mp4), format="mp4"), "global_step": step})
 
     def close(self) -> None:
         """Flush and close every sink."""
