@@ -81,3 +81,34 @@ def test_bad_references_exit_2_in_one_line(tmp_path: Path, monkeypatch: pytest.M
         assert code == 2
         assert message in err
         assert len(err.strip().splitlines()) == 1, err
+
+
+def test_an_offline_run_of_several_starts_offers_the_files_of_every_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A continued run logs each start to its own offline directory of the same run id: a checkpoint of the first
+    start is found, and a file both hold is the newest start's."""
+    for stamp, files in (
+        ("20261205_100000", {"model_1.pt": b"1", "params/env.yaml": b"old"}),
+        ("20261205_110000", {"model_2.pt": b"2", "params/env.yaml": b"new"}),
+    ):
+        for name, data in files.items():
+            path = tmp_path / "run" / "wandb" / f"offline-run-{stamp}-abc123" / "files" / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+    monkeypatch.setenv(LOCAL_DIR_ENV, str(tmp_path))
+    assert fetch("wandb:me/proj/abc123:model_1.pt", tmp_path / "down").read_bytes() == b"1"
+    newest = fetch("wandb:me/proj/abc123", tmp_path / "down")
+    assert newest.name == "model_2.pt" and (newest.parent / "params" / "env.yaml").read_bytes() == b"new"
+
+
+def test_a_listing_that_fails_midway_is_one_line(tmp_path: Path) -> None:
+    class Broken:
+        def names(self) -> list[str]:
+            raise ConnectionError("Connection reset by peer")
+
+        def download(self, name: str, dest: Path) -> Path:
+            raise AssertionError
+
+    with pytest.raises(UsageError, match="cannot list the files of W&B run me/proj/abc123: Connection reset"):
+        fetch("wandb:me/proj/abc123", tmp_path, files=Broken())

@@ -104,18 +104,25 @@ class ApiRunFiles:
 
 
 class LocalRunFiles:
-    """A run's ``files`` directory as W&B writes it locally (offline mode, or before ``wandb sync``)."""
+    """A run's ``files`` directories as W&B writes them locally (offline mode, or before ``wandb sync``): one per
+    start of the run, oldest first; a name in several is the newest start's file."""
 
-    def __init__(self, files_dir: Path) -> None:
-        self.files_dir = files_dir
+    def __init__(self, *files_dirs: Path) -> None:
+        self.files_dirs = files_dirs
+
+    def _where(self) -> dict[str, Path]:
+        found: dict[str, Path] = {}
+        for files_dir in self.files_dirs:
+            found.update({p.relative_to(files_dir).as_posix(): p for p in files_dir.rglob("*") if p.is_file()})
+        return found
 
     def names(self) -> list[str]:
-        return sorted(p.relative_to(self.files_dir).as_posix() for p in self.files_dir.rglob("*") if p.is_file())
+        return sorted(self._where())
 
     def download(self, name: str, dest: Path) -> Path:
         target = dest / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(self.files_dir / name, target)  # follows W&B's symlinks to the run directory
+        shutil.copyfile(self._where()[name], target)  # follows W&B's symlinks to the run directory
         return target
 
 
@@ -137,7 +144,8 @@ def _local_run(ref: WandbRef, root: Path) -> LocalRunFiles:
     matches = sorted(p for p in root.rglob(f"*run-*-{ref.run}") if (p / "files").is_dir())
     if not matches:
         raise UsageError(f"no W&B run {ref.run} below {LOCAL_DIR_ENV}={root}")
-    return LocalRunFiles(matches[-1] / "files")
+    # Sorted by name: offline-run-<start time>-<id>, so the starts of one run in order.
+    return LocalRunFiles(*(m / "files" for m in sorted(matches, key=lambda p: p.name)))
 
 
 def fetch(text: str, download_root: Path, files: RunFiles | None = None) -> Path:
@@ -147,7 +155,11 @@ def fetch(text: str, download_root: Path, files: RunFiles | None = None) -> Path
     """
     ref = parse_ref(text)
     files = files if files is not None else open_run(ref)
-    names = files.names()
+    try:
+        names = files.names()
+    except Exception as e:  # the server's listing: a network error midway
+        reason = (str(e).strip() or type(e).__name__).splitlines()[0]
+        raise UsageError(f"cannot list the files of W&B run {ref.path}: {reason}") from None
     name = ref.file if ref.file is not None else _newest_checkpoint(names, ref)
     if name not in names:
         checkpoints = [n for n in names if _MODEL_RE.match(n) or n.endswith(".onnx")]
