@@ -24,7 +24,6 @@ import numpy as np
 from mjfleet.tasks.locomotion.contacts import zone_geoms
 from mjfleet.tasks.locomotion.model import build_model, lowest_point
 from mjfleet.tasks.locomotion.robots import UNITREE_G1
-from mjfleet.tasks.tracking.config import SHIPPED_MOTION
 
 FPS = 30
 KEYS: list[tuple[float, dict[str, float]]] = [
@@ -102,10 +101,10 @@ def offsets_at(keys: list[tuple[float, dict[str, float]]], t: float) -> dict[str
 def main() -> None:
     parser = argparse.ArgumentParser(description="Make keyed motions of the G1 for the tracking task.")
     parser.add_argument("--motion", choices=sorted(MOTIONS), default="wave-squat", help="which keyed motion")
-    parser.add_argument("--out", type=Path, default=None, help="the CSV to write (default: the shipped motion's file)")
+    parser.add_argument("--out", type=Path, required=True, help="the CSV to write (the shipped motion's: its path)")
     args = parser.parse_args()
     keys = MOTIONS[args.motion]
-    out = args.out or (SHIPPED_MOTION if args.motion == "wave-squat" else Path(f"g1_{args.motion}.csv"))
+    out: Path = args.out
     m = build_model(UNITREE_G1, None)
     d = mujoco.MjData(m)
     home = m.key("home").qpos.copy()

@@ -301,6 +301,19 @@ def test_task_help_on_the_cpu_shows_the_cpu_defaults(capsys: pytest.CaptureFixtu
         assert (f"(default: {hidden})" in out) == cpu, out
 
 
+def test_task_help_says_what_a_success_is(capsys: pytest.CaptureFixture[str]) -> None:
+    for task_id, definition in (
+        ("unitree-g1-tracking", "Timed out (the motion's end, or the episode's length) without a termination."),
+        ("cartpole-balance", "The episode reached its time limit with the pole up."),
+    ):
+        with pytest.raises(SystemExit):
+            train.main([task_id, "--help"])
+        out = " ".join(capsys.readouterr().out.split())
+        assert f"Success (`success` of --stop-when, play's success_rate): {definition}" in out
+    spec = dataclasses.replace(get_task("cartpole-balance"), task_class="mjfleet.tasks.cartpole.cartpole:Nothing")
+    assert spec.success_doc() == ""
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "argv",
@@ -404,3 +417,23 @@ def test_the_start_line_and_help_name_every_default_that_differs_on_the_cpu(caps
         train.main(["go1-velocity-flat", "--gpu-ids", "None", "--help"])
     assert "env.rewards.track_yaw_rate 1.125 (GPU: 0.75)" in " ".join(capsys.readouterr().out.split())
     assert get_task("cartpole-balance").cpu_differences() == []
+
+
+@pytest.mark.slow
+def test_resuming_another_tasks_checkpoint_is_one_line_and_says_whose_it_is(tmp_path: Path) -> None:
+    from .helpers import run_main
+
+    tiny = ["--gpu-ids", "None", "--env.num-envs", "16", "--agent.num-steps-per-env", "8", "--agent.eval-envs", "0"]
+    code, _, err = run_main(
+        train.main, ["cartpole-balance", *tiny, "--agent.max-iterations", "1", "--log-root", str(tmp_path)]
+    )
+    assert code == 0, err
+    (checkpoint,) = tmp_path.glob("cartpole_balance/*/model_1.pt")
+    go1 = ["go1-velocity-flat", *tiny, "--agent.max-iterations", "1", "--log-root", str(tmp_path / "go1")]
+    go1 += ["--agent.policy.actor-hidden-dims", "64", "64", "--agent.policy.critic-hidden-dims", "64", "64"]
+    code, _, err = run_main(train.main, [*go1, "--resume", str(checkpoint)])
+    assert code == 2, err
+    (line,) = [x for x in err.strip().splitlines() if x.startswith("error:")]
+    assert "its networks do not fit this task's observations and actions (size mismatch for" in line
+    assert "Traceback" not in err
+    assert "a checkpoint of cartpole-balance, resumed as go1-velocity-flat" in " ".join(err.split())

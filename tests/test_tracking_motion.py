@@ -111,10 +111,12 @@ def test_every_bad_file_is_one_line_naming_it_and_what_is_wrong(model: mujoco.Mj
     _refused(_csv(tmp_path, rows[:, :-1], "short_row.csv"), joints, f"{rows.shape[1] - 1} columns", "36")
     nan = rows.copy()
     nan[5, 9] = np.nan
-    _refused(_csv(tmp_path, nan, "nan.csv"), joints, "frame 5", "joint angles", "not a number")
+    _refused(_csv(tmp_path, nan, "nan.csv"), joints, "frame 6 has a joint angle", "not a number")  # lines from 1
     wxyz = rows.copy()
     wxyz[:, 3:7] *= 2.0
-    _refused(_csv(tmp_path, wxyz, "scaled.csv"), joints, "quaternion of frame 0", "not 1")
+    _refused(_csv(tmp_path, wxyz, "scaled.csv"), joints, "quaternion of frame 1", "not 1", "order x, y, z, w")
+    (tmp_path / "empty.csv").write_text("")
+    _refused(tmp_path / "empty.csv", joints, "no frames")
     _refused(_csv(tmp_path, rows[:10], "brief.csv"), joints, "10 frames", "shorter than")
     text = tmp_path / "words.csv"
     text.write_text("root_x,root_y\n1,2\n")
@@ -128,5 +130,22 @@ def test_every_bad_file_is_one_line_naming_it_and_what_is_wrong(model: mujoco.Mj
     ):
         np.savez(tmp_path / name, fps=[50], joint_pos=rows[:, 7:], body_pos_w=pos, body_quat_w=quat)
         _refused(tmp_path / name, joints, "positions (3) and quaternions (4)")
+    doubled = np.tile([2.0, 0.0, 0.0, 0.0], (frames, 1, 1))
+    np.savez(
+        tmp_path / "long.npz", fps=[50], joint_pos=rows[:, 7:], body_pos_w=np.zeros((frames, 1, 3)), body_quat_w=doubled
+    )
+    _refused(tmp_path / "long.npz", joints, "quaternion of frame 1", "order w, x, y, z")
     (tmp_path / "walk.bvh").write_text("HIERARCHY")
     _refused(tmp_path / "walk.bvh", joints, "not a .csv")
+
+
+def test_a_relative_motion_path_is_recorded_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recorded as typed, ``play`` of the run from another folder looked for another file."""
+    from mjfleet.tasks.tracking.config import TrackingConfig
+
+    monkeypatch.chdir(tmp_path)
+    cfg = TrackingConfig(motion="motions/mine.csv")
+    assert (
+        cfg.motion == str(tmp_path / "motions" / "mine.csv") and cfg.motion_file() == tmp_path / "motions" / "mine.csv"
+    )
+    assert TrackingConfig().motion == ""  # the shipped motion

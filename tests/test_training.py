@@ -112,3 +112,19 @@ def test_a_rank_whose_seed_passes_numpys_limit_still_seeds() -> None:
     wrapped = np.random.random()
     seed_everything(5)
     assert np.random.random() == wrapped
+
+
+def test_a_run_directory_deleted_midway_stops_the_events_not_the_training(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import shutil
+
+    from mjfleet.rl.reporting.metrics import MetricsWriter
+
+    writer = MetricsWriter(tmp_path / "run")
+    writer.add_scalars({"Loss/value": 1.0}, 1)
+    shutil.rmtree(tmp_path / "run")
+    with caplog.at_level("WARNING"):
+        writer.add_scalars({"Loss/value": 0.5}, 2)
+        writer.close()
+    assert "could not write TensorBoard events" in caplog.text

@@ -75,6 +75,8 @@ def parse_args(argv: list[str], prog: str = "train") -> TrainConfig:
     env, agent = spec.defaults(on_cpu, learner)
     default = TrainConfig(env=env, agent=agent, task=spec.id)
     notes = [f"{CPU_DEFAULTS_NOTE} {'; '.join(spec.cpu_differences())}."] if on_cpu and spec.has_cpu_defaults else []
+    if success := spec.success_doc():
+        notes.insert(0, f"{spec.description} Success (`success` of --stop-when, play's success_rate): {success}")
     if spec.off_policy is not None and learner_entry(learner).off_policy:
         notes.append(OFF_POLICY_NOTE.format(learner=learner))
     description = "\n\n".join([*notes, TrainConfig.__doc__ or ""]) if notes else None

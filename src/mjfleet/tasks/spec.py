@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib
+import importlib.util
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mjfleet.config_io import flag_value, flattened, plain
@@ -103,6 +107,26 @@ class TaskSpec:
         """Whether a run on the CPU takes defaults of its own (PPO's, the environment's or both)."""
         return self.cpu_agent_cfg is not None or self.cpu_env_cfg is not None
 
+    def success_doc(self) -> str:
+        """What counts as a successful episode: the docstring of the task class's own ``success`` (read from its
+        module's source, not imported: help stays fast), "" where it has none of its own."""
+        if not isinstance(self.task_class, str):
+            method = self.task_class.__dict__.get("success")
+            return _one_paragraph(inspect.getdoc(method) or "") if method is not None else ""
+        module, _, name = self.task_class.partition(":")
+        try:
+            found = importlib.util.find_spec(module)
+            origin = found.origin if found is not None else None
+            tree = ast.parse(Path(origin).read_text()) if origin else None
+        except (ImportError, OSError, SyntaxError, ValueError):
+            return ""
+        for node in tree.body if tree is not None else []:
+            if isinstance(node, ast.ClassDef) and node.name == name:
+                for item in node.body:
+                    if isinstance(item, ast.FunctionDef) and item.name == "success":
+                        return _one_paragraph(ast.get_docstring(item) or "")
+        return ""
+
     def load_task_class(self) -> type[Task[Any]]:
         """The task class (imported now if given as ``"module:Class"``); one that cannot be found raises
         :class:`UsageError` naming the task and the path (an error inside the module still raises its own)."""
@@ -118,6 +142,11 @@ class TaskSpec:
         if not hasattr(loaded, name):
             raise UsageError(f"task {self.id!r}: module {module!r} has no {name!r} (its task class)")
         return getattr(loaded, name)
+
+
+def _one_paragraph(doc: str) -> str:
+    """The first paragraph of a docstring on one line, reST literals as plain backquotes."""
+    return " ".join(doc.split("\n\n")[0].split()).replace("``", "`")
 
 
 def _own_factory(factory: Callable[[], AgentConfig]) -> Callable[[], AgentConfig]:

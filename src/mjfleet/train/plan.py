@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mjfleet.config_io import plain
+from mjfleet.config_io import load_yaml, plain
 from mjfleet.errors import FatalTrainingError, UsageError
 from mjfleet.launch.launcher import LaunchPlan
 from mjfleet.rl.checkpoint.files import (
@@ -242,6 +242,16 @@ def plan_start(cfg: TrainConfig) -> StartPoint:
 def _check_networks(cfg: TrainConfig, checkpoint: Path, data: dict[str, Any]) -> None:
     """The learner and the networks this run builds must take the checkpoint's state (otherwise every worker would fail
     to load it after the run directory exists)."""
+    recorded = checkpoint.parent / "params" / "run.yaml"
+    task = load_yaml(recorded).get("task") if recorded.is_file() else None
+    if task and task != cfg.task:
+        logger.info(
+            "--resume %s: a checkpoint of %s, resumed as %s (its networks must take %s's observations and actions)",
+            checkpoint,
+            task,
+            cfg.task,
+            cfg.task,
+        )
     learner = checkpoint_learner(data)
     if learner != cfg.agent.learner:
         raise UsageError(

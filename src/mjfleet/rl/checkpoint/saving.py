@@ -142,7 +142,15 @@ class Saving:
                 f"checkpoint {path} was trained by {saved}, this run's learner is {self.learner.name}"
                 f" (--agent.learner {saved} takes it)"
             )
-        self.learner.load_state_dict(data)
+        try:
+            self.learner.load_state_dict(data)
+        except RuntimeError as e:  # torch's "size mismatch for <tensor>: ..." lines: networks of another task
+            mismatch = next((line.strip() for line in str(e).splitlines() if "size mismatch" in line), None)
+            if mismatch is None:
+                raise
+            raise UsageError(
+                f"checkpoint {path}: its networks do not fit this task's observations and actions ({mismatch})"
+            ) from None
         self.current_learning_iteration = int(data["iter"])
         self.previous_elapsed_s = float(data.get("elapsed_s", 0.0))
         # A checkpoint from before env-steps were saved: as many per iteration as this run takes.

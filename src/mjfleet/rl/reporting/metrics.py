@@ -66,14 +66,28 @@ class MetricsWriter:
         # file writer, which SummaryWriter reaches only through a private method.
         from torch.utils.tensorboard.writer import FileWriter
 
-        self._tb = FileWriter(str(run_dir), flush_secs=10)
+        self._tb: Any = FileWriter(str(run_dir), flush_secs=10)
+
+    def _tensorboard(self, write: Any) -> None:
+        """Call ``write`` with the event writer; when the run directory is gone or full, say so once and write no
+        more events (the training goes on, as it does when progress records cannot be written)."""
+        if self._tb is None:
+            return
+        try:
+            write(self._tb)
+        except OSError as e:
+            logger.warning("could not write TensorBoard events in %s (%s); this start writes no more", self.run_dir, e)
+            self._tb = None
 
     def add_scalars(self, values: dict[str, float], step: int) -> None:
         """Log each value under its key at ``step``."""
         from torch.utils.tensorboard.summary import scalar
 
-        for key, value in values.items():
-            self._tb.add_summary(scalar(key, value), step)
+        def write(tb: Any) -> None:
+            for key, value in values.items():
+                tb.add_summary(scalar(key, value), step)
+
+        self._tensorboard(write)
 
     def save_files(self, paths: list[Path]) -> None:
         """Store files of the run directory in the W&B run (same relative names), so ``wandb:`` references find
@@ -95,7 +109,7 @@ class MetricsWriter:
         height, width = frames[0].shape[:2]
         image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=gif.getvalue())
         # SummaryWriter.add_video would need moviepy; the file writer takes the finished summary.
-        self._tb.add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), step)
+        self._tensorboard(lambda tb: tb.add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), step))
         if self._wandb_run is not None:
             import wandb
 
@@ -104,7 +118,7 @@ class MetricsWriter:
 
     def close(self) -> None:
         """Flush and close every sink."""
-        self._tb.flush()
-        self._tb.close()
+        self._tensorboard(lambda tb: (tb.flush(), tb.close()))
+        self._tb = None
         if self._wandb_run is not None:
             self._wandb_run.finish()

@@ -139,9 +139,15 @@ class TrackingConfig(EnvConfig):
     for a real robot turns it on, e.g. ``--env.randomization.friction 0.3 1.2 --env.randomization.push-velocity
     0.5 --env.randomization.push-interval-s 1 3`` (mjlab's ranges)."""
 
+    def __post_init__(self) -> None:
+        # A relative path is the folder's the command ran in: stored as it was typed, play of the run from
+        # elsewhere would look for another file.
+        if self.motion:
+            self.motion = str(Path(self.motion).expanduser().absolute())
+
     def motion_file(self) -> Path:
         """The reference motion's file (``motion``, or the shipped one)."""
-        return Path(self.motion).expanduser() if self.motion else SHIPPED_MOTION
+        return Path(self.motion) if self.motion else SHIPPED_MOTION
 
     def model_files(self) -> list[Path]:
         """The robot's MJCF and the motion: a run records both texts' digests, ``play`` says when either differs."""

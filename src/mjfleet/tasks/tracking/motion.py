@@ -18,6 +18,7 @@ Everything a file can get wrong is one :class:`~mjfleet.errors.UsageError` line 
 from __future__ import annotations
 
 import hashlib
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,17 +74,19 @@ def read_motion(path: Path, joints: int) -> Motion:
         fps, root_pos, root_quat, joint_pos = _read_npz(path, joints)
     else:
         raise UsageError(f"motion file {path}: not a .csv (retargeted G1 layout) or an .npz (mjlab's csv_to_npz)")
-    for name, values in (("root position", root_pos), ("root quaternion", root_quat), ("joint angles", joint_pos)):
+    # Frames are counted from 1, as the lines of a CSV are.
+    for name, values in (("root position", root_pos), ("root quaternion", root_quat), ("joint angle", joint_pos)):
         bad = ~np.isfinite(values).all(axis=1)
         if bad.any():
-            raise UsageError(f"motion file {path}: frame {int(np.argmax(bad))} has a {name} that is not a number")
+            raise UsageError(f"motion file {path}: frame {int(np.argmax(bad)) + 1} has a {name} that is not a number")
     norms = np.linalg.norm(root_quat, axis=1)
     off = np.abs(norms - 1.0) > UNIT_TOLERANCE
     if off.any():
         frame = int(np.argmax(off))
+        order = "x, y, z, w" if path.suffix.lower() == ".csv" else "w, x, y, z"
         raise UsageError(
-            f"motion file {path}: the root quaternion of frame {frame} has norm {norms[frame]:.3f}, not 1 (is the"
-            " order x, y, z, w?)"
+            f"motion file {path}: the root quaternion of frame {frame + 1} has norm {norms[frame]:.3f}, not 1 (is"
+            f" the order {order}?)"
         )
     if (root_pos.shape[0] - 1) / fps < MIN_SECONDS:
         raise UsageError(
@@ -94,9 +97,13 @@ def read_motion(path: Path, joints: int) -> Motion:
 
 def _read_csv(path: Path, joints: int) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
     try:
-        rows = np.loadtxt(path, delimiter=",", dtype=np.float64, ndmin=2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # an empty file: said below, in the file's words
+            rows = np.loadtxt(path, delimiter=",", dtype=np.float64, ndmin=2)
     except ValueError as e:
         raise UsageError(f"motion file {path}: not a table of numbers ({str(e).splitlines()[0]})") from None
+    if rows.size == 0:
+        raise UsageError(f"motion file {path}: no frames (the file is empty)")
     columns = 7 + joints
     if rows.shape[1] != columns:
         raise UsageError(
