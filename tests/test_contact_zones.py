@@ -13,7 +13,7 @@ import torch
 
 from mjfleet.errors import UsageError
 from mjfleet.tasks.locomotion.config import TerrainConfig
-from mjfleet.tasks.locomotion.contacts import ZoneForces, add_ground_sensors, zone_geoms, zone_sensors
+from mjfleet.tasks.locomotion.contacts import ZoneContacts, add_ground_sensors, zone_geoms, zone_sensors
 from mjfleet.tasks.locomotion.model import build_model
 from mjfleet.tasks.locomotion.robots import ASSETS, GO1, RobotSpec, Zone
 from mjfleet.tasks.locomotion.terrain import generate
@@ -58,7 +58,7 @@ def test_a_zone_named_after_a_geom_that_collides_with_nothing_is_one_line() -> N
         zone_geoms(m, _robot(Zone("look", geom="look")), "look")
 
 
-def test_a_foot_on_the_ground_reads_a_force_and_one_in_the_air_none() -> None:
+def test_a_foot_on_the_ground_touches_it_and_a_base_in_the_air_does_not() -> None:
     spec = mujoco.MjSpec.from_string(FILE)
     robot = _robot(Zone("foot", body="leg", kinds=("sphere",)), Zone("base", body="base"))
     add_ground_sensors(spec, spec.compile(), robot)
@@ -66,8 +66,8 @@ def test_a_foot_on_the_ground_reads_a_force_and_one_in_the_air_none() -> None:
     d = mujoco.MjData(m)
     for _ in range(400):
         mujoco.mj_step(m, d)
-    forces = ZoneForces(m, robot, torch.device("cpu"))(torch.as_tensor(d.sensordata[None], dtype=torch.float32))
-    assert forces.shape == (1, 2) and float(forces[0, 0]) > 1.0 and float(forces[0, 1]) == 0.0
+    zones = ZoneContacts(m, robot, torch.device("cpu"))(torch.as_tensor(d.sensordata[None], dtype=torch.float32))
+    assert zones.tolist() == [[True, False]]
 
 
 def test_the_added_ground_collides_whatever_the_files_main_default_says(tmp_path: Path) -> None:

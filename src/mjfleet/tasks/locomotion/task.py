@@ -15,7 +15,7 @@ from mjfleet.tasks.locomotion.actions import action_scales
 from mjfleet.tasks.locomotion.columns import Index, column_amplitudes, columns, concat_columns
 from mjfleet.tasks.locomotion.commands import CommandCurriculum, VelocityCommands
 from mjfleet.tasks.locomotion.config import LocomotionConfig
-from mjfleet.tasks.locomotion.contacts import ZoneForces
+from mjfleet.tasks.locomotion.contacts import ZoneContacts
 from mjfleet.tasks.locomotion.curriculum import TerrainCurriculum
 from mjfleet.tasks.locomotion.model import build_model, spawn_height
 from mjfleet.tasks.locomotion.randomization import BATCHED_FIELDS, DomainRandomizer, Pushes, movable_centre_of_mass
@@ -108,10 +108,10 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
         names = [m.joint(int(j)).name for j in joints]
         self._deviation_idx = torch.as_tensor([names.index(j) for j in self.robot.deviation_joints], device=dev)
         self.base_body = int(m.body(self.robot.base_body).id)
-        self._zone_forces = ZoneForces(m, self.robot, dev)
-        self._feet_touch = self._zone_forces.index(self.robot.feet, dev)
-        self._undesired_touch = self._zone_forces.index(self.robot.undesired_contacts, dev)
-        self._terminal_touch = self._zone_forces.index(self.robot.terminal_contacts, dev)
+        self._zone_contacts = ZoneContacts(m, self.robot, dev)
+        self._feet_touch = self._zone_contacts.index(self.robot.feet, dev)
+        self._undesired_touch = self._zone_contacts.index(self.robot.undesired_contacts, dev)
+        self._terminal_touch = self._zone_contacts.index(self.robot.terminal_contacts, dev)
         self._foot_sites = torch.as_tensor([int(m.site(f"{x}_site").id) for x in self.robot.feet], device=dev)
         self.target_height = self.cfg.target_base_height or float(key.qpos[2])
         """Base height of the ``base_height`` reward and the height scan's zero (default: standing height)."""
@@ -251,11 +251,10 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
     def after_step(self, env: MjEnv) -> None:
         sim, dt = env.sim, self.dt
         self.lin_vel, _, self.gravity, self.base_height = self._base_state(env)
-        touch = self._zone_forces(sim.sensordata)
-        threshold = self.cfg.contact_force
-        contact = touch[:, self._feet_touch] > threshold
-        self.undesired_count = (touch[:, self._undesired_touch] > threshold).sum(dim=-1).float()
-        self.terminal_contact = (touch[:, self._terminal_touch] > threshold).any(dim=-1)
+        touch = self._zone_contacts(sim.sensordata)
+        contact = touch[:, self._feet_touch]
+        self.undesired_count = touch[:, self._undesired_touch].sum(dim=-1).float()
+        self.terminal_contact = touch[:, self._terminal_touch].any(dim=-1)
 
         command = self.commands.command
         self._lin_err_sq = torch.sum(torch.square(command[:, :2] - self.lin_vel[:, :2]), dim=-1)
