@@ -49,6 +49,7 @@ class ViewerSession:
         self._held: dict[str, float] | None = None
         self._pending_steps = 0
         self._view_changed = False
+        self._release = False
         self._lock = threading.Lock()
         self._data = mujoco.MjData(env.sim.mj_model)
         env.reset_all()
@@ -90,11 +91,9 @@ class ViewerSession:
         if values is not None and (unknown := set(values) - set(self.command_ranges)):
             raise KeyError(f"unknown commands {sorted(unknown)}; this task has {sorted(self.command_ranges)}")
         with self._lock:
-            let_go = values is None and self._held is not None
+            # Handed back at the next tick, between steps: a GUI thread never touches the task mid-step.
+            self._release = self._release or (values is None and self._held is not None)
             self._held = dict(values) if values is not None else None
-        if let_go:
-            with torch.inference_mode():  # the task's buffers are inference tensors once a step ran
-                self.env.task.hold_commands(self.env, None)
 
     @property
     def held_commands(self) -> dict[str, float] | None:
@@ -115,9 +114,12 @@ class ViewerSession:
                 return redraw
             self._pending_steps = max(0, self._pending_steps - 1)
             held = None if self._held is None else dict(self._held)
+            release, self._release = self._release, False
             index = self._env_index
         env = self.env
-        with torch.inference_mode():
+        with torch.inference_mode():  # the task's buffers are inference tensors once a step ran
+            if release:
+                env.task.hold_commands(env, None)
             if held is not None:
                 env.task.hold_commands(env, held)  # here, between steps: GUI threads never touch the task mid-step
             self._obs, _, dones, _ = env.step(self.policy(self._obs))
