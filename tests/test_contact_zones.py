@@ -13,7 +13,7 @@ import torch
 
 from mjfleet.errors import UsageError
 from mjfleet.tasks.locomotion.config import TerrainConfig
-from mjfleet.tasks.locomotion.contacts import ZoneContacts, add_ground_sensors, zone_geoms, zone_sensors
+from mjfleet.tasks.locomotion.contacts import ZoneContacts, add_zone_sensors, zone_geoms, zone_sensors
 from mjfleet.tasks.locomotion.model import build_model
 from mjfleet.tasks.locomotion.robots import ASSETS, GO1, RobotSpec, Zone
 from mjfleet.tasks.locomotion.terrain import generate
@@ -36,7 +36,7 @@ def _robot(*zones: Zone) -> RobotSpec:
 
 def test_geoms_named_for_their_sensors_avoid_names_the_file_uses() -> None:
     spec = mujoco.MjSpec.from_string(FILE)
-    add_ground_sensors(spec, spec.compile(), _robot(Zone("foot", body="leg", kinds=("sphere",))))
+    add_zone_sensors(spec, spec.compile(), _robot(Zone("foot", body="leg", kinds=("sphere",))))
     m = spec.compile()
     sensors = zone_sensors(m, "foot")
     assert len(sensors) == 2  # two of the leg's three colliding geoms: one sensor each
@@ -46,7 +46,7 @@ def test_geoms_named_for_their_sensors_avoid_names_the_file_uses() -> None:
 
 def test_a_zone_on_a_body_without_a_name_is_watched_through_its_geom() -> None:
     spec = mujoco.MjSpec.from_string(FILE)
-    add_ground_sensors(spec, spec.compile(), _robot(Zone("toe", geom="toe")))
+    add_zone_sensors(spec, spec.compile(), _robot(Zone("toe", geom="toe")))
     m = spec.compile()
     (sensor,) = zone_sensors(m, "toe")
     assert m.sensor_objtype[sensor] == mujoco.mjtObj.mjOBJ_GEOM and m.geom(int(m.sensor_objid[sensor])).name == "toe"
@@ -61,12 +61,12 @@ def test_a_zone_named_after_a_geom_that_collides_with_nothing_is_one_line() -> N
 def test_a_foot_on_the_ground_touches_it_and_a_base_in_the_air_does_not() -> None:
     spec = mujoco.MjSpec.from_string(FILE)
     robot = _robot(Zone("foot", body="leg", kinds=("sphere",)), Zone("base", body="base"))
-    add_ground_sensors(spec, spec.compile(), robot)
+    add_zone_sensors(spec, spec.compile(), robot)
     m = spec.compile()
     d = mujoco.MjData(m)
     for _ in range(400):
         mujoco.mj_step(m, d)
-    zones = ZoneContacts(m, robot, torch.device("cpu"))(torch.as_tensor(d.sensordata[None], dtype=torch.float32))
+    zones = ZoneContacts(m, robot, 1.0, torch.device("cpu"))(torch.as_tensor(d.sensordata[None], dtype=torch.float32))
     assert zones.tolist() == [[True, False]]
 
 

@@ -811,17 +811,19 @@ def test_standing_feet_touch_the_ground_alike_on_both_backends() -> None:
 
 
 def test_a_zone_of_some_of_its_bodys_geoms_touches_when_any_of_them_does() -> None:
-    """Menagerie's Go1 calf zone is two of its body's three collision geoms (the third is the foot): one sensor per
-    geom, their counts of found contacts added."""
+    """Menagerie's Go1 calf zone is two of its body's three collision geoms (the third is the foot): one contact
+    sensor per geom, their counts of found contacts added; the zone touches the ground where one found a contact and
+    its touch sensor reads more than the threshold."""
     if (reason := missing_files("unitree-go1-velocity-flat")) is not None:
         pytest.skip(reason)
     m = build_model(UNITREE_GO1, None)
     calf = zone_sensors(m, "FR_calf")
-    assert len(calf) == 2 and zone_sensors(m, "FR_foot") == [int(m.sensor("touch_FR_foot").id)]
+    assert len(calf) == 2 and zone_sensors(m, "FR_foot") == [int(m.sensor("ground_FR_foot").id)]
     assert {int(m.sensor_objtype[s]) for s in calf} == {int(mujoco.mjtObj.mjOBJ_GEOM)}
-    reader = ZoneContacts(m, UNITREE_GO1, torch.device("cpu"))
+    reader = ZoneContacts(m, UNITREE_GO1, 1.0, torch.device("cpu"))
     sensordata = torch.zeros(3, m.nsensordata)
     sensordata[1, int(m.sensor_adr[calf[1]])] = 2.0  # the calf's second geom finds two contacts in world 1
+    sensordata[:2, int(m.sensor("touch_FR_calf").adr[0])] = 5.0  # pressed in worlds 0 (by itself: no ground) and 1
     zones = reader(sensordata)
     column = UNITREE_GO1.watched().index("FR_calf")
     assert zones.shape == (3, len(UNITREE_GO1.watched()))

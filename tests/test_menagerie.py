@@ -59,11 +59,14 @@ def test_menagerie_records_build_a_task_model_from_a_checkout(fixture_root: Path
     m = build_model(robot, None)
     assert m.opt.timestep == robot.timestep and m.opt.integrator == mujoco.mjtIntegrator.mjINT_IMPLICITFAST
     assert m.geom("floor").type[0] == mujoco.mjtGeom.mjGEOM_PLANE  # Menagerie robot files have no ground
-    # Ground contact sensors per zone, nothing else (the file's IMU sensors are dropped); a reference site per foot.
-    sensors = [s for name in robot.watched() for s in zone_sensors(m, name)]
-    assert sorted(sensors) == list(range(m.nsensor))
-    assert np.all(m.sensor_type == mujoco.mjtSensor.mjSENS_CONTACT)
-    assert np.all(m.sensor_refid == 0)  # the world body: the ground
+    # A touch sensor and ground contact sensors per zone, nothing else (the file's IMU sensors are dropped); a
+    # reference site per foot.
+    touch = [int(m.sensor(f"touch_{name}").id) for name in robot.watched()]
+    ground = [s for name in robot.watched() for s in zone_sensors(m, name)]
+    assert touch + ground == list(range(m.nsensor))  # touch sensors first: contiguous columns
+    assert np.all(m.sensor_type[touch] == mujoco.mjtSensor.mjSENS_TOUCH)
+    assert np.all(m.sensor_type[ground] == mujoco.mjtSensor.mjSENS_CONTACT)
+    assert np.all(m.sensor_refid[ground] == 0)  # the world body: the ground
     for foot in robot.feet:
         assert m.site_bodyid[m.site(f"{foot}_site").id] == m.geom_bodyid[zone_geoms(m, robot, foot)[0]]
     # Every hinge is driven by a position servo whose target is the home pose; the feet touch the ground there.

@@ -199,6 +199,9 @@ class LocomotionConfig(EnvConfig):
     """Width of the exponential velocity-tracking rewards (m/s or rad/s)."""
     air_time_threshold: float = 0.5
     """Target swing time of the air-time rewards (seconds)."""
+    contact_force: float = 1.0
+    """A zone touches the ground when MuJoCo found a contact between them and the normal forces on the zone exceed
+    this (newtons)."""
     soft_joint_limit: float = 0.9
     """Fraction of each joint's range, around its middle, beyond which ``joint_limits`` penalises."""
     target_base_height: float = 0.0

@@ -1,24 +1,33 @@
 # pyright: reportAttributeAccessIssue=false
-"""A legged robot's contact zones and their ground contact: which collision geoms a zone is, the contact sensors
-that find its contacts with the ground inside the physics step, and the reading of them."""
+"""A legged robot's contact zones and their ground contact: which collision geoms a zone is, the sensors that
+watch it inside the physics step, and the reading of them.
+
+Each zone has two sensors: a touch sensor (the normal forces on the zone: cheap, but the robot pressing on itself
+counts too) and a contact sensor of the zone against the world body that counts the contacts MuJoCo found (the
+ground only). A zone touches the ground when both read: found, and pressed harder than ``contact_force``. Reading the
+contact sensors' forces instead would cost MuJoCo C about a tenth more per physics step of the go1: each computes
+every matched contact's force.
+"""
 
 from __future__ import annotations
 
 import mujoco
+import numpy as np
 import torch
 
 from mjfleet.errors import UsageError
 from mjfleet.tasks.locomotion.columns import Index, columns
 from mjfleet.tasks.locomotion.robots import RobotSpec
 
-GROUND_SENSOR_PREFIX = "touch_"
-"""A zone's contact sensor is ``touch_<zone>`` (``touch_<zone>_<k>``, one per geom, where the zone is part of its
-body's geoms)."""
+TOUCH_SENSOR_PREFIX = "touch_"
+"""A zone's touch sensor, and its site, are ``touch_<zone>``."""
+GROUND_SENSOR_PREFIX = "ground_"
+"""A zone's contact sensor against the ground is ``ground_<zone>`` (``ground_<zone>_<k>``, one per geom, where the
+zone is part of its body's geoms)."""
+TOUCH_MARGIN = 0.005
+"""A touch sensor's site is the zone's collision geoms grown by this much (metres), so contact points lie inside."""
 
 _FOUND = 1 << int(mujoco.mjtConDataField.mjCONDATA_FOUND)
-"""What the sensors read: how many contacts they found. Their force would cost MuJoCo C a tenth more per physics
-step of the go1 (each sensor computes every matched contact's force), and a contact MuJoCo finds is one the ground
-pushes on or is about to."""
 
 
 def is_collision(m: mujoco.MjModel, geom: int) -> bool:
@@ -52,19 +61,29 @@ def zone_geoms(m: mujoco.MjModel, robot: RobotSpec, name: str) -> list[int]:
     return found
 
 
-def add_ground_sensors(spec: mujoco.MjSpec, compiled: mujoco.MjModel, robot: RobotSpec) -> None:
-    """One contact sensor per zone of ``robot.watched()``, in that order: how many contacts the zone has with the
-    world body's geoms (the ground, plane or heightfield), never with the robot itself.
+def add_zone_sensors(spec: mujoco.MjSpec, compiled: mujoco.MjModel, robot: RobotSpec) -> None:
+    """The sensors of every zone of ``robot.watched()``, touch sensors first, then contact sensors, each in the
+    zones' order (their readings are then contiguous columns). A touch sensor's site is shaped like the zone (its
+    geom, or a box around its geoms): it separates e.g. a calf's own contacts from those of the foot on the same
+    body. A contact sensor counts the zone's contacts with the world body's geoms (the ground, plane or
+    heightfield), never with the robot itself.
 
-    A zone that is all the collision geoms of its (named) body is watched through the body; a zone that is part of
-    them (a foot sphere on its calf) gets one sensor per geom, an unnamed geom named ``<zone>_<k>`` (or the first
-    such name the file does not use) for the sensor to reach it. ``compiled`` is ``spec`` compiled, with no edit
-    since (an edit invalidates the compiled ids).
+    For the contact sensor, a zone that is all the collision geoms of its (named) body is watched through the body;
+    a zone that is part of them (a foot sphere on its calf) gets one sensor per geom, an unnamed geom named
+    ``<zone>_<k>`` (or the first such name the file does not use) for the sensor to reach it. ``compiled`` is
+    ``spec`` compiled, with no edit since (an edit invalidates the compiled ids).
     """
     spec_geoms = {int(g.id): g for g in spec.geoms}
+    spec_bodies = {int(b.id): b for b in spec.bodies}
     taken = {g.name for g in spec.geoms}
-    for name in robot.watched():
-        geoms = zone_geoms(compiled, robot, name)
+    zones = {name: zone_geoms(compiled, robot, name) for name in robot.watched()}
+    for name, geoms in zones.items():
+        kind, size, pos, quat = zone_shape(compiled, geoms)
+        site = TOUCH_SENSOR_PREFIX + name
+        body = spec_bodies[int(compiled.geom_bodyid[geoms[0]])]
+        body.add_site(name=site, type=kind, size=size, pos=pos, quat=quat, group=5)
+        spec.add_sensor(name=site, type=mujoco.mjtSensor.mjSENS_TOUCH, objtype=mujoco.mjtObj.mjOBJ_SITE, objname=site)
+    for name, geoms in zones.items():
         body = int(compiled.geom_bodyid[geoms[0]])
         of_body = [g for g in range(compiled.ngeom) if compiled.geom_bodyid[g] == body and is_collision(compiled, g)]
         body_name = compiled.body(body).name
@@ -78,6 +97,40 @@ def add_ground_sensors(spec: mujoco.MjSpec, compiled: mujoco.MjModel, robot: Rob
                 taken.add(geom.name)
             sensor = GROUND_SENSOR_PREFIX + (name if len(geoms) == 1 else f"{name}_{k}")
             _add_ground_sensor(spec, sensor, mujoco.mjtObj.mjOBJ_GEOM, geom.name)
+
+
+_SHAPED = (
+    mujoco.mjtGeom.mjGEOM_SPHERE,
+    mujoco.mjtGeom.mjGEOM_CAPSULE,
+    mujoco.mjtGeom.mjGEOM_BOX,
+    mujoco.mjtGeom.mjGEOM_CYLINDER,
+)
+
+
+def zone_shape(m: mujoco.MjModel, geoms: list[int]) -> tuple[mujoco.mjtGeom, np.ndarray, np.ndarray, np.ndarray]:
+    """A site (type, size, pos, quat in the body frame) enclosing the zone's geoms, grown by ``TOUCH_MARGIN``."""
+    if len(geoms) == 1 and m.geom_type[geoms[0]] in _SHAPED:
+        g = geoms[0]
+        kind = mujoco.mjtGeom(int(m.geom_type[g]))
+        size = np.array(m.geom_size[g], dtype=float)
+        if kind == mujoco.mjtGeom.mjGEOM_CAPSULE or kind == mujoco.mjtGeom.mjGEOM_SPHERE:
+            size[0] += TOUCH_MARGIN  # the radius grows; a capsule's half-length stays (its caps grow with the radius)
+        elif kind == mujoco.mjtGeom.mjGEOM_CYLINDER:
+            size[:2] += TOUCH_MARGIN
+        else:
+            size += TOUCH_MARGIN
+        return kind, size, np.array(m.geom_pos[g], dtype=float), np.array(m.geom_quat[g], dtype=float)
+    # Several geoms, or a mesh: a box around their bounding boxes, axis-aligned in the body frame.
+    signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], dtype=float)
+    points = []
+    for g in geoms:
+        rot = np.zeros(9)
+        mujoco.mju_quat2Mat(rot, m.geom_quat[g])
+        corners = m.geom_aabb[g, :3] + m.geom_aabb[g, 3:] * signs
+        points.append(m.geom_pos[g] + corners @ rot.reshape(3, 3).T)
+    stacked = np.concatenate(points)
+    low, high = stacked.min(axis=0), stacked.max(axis=0)
+    return mujoco.mjtGeom.mjGEOM_BOX, (high - low) / 2 + TOUCH_MARGIN, (high + low) / 2, np.array([1.0, 0, 0, 0])
 
 
 def _free_name(name: str, taken: set[str]) -> str:
@@ -120,13 +173,16 @@ def zone_sensors(m: mujoco.MjModel, name: str) -> list[int]:
 
 class ZoneContacts:
     """Whether each zone touches the ground, read from ``sensordata`` after the physics step: the zones of
-    ``robot.watched()``, in that order."""
+    ``robot.watched()``, in that order. A zone touches it when its contact sensor found a contact with the ground
+    and its touch sensor reads normal forces above ``threshold`` (newtons)."""
 
-    def __init__(self, m: mujoco.MjModel, robot: RobotSpec, device: torch.device) -> None:
+    def __init__(self, m: mujoco.MjModel, robot: RobotSpec, threshold: float, device: torch.device) -> None:
         self.zones = robot.watched()
+        self.threshold = threshold
+        self._touch = columns([int(m.sensor(TOUCH_SENSOR_PREFIX + z).adr[0]) for z in self.zones], device)
         sensors = [(z, s) for z, name in enumerate(self.zones) for s in zone_sensors(m, name)]
-        self._cols = columns([int(m.sensor_adr[s]) for _, s in sensors], device)
-        # A zone of several sensors adds their counts; None where every zone has one.
+        self._found = columns([int(m.sensor_adr[s]) for _, s in sensors], device)
+        # A zone of several contact sensors adds their counts; None where every zone has one.
         zone_of = [z for z, _ in sensors]
         self._zone_of = None if len(sensors) == len(self.zones) else torch.as_tensor(zone_of, device=device)
 
@@ -135,8 +191,8 @@ class ZoneContacts:
         return columns([self.zones.index(n) for n in names], device)
 
     def __call__(self, sensordata: torch.Tensor) -> torch.Tensor:
-        """``(num_envs, zones)`` booleans: the zone has a contact with the ground."""
-        found = sensordata[:, self._cols]
+        """``(num_envs, zones)`` booleans: the zone touches the ground."""
+        found = sensordata[:, self._found]
         if self._zone_of is not None:
             found = found.new_zeros(found.shape[0], len(self.zones)).index_add_(1, self._zone_of, found)
-        return found > 0
+        return (sensordata[:, self._touch] > self.threshold) & (found > 0)

@@ -11,7 +11,7 @@ import numpy as np
 
 from mjfleet.errors import UsageError
 from mjfleet.tasks.locomotion.check import check_robot_spec
-from mjfleet.tasks.locomotion.contacts import add_ground_sensors, zone_geoms
+from mjfleet.tasks.locomotion.contacts import add_zone_sensors, zone_geoms, zone_shape
 from mjfleet.tasks.locomotion.robots import RobotSpec
 from mjfleet.tasks.locomotion.sources import robot_file
 from mjfleet.tasks.locomotion.terrain import TerrainMap
@@ -68,8 +68,9 @@ def build_model(robot: RobotSpec, terrain: TerrainMap | None, self_contacts: boo
     if robot.home:
         _set_home(spec, robot)
     compiled = spec.compile()
-    add_ground_sensors(spec, compiled, robot)  # first: it finds geoms by compiled id, which an edit invalidates
-    _add_foot_sites(spec, compiled, robot)
+    bodies = {int(b.id): b for b in spec.bodies}  # by compiled id, which an edit of the spec invalidates
+    add_zone_sensors(spec, compiled, robot)  # (it takes its ids before its own edits)
+    _add_foot_sites(spec, compiled, bodies, robot)
     if self_contacts:
         root = spec.worldbody.first_body().name
         field = mujoco.mjtConDataField
@@ -168,32 +169,18 @@ def lowest_point(m: mujoco.MjModel, d: mujoco.MjData, geom: int) -> float:
     return float(world[:, 2].min())
 
 
-def _add_foot_sites(spec: mujoco.MjSpec, compiled: mujoco.MjModel, robot: RobotSpec) -> None:
+def _add_foot_sites(
+    spec: mujoco.MjSpec, compiled: mujoco.MjModel, bodies: dict[int, mujoco.MjsBody], robot: RobotSpec
+) -> None:
     """A reference site ``<foot>_site`` per foot the file lacks, at the centre of the foot's zone (``compiled`` is
-    ``spec`` compiled)."""
+    ``spec`` compiled, ``bodies`` its bodies by compiled id)."""
     site_names = {s.name for s in spec.sites}
     for name in robot.feet:
         if f"{name}_site" in site_names:
             continue
         geoms = zone_geoms(compiled, robot, name)
-        body = spec.body(compiled.body(int(compiled.geom_bodyid[geoms[0]])).name)
-        body.add_site(name=f"{name}_site", pos=_zone_centre(compiled, geoms), group=5)
-
-
-def _zone_centre(m: mujoco.MjModel, geoms: list[int]) -> list[float]:
-    """Centre of the zone's geoms in their body's frame: the geom's own, or that of a box around their bounding boxes
-    (axis-aligned in the body frame)."""
-    if len(geoms) == 1 and m.geom_type[geoms[0]] != mujoco.mjtGeom.mjGEOM_MESH:
-        return [float(x) for x in m.geom_pos[geoms[0]]]
-    signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], dtype=float)
-    points = []
-    for g in geoms:
-        rot = np.zeros(9)
-        mujoco.mju_quat2Mat(rot, m.geom_quat[g])
-        corners = m.geom_aabb[g, :3] + m.geom_aabb[g, 3:] * signs
-        points.append(m.geom_pos[g] + corners @ rot.reshape(3, 3).T)
-    stacked = np.concatenate(points)
-    return [float(x) for x in (stacked.min(axis=0) + stacked.max(axis=0)) / 2]
+        centre = zone_shape(compiled, geoms)[2]
+        bodies[int(compiled.geom_bodyid[geoms[0]])].add_site(name=f"{name}_site", pos=centre, group=5)
 
 
 def _add_heightfield(spec: mujoco.MjSpec, terrain: TerrainMap) -> None:

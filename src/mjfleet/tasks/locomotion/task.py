@@ -108,7 +108,7 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
         names = [m.joint(int(j)).name for j in joints]
         self._deviation_idx = torch.as_tensor([names.index(j) for j in self.robot.deviation_joints], device=dev)
         self.base_body = int(m.body(self.robot.base_body).id)
-        self._zone_contacts = ZoneContacts(m, self.robot, dev)
+        self._zone_contacts = ZoneContacts(m, self.robot, self.cfg.contact_force, dev)
         self._feet_touch = self._zone_contacts.index(self.robot.feet, dev)
         self._undesired_touch = self._zone_contacts.index(self.robot.undesired_contacts, dev)
         self._terminal_touch = self._zone_contacts.index(self.robot.terminal_contacts, dev)
