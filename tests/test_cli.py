@@ -437,3 +437,20 @@ def test_resuming_another_tasks_checkpoint_is_one_line_and_says_whose_it_is(tmp_
     assert "its networks do not fit this task's observations and actions (size mismatch for" in line
     assert "Traceback" not in err
     assert "a checkpoint of cartpole-balance, resumed as go1-velocity-flat" in " ".join(err.split())
+
+
+def test_play_without_a_checkpoint_says_null_and_a_video_it_cannot_render_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from mjfleet.render import video
+
+    zero = ["cartpole-balance", "--agent", "zero", "--num-episodes", "1", "--gpu-ids", "None"]
+    play.main(zero)
+    assert json.loads(capsys.readouterr().out)["checkpoint"] is None
+
+    def no_gl(*_: object, **__: object) -> None:
+        raise ImportError("Cannot initialize a EGL device display. This likely means that your EGL driver does not")
+
+    monkeypatch.setattr(video.WorldVideo, "__init__", no_gl)
+    line = _usage_error(capsys, play.main, [*zero, "--video", "--video-path", str(tmp_path / "v.mp4")])
+    assert "--video: cannot render (Cannot initialize a EGL device display." in line and "libegl1" in line

@@ -79,12 +79,13 @@ def test_commands_printed_under_uv_run_start_with_uv_run(tmp_path: Path) -> None
     assert f"watch it: uv run play cartpole-balance --checkpoint {run_dir / 'model_1.pt'}" in said
 
 
-def test_a_rank_of_another_launchers_job_is_told_to_rerun_the_jobs_command(tmp_path: Path) -> None:
+def test_a_rank_of_another_launchers_job_is_told_to_rerun_the_jobs_command_with_finish(tmp_path: Path) -> None:
+    """Without --finish, torchrun --standalone's next invocation draws another run id: a new run."""
     (tmp_path / "model_3.pt").write_bytes(b"")
     end = RunEnd("stopped", "cartpole-balance", tmp_path, 0, 10, 3, 256, 75, "SIGTERM", True, launcher="torchrun")
     lines = ending_lines(end)
-    assert (
-        lines[-1]
-        == "finish it: start the job's torchrun command again (it continues this run in place to iteration 10)"
+    assert lines[-1] == (
+        f"finish it: start the job's torchrun command again with --finish {tmp_path} added to train's options"
+        " (it continues this run in place to iteration 10)"
     )
     assert f"watch it: play cartpole-balance --checkpoint {tmp_path / 'model_3.pt'}" in lines

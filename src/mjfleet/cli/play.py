@@ -192,9 +192,16 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
 
             camera = spec.load_task_class().video_camera
             ghost = partial(env.task.ghost_qpos, env)
-            recorder = WorldVideo(env.sim, 0, camera, cfg.video_height, cfg.video_width, ghost=ghost)
+            try:
+                recorder = WorldVideo(env.sim, 0, camera, cfg.video_height, cfg.video_width, ghost=ghost)
+            except Exception as e:  # no OpenGL platform here: MuJoCo raises ImportError, FatalError or RuntimeError
+                reason = (str(e).strip() or type(e).__name__).splitlines()[0]
+                raise UsageError(
+                    f"--video: cannot render ({reason}); MUJOCO_GL={os.environ.get('MUJOCO_GL', '')} needs an EGL"
+                    " loader and driver (Debian/Ubuntu: libegl1 and libegl-mesa0, or the NVIDIA driver's)"
+                ) from None
         summary = evaluate(env, policy, cfg.num_episodes, on_step=recorder.capture if recorder else None)
-    result: dict[str, object] = {"task": task_id, "agent": cfg.agent, "checkpoint": str(checkpoint)}
+    result: dict[str, object] = {"task": task_id, "agent": cfg.agent, "checkpoint": checkpoint and str(checkpoint)}
     result.update(summary.as_dict())
     if recorder is not None:
         default = (checkpoint.parent / "videos" / "play.mp4") if checkpoint else Path("videos") / f"{task_id}.mp4"

@@ -263,6 +263,8 @@ class _Closing:
             launcher=None if external is None else external.launcher,
         )
         level = {"failed": logging.ERROR, "stopped": logging.WARNING, "interrupted": logging.WARNING}.get(how)
+        if external is not None and external.rank != 0 and how != "failed":
+            level = logging.DEBUG  # the job's rank 0 says how it ended; every rank saying it buries it
         first, *rest = ending_lines(end)
         for line in [first, *more, *rest]:
             logger.log(level or logging.INFO, "%s", line)

@@ -73,10 +73,12 @@ def ending_lines(end: RunEnd) -> list[str]:
         lines.append(f"watch it: {end.prefix}play {end.task} --checkpoint {_quote(newest)}")
     unfinished = end.final_iteration is not None and (last is None or last < end.final_iteration)
     if end.finishable and unfinished and end.launcher is not None:
-        # A rank's --finish would train the whole job's run in one process: the job's own command continues it.
+        # A rank's --finish alone would train the whole job's run in one process: the job's own command, every rank
+        # of it given --finish, continues it. Without it only a job the run's identity survives in (the same
+        # --run-id, rendezvous id or SLURM job) continues it: torchrun --standalone draws another id each time.
         lines.append(
-            f"finish it: start the job's {end.launcher} command again (it continues this run in place to iteration"
-            f" {end.final_iteration})"
+            f"finish it: start the job's {end.launcher} command again with --finish {_quote(end.run_dir)} added to"
+            f" train's options (it continues this run in place to iteration {end.final_iteration})"
         )
     elif end.finishable and unfinished:
         lines.append(
