@@ -57,21 +57,27 @@ def test_unknown_id_suggests_closest() -> None:
         registry.get_task("cartpole-swingpu")
 
 
-def test_entry_point_plugin_is_loaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "mjfleet_demo_plugin.py").write_text(
+def _install_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, spec_args: str) -> None:
+    """A package ``module`` on the path whose ``mjfleet.tasks`` entry point returns one ``TaskSpec(<spec_args>)``
+    (``base`` is cartpole-balance's spec), and a registry that loads the entry points again."""
+    (tmp_path / f"{module}.py").write_text(
         "from mjfleet.tasks.registry import TaskSpec, get_task\n"
         "def specs():\n"
         "    base = get_task('cartpole-balance')\n"
-        "    return [TaskSpec('demo-plugin-balance', 'A plugin task.',\n"
-        "                     base.task_class, base.env_cfg, base.agent_cfg)]\n"
+        f"    return [TaskSpec({spec_args})]\n"
     )
-    dist = tmp_path / "mjfleet_demo_plugin-0.1.dist-info"
+    dist = tmp_path / f"{module}-0.1.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mjfleet-demo-plugin\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[mjfleet.tasks]\ndemo = mjfleet_demo_plugin:specs\n")
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(f"[mjfleet.tasks]\ndemo = {module}:specs\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(registry, "_loaded", False)
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+
+
+def test_entry_point_plugin_is_loaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    args = "'demo-plugin-balance', 'A plugin task.', base.task_class, base.env_cfg, base.agent_cfg"
+    _install_plugin(tmp_path, monkeypatch, "mjfleet_demo_plugin", args)
     try:
         assert registry.get_task("demo-plugin-balance").description == "A plugin task."
     finally:
@@ -102,19 +108,8 @@ def test_example_registers_a_task_that_trains() -> None:
 def test_a_packages_misspelt_task_class_is_one_line_before_anything_is_created(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, task_class: str, message: str
 ) -> None:
-    (tmp_path / "mjfleet_demo_typo.py").write_text(
-        "from mjfleet.tasks.registry import TaskSpec, get_task\n"
-        "def specs():\n"
-        "    base = get_task('cartpole-balance')\n"
-        f"    return [TaskSpec('demo-typo', 'A misspelt task.', {task_class!r}, base.env_cfg, base.agent_cfg)]\n"
-    )
-    dist = tmp_path / "mjfleet_demo_typo-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mjfleet-demo-typo\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[mjfleet.tasks]\ndemo = mjfleet_demo_typo:specs\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(registry, "_loaded", False)
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    args = f"'demo-typo', 'A misspelt task.', {task_class!r}, base.env_cfg, base.agent_cfg"
+    _install_plugin(tmp_path, monkeypatch, "mjfleet_demo_typo", args)
     try:
         cfg = small_train_config("demo-typo", log_root=tmp_path / "logs")
         with pytest.raises(UsageError, match=re.escape(f"task 'demo-typo': {message}")):
