@@ -74,6 +74,8 @@ class MetricsWriter:
         if self._tb is None:
             return
         try:
+            if not self.run_dir.is_dir():  # checked here: the writer's own thread would fail on it with a traceback
+                raise FileNotFoundError(f"{self.run_dir} is gone")
             write(self._tb)
         except OSError as e:
             logger.warning("could not write TensorBoard events in %s (%s); this start writes no more", self.run_dir, e)
