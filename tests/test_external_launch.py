@@ -66,7 +66,10 @@ def _torchrun(*args: str) -> list[str]:
 
 
 def _runs(log_root: Path) -> list[Path]:
-    return sorted((log_root / "cartpole_balance").iterdir())
+    """The run directories so far (none before rank 0 made the first: the experiment's folder comes a moment
+    earlier)."""
+    experiment = log_root / "cartpole_balance"
+    return sorted(p for p in experiment.iterdir() if p.is_dir()) if experiment.is_dir() else []
 
 
 def _train_workers(launcher: psutil.Process) -> dict[int, psutil.Process]:
@@ -109,7 +112,7 @@ def test_torchrun_restarts_continue_the_run_from_its_last_checkpoint(tmp_path: P
     )
     try:
         parent = psutil.Process(launcher.pid)
-        _wait_for(lambda: (log_root / "cartpole_balance").is_dir() and list_checkpoints(_runs(log_root)[0]))
+        _wait_for(lambda: any(list_checkpoints(run) for run in _runs(log_root)))
         _train_workers(parent)[1].kill()
         _, err = launcher.communicate(timeout=300)
     finally:
@@ -159,7 +162,7 @@ def test_torchrun_sigterm_checkpoints_and_the_same_job_continues(tmp_path: Path,
     ]
     first = subprocess.Popen(command, env=_env(token), stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for(lambda: (log_root / "cartpole_balance").is_dir() and any(_runs(log_root)[0].glob("events*")))
+        _wait_for(lambda: any(any(run.glob("events*")) for run in _runs(log_root)))
         time.sleep(1.0)
         first.send_signal(signal.SIGTERM)  # torchrun forwards it to every worker
         _, err = first.communicate(timeout=120)
@@ -219,7 +222,7 @@ def test_srun_tasks_train_one_run_and_a_requeued_job_continues_it(tmp_path: Path
     job = 10000 + os.getpid() % 20000  # its port, 15000 + job % 20000, differs between concurrent test runs
     ranks = _srun(tmp_path, token, job, iterations=30)
     try:
-        _wait_for(lambda: (log_root / "cartpole_balance").is_dir() and any(_runs(log_root)[0].glob("events*")))
+        _wait_for(lambda: any(any(run.glob("events*")) for run in _runs(log_root)))
         time.sleep(1.0)
         ranks[1].send_signal(signal.SIGTERM)  # one rank evicted: every rank stops, as stopped (143)
         errs = [proc.communicate(timeout=120)[1] for proc in ranks]
