@@ -5,8 +5,8 @@ watch it inside the physics step, and the reading of them.
 Each zone has two sensors: a touch sensor (the normal forces on the zone: cheap, but the robot pressing on itself
 counts too) and a contact sensor of the zone against the world body that counts the contacts MuJoCo found (the
 ground only). A zone touches the ground when both read: found, and pressed harder than ``contact_force``. Reading the
-contact sensors' forces instead would cost MuJoCo C about a tenth more per physics step of the go1: each computes
-every matched contact's force.
+contact sensors' forces instead would cost MuJoCo C far more per physics step: each computes every matched
+contact's force.
 """
 
 from __future__ import annotations
