@@ -12,25 +12,21 @@ from mjfleet.errors import UsageError
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.train.config import validate
 from mjfleet.train.video import TAG
-from mjfleet.train.worker import train_worker
+from mjfleet.train.worker import WorkerResult, train_worker
 
 from .helpers import make_run_dir, small_train_config
 
 
+def _train_with_clips(tmp_path: Path, **overrides: object) -> tuple[Path, WorkerResult]:
+    """A run of 8 environments x 8 steps recording 64x48 clips (``overrides``: iterations, clip settings, ...)."""
+    cfg = small_train_config(num_envs=8, steps=8, log_root=tmp_path, video_width=64, video_height=48, **overrides)
+    run_dir = make_run_dir(tmp_path, "video")
+    return run_dir, train_worker(cfg, run_dir, DistributedContext(device="cpu"))
+
+
 @pytest.mark.slow
 def test_clips_every_n_iterations(tmp_path: Path) -> None:
-    cfg = small_train_config(
-        num_envs=8,
-        iterations=3,
-        steps=8,
-        log_root=tmp_path,
-        video_interval=2,
-        video_length=12,
-        video_width=64,
-        video_height=48,
-    )
-    run_dir = make_run_dir(tmp_path, "video")
-    result = train_worker(cfg, run_dir, DistributedContext(device="cpu"))
+    run_dir, result = _train_with_clips(tmp_path, iterations=3, video_interval=2, video_length=12)
     assert result.final_iteration == 3
     # Iteration 2 opens a clip; its 12 frames span the rollouts of iterations 2 and 3 (8 steps each).
     assert sorted(p.name for p in (run_dir / "videos").iterdir()) == ["iter_2.mp4"]
@@ -46,21 +42,9 @@ def test_clips_every_n_iterations(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_run_the_stop_condition_ends_writes_its_open_clip(tmp_path: Path) -> None:
-    cfg = small_train_config(
-        num_envs=8,
-        iterations=5,
-        steps=8,
-        log_root=tmp_path,
-        video_interval=1,
-        video_length=1000,
-        video_width=64,
-        video_height=48,
-        stop_when="length>=0",
-        stop_when_iterations=1,
+    run_dir, result = _train_with_clips(
+        tmp_path, iterations=5, video_interval=1, video_length=1000, stop_when="length>=0", stop_when_iterations=1
     )
-    cfg.agent.eval_envs = 0
-    run_dir = make_run_dir(tmp_path, "video")
-    result = train_worker(cfg, run_dir, DistributedContext(device="cpu"))
     stopped = result.final_iteration
     assert stopped < 5 and result.condition_met_at == stopped  # before the run's count of iterations
     assert len(imageio.mimread(run_dir / "videos" / "iter_1.mp4")) == 8 * stopped  # every step since it opened

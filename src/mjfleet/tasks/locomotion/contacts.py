@@ -63,7 +63,8 @@ def zone_geoms(m: mujoco.MjModel, robot: RobotSpec, name: str) -> list[int]:
 
 def add_zone_sensors(spec: mujoco.MjSpec, compiled: mujoco.MjModel, robot: RobotSpec) -> None:
     """The sensors of every zone of ``robot.watched()``, touch sensors first, then contact sensors, each in the
-    zones' order (their readings are then contiguous columns). A touch sensor's site is shaped like the zone (its
+    zones' order (their readings are then contiguous columns), and a reference site ``<foot>_site`` at the centre
+    of each foot's zone where the file has none. A touch sensor's site is shaped like the zone (its
     geom, or a box around its geoms): it separates e.g. a calf's own contacts from those of the foot on the same
     body. A contact sensor counts the zone's contacts with the world body's geoms (the ground, plane or
     heightfield), never with the robot itself.
@@ -76,6 +77,7 @@ def add_zone_sensors(spec: mujoco.MjSpec, compiled: mujoco.MjModel, robot: Robot
     spec_geoms = {int(g.id): g for g in spec.geoms}
     spec_bodies = {int(b.id): b for b in spec.bodies}
     taken = {g.name for g in spec.geoms}
+    sites = {s.name for s in spec.sites}
     zones = {name: zone_geoms(compiled, robot, name) for name in robot.watched()}
     for name, geoms in zones.items():
         kind, size, pos, quat = zone_shape(compiled, geoms)
@@ -83,6 +85,8 @@ def add_zone_sensors(spec: mujoco.MjSpec, compiled: mujoco.MjModel, robot: Robot
         body = spec_bodies[int(compiled.geom_bodyid[geoms[0]])]
         body.add_site(name=site, type=kind, size=size, pos=pos, quat=quat, group=5)
         spec.add_sensor(name=site, type=mujoco.mjtSensor.mjSENS_TOUCH, objtype=mujoco.mjtObj.mjOBJ_SITE, objname=site)
+        if name in robot.feet and f"{name}_site" not in sites:  # the foot's reference point
+            body.add_site(name=f"{name}_site", pos=pos, group=5)
     for name, geoms in zones.items():
         body = int(compiled.geom_bodyid[geoms[0]])
         of_body = [g for g in range(compiled.ngeom) if compiled.geom_bodyid[g] == body and is_collision(compiled, g)]

@@ -11,7 +11,7 @@ import numpy as np
 
 from mjfleet.errors import UsageError
 from mjfleet.tasks.locomotion.check import check_robot_spec
-from mjfleet.tasks.locomotion.contacts import add_zone_sensors, zone_geoms, zone_shape
+from mjfleet.tasks.locomotion.contacts import add_zone_sensors, zone_geoms
 from mjfleet.tasks.locomotion.robots import RobotSpec
 from mjfleet.tasks.locomotion.sources import robot_file
 from mjfleet.tasks.locomotion.terrain import TerrainMap
@@ -27,13 +27,9 @@ _REDUCE_MAXFORCE = 2
 
 
 def build_model(robot: RobotSpec, terrain: TerrainMap | None, self_contacts: bool = False) -> mujoco.MjModel:
-    """The robot's model as the task expects it: position servos, a ``home`` keyframe, a ground contact sensor per
-    zone (:mod:`~mjfleet.tasks.locomotion.contacts`), a reference site per foot, and a ``floor`` plane, replaced by
-    ``terrain`` when given.
-
-    Contact sensors are computed inside the physics step (after the constraint solver), so contact flags need no
-    contact bookkeeping outside the captured graph. They measure contacts with the ground only: an arm brushing
-    the torso is not the torso on the ground.
+    """The robot's model as the task expects it: position servos, a ``home`` keyframe, each zone's sensors and each
+    foot's reference site (:mod:`~mjfleet.tasks.locomotion.contacts`), and a ``floor`` plane, replaced by ``terrain``
+    when given.
 
     ``self_contacts``: also a contact sensor of the robot's contacts with itself (its root body's subtree against
     itself: the ground is not in it), reading how many there are and the force of the strongest, named
@@ -67,10 +63,7 @@ def build_model(robot: RobotSpec, terrain: TerrainMap | None, self_contacts: boo
         _add_servos(spec, robot)
     if robot.home:
         _set_home(spec, robot)
-    compiled = spec.compile()
-    bodies = {int(b.id): b for b in spec.bodies}  # by compiled id, which an edit of the spec invalidates
-    add_zone_sensors(spec, compiled, robot)  # (it takes its ids before its own edits)
-    _add_foot_sites(spec, compiled, bodies, robot)
+    add_zone_sensors(spec, spec.compile(), robot)
     if self_contacts:
         root = spec.worldbody.first_body().name
         field = mujoco.mjtConDataField
@@ -167,20 +160,6 @@ def lowest_point(m: mujoco.MjModel, d: mujoco.MjData, geom: int) -> float:
     corners = centre + half * np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)])
     world = d.geom_xpos[geom] + corners @ d.geom_xmat[geom].reshape(3, 3).T
     return float(world[:, 2].min())
-
-
-def _add_foot_sites(
-    spec: mujoco.MjSpec, compiled: mujoco.MjModel, bodies: dict[int, mujoco.MjsBody], robot: RobotSpec
-) -> None:
-    """A reference site ``<foot>_site`` per foot the file lacks, at the centre of the foot's zone (``compiled`` is
-    ``spec`` compiled, ``bodies`` its bodies by compiled id)."""
-    site_names = {s.name for s in spec.sites}
-    for name in robot.feet:
-        if f"{name}_site" in site_names:
-            continue
-        geoms = zone_geoms(compiled, robot, name)
-        centre = zone_shape(compiled, geoms)[2]
-        bodies[int(compiled.geom_bodyid[geoms[0]])].add_site(name=f"{name}_site", pos=centre, group=5)
 
 
 def _add_heightfield(spec: mujoco.MjSpec, terrain: TerrainMap) -> None:
