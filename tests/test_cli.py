@@ -64,7 +64,10 @@ def _usage_error(capsys: pytest.CaptureFixture[str], main: object, argv: list[st
         (["cartpole-balance", "--env.num-envs", "many"], "'many' (expected --env.num-envs INT)"),
         (["cartpole-balance", "--agent.max-iterations", "-5"], "--agent.max-iterations"),
         (["cartpole-balance", "--env.episode-length-s", "nan"], "--env.episode-length-s must be positive"),
-        (["cartpole-balance", "--no-such-flag"], "error: Unrecognized options: --no-such-flag (see"),
+        (["cartpole-balance", "--no-such-flag"], "error: Unrecognized option: --no-such-flag (see"),
+        # The value typed after a misspelt flag is not a second unknown option.
+        (["cartpole-balance", "--agent.num-step-per-env", "10"], "Unrecognized option: --agent.num-step-per-env; did"),
+        (["cartpole-balance", "--foo", "3", "--bar", "x"], "Unrecognized options: --foo, --bar (see"),
         (["cartpole-balance", "--agent.algorithm.gama", "0.9"], "; did you mean --agent.algorithm.gamma"),
         (["cartpole-balance", "--stop-when", "success=0.9"], "--stop-when 'success=0.9' is not a condition"),
         (["cartpole-balance", "--stop-when", "success>=high"], "'high' is not a number"),

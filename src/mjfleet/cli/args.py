@@ -8,7 +8,7 @@ import io
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import NoReturn, TypeVar
 
 import tyro
@@ -23,7 +23,7 @@ _ASCII_RULE = re.compile(r"-{3,}")
 
 def parse(cls: type[T], args: list[str], prog: str, default: T | None = None, description: str | None = None) -> T:
     """``tyro.cli`` whose parse errors raise :class:`UsageError` with tyro's first message line."""
-    with _usage_errors(prog):
+    with _usage_errors(prog, args):
         if default is None:
             return tyro.cli(cls, args=args, prog=prog, description=description)
         return tyro.cli(cls, default=default, args=args, prog=prog, description=description)
@@ -33,12 +33,12 @@ def parse_known(cls: type[T], args: list[str], prog: str) -> tuple[T, list[str]]
     """First pass of a two-pass parse (tyro's unknown-args mode): ``cls`` from the flags it declares, and the other
     arguments, in order, for the second pass. ``-h``/``--help`` is left for the second pass, which shows the full
     help; errors are as in :func:`parse`."""
-    with _usage_errors(prog):
+    with _usage_errors(prog, args):
         return tyro.cli(cls, args=args, prog=prog, return_unknown_args=True, add_help=False)
 
 
 @contextlib.contextmanager
-def _usage_errors(prog: str) -> Iterator[None]:
+def _usage_errors(prog: str, args: list[str]) -> Iterator[None]:
     """tyro's exits as :class:`UsageError` (one line), help (exit 0) printed to stdout."""
     captured = io.StringIO()
     try:
@@ -48,7 +48,7 @@ def _usage_errors(prog: str) -> Iterator[None]:
         if e.code in (0, None):
             write_out(captured.getvalue())
             raise
-        raise UsageError(summarize_error(captured.getvalue()) + f" (see {prog} --help)") from None
+        raise UsageError(summarize_error(captured.getvalue(), args) + f" (see {prog} --help)") from None
 
 
 def wants_help(argv: list[str]) -> bool:
@@ -106,8 +106,9 @@ def write_out(text: str) -> None:
         sys.stdout.write(text)
 
 
-def summarize_error(text: str) -> str:
-    """tyro's boxed error report as one line: the message, plus its suggestions or the expected form.
+def summarize_error(text: str, args: Sequence[str] = ()) -> str:
+    """tyro's boxed error report as one line: the message, plus its suggestions or the expected form; the values
+    that followed an unrecognized flag in ``args`` are not listed as options of their own.
 
     Read back from the text because tyro has no public structured parse error (``console_outputs=False`` drops the
     message, and its error hook is the private ``tyro._errors``); pyproject.toml allows only the tyro versions whose
@@ -132,7 +133,7 @@ def summarize_error(text: str) -> str:
     sections = [s for s in sections if not s[0].lower().startswith(("for full helptext", "usage:"))]
     if not sections:
         return "invalid arguments"
-    message = " ".join(sections[0])
+    message = _without_values(" ".join(sections[0]), list(args))
     for section in sections[1:]:
         head = section[0].lower()
         flags = [line.split()[0] for line in section[1:] if line.startswith("--")]
@@ -142,6 +143,20 @@ def summarize_error(text: str) -> str:
             expected = next(line for line in section[1:] if line.startswith("--"))
             message += f" (expected {expected})"
     return re.sub(r"\s+", " ", message)
+
+
+def _without_values(message: str, args: Sequence[str]) -> str:
+    """``Unrecognized options: --flag, 10`` as ``Unrecognized option: --flag``: tyro lists the value typed after an
+    unknown flag as a second unknown option."""
+    match = re.fullmatch(r"Unrecognized options?: (.*)", message)
+    if match is None:
+        return message
+    listed = match.group(1).split(", ")
+    values = {
+        value for flag, value in zip(args, list(args)[1:], strict=False) if flag in listed and not value.startswith("-")
+    }
+    unknown = [item for item in listed if item not in values] or listed
+    return f"Unrecognized option{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}"
 
 
 def _one_of(items: list[str]) -> str:
