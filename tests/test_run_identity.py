@@ -21,7 +21,7 @@ from mjfleet.runtime.stop import StopRequest
 from mjfleet.train import run
 from mjfleet.train.config import TrainConfig
 from mjfleet.train.external import ExternalJob
-from mjfleet.train.plan import RunFailedBefore, plan_run
+from mjfleet.train.plan import RunFailedBefore, open_run_dir, plan_run
 
 from .helpers import run_main, small_train_config
 
@@ -236,3 +236,20 @@ def test_finish_with_more_iterations_extends_the_run_in_place(tmp_path: Path) ->
     # The extended end is the run's end from now on: --finish alone has nothing left.
     code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(run_dir)])
     assert code == 0 and "ended at iteration 4 (finished)" in " ".join(err.split())
+
+
+def test_a_finished_run_is_said_to_be_named_by_finish_not_by_this_job(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A run begun under one torchrun invocation and finished under another: the log names --finish as the reason it
+    # continues, and the run id as the one it began under (not this invocation's TORCHELASTIC_RUN_ID).
+    cfg = small_train_config(log_root=tmp_path)
+    begun = plan_run(cfg, {"TORCHELASTIC_RUN_ID": "first"}, TORCHRUN)
+    run_dir = open_run_dir(begun)
+    finish = dataclasses.replace(cfg, finish=run_dir)
+    again = plan_run(finish, {"TORCHELASTIC_RUN_ID": "second"}, TORCHRUN)
+    assert again.continues and again.by_finish and again.run_dir == run_dir
+    with caplog.at_level(logging.INFO, logger="mjfleet"):
+        open_run_dir(again)
+    assert f"continuing run {run_dir} (--finish; it began as run id torchrun-first) at iteration 1" in caplog.text
+    assert "TORCHELASTIC_RUN_ID" not in caplog.text

@@ -116,7 +116,7 @@ def describe(prepared: Prepared) -> str:
     else:
         extended = f" (extended from {run.extended_from})" if run.extended_from is not None else ""
         lines.append(f"iterations {start.start_iteration + 1}..{start.final_iteration}{extended}, {begin}")
-    identity = f"run id {run.identity.value}" if run.identity is not None else "--finish"
+    identity = "--finish" if run.by_finish or run.identity is None else f"run id {run.identity.value}"
     if run.continues:
         lines.append(f"run directory: {run.run_dir} (continued: {identity})")
     else:

@@ -70,6 +70,8 @@ class RunStart:
     extended_from: int | None = None
     """``--finish`` with a larger ``--agent.max-iterations``: the iteration the run was to end at, before this start
     moved its end to :attr:`record`'s (written to ``job.json`` when the run directory is reopened)."""
+    by_finish: bool = False
+    """``--finish`` named the run: its job's run id is the one it began under, not this start's."""
 
     @property
     def identity(self) -> RunIdentity | None:
@@ -167,7 +169,7 @@ def _finish(cfg: TrainConfig, settings: dict[str, Any]) -> RunStart:
         )
     end = record.start_iteration + cfg.agent.max_iterations
     if end == record.final_iteration:
-        return _continue(cfg, run_dir, record)
+        return dataclasses.replace(_continue(cfg, run_dir, record), by_finish=True)
     if end < record.final_iteration:
         raise UsageError(
             f"--finish {run_dir}: --agent.max-iterations {cfg.agent.max_iterations} would end the run at iteration"
@@ -177,7 +179,7 @@ def _finish(cfg: TrainConfig, settings: dict[str, Any]) -> RunStart:
     # Extended in place: a run that had trained to its end (or met its condition) goes on to the new end.
     reopened = None if record.over else record.ended
     extended = dataclasses.replace(record, final_iteration=end, ended=reopened)
-    return dataclasses.replace(_continue(cfg, run_dir, extended), extended_from=record.final_iteration)
+    return dataclasses.replace(_continue(cfg, run_dir, extended), extended_from=record.final_iteration, by_finish=True)
 
 
 def _new(cfg: TrainConfig, settings: dict[str, Any], identity: RunIdentity | None) -> RunStart:
@@ -273,7 +275,10 @@ def open_run_dir(run: RunStart) -> Path:
     """Create the planned run directory with its ``job.json``, or reopen the one this start continues."""
     if run.continues:
         identity = run.identity
-        given = f" (run id {identity.value} from {identity.source})" if identity is not None else ""
+        if run.by_finish:
+            given = " (--finish" + (f"; it began as run id {identity.value})" if identity is not None else ")")
+        else:
+            given = f" (run id {identity.value} from {identity.source})" if identity is not None else ""
         remove_stale_temporaries(run.run_dir)
         if run.extended_from is not None:
             run.record.write(run.run_dir)
