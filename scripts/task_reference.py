@@ -54,9 +54,10 @@ def _cpu_env(spec: TaskSpec) -> list[str]:
     contacts = cpu.sim.training_contacts
     if contacts.active(on_gpu=False) and not contacts.active(on_gpu=True):
         changed.append(f"training contacts: {contacts.describe()}")
-    scale = getattr(cpu, "action_scale", None)
-    if scale is not None and scale != getattr(gpu, "action_scale", None):
-        changed.append(f"action scale {scale:g}")
+    for field in ("action_scale", "action_scale_of_force"):
+        scale = getattr(cpu, field, None)
+        if scale is not None and scale != getattr(gpu, field, None):
+            changed.append(f"`{field}` {scale:g}")
     gpu_rewards, cpu_rewards = getattr(gpu, "rewards", None), getattr(cpu, "rewards", None)
     if gpu_rewards is not None and cpu_rewards is not None:
         for field in dataclasses.fields(cpu_rewards):
@@ -90,7 +91,10 @@ def _robot_and_ground(env: EnvConfig) -> tuple[str, str]:
         return f"`{arm}`", "table"
     robot = getattr(env, "robot", "cart-pole")
     terrain = getattr(env, "terrain", None)
-    ground = "rail" if terrain is None else ("plane" if terrain.kind == "flat" else "heightfield, curriculum")
+    if terrain is None:
+        ground = "rail" if robot == "cart-pole" else "plane"
+    else:
+        ground = "plane" if terrain.kind == "flat" else "heightfield, curriculum"
     return f"`{robot}`" if robot != "cart-pole" else robot, ground
 
 
