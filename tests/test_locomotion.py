@@ -520,6 +520,24 @@ def test_a_robot_that_falls_early_having_kept_up_is_demoted() -> None:
     assert task.curriculum.levels.tolist() == [1, 2]
 
 
+def test_a_time_out_of_an_episode_begun_part_way_that_kept_up_keeps_its_level() -> None:
+    # A random start (and the evaluation's staggered starts) ends episodes by time-out after a few steps: judged over
+    # a whole episode, a robot that walked as asked would lose its level.
+    terrain = TerrainConfig(kind="rough", max_init_level=0, spawn_jitter=0.0, **SMALL_TERRAIN)  # type: ignore[arg-type]
+    env = make_loco_env("go1-velocity-rough", num_envs=2, terrain=terrain)
+    task = _task(env)
+    assert task.curriculum is not None
+    task.curriculum.levels[:] = 2
+    env.step(torch.zeros(2, env.num_actions))
+    env.episode_length_buf[:] = env.max_episode_length - 1  # both time out at the next step
+    task._commanded[:] = 0.5  # 0.5 m asked over the steps they lasted (a whole episode would ask 250 m)
+    task.commands.command[:] = 0.0
+    env.sim.qpos[0, 0] += 0.5  # world 0 walked it; world 1 did not
+    _, _, dones, extras = env.step(torch.zeros(2, env.num_actions))
+    assert dones.tolist() == [True, True] and extras["time_outs"].tolist() == [True, True]
+    assert task.curriculum.levels.tolist() == [2, 1]
+
+
 def test_leaving_the_terrain_is_a_time_out_not_a_fall() -> None:
     env = make_loco_env("go1-velocity-rough", num_envs=3)
     task = _task(env)

@@ -28,7 +28,8 @@ class TerrainCurriculum:
 
     def update(self, env_ids: torch.Tensor, walked: torch.Tensor, commanded: torch.Tensor) -> None:
         """Move the listed environments up a level if they walked farther than ``promote_fraction`` of a tile, down
-        if they covered less than ``demote_fraction`` of their ``commanded`` distance (that of a whole episode);
+        if they covered less than ``demote_fraction`` of their ``commanded`` distance (for a fall, that of a whole
+        episode);
         one that beats the hardest level restarts on a random level, so every level stays populated."""
         if not self.cfg.curriculum or env_ids.numel() == 0:
             return

@@ -199,10 +199,14 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
             self.command_curriculum.episodes_ended(env_ids, counted)
             self.commands.set_level(self.command_curriculum.level, env.first_eval_env)
         if self.curriculum is not None:
-            # The distance its commands asked for over a whole episode: one that fell early, having kept up until
-            # then, is demoted too (legged_gym's rule, with the episode's mean command speed).
-            whole = self._commanded[env_ids] * (env.max_episode_length / self._steps[env_ids].clamp(min=1.0))
-            self.curriculum.update(env_ids, self._walked[env_ids], whole)
+            # A fall is judged on the distance its commands asked for over a whole episode: one that fell early,
+            # having kept up until then, is demoted too (legged_gym's rule, with the episode's mean command
+            # speed). A time-out on what it was asked over the steps it lasted: an episode begun part-way (a
+            # random start) that kept up is not.
+            fell = env.terminated[env_ids]
+            steps = self._steps[env_ids].clamp(min=1.0)
+            asked = self._commanded[env_ids] * torch.where(fell, env.max_episode_length / steps, 1.0)
+            self.curriculum.update(env_ids, self._walked[env_ids], asked)
             xy, ground = self.curriculum.spawn(env_ids)
             xy = xy + (torch.rand(n, 2, device=dev, generator=g) * 2 - 1) * cfg.terrain.spawn_jitter
 
