@@ -95,6 +95,21 @@ def test_example_registers_a_task_that_trains() -> None:
     assert all(r.losses and all(math.isfinite(v) for v in r.losses.values()) for r in result.records)
 
 
+def test_a_task_modules_missing_dependency_is_its_own_error_even_with_a_prefix_of_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # mjfleet_demo_deps_ext imports mjfleet_demo_deps, which is not installed: that error, not "cannot be imported".
+    (tmp_path / "mjfleet_demo_deps_ext.py").write_text("import mjfleet_demo_deps\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    base = registry.get_task("cartpole-balance")
+    spec = TaskSpec("demo-deps", "A missing dependency.", "mjfleet_demo_deps_ext:Task", base.env_cfg, base.agent_cfg)
+    try:
+        with pytest.raises(ModuleNotFoundError, match="mjfleet_demo_deps"):
+            spec.load_task_class()
+    finally:
+        sys.modules.pop("mjfleet_demo_deps_ext", None)
+
+
 @pytest.mark.parametrize(
     ("task_class", "message"),
     [

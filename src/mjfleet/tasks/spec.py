@@ -136,7 +136,8 @@ class TaskSpec:
         try:
             loaded = importlib.import_module(module)
         except ModuleNotFoundError as e:
-            if e.name is None or not module.startswith(e.name):  # the module exists; something it imports does not
+            named = e.name is not None and (module == e.name or module.startswith(e.name + "."))
+            if not named:  # the module exists; something it imports does not (a dependency, its own error)
                 raise
             raise UsageError(f"task {self.id!r}: its task class {self.task_class!r} cannot be imported ({e})") from None
         if not hasattr(loaded, name):
