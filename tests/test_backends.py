@@ -60,7 +60,7 @@ def _trajectory(task_id: str, backend: Backend, steps: int, num_envs: int = 4) -
         env.step(torch.randn(num_envs, env.num_actions, generator=gen) * 0.5)
         states.append(torch.cat((env.sim.qpos, env.sim.qvel), dim=-1).clone())
         if env.sim.sensordata.shape[1]:
-            touched = touched | (env.sim.sensordata != 0).any(dim=1)  # net forces: either sign
+            touched = touched | (env.sim.sensordata != 0).any(dim=1)  # touch forces and found contacts
         touches.append(touched.clone())
     return torch.stack(states), torch.stack(touches)
 

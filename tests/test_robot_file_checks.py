@@ -132,6 +132,19 @@ def test_records_with_servos_and_named_geoms_are_checked_too(monkeypatch: pytest
     ]
 
 
+def test_a_floor_in_a_body_of_its_own_is_named() -> None:
+    # The contact zones count contacts with the world body's geoms: a floor elsewhere would never be touched.
+    spec = mujoco.MjSpec.from_file(str(robot_file(GO1)))
+    for geom in [g for g in spec.geoms if g.name == "floor"]:
+        spec.delete(geom)
+    ground = spec.worldbody.add_body(name="ground")
+    ground.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0.0, 0.0, 0.05])
+    assert robot_problems(GO1, spec) == [
+        "its geom 'floor' is in body 'ground', not in the worldbody (the contact zones count the ground's contacts"
+        " with the world body's geoms only)"
+    ]
+
+
 def test_train_stops_with_one_line_and_creates_nothing(tmp_path: Path) -> None:
     from mjfleet.cli.train import main as train_main
 

@@ -164,8 +164,8 @@ class Task(ABC, Generic[CfgT]):
         return {}
 
     def hold_commands(self, env: MjEnv, values: dict[str, float] | None) -> None:
-        """Set the named commands (keys of :meth:`command_ranges`) of every environment and keep them until the
-        environment resets; ``None`` hands them back to the task's own schedule. Called between steps."""
+        """Set the named commands (keys of :meth:`command_ranges`) of every environment and keep them, through
+        resets, until the next call; ``None`` hands them back to the task's own schedule. Called between steps."""
         if values:
             raise KeyError(f"{type(self).__name__} has no commands to hold: {sorted(values)}")
 

@@ -62,6 +62,14 @@ def robot_problems(robot: RobotSpec, spec: mujoco.MjSpec) -> list[str]:
     ):
         problems.append(f"body {robot.base_body!r} has no free joint as the file's first joint (the floating base)")
 
+    # The ground: contact zones count contacts with the world body's geoms, so a file's own floor must be one of them.
+    floor = next((g for g in range(m.ngeom) if m.geom(g).name == "floor"), None)
+    if floor is not None and int(m.geom_bodyid[floor]) != 0:
+        problems.append(
+            f"its geom 'floor' is in body {bodies[int(m.geom_bodyid[floor])]!r}, not in the worldbody (the contact"
+            " zones count the ground's contacts with the world body's geoms only)"
+        )
+
     for name in robot.watched():
         problem = _zone_problem(m, robot, name, bodies)
         if problem:

@@ -22,8 +22,9 @@ class Zone:
     """Collision geoms whose ground contact is watched together: a foot, or a link whose ground contact matters."""
 
     name: str
-    """The zone's name: its contact sensor is ``touch_<name>``, and a foot's reference point the site
-    ``<name>_site``."""
+    """The zone's name: its touch sensor is ``touch_<name>``, its contact sensor against the ground ``ground_<name>``
+    (``ground_<name>_<k>``, one per geom, where the zone is part of its body's geoms), and a foot's reference point
+    the site ``<name>_site``."""
     body: str = ""
     """Watch the collision geoms of this body (those of ``kinds`` only, if given)."""
     kinds: tuple[GeomKind, ...] = ()
