@@ -97,13 +97,3 @@ def remove_stale_temporaries(run_dir: Path) -> None:
     for tmp in run_dir.glob(".*.tmp"):
         with contextlib.suppress(OSError):
             tmp.unlink()
-
-
-def discard_if_empty(run_dir: Path) -> None:
-    """Remove a run directory this invocation created if nothing but empty folders ended up in it."""
-    try:
-        if any(p.is_file() for p in run_dir.rglob("*")):
-            return
-        shutil.rmtree(run_dir)
-    except OSError:
-        pass

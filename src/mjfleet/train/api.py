@@ -11,16 +11,18 @@ second, and a launcher process loads only torchrunx (workers import the simulato
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 from mjfleet.cluster.hosts import is_own_address, resolve
 from mjfleet.cluster.slurm import expand_nodelist, resolve_hostnames
 from mjfleet.errors import UsageError
+from mjfleet.rl.checkpoint.files import list_checkpoints
 from mjfleet.rl.reporting.records import WorkerResult
-from mjfleet.runs.directory import discard_if_empty
 from mjfleet.runtime.devices import DeviceSelection, describe_gpu_request, local_gpu_count, select_devices
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.train.config import TrainConfig, validate
@@ -147,7 +149,7 @@ def run(
     A :class:`TrainConfig` is prepared first. ``stop`` (installed by the caller) lets the first SIGINT/SIGTERM stop
     training cleanly after the current iteration. ``started`` is told the run directory once it exists (under
     another launcher rank 0 chooses it after the ranks met). Raises :class:`~mjfleet.errors.UsageError` for
-    invalid input (removing the run directory if nothing was written to it),
+    invalid input (removing a run directory it created while it holds no checkpoint),
     :class:`~mjfleet.launch.diagnosis.WorkerFailure` when a launched worker failed and
     :class:`~mjfleet.errors.FatalTrainingError` when training in this process cannot go on.
     """
@@ -177,7 +179,12 @@ def run(
             return supervise(cfg, run_dir, prepared.launch_plan, prepared.run.start, stop)
         return [_train_in_process(prepared, run_dir, stop)]
     except UsageError:
-        discard_if_empty(run_dir)
+        # Bad input found by the workers (a checkpoint whose networks do not fit the task): a run directory this
+        # start created holds no run until its first checkpoint.
+        if not prepared.run.continues and not list_checkpoints(run_dir):
+            shutil.rmtree(run_dir, ignore_errors=True)
+            with contextlib.suppress(OSError):  # the experiment's folder, if it holds no other run
+                run_dir.parent.rmdir()
         raise
 
 
