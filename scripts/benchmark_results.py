@@ -52,7 +52,7 @@ def render(results: dict[str, Any], name: str) -> str:
 
 def guides() -> list[Path]:
     """The checked-in Markdown files that hold a ``bench-`` block."""
-    paths = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    paths = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted(ROOT.glob("examples/*/README.md"))]
     return [p for p in paths if BLOCK.search(p.read_text())]
 
 
