@@ -11,6 +11,7 @@ from typing import Any, cast
 import pytest
 import torch
 
+from mjfleet.cluster.hosts import HostError
 from mjfleet.envs.env import MjEnv
 from mjfleet.launch.launcher import LaunchPlan, WorkerFailure
 from mjfleet.rl.checkpoint.files import list_checkpoints, load_checkpoint
@@ -263,6 +264,37 @@ def test_resume_on_another_number_of_workers_one_to_two_to_one(tmp_path: Path, m
 
 
 # --- restarts across hosts ------------------------------------------------------------------------------------------
+
+
+def test_a_host_gone_at_a_relaunch_is_a_failed_attempt_and_a_bad_host_at_the_first_launch_is_the_users(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = LaunchPlan(device_kind="cpu", workers_per_host=1, hostnames=("node1", "node2"))
+    outcomes: list[Exception | None] = [
+        WorkerFailure("worker rank 1 failed", rank=1, error="worker process died"),
+        HostError("host 'node2' cannot take part: no answer within 10 s"),
+        None,
+    ]
+
+    def fake_launch(cfg: TrainConfig, run_dir: Path, plan: LaunchPlan, start: StartPoint, stop: object) -> list[str]:
+        outcome = outcomes.pop(0)
+        if outcome is not None:
+            raise outcome
+        return ["done"]
+
+    monkeypatch.setattr(supervisor, "launch_training", fake_launch)
+    cfg = small_train_config(iterations=4, max_restarts=2)
+    result = supervisor.supervise(cfg, tmp_path, plan, StartPoint(checkpoint=None, final_iteration=4))
+    assert result == ["done"]  # type: ignore[comparison-overlap]
+    restarts = (tmp_path / supervisor.RESTART_LOG).read_text().splitlines()
+    assert len(restarts) == 2 and "cause=host 'node2' cannot take part" in restarts[1]
+    # The restarts used up, the host's error ends the run as a failed one, not as the user's input.
+    outcomes[:] = [WorkerFailure("worker rank 1 failed", rank=1, error="worker process died"), HostError("gone")]
+    with pytest.raises(WorkerFailure, match="relaunch 1 failed: gone"):
+        supervisor.supervise(dataclasses.replace(cfg, max_restarts=1), tmp_path, plan, StartPoint(None, 4))
+    outcomes[:] = [HostError("host 'node3' does not resolve")]
+    with pytest.raises(HostError):
+        supervisor.supervise(cfg, tmp_path, plan, StartPoint(checkpoint=None, final_iteration=4))
 
 
 def test_a_restart_relaunches_every_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

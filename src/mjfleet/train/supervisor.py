@@ -15,6 +15,7 @@ import logging
 from datetime import datetime
 from pathlib import Path
 
+from mjfleet.cluster.hosts import HostError
 from mjfleet.launch.launcher import LaunchPlan, WorkerFailure
 from mjfleet.rl.reporting.records import WorkerResult
 from mjfleet.runs.start import StartPoint, continue_point
@@ -53,28 +54,32 @@ def supervise(
     """Launch the workers of ``plan``, and relaunch them after a retryable failure up to ``cfg.max_restarts`` times.
 
     Raises the last :class:`WorkerFailure` when a failure is not retryable, the restarts are used up, or a stop
-    was requested.
+    was requested; a host that cannot take part in the first launch raises its :class:`HostError` (a relaunch that
+    finds a host gone is a failed attempt).
     """
     start = first
     attempt = 0
     while True:
         try:
             return launch_training(cfg, run_dir, plan, start, stop)
-        except WorkerFailure as failure:
-            if not failure.retryable or attempt >= cfg.max_restarts or (stop is not None and stop.signum):
-                if not failure.retryable and cfg.max_restarts > 0:
-                    logger.info("not restarting: a restart would fail the same way")
-                raise
-            attempt += 1
-            start = continue_point(run_dir, first)
-            append_restart_log(run_dir, attempt, cfg.max_restarts, failure, start)
-            logger.error("%s", str(failure).splitlines()[0])
-            logger.warning(
-                "restarting all workers (%d of %d) from %s; training continues to iteration %d",
-                attempt,
-                cfg.max_restarts,
-                f"iteration {start.start_iteration} ({start.checkpoint})"
-                if start.checkpoint is not None
-                else "scratch",
-                start.final_iteration,
-            )
+        except HostError as e:
+            if attempt == 0:
+                raise  # the hosts as given cannot take part: the user's to fix, nothing was trained
+            failure = WorkerFailure(f"relaunch {attempt} failed: {e}", rank=None, error=str(e))
+        except WorkerFailure as e:
+            failure = e
+        if not failure.retryable or attempt >= cfg.max_restarts or (stop is not None and stop.signum):
+            if not failure.retryable and cfg.max_restarts > 0:
+                logger.info("not restarting: a restart would fail the same way")
+            raise failure
+        attempt += 1
+        start = continue_point(run_dir, first)
+        append_restart_log(run_dir, attempt, cfg.max_restarts, failure, start)
+        logger.error("%s", str(failure).splitlines()[0])
+        logger.warning(
+            "restarting all workers (%d of %d) from %s; training continues to iteration %d",
+            attempt,
+            cfg.max_restarts,
+            f"iteration {start.start_iteration} ({start.checkpoint})" if start.checkpoint is not None else "scratch",
+            start.final_iteration,
+        )
