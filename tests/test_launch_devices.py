@@ -263,3 +263,14 @@ def test_egl_device_follows_each_worker_unless_the_user_chose_one() -> None:
     cpu: dict[str, str] = {}
     set_egl_device(DistributedContext(), cpu)
     assert cpu == {}
+
+
+def test_workers_per_host_on_this_machine_alone_launches_them(tmp_path: Path) -> None:
+    # --workers-per-host 2 without --hostnames trained one worker in-process, the flag silently ignored.
+    from mjfleet.train.api import prepare
+
+    from .helpers import small_train_config
+
+    prepared = prepare(small_train_config(log_root=tmp_path, workers_per_host=2, dry_run=True))
+    assert prepared.launch_plan is not None and prepared.launch_plan.workers_per_host == 2
+    assert prepare(small_train_config(log_root=tmp_path, dry_run=True)).launch_plan is None

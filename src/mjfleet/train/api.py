@@ -75,7 +75,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
         # alone, and creates nothing.
         return Prepared(cfg, selection, plan_this_start(cfg, external) if cfg.dry_run else None, None, external)
     run = plan_this_start(cfg, None)
-    workers = selection.num_gpus * cfg.workers_per_gpu or cfg.cpu_workers
+    workers = cfg.workers_per_host or selection.num_gpus * cfg.workers_per_gpu or cfg.cpu_workers
     # A restart must survive the death of the worker, so it cannot be this process.
     # ``--hostnames auto`` outside a SLURM job means this machine only, like no --hostnames.
     many_hosts = hosts != ("localhost",)
