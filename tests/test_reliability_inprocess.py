@@ -241,6 +241,19 @@ def test_stop_request_file_and_deferral(tmp_path: Path) -> None:
             time.sleep(1)
 
 
+def test_a_stop_before_a_launch_whose_rank_0_is_elsewhere_stops_it_before_any_worker_starts(tmp_path: Path) -> None:
+    # Rank 0 on another host cannot read the stop file: a signal during the host check was logged as "stopping after
+    # the current iteration" and the whole run trained on.
+    stop = StopRequest()
+    with stop.install():
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.signum == signal.SIGINT
+        with pytest.raises(KeyboardInterrupt), stop.attach(tmp_path, graceful=False):
+            pytest.fail("the launch went on")
+        with stop.attach(tmp_path):  # a local rank 0 reads the file and stops after its iteration
+            assert (tmp_path / STOP_FILE).read_text() == str(int(signal.SIGINT))
+
+
 # --- restarts -----------------------------------------------------------------------------------------------------
 
 

@@ -85,8 +85,11 @@ class StopRequest:
         """Route stop requests to a launch's report directory while the block runs.
 
         ``graceful=False`` (rank 0 cannot read the directory, e.g. it runs on another machine) makes the first
-        signal stop immediately.
+        signal stop immediately; one that came before the block (during the host check, between restarts) then
+        raises ``KeyboardInterrupt`` here, before any worker starts.
         """
+        if self.signum is not None and not graceful:
+            raise KeyboardInterrupt(f"received {signal_name(self.signum)}")
         self._stop_file = report_dir / STOP_FILE
         self._graceful = graceful
         if self.signum is not None:
