@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import socket
+import sys
 from pathlib import Path
 
 import pytest
 
 from mjfleet.cluster import hosts
-from mjfleet.cluster.hosts import HostError, check_gloo_interface, launcher_address, master_address, remote_hosts
+from mjfleet.cluster.hosts import (
+    HostError,
+    check_gloo_interface,
+    check_host,
+    launcher_address,
+    master_address,
+    remote_hosts,
+)
 from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import UsageError
 from mjfleet.launch.worker_entry import REPORT_DIR_ENV
@@ -211,3 +219,23 @@ def test_this_machines_own_interface_address_is_this_machine(tmp_path: Path, mon
     monkeypatch.setattr(api, "local_gpu_count", lambda: 0)
     prepared = api.prepare(small_train_config(log_root=tmp_path, gpu_ids="auto", hostnames=(own, REMOTE)))
     assert prepared.selection.kind == "cpu"
+
+
+def test_the_host_check_waits_as_long_as_the_ssh_configs_connect_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import paramiko
+
+    waited: list[float] = []
+
+    def no_answer(self: object, *args: object, timeout: float | None = None, **kwargs: object) -> None:
+        waited.append(float(timeout or 0))
+        raise TimeoutError("timed out")
+
+    monkeypatch.setattr(paramiko.SSHClient, "connect", no_answer)
+    config = tmp_path / "ssh_config"
+    config.write_text("Host slowbox\n  HostName 127.0.0.1\n  ConnectTimeout 30\n")
+    for host, seconds in (("slowbox", 30), ("otherbox", 10)):
+        problem = check_host(host, config, "127.0.0.1", 29500, tmp_path, sys.executable)
+        assert problem is not None and f"no answer within {seconds} s" in problem[0]
+        assert waited[-1] == seconds

@@ -250,8 +250,8 @@ def _explain(code: int, stderr: str, address: str, port: int, workdir: Path, pyt
     return f"the check command exited with {code}{f' ({detail})' if detail else ''}"
 
 
-def _ssh_error(exc: BaseException) -> str:
-    """Why an SSH connection failed, worded for the user."""
+def _ssh_error(exc: BaseException, timeout_s: float) -> str:
+    """Why an SSH connection failed, worded for the user (``timeout_s``: the connection's timeout)."""
     import paramiko
     from paramiko.ssh_exception import NoValidConnectionsError
 
@@ -264,7 +264,7 @@ def _ssh_error(exc: BaseException) -> str:
             return "SSH connection refused; check that sshd runs there and the port (--ssh-config)"
         return "host unreachable (no route or no answer to ARP); check the address and the network"
     if isinstance(exc, TimeoutError | socket.timeout):
-        return f"no answer within {SSH_CONNECT_TIMEOUT_S:.0f} s; check the address, the network and firewalls"
+        return f"no answer within {timeout_s:.0f} s; check the address, the network and firewalls"
     if isinstance(exc, OSError):
         return f"SSH connection failed ({exc}); check the address and the network"
     return f"SSH failed ({type(exc).__name__}: {exc}); check --ssh-config and that `ssh <host> true` works"
@@ -286,13 +286,16 @@ def check_host(
     import paramiko
 
     command = _remote_command(address, port, workdir, python, env or {})
-    config = fabric.Config(runtime_ssh_path=str(ssh_config) if ssh_config else None)
+    # The SSH config's ConnectTimeout for the host, where it gives one, else ours (fabric's own default waits forever).
+    config = fabric.Config(
+        runtime_ssh_path=str(ssh_config) if ssh_config else None,
+        overrides={"timeouts": {"connect": SSH_CONNECT_TIMEOUT_S}},
+    )
     connect_kwargs = {"banner_timeout": SSH_CONNECT_TIMEOUT_S, "auth_timeout": SSH_CONNECT_TIMEOUT_S}
-    name, recorded = host, {}
+    name, recorded, timeout_s = host, {}, SSH_CONNECT_TIMEOUT_S
     try:
-        conn = fabric.Connection(
-            host, config=config, connect_timeout=SSH_CONNECT_TIMEOUT_S, connect_kwargs=connect_kwargs
-        )
+        conn = fabric.Connection(host, config=config, connect_kwargs=connect_kwargs)
+        timeout_s = float(conn.connect_timeout or SSH_CONNECT_TIMEOUT_S)
         name, recorded = check_host_key(conn)
         # fabric closes only a connection that opened: one refused mid-handshake would keep its transport thread.
         with conn, contextlib.closing(cast(paramiko.SSHClient, conn.client)):
@@ -303,7 +306,7 @@ def check_host(
     except paramiko.BadHostKeyException as exc:
         return host_key_changed(exc, name, recorded), f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # paramiko/fabric raise many unrelated types; each is a reason the host cannot take part
-        return _ssh_error(exc), f"{type(exc).__name__}: {exc}"
+        return _ssh_error(exc, timeout_s), f"{type(exc).__name__}: {exc}"
     if result.exited == 0:
         return None
     reason = _explain(result.exited, result.stderr, address, port, workdir, python)
