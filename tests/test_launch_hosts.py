@@ -239,3 +239,11 @@ def test_the_host_check_waits_as_long_as_the_ssh_configs_connect_timeout(
         problem = check_host(host, config, "127.0.0.1", 29500, tmp_path, sys.executable)
         assert problem is not None and f"no answer within {seconds} s" in problem[0]
         assert waited[-1] == seconds
+
+
+def test_two_names_of_one_machine_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    addresses = {"node1": "10.0.0.1", "node2": "10.0.0.2", "10.0.0.2": "10.0.0.2"}
+    monkeypatch.setattr(socket, "gethostbyname", lambda name: addresses[name])
+    assert remote_hosts(["node1", "node2"]) == ["node1", "node2"]
+    with pytest.raises(HostError, match="hosts 'node2' and '10.0.0.2' are the same machine"):
+        remote_hosts(["node1", "node2", "10.0.0.2"])

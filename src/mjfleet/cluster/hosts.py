@@ -91,10 +91,19 @@ def resolve(host: str) -> str:
 
 
 def remote_hosts(hostnames: Sequence[str]) -> list[str]:
-    """The hosts that are not this machine (torchrunx reaches them over SSH); resolves every name first."""
+    """The hosts that are not this machine (torchrunx reaches them over SSH); resolves every name first, and
+    refuses two names of one other machine (two agents would put their workers on the same GPUs)."""
+    remote: dict[str, str] = {}
     for host in hostnames:
-        resolve(host)
-    return [h for h in hostnames if not is_local_host(h)]
+        address = resolve(host)
+        if is_local_host(host):
+            continue
+        if address in remote:
+            raise HostError(
+                f"hosts {remote[address]!r} and {host!r} are the same machine ({address}): list each host once"
+            )
+        remote[address] = host
+    return list(remote.values())
 
 
 def _is_loopback(address: str) -> bool:
