@@ -69,13 +69,21 @@ def test_onnx_matches_torch_on_recorded_observations(task_id: str, tmp_path: Pat
     ]
     assert meta["outputs"][0]["shape"] == ["batch", env.num_actions]
     assert meta["control_dt"] == pytest.approx(env.step_dt)
-    if getattr(env.cfg, "action_scale_of_force", 0.0) > 0:  # one scale per actuator, from its servo's force limit
-        assert len(meta["action_scale"]) == env.num_actions
-    else:
-        assert meta["action_scale"] == pytest.approx(env.cfg.action_scale)  # type: ignore[attr-defined]
     assert len(meta["joint_names"]) == env.num_actions
     if task_id.startswith(("go1", "humanoid")):
         assert len(meta["default_joint_pos"]) == env.num_actions
+    if "default_joint_pos" in meta and "motion" not in meta:
+        # A control loop that follows the sidecar sets the servo targets the simulation sets (from a reset).
+        with torch.inference_mode():
+            env.reset_all()
+            actions = torch.rand(env.num_envs, env.num_actions) * 2 - 1
+            default, scale = torch.tensor(meta["default_joint_pos"]), torch.tensor(meta["action_scale"])
+            aimed = default + scale * actions.clamp(-meta["clip_actions"], meta["clip_actions"])
+            held = env.sim.ctrl.clone()  # the targets a reset left (the home pose's; a start in the hand closes it)
+            filtered = "action_filter" in meta
+            expected = held + torch.tensor(meta["action_filter"]) * (aimed - held) if filtered else aimed
+            env.task.apply_actions(env, actions)
+            torch.testing.assert_close(env.sim.ctrl, expected)
 
 
 @pytest.mark.slow

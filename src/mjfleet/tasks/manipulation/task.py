@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import mujoco
 import torch
@@ -73,7 +73,7 @@ class ArmTask(Task[CfgT]):
         scale = torch.full((m.nu,), self.cfg.action_scale, device=dev)
         ctrl_low, ctrl_high = m.actuator_ctrlrange[gripper]
         scale[gripper] = float(ctrl_high - ctrl_low) / 2
-        self._action_scale = scale
+        self.action_scale = scale
         """Per actuator: radians per unit action on the arm; the gripper's half control range."""
         self._gripper = torch.zeros(m.nu, dtype=torch.bool, device=dev)
         self._gripper[gripper] = True
@@ -132,12 +132,26 @@ class ArmTask(Task[CfgT]):
         env.sim.ctrl[env_ids] = self.default_joint_pos
         self.targets[env_ids] = self.default_joint_pos
 
+    def export_metadata(self) -> dict[str, Any]:
+        """How the control loop turns actions into servo targets: the sidecar's per-actuator ``action_scale`` (the
+        gripper's is half its control range) and, below 1, the filter every arm target passes through."""
+        if not self._filtered:
+            return {"joint_targets": "default_joint_pos + action_scale * clip(action)"}
+        return {
+            "joint_targets": (
+                "targets += action_filter * (default_joint_pos + action_scale * clip(action) - targets) at every"
+                " control step (the gripper's filter 1: it takes its target at once), targets starting where the"
+                " servos are aimed when the loop starts (default_joint_pos at the home pose)"
+            ),
+            "action_filter": [float(a) for a in self._alpha.tolist()],
+        }
+
     def apply_actions(self, env: MjEnv, actions: torch.Tensor) -> None:
         # Position servos; MuJoCo clamps each target to its actuator's control range.
         if not self._filtered:
-            torch.addcmul(self.default_joint_pos, actions, self._action_scale, out=env.sim.ctrl)
+            torch.addcmul(self.default_joint_pos, actions, self.action_scale, out=env.sim.ctrl)
             return
-        aimed = torch.addcmul(self.default_joint_pos, actions, self._action_scale)
+        aimed = torch.addcmul(self.default_joint_pos, actions, self.action_scale)
         self.targets.lerp_(aimed, self._alpha)
         env.sim.ctrl[:] = self.targets
 
