@@ -143,7 +143,7 @@ def test_the_action_filter_moves_the_arm_targets_part_way_and_the_policy_observe
     action = torch.full((2, env.num_actions), 0.4)
     for k in (1, 2):
         env.step(action)
-        aimed = home + 0.4 * task._action_scale
+        aimed = home + 0.4 * task.action_scale
         # After k steps the arm's targets have come 1 - 0.75^k of the way; the gripper's all of it at once.
         expected = home + (aimed - home) * (1 - 0.75**k)
         assert torch.allclose(env.sim.ctrl[:, arm], expected[arm].expand(2, -1), atol=1e-6)
@@ -360,7 +360,7 @@ def test_training_episodes_can_start_with_the_hand_around_the_cube_on_the_table(
     beside = torch.linalg.vector_norm(ee[:, :2] - cube[:, :2], dim=-1)
     assert bool(torch.all(beside[:4] < 2e-3)) and bool(torch.all(beside[4:] > 0.02))
     assert torch.allclose(cube[:, 2], task.cube_half_size) and not task.grasped(env).any()
-    hold = (task.targets - task.default_joint_pos) / task._action_scale
+    hold = (task.targets - task.default_joint_pos) / task.action_scale
     hold[:, task._gripper_id] = -1.0  # close
     for _ in range(round(0.5 / env.step_dt)):
         _, _, dones, _ = env.step(hold)
