@@ -130,6 +130,23 @@ def test_play_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     blocked = tmp_path / "file"
     blocked.write_text("")
     assert "cannot write under" in _usage_error(capsys, play.main, [*zero, str(blocked / "sub" / "v.mp4")])
+    # The environment settings train refuses, play refuses too (episodes of length 0 read success 1.0).
+    baseline = ["cartpole-balance", "--agent", "zero", "--gpu-ids", "None"]
+    for flag, value in (
+        ("--env.episode-length-s", "0"),
+        ("--env.episode-length-s", "inf"),
+        ("--env.clip-actions", "-1"),
+    ):
+        assert f"{flag} must be positive" in _usage_error(capsys, play.main, [*baseline, flag, value])
+
+
+def test_a_baseline_is_played_as_a_policy_is_judged() -> None:
+    # play --agent zero|random without a run: the task's judged settings, as for a policy (the lift's starts with the
+    # cube in the hand counted as its successes; the tracking task kept its training starts and contact model).
+    _, cfg, _ = play.parse_args(["yam-lift-cube", "--agent", "zero", "--gpu-ids", "None", "--num-episodes", "2"])
+    judged = get_task("yam-lift-cube").env_cfg().as_judged()
+    assert cfg.env == dataclasses.replace(judged, num_envs=2)
+    assert cfg.env != dataclasses.replace(get_task("yam-lift-cube").env_cfg(), num_envs=2)
 
 
 def test_train_renders_headless_unless_told_otherwise() -> None:

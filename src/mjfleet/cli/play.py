@@ -16,7 +16,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # before anything creates a GL contex
 from mjfleet.cli.args import parse, parse_known, print_help, wants_help, write_out
 from mjfleet.config_io import load_yaml, update_dataclass
 from mjfleet.console import configure_logging
-from mjfleet.envs.config import EnvConfig
+from mjfleet.envs.config import EnvConfig, check_env
 from mjfleet.errors import UsageError, exits_on_usage_error
 from mjfleet.render.size import check_video_path, check_video_size
 from mjfleet.rl.checkpoint.files import list_checkpoints, newest_run
@@ -107,10 +107,10 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
         run_dir = checkpoint = newest_run(source.log_root / agent_cfg.experiment_name)
     if run_dir is not None:
         env_cfg = update_dataclass(env_cfg, load_yaml(run_dir / "params" / "env.yaml"))
-        # A policy is judged on the robot file as shipped, whatever contact model it trained on, and on the task's
-        # full command ranges (flags can say else).
-        env_cfg = env_cfg.as_judged()
         agent_cfg = update_dataclass(agent_cfg, load_yaml(run_dir / "params" / "agent.yaml"))
+    # A policy, and a baseline beside it, is judged on the robot file as shipped, whatever contact model it trained
+    # on, from the starts and on the command ranges the task judges (flags can say else).
+    env_cfg = env_cfg.as_judged()
     env_cfg.num_envs = source.num_episodes
     default = PlayConfig(
         env=env_cfg,
@@ -122,6 +122,7 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
     cfg = parse(PlayConfig, rest, prog, default)
     if cfg.num_episodes < 1 or cfg.env.num_envs < 1:
         raise UsageError("--num-episodes and --env.num-envs must be at least 1")
+    check_env(cfg.env)
     if cfg.video:
         check_video_size(cfg.video_width, cfg.video_height)
         if cfg.video_path is not None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
+from mjfleet.errors import UsageError
 from mjfleet.sim.config import SimConfig, as_shipped
 
 
@@ -40,3 +41,11 @@ class EnvConfig:
         Raises :class:`~mjfleet.errors.UsageError` when they cannot be had, so a multi-worker run fails with one
         line in the launcher instead of in every worker. Tasks whose models are built in need not override it.
         """
+
+
+def check_env(env: EnvConfig) -> None:
+    """The environment settings every command checks (``train`` and ``play``); :class:`UsageError` naming the flag."""
+    if not 0 < env.episode_length_s < 1e6:
+        raise UsageError(f"--env.episode-length-s must be positive and finite (got {env.episode_length_s})")
+    if not env.clip_actions > 0:
+        raise UsageError(f"--env.clip-actions must be positive (got {env.clip_actions})")

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import tyro
 
-from mjfleet.envs.config import EnvConfig
+from mjfleet.envs.config import EnvConfig, check_env
 from mjfleet.errors import UsageError
 from mjfleet.render.size import check_video_size
 from mjfleet.rl.config import AgentConfig
@@ -160,10 +160,7 @@ def validate(cfg: TrainConfig) -> None:
     ):
         if any(d < 1 for d in dims):
             raise UsageError(f"{flag}: every layer needs at least 1 unit (got {' '.join(map(str, dims))})")
-    if not 0 < cfg.env.episode_length_s < 1e6:
-        raise UsageError(f"--env.episode-length-s must be positive and finite (got {cfg.env.episode_length_s})")
-    if not cfg.env.clip_actions > 0:
-        raise UsageError(f"--env.clip-actions must be positive (got {cfg.env.clip_actions})")
+    check_env(cfg.env)
     a = cfg.agent.algorithm
     if not a.learning_rate > 0:
         raise UsageError(f"--agent.algorithm.learning-rate must be positive (got {a.learning_rate})")
