@@ -83,9 +83,22 @@ class WorldVideo:
             scene.geoms[i].rgba[:] = GHOST_RGBA
 
     def write(self, path: Path, fps: float) -> Path:
-        """Encode the captured frames as H.264 mp4."""
+        """Encode the captured frames as H.264 mp4: into a hidden file beside ``path``, read back whole, then renamed
+        onto it (ffmpeg's exit is not checked by imageio: a full disk left a file without its index, reported
+        written, over the previous one). Raises :class:`OSError` when the file cannot be written whole."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        imageio.mimsave(path, cast(Any, self.frames), fps=fps, macro_block_size=1)
+        partial = path.with_name(f".{path.stem}.partial{path.suffix}")
+        try:
+            imageio.mimsave(partial, cast(Any, self.frames), fps=fps, macro_block_size=1)
+            # Opening reads the file's index (written last); its duration says every frame is in it.
+            with imageio.get_reader(partial, format="FFMPEG") as reader:  # type: ignore[attr-defined]
+                seconds = float(reader.get_meta_data()["duration"])
+            if abs(seconds * fps - len(self.frames)) > 1:
+                raise OSError(f"{seconds * fps:.0f} of {len(self.frames)} frames could be read back")
+            partial.replace(path)
+        except (OSError, RuntimeError) as e:  # RuntimeError: ffmpeg could not read the file back
+            partial.unlink(missing_ok=True)
+            raise OSError(f"the video could not be written whole ({str(e).strip().splitlines()[0]})") from e
         logger.info("wrote %d frames to %s", len(self.frames), path)
         return path
 

@@ -1,0 +1,38 @@
+"""A video file is written whole or not at all: the encoder's output is read back before it replaces the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mjfleet.render import video
+
+
+def _recorder(frames: int) -> video.WorldVideo:
+    recorder = video.WorldVideo.__new__(video.WorldVideo)  # frames only: no simulation, no GL context
+    rng = np.random.default_rng(0)
+    recorder.frames = [rng.integers(0, 255, (48, 64, 3), dtype=np.uint8) for _ in range(frames)]
+    return recorder
+
+
+def test_a_clip_is_written_and_read_back(tmp_path: Path) -> None:
+    path = _recorder(30).write(tmp_path / "clip.mp4", fps=15.0)
+    assert path == tmp_path / "clip.mp4" and path.stat().st_size > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clip.mp4"]
+
+
+def test_a_file_the_encoder_left_unreadable_is_an_error_and_the_previous_one_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    previous = _recorder(10).write(tmp_path / "play.mp4", fps=15.0).read_bytes()
+
+    def truncated(path: Path, frames: object, **kwargs: object) -> None:  # as a full disk leaves it: no index
+        Path(path).write_bytes(previous[: len(previous) // 2])
+
+    monkeypatch.setattr(video.imageio, "mimsave", truncated)
+    with pytest.raises(OSError, match="could not be written whole"):
+        _recorder(30).write(tmp_path / "play.mp4", fps=15.0)
+    assert (tmp_path / "play.mp4").read_bytes() == previous
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["play.mp4"]
