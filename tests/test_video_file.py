@@ -1,4 +1,5 @@
-"""A video file is written whole or not at all: the encoder's output is read back before it replaces the file."""
+"""Video files: written whole or not at all (the encoder's output is read back before it replaces the file), and each
+frame drawn with its world's own model."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from mjfleet.render import video
 
@@ -36,3 +38,23 @@ def test_a_file_the_encoder_left_unreadable_is_an_error_and_the_previous_one_sta
         _recorder(30).write(tmp_path / "play.mp4", fps=15.0)
     assert (tmp_path / "play.mp4").read_bytes() == previous
     assert sorted(p.name for p in tmp_path.iterdir()) == ["play.mp4"]
+
+
+def test_a_frame_draws_its_worlds_own_randomized_model() -> None:
+    # The lift's cube size (and any batched field) differs per world: the renderer copies the world's values, and
+    # the simulation's shared model is left as it was.
+    from .test_locomotion import make_loco_env
+
+    env = make_loco_env("go1-velocity-flat", num_envs=2)
+    friction = env.sim.model_field("geom_friction")
+    friction[1] = 0.123
+    env.sim.model_fields_changed(torch.tensor([1]))
+    shared = env.sim.mj_model.geom_friction.copy()
+    recorder = video.WorldVideo(env.sim, 1, None, 48, 64)
+    try:
+        recorder.capture()
+    finally:
+        recorder.close()
+    assert np.allclose(recorder._model.geom_friction, 0.123)
+    assert np.array_equal(env.sim.mj_model.geom_friction, shared) and not np.allclose(shared, 0.123)
+    assert len(recorder.frames) == 1

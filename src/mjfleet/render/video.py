@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 from collections.abc import Callable
@@ -40,9 +41,10 @@ class WorldVideo:
         """``ghost``: given the world, a pose (``qpos``) drawn translucent over the robot in each frame, or none."""
         self.sim = sim
         self._ghost = ghost
-        self._ghost_data = mujoco.MjData(sim.mj_model) if ghost is not None else None
         self.world = world
-        model = sim.mj_model
+        # A copy that takes the world's own randomized values (a cube's size, ...) before each frame.
+        model = self._model = copy.copy(sim.mj_model)
+        self._ghost_data = mujoco.MjData(model) if ghost is not None else None
         model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
         model.vis.global_.offheight = max(model.vis.global_.offheight, height)
         self._data = mujoco.MjData(model)
@@ -60,9 +62,14 @@ class WorldVideo:
 
     def capture(self) -> None:
         """Render the world's current state."""
+        for name in self.sim.batched_fields:
+            values = self.sim.model_field(name)
+            row = values[self.world] if values.shape[0] == self.sim.num_worlds else values[0]
+            target = getattr(self._model, name)
+            target[...] = row.detach().cpu().numpy().reshape(target.shape)
         self._data.qpos[:] = self.sim.qpos[self.world].cpu().numpy()
         self._data.qvel[:] = self.sim.qvel[self.world].cpu().numpy()
-        mujoco.mj_forward(self.sim.mj_model, self._data)
+        mujoco.mj_forward(self._model, self._data)
         self._renderer.update_scene(self._data, camera=self._camera)
         self._add_ghost()
         self.frames.append(self._renderer.render().copy())
@@ -72,7 +79,7 @@ class WorldVideo:
         pose = self._ghost(self.world) if self._ghost is not None else None
         if pose is None or self._ghost_data is None:
             return
-        model, ghost = self.sim.mj_model, self._ghost_data
+        model, ghost = self._model, self._ghost_data
         ghost.qpos[:] = pose
         mujoco.mj_kinematics(model, ghost)
         scene = self._renderer.scene

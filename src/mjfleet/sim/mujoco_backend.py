@@ -71,6 +71,7 @@ class MujocoSimulation(Simulation):
         self._inputs: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
         self._outputs: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
         self._fields: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.batched_fields = tuple(batched_model_fields)
         for name in batched_model_fields:
             rows = torch.from_numpy(self._batch.expand(name))
             dtype = torch.float32 if rows.dtype.is_floating_point else rows.dtype

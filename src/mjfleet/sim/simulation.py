@@ -63,6 +63,8 @@ class Simulation(ABC):
         self.cfg = cfg or SimConfig()
         self.mj_model = mj_model
         self.num_worlds = num_worlds
+        self.batched_fields: tuple[str, ...] = ()
+        """The model fields with one copy per world (:meth:`model_field`), set by the backend."""
         self.device = torch.device(device)
         self._init_qpos = torch.as_tensor(mj_model.qpos0, dtype=torch.float32, device=self.device)
         self._site_body = torch.as_tensor(mj_model.site_bodyid, dtype=torch.long, device=self.device)

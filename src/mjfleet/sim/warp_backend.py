@@ -64,6 +64,7 @@ class WarpSimulation(Simulation):
         """Warp handles of the torch streams work was issued on, by CUDA stream handle."""
         with self.scope():
             self.model = mjw.put_model(mj_model, batch_sizes={f: num_worlds for f in batched_model_fields})
+            self.batched_fields = tuple(batched_model_fields)
             if not self.cfg.solver_notices:
                 self.model.opt.warn_overflow &= ~(mjw.OverflowType.ITERATIONS | mjw.OverflowType.LS_ITERATIONS)
             self.data = mjw.make_data(mj_model, nworld=num_worlds, nconmax=self.cfg.nconmax, njmax=self.cfg.njmax)
