@@ -58,3 +58,25 @@ def test_a_frame_draws_its_worlds_own_randomized_model() -> None:
     assert np.allclose(recorder._model.geom_friction, 0.123)
     assert np.array_equal(env.sim.mj_model.geom_friction, shared) and not np.allclose(shared, 0.123)
     assert len(recorder.frames) == 1
+
+
+def test_a_streamed_video_holds_no_frames_and_is_put_in_place_when_finished(tmp_path: Path) -> None:
+    # play --video encodes each frame as it comes: 20 episodes of 1,000 steps held in memory were gigabytes.
+    from .test_locomotion import make_loco_env
+
+    env = make_loco_env("go1-velocity-flat", num_envs=1)
+    target = tmp_path / "videos" / "play.mp4"
+    sink = video.VideoFile(target, fps=50.0)
+    recorder = video.WorldVideo(env.sim, 0, None, 48, 64, sink=sink)
+    try:
+        for _ in range(25):
+            env.step(torch.zeros(1, env.num_actions))
+            recorder.capture()
+    finally:
+        recorder.close()
+    assert recorder.frames == [] and sink.frames == 25 and not target.exists()  # in place only when finished
+    assert sink.finish() == target and sorted(p.name for p in target.parent.iterdir()) == ["play.mp4"]
+    dropped = video.VideoFile(tmp_path / "videos" / "dropped.mp4", fps=50.0)
+    dropped.append(np.zeros((48, 64, 3), dtype=np.uint8))
+    dropped.abort()  # the episodes did not finish: nothing of it stays
+    assert sorted(p.name for p in target.parent.iterdir()) == ["play.mp4"]

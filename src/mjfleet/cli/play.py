@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # before anything creates a GL context
 
@@ -25,6 +25,10 @@ from mjfleet.runs.source import local_checkpoint, resolve_play_checkpoint
 from mjfleet.runtime.devices import GpuIds, select_local_devices
 from mjfleet.tasks.registry import get_task
 from mjfleet.viewer.display import check_display
+
+if TYPE_CHECKING:
+    from mjfleet.envs.env import MjEnv
+    from mjfleet.render.video import WorldVideo
 
 # torch, Warp and the simulator are imported by play() itself, so a mistyped command is answered at once.
 
@@ -188,33 +192,59 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
             steps = run_viewer(cfg.viewer, env, policy, cfg.viewer_host, cfg.viewer_port)
             return {"task": task_id, "agent": cfg.agent, "viewer": cfg.viewer, "steps": steps}
         recorder = None
+        default = (checkpoint.parent / "videos" / "play.mp4") if checkpoint else Path("videos") / f"{task_id}.mp4"
+        path = cfg.video_path or default
         if cfg.video:
-            from mjfleet.render.video import WorldVideo
-
-            camera = spec.load_task_class().video_camera
-            ghost = partial(env.task.ghost_qpos, env)
-            try:
-                recorder = WorldVideo(env.sim, 0, camera, cfg.video_height, cfg.video_width, ghost=ghost)
-            except Exception as e:  # no OpenGL platform here: MuJoCo raises ImportError, FatalError or RuntimeError
-                reason = (str(e).strip() or type(e).__name__).splitlines()[0]
-                raise UsageError(
-                    f"--video: cannot render ({reason}); MUJOCO_GL={os.environ.get('MUJOCO_GL', '')} needs an EGL"
-                    " loader and driver (Debian/Ubuntu: libegl1 and libegl-mesa0, or the NVIDIA driver's)"
-                ) from None
-        summary = evaluate(env, policy, cfg.num_episodes, on_step=recorder.capture if recorder else None)
+            recorder = _recorder(env, spec.load_task_class().video_camera, cfg, path)
+        try:
+            summary = evaluate(env, policy, cfg.num_episodes, on_step=recorder.capture if recorder else None)
+        except BaseException:
+            if recorder is not None:
+                _close(recorder, keep=False)
+            raise
     result: dict[str, object] = {"task": task_id, "agent": cfg.agent, "checkpoint": checkpoint and str(checkpoint)}
     result.update(summary.as_dict())
     if recorder is not None:
-        default = (checkpoint.parent / "videos" / "play.mp4") if checkpoint else Path("videos") / f"{task_id}.mp4"
-        path = cfg.video_path or default
         try:
-            result["video"] = str(recorder.write(path, fps=1.0 / env.step_dt))
+            result["video"] = str(_close(recorder, keep=True))
         except (OSError, ValueError) as e:  # the folder vanished or filled up while the episodes played
             write_out(json.dumps(result) + "\n")  # what the episodes measured is not lost with the video
             raise UsageError(f"cannot write the video to {path}: {e}") from None
-        finally:
-            recorder.close()
     return result
+
+
+def _recorder(env: MjEnv, camera: str | None, cfg: PlayConfig, path: Path) -> WorldVideo:
+    """World 0's video, each frame encoded into ``path`` as it is drawn; one line when it cannot render or write."""
+    from mjfleet.render.video import VideoFile, WorldVideo
+
+    try:
+        sink = VideoFile(path, fps=1.0 / env.step_dt)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"cannot write the video to {path}: {e}") from None
+    try:
+        return WorldVideo(
+            env.sim, 0, camera, cfg.video_height, cfg.video_width, ghost=partial(env.task.ghost_qpos, env), sink=sink
+        )
+    except Exception as e:  # no OpenGL platform here: MuJoCo raises ImportError, FatalError or RuntimeError
+        sink.abort()
+        reason = (str(e).strip() or type(e).__name__).splitlines()[0]
+        raise UsageError(
+            f"--video: cannot render ({reason}); MUJOCO_GL={os.environ.get('MUJOCO_GL', '')} needs an EGL"
+            " loader and driver (Debian/Ubuntu: libegl1 and libegl-mesa0, or the NVIDIA driver's)"
+        ) from None
+
+
+def _close(recorder: WorldVideo, keep: bool) -> Path | None:
+    """Free the renderer; put the video in place (``keep``) or drop it."""
+    sink = recorder.sink
+    assert sink is not None
+    try:
+        if not keep:
+            sink.abort()
+            return None
+        return sink.finish()
+    finally:
+        recorder.close()
 
 
 @exits_on_usage_error

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
@@ -26,8 +27,60 @@ GHOST_RGBA = np.array([0.3, 0.6, 1.0, 0.35], dtype=np.float32)
 """The ghost's colour: a translucent blue."""
 
 
+def _partial(path: Path) -> Path:
+    return path.with_name(f".{path.stem}.partial{path.suffix}")
+
+
+def _put_in_place(partial: Path, path: Path, fps: float, frames: int) -> None:
+    """Rename the encoded ``partial`` onto ``path`` once it reads back whole: imageio does not check ffmpeg's exit,
+    and a full disk leaves a file without its index (written last). :class:`OSError` otherwise, ``partial`` gone."""
+    try:
+        with imageio.get_reader(partial, format="FFMPEG") as reader:  # type: ignore[attr-defined]
+            seconds = float(reader.get_meta_data()["duration"])
+        if abs(seconds * fps - frames) > 1:
+            raise OSError(f"{seconds * fps:.0f} of {frames} frames could be read back")
+        partial.replace(path)
+    except (OSError, RuntimeError) as e:  # RuntimeError: ffmpeg could not read the file back
+        partial.unlink(missing_ok=True)
+        raise OSError(f"the video could not be written whole ({str(e).strip().splitlines()[0]})") from e
+
+
+class VideoFile:
+    """An H.264 mp4 encoded as frames arrive (none held in memory: a long ``play --video`` would hold gigabytes),
+    into a hidden file beside ``path`` that :meth:`finish` puts in place once it reads back whole."""
+
+    def __init__(self, path: Path, fps: float) -> None:
+        """Opens the file now: a path that cannot be written raises :class:`OSError` before any frame."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path, self.fps, self.frames = path, fps, 0
+        self._partial = _partial(path)
+        self._writer = imageio.get_writer(self._partial, fps=fps, macro_block_size=1)
+
+    def append(self, frame: np.ndarray) -> None:
+        self._writer.append_data(frame)
+        self.frames += 1
+
+    def finish(self) -> Path:
+        """Close the encoder and put the file in place; :class:`OSError` when it cannot be written whole."""
+        try:
+            self._writer.close()
+        except (OSError, RuntimeError) as e:
+            self._partial.unlink(missing_ok=True)
+            raise OSError(f"the video could not be written whole ({str(e).strip().splitlines()[0]})") from e
+        _put_in_place(self._partial, self.path, self.fps, self.frames)
+        logger.info("wrote %d frames to %s", self.frames, self.path)
+        return self.path
+
+    def abort(self) -> None:
+        """Drop what was encoded (the episodes did not finish)."""
+        with contextlib.suppress(Exception):
+            self._writer.close()
+        self._partial.unlink(missing_ok=True)
+
+
 class WorldVideo:
-    """Renders world ``world`` of a :class:`Simulation` frame by frame and writes an mp4."""
+    """Renders world ``world`` of a :class:`Simulation` frame by frame: into :attr:`frames`, written as an mp4 by
+    :meth:`write`, or into a :class:`VideoFile` as they come."""
 
     def __init__(
         self,
@@ -37,9 +90,12 @@ class WorldVideo:
         height: int = 480,
         width: int = 640,
         ghost: Callable[[int], np.ndarray | None] | None = None,
+        sink: VideoFile | None = None,
     ) -> None:
-        """``ghost``: given the world, a pose (``qpos``) drawn translucent over the robot in each frame, or none."""
+        """``ghost``: given the world, a pose (``qpos``) drawn translucent over the robot in each frame, or none;
+        ``sink``: the file each frame goes to (none kept in :attr:`frames`)."""
         self.sim = sim
+        self.sink = sink
         self._ghost = ghost
         self.world = world
         # A copy that takes the world's own randomized values (a cube's size, ...) before each frame.
@@ -72,7 +128,11 @@ class WorldVideo:
         mujoco.mj_forward(self._model, self._data)
         self._renderer.update_scene(self._data, camera=self._camera)
         self._add_ghost()
-        self.frames.append(self._renderer.render().copy())
+        frame = self._renderer.render()
+        if self.sink is not None:
+            self.sink.append(frame)
+        else:
+            self.frames.append(frame.copy())
 
     def _add_ghost(self) -> None:
         """Draw the ghost pose's bodies into the scene, translucent and tinted."""
@@ -94,18 +154,13 @@ class WorldVideo:
         onto it (ffmpeg's exit is not checked by imageio: a full disk left a file without its index, reported
         written, over the previous one). Raises :class:`OSError` when the file cannot be written whole."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.stem}.partial{path.suffix}")
+        partial = _partial(path)
         try:
             imageio.mimsave(partial, cast(Any, self.frames), fps=fps, macro_block_size=1)
-            # Opening reads the file's index (written last); its duration says every frame is in it.
-            with imageio.get_reader(partial, format="FFMPEG") as reader:  # type: ignore[attr-defined]
-                seconds = float(reader.get_meta_data()["duration"])
-            if abs(seconds * fps - len(self.frames)) > 1:
-                raise OSError(f"{seconds * fps:.0f} of {len(self.frames)} frames could be read back")
-            partial.replace(path)
-        except (OSError, RuntimeError) as e:  # RuntimeError: ffmpeg could not read the file back
+        except (OSError, RuntimeError) as e:
             partial.unlink(missing_ok=True)
             raise OSError(f"the video could not be written whole ({str(e).strip().splitlines()[0]})") from e
+        _put_in_place(partial, path, fps, len(self.frames))
         logger.info("wrote %d frames to %s", len(self.frames), path)
         return path
 
