@@ -57,3 +57,11 @@ def test_video_settings_are_checked() -> None:
         validate(small_train_config(video_interval=5, video_length=0))
     with pytest.raises(UsageError, match="must be even"):
         validate(small_train_config(video_interval=5, video_width=321))
+
+
+@pytest.mark.slow
+def test_a_clip_opens_only_at_the_first_step_of_a_due_iteration(tmp_path: Path) -> None:
+    # 12-frame clips of 8-step rollouts, every iteration: the first closes mid-iteration 2, and the next waits for
+    # iteration 3's first step (it opened at step 5 of iteration 2).
+    run_dir, _ = _train_with_clips(tmp_path, iterations=4, video_interval=1, video_length=12)
+    assert sorted(p.name for p in (run_dir / "videos").iterdir()) == ["iter_1.mp4", "iter_3.mp4"]

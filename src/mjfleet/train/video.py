@@ -56,12 +56,16 @@ class TrainingVideo:
         """Clips written so far."""
         self._recorder: WorldVideo | None = None
         self._started_at = 0
+        self._collecting = 0
+        """The iteration of the last step seen: a clip opens only at the first step of its iteration."""
 
     def on_step(self, runner: Runner) -> None:
         """Capture a frame while a clip is open; open one at the first step of a due iteration."""
+        iteration = runner.current_learning_iteration + 1  # the one being collected
+        first_step, self._collecting = iteration != self._collecting, iteration
         if self._recorder is None:
-            iteration = runner.current_learning_iteration + 1  # the one being collected
-            if self.interval == 0 or iteration % self.interval != 0 or iteration == self._started_at:
+            # A clip longer than a rollout that closed mid-iteration waits for the next due iteration's first step.
+            if not first_step or self.interval == 0 or iteration % self.interval != 0 or iteration == self._started_at:
                 return
             try:
                 from mjfleet.render.video import WorldVideo
