@@ -149,7 +149,7 @@ def run(
     A :class:`TrainConfig` is prepared first. ``stop`` (installed by the caller) lets the first SIGINT/SIGTERM stop
     training cleanly after the current iteration. ``started`` is told the run directory once it exists (under
     another launcher rank 0 chooses it after the ranks met). Raises :class:`~mjfleet.errors.UsageError` for
-    invalid input (removing a run directory it created while it holds no checkpoint),
+    invalid input (in-process, removing a run directory it created while it holds no checkpoint),
     :class:`~mjfleet.launch.diagnosis.WorkerFailure` when a launched worker failed and
     :class:`~mjfleet.errors.FatalTrainingError` when training in this process cannot go on.
     """
@@ -179,9 +179,10 @@ def run(
             return supervise(cfg, run_dir, prepared.launch_plan, prepared.run.start, stop)
         return [_train_in_process(prepared, run_dir, stop)]
     except UsageError:
-        # Bad input found by the workers (a checkpoint whose networks do not fit the task): a run directory this
-        # start created holds no run until its first checkpoint.
-        if not prepared.run.continues and not list_checkpoints(run_dir):
+        # Bad input found by the worker in this process (a checkpoint whose networks do not fit the task): a run
+        # directory this start created holds no run until its first checkpoint. A launch's keeps the logs its
+        # error names (a host that cannot take part).
+        if prepared.launch_plan is None and not prepared.run.continues and not list_checkpoints(run_dir):
             shutil.rmtree(run_dir, ignore_errors=True)
             with contextlib.suppress(OSError):  # the experiment's folder, if it holds no other run
                 run_dir.parent.rmdir()
