@@ -501,15 +501,20 @@ def test_env_curriculum_promotes_far_walkers_and_demotes_laggards() -> None:
     torch.testing.assert_close(env.sim.qpos[:2, 2] - ground, torch.full((2,), task.spawn_base_height + 0.02))
 
 
-def test_a_robot_that_falls_early_having_kept_up_is_demoted() -> None:
-    """legged_gym's rule: the distance asked for is that of a whole episode. Measured over the steps it lasted, a
-    robot that tracked its command for a second and fell had walked about as far as asked, and kept its level."""
+def _two_robots_on_level_2_after_a_step() -> tuple[MjEnv, LocomotionTask]:
     terrain = TerrainConfig(kind="rough", max_init_level=0, spawn_jitter=0.0, **SMALL_TERRAIN)  # type: ignore[arg-type]
     env = make_loco_env("go1-velocity-rough", num_envs=2, terrain=terrain)
     task = _task(env)
     assert task.curriculum is not None
     task.curriculum.levels[:] = 2
     env.step(torch.zeros(2, env.num_actions))
+    return env, task
+
+
+def test_a_robot_that_falls_early_having_kept_up_is_demoted() -> None:
+    """legged_gym's rule: the distance asked for is that of a whole episode. Measured over the steps it lasted, a
+    robot that tracked its command for a second and fell had walked about as far as asked, and kept its level."""
+    env, task = _two_robots_on_level_2_after_a_step()
     task._commanded[:] = 0.02  # 1 m/s asked for the first of two 0.02 s steps, nothing for the second:
     task.commands.command[:] = 0.0  # a mean of 0.5 m/s, over a whole 20 s episode 10 m
     env.sim.qpos[:, 0] += 1.0  # and walked 1 m
@@ -523,12 +528,7 @@ def test_a_robot_that_falls_early_having_kept_up_is_demoted() -> None:
 def test_a_time_out_of_an_episode_begun_part_way_that_kept_up_keeps_its_level() -> None:
     # A random start (and the evaluation's staggered starts) ends episodes by time-out after a few steps: judged over
     # a whole episode, a robot that walked as asked would lose its level.
-    terrain = TerrainConfig(kind="rough", max_init_level=0, spawn_jitter=0.0, **SMALL_TERRAIN)  # type: ignore[arg-type]
-    env = make_loco_env("go1-velocity-rough", num_envs=2, terrain=terrain)
-    task = _task(env)
-    assert task.curriculum is not None
-    task.curriculum.levels[:] = 2
-    env.step(torch.zeros(2, env.num_actions))
+    env, task = _two_robots_on_level_2_after_a_step()
     env.episode_length_buf[:] = env.max_episode_length - 1  # both time out at the next step
     task._commanded[:] = 0.5  # 0.5 m asked over the steps they lasted (a whole episode would ask 250 m)
     task.commands.command[:] = 0.0
