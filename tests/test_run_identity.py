@@ -253,3 +253,25 @@ def test_a_finished_run_is_said_to_be_named_by_finish_not_by_this_job(
         open_run_dir(again)
     assert f"continuing run {run_dir} (--finish; it began as run id torchrun-first) at iteration 1" in caplog.text
     assert "TORCHELASTIC_RUN_ID" not in caplog.text
+
+
+def test_a_run_that_predates_a_setting_matches_a_start_that_leaves_it_at_the_tasks_default(tmp_path: Path) -> None:
+    # A run recorded before --env.randomization.com-offset existed: finished or requeued by today's code, which names
+    # it at its default (None: what the run trained with), the run continues; set to something else, it is another.
+    from mjfleet.runs.fingerprint import recorded_values
+    from mjfleet.train.plan import default_settings
+
+    cfg = small_train_config("go1-velocity-flat", log_root=tmp_path)
+    now = _settings(cfg)
+    recorded = {k: v for k, v in now.items() if not k.startswith("env.randomization.com_offset")}
+    defaults = default_settings(cfg)
+    assert not same_training(recorded, now)  # without the task's defaults: "(the run has nothing)"
+    assert same_training(recorded, now, defaults) and differences(recorded, now, defaults=defaults) == ""
+    moved = dataclasses.replace(cfg.env.randomization, com_offset=(0.01, 0.0, 0.0))  # type: ignore[attr-defined]
+    other = _settings(dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, randomization=moved)))
+    assert not same_training(recorded, other, defaults)
+    assert "--env.randomization.com-offset" in differences(recorded, other, defaults=defaults)
+    # A setting added with a default other than what earlier runs trained with is read back at the earlier value.
+    assert recorded_values({"rewards": {"effort": -0.1}}, "env")["pinch_tolerance"] is None
+    assert recorded_values({"pinch_tolerance": 0.01}, "env")["pinch_tolerance"] == 0.01
+    assert recorded_values({}, "agent")["learner"] == "rsl-rl-ppo"

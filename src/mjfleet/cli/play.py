@@ -21,6 +21,7 @@ from mjfleet.errors import UsageError, exits_on_usage_error
 from mjfleet.render.size import check_video_path, check_video_size
 from mjfleet.rl.checkpoint.files import list_checkpoints, newest_run
 from mjfleet.rl.config import AgentConfig
+from mjfleet.runs.fingerprint import recorded_values
 from mjfleet.runs.source import local_checkpoint, resolve_play_checkpoint
 from mjfleet.runtime.devices import GpuIds, select_local_devices
 from mjfleet.tasks.registry import get_task
@@ -110,8 +111,8 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
     if checkpoint is None and source.agent == "policy":
         run_dir = checkpoint = newest_run(source.log_root / agent_cfg.experiment_name)
     if run_dir is not None:
-        env_cfg = update_dataclass(env_cfg, load_yaml(run_dir / "params" / "env.yaml"))
-        agent_cfg = update_dataclass(agent_cfg, load_yaml(run_dir / "params" / "agent.yaml"))
+        env_cfg = update_dataclass(env_cfg, recorded_values(load_yaml(run_dir / "params" / "env.yaml"), "env"))
+        agent_cfg = update_dataclass(agent_cfg, recorded_values(load_yaml(run_dir / "params" / "agent.yaml"), "agent"))
     # A policy, and a baseline beside it, is judged on the robot file as shipped, whatever contact model it trained
     # on, from the starts and on the command ranges the task judges (flags can say else).
     env_cfg = env_cfg.as_judged()

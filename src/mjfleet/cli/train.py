@@ -41,6 +41,7 @@ from mjfleet.rl.evaluation.stop_condition import StopCondition
 from mjfleet.rl.learners.registry import learner_entry, learner_names
 from mjfleet.rl.reporting.records import WorkerResult
 from mjfleet.runs.ending import Ending, RunEnd, command_prefix, ending_lines
+from mjfleet.runs.fingerprint import recorded_values
 from mjfleet.runs.record import RunRecord
 from mjfleet.runtime.devices import trains_on_cpu
 from mjfleet.runtime.nccl import nccl_hint
@@ -101,8 +102,9 @@ def recorded_config(spec: TaskSpec, run_dir: Path) -> TrainConfig:
             f"--finish {run_dir}: not a run directory (no {params / 'run.yaml'}); --resume starts a new run from a"
             " checkpoint"
         )
-    env = update_dataclass(spec.env_cfg(), load_yaml(params / "env.yaml"))
-    agent = update_dataclass(spec.agent_cfg(), load_yaml(params / "agent.yaml"))
+    # A setting the run predates takes the value it trained with where that is not today's default (ADDED).
+    env = update_dataclass(spec.env_cfg(), recorded_values(load_yaml(params / "env.yaml"), "env"))
+    agent = update_dataclass(spec.agent_cfg(), recorded_values(load_yaml(params / "agent.yaml"), "agent"))
     values = load_yaml(params / "run.yaml")
     stop_when = values.pop("stop_when", None)
     cfg = update_dataclass(TrainConfig(env=env, agent=agent, task=spec.id), values)

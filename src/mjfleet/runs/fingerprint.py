@@ -7,8 +7,10 @@ from. Where the run is written, how it is logged, how long it trains and on how 
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from mjfleet.config_io import flag_value, flattened
@@ -57,9 +59,12 @@ ADDED = {
     "env.rewards.carry": 0.0,
     "env.pinch_tolerance": None,
     "env.start_at_cube": 0.0,
+    "env.action_scale_of_force": 0.0,
 }
-"""Settings that decide training and were added after runs were first recorded, with the value every run recorded
-before them had: such a run matches a start that names that value."""
+"""Settings that decide training and were added after runs were first recorded with a default other than what runs
+recorded before them trained with, with that value: such a run matches a start that names it. A setting added with a
+default that trains as before needs no entry: a run that predates it matches a start that leaves it at the task's
+default (:func:`same_training`'s ``defaults``)."""
 
 
 def training_settings(config: dict[str, Any]) -> dict[str, Any]:
@@ -81,14 +86,42 @@ def training_settings(config: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in flat.items() if k not in NOT_TRAINING and not k.startswith(unread)}
 
 
-def same_training(recorded: dict[str, Any], current: dict[str, Any]) -> bool:
+def same_training(recorded: dict[str, Any], current: dict[str, Any], defaults: Sequence[dict[str, Any]] = ()) -> bool:
     """Whether a run recorded with the settings ``recorded`` trains what ``current`` names: equal in every setting
-    that decides training now (a run recorded when a setting counted that no longer does still matches)."""
-    return _deciding(recorded) == _deciding(current)
+    that decides training now (a run recorded when a setting counted that no longer does still matches).
+
+    ``defaults``: the task's default settings (e.g. its CPU and its GPU ones); a setting the run predates is taken as
+    what it trained with where ``current`` leaves it at one of them (its :data:`ADDED` value where it has one)."""
+    return _recorded(recorded, current, defaults) == _deciding(current)
 
 
 def _deciding(settings: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in {**ADDED, **settings}.items() if k not in NOT_TRAINING}
+
+
+def _recorded(recorded: dict[str, Any], current: dict[str, Any], defaults: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """``recorded`` completed with the settings added since, at the values it trained with (:func:`same_training`)."""
+    filled = _deciding(recorded)
+    for key, value in _deciding(current).items():
+        if key not in filled and any(d.get(key, _ABSENT) == value for d in defaults):
+            filled[key] = value
+    return filled
+
+
+def recorded_values(values: dict[str, Any], group: str) -> dict[str, Any]:
+    """A run's recorded ``params/<group>.yaml`` (``env``, ``agent``) with the :data:`ADDED` settings it predates set
+    to the value it trained with, so that read back it trains what it trained (not today's default)."""
+    completed = copy.deepcopy(values)
+    for key, value in ADDED.items():
+        first, *path, name = key.split(".")
+        if first != group:
+            continue
+        node = completed
+        for part in path:
+            node = node.setdefault(part, {})
+        if isinstance(node, dict):
+            node.setdefault(name, value)
+    return completed
 
 
 def fingerprint(settings: dict[str, Any]) -> str:
@@ -97,9 +130,12 @@ def fingerprint(settings: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def differences(recorded: dict[str, Any], current: dict[str, Any], limit: int = 4) -> str:
-    """The settings that differ, as flags with both values: ``--seed 2 (the run has 1), --env.num-envs ...``."""
-    recorded, current = _deciding(recorded), _deciding(current)
+def differences(
+    recorded: dict[str, Any], current: dict[str, Any], limit: int = 4, defaults: Sequence[dict[str, Any]] = ()
+) -> str:
+    """The settings that differ, as flags with both values: ``--seed 2 (the run has 1), --env.num-envs ...``
+    (``defaults`` as for :func:`same_training`)."""
+    recorded, current = _recorded(recorded, current, defaults), _deciding(current)
     differ = [k for k in recorded.keys() | current.keys() if recorded.get(k, _ABSENT) != current.get(k, _ABSENT)]
     keys = sorted(differ, key=lambda k: (k.count("."), k))  # the task, seed and --resume before nested settings
     parts = [

@@ -119,12 +119,13 @@ def plan_run(
     experiment_dir = cfg.log_root / cfg.agent.experiment_name
     check_log_root(experiment_dir)
     settings = training_settings(plain(dataclasses.asdict(cfg)))
+    defaults = default_settings(cfg)
     if cfg.finish is not None:
-        return _finish(cfg, settings)
+        return _finish(cfg, settings, defaults)
     identity = run_identity(cfg.run_id, env, None if job is None else job.launcher, invocation)
     if identity is not None:
         runs = runs_of(experiment_dir, identity)
-        same = [(run_dir, record) for run_dir, record in runs if same_training(record.settings, settings)]
+        same = [(run_dir, record) for run_dir, record in runs if same_training(record.settings, settings, defaults)]
         if same:
             return _continue(cfg, *same[0])
         if runs:
@@ -132,8 +133,8 @@ def plan_run(
             if identity.chosen:
                 raise UsageError(
                     f"--run-id {identity.value} names run {run_dir}, which trains other settings:"
-                    f" {differences(record.settings, settings)}; give the same settings to continue it, or another"
-                    " --run-id for a new run"
+                    f" {differences(record.settings, settings, defaults=defaults)}; give the same settings to continue"
+                    " it, or another --run-id for a new run"
                 )
             # Right for a sweep in one allocation, a surprise after an edited batch script: said either way.
             others = f" (and {len(runs) - 1} older)" if len(runs) > 1 else ""
@@ -144,12 +145,26 @@ def plan_run(
                 identity.value,
                 run_dir,
                 others,
-                differences(record.settings, settings),
+                differences(record.settings, settings, defaults=defaults),
             )
     return _new(cfg, settings, identity)
 
 
-def _finish(cfg: TrainConfig, settings: dict[str, Any]) -> RunStart:
+def default_settings(cfg: TrainConfig) -> list[dict[str, Any]]:
+    """The training settings of ``cfg``'s task at its defaults with ``cfg``'s learner, on the CPU and on GPUs: what a
+    run that predates a setting trained with, where ``cfg`` leaves it at one of them (:func:`same_training`)."""
+    from mjfleet.tasks.registry import get_task
+
+    spec = get_task(cfg.task)
+    found = []
+    for on_cpu in (True, False):
+        env, agent = spec.defaults(on_cpu, cfg.agent.learner)
+        default = TrainConfig(env=env, agent=dataclasses.replace(agent, learner=cfg.agent.learner), task=cfg.task)
+        found.append(training_settings(plain(dataclasses.asdict(default))))
+    return found
+
+
+def _finish(cfg: TrainConfig, settings: dict[str, Any], defaults: list[dict[str, Any]]) -> RunStart:
     """``--finish``: continue the run it names in place (extended to a larger ``--agent.max-iterations``)."""
     assert cfg.finish is not None
     run_dir = cfg.finish
@@ -162,9 +177,10 @@ def _finish(cfg: TrainConfig, settings: dict[str, Any]) -> RunStart:
         )
     if record.task != cfg.task:
         raise UsageError(f"--finish {run_dir} is a run of {record.task}, not {cfg.task}: train {record.task} --finish")
-    if not same_training(record.settings, settings):
+    if not same_training(record.settings, settings, defaults):
+        differ = differences(record.settings, settings, defaults=defaults)
         raise UsageError(
-            f"--finish {run_dir}: these settings differ from the run's: {differences(record.settings, settings)};"
+            f"--finish {run_dir}: these settings differ from the run's: {differ};"
             " finishing trains the run as it began (leave them out), --resume starts a new run from it"
         )
     end = record.start_iteration + cfg.agent.max_iterations
