@@ -58,6 +58,10 @@ def test_ending_lines_without_a_run_directory_or_checkpoint(tmp_path: Path) -> N
     end = RunEnd("failed", "cartpole-balance", None, 0, 10, None, 256, 3.25, "boom")
     assert ending_lines(end) == ["failed: boom (0 iterations, 0 env-steps in 0:03 from the command)"]
     empty = RunEnd("interrupted", "cartpole-balance", tmp_path, 0, 10, None, 256, 75, "SIGINT", finishable=True)
+    # Stopped before its settings were written (params/, once the simulations are built): --finish could not read them.
+    assert ending_lines(empty)[1:] == [f"run directory: {tmp_path}", "no checkpoint was written"]
+    (tmp_path / "params").mkdir()
+    (tmp_path / "params" / "run.yaml").write_text("task: cartpole-balance\n")
     assert ending_lines(empty)[1:] == [
         f"run directory: {tmp_path}",
         "no checkpoint was written",
@@ -82,6 +86,8 @@ def test_commands_printed_under_uv_run_start_with_uv_run(tmp_path: Path) -> None
 def test_a_rank_of_another_launchers_job_is_told_to_rerun_the_jobs_command_with_finish(tmp_path: Path) -> None:
     """Without --finish, torchrun --standalone's next invocation draws another run id: a new run."""
     (tmp_path / "model_3.pt").write_bytes(b"")
+    (tmp_path / "params").mkdir()
+    (tmp_path / "params" / "run.yaml").write_text("task: cartpole-balance\n")
     end = RunEnd("stopped", "cartpole-balance", tmp_path, 0, 10, 3, 256, 75, "SIGTERM", True, launcher="torchrun")
     lines = ending_lines(end)
     assert lines[-1] == (

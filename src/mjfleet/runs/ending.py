@@ -72,7 +72,10 @@ def ending_lines(end: RunEnd) -> list[str]:
         lines.append(f"checkpoint: {newest}" + (f" (ONNX: {onnx})" if onnx.is_file() else ""))
         lines.append(f"watch it: {end.prefix}play {end.task} --checkpoint {_quote(newest)}")
     unfinished = end.final_iteration is not None and (last is None or last < end.final_iteration)
-    if end.finishable and unfinished and end.launcher is not None:
+    # --finish reads the run's settings from params/, written once its simulations were built: a start stopped
+    # before that left nothing to finish (the same command again starts the run afresh).
+    finishable = end.finishable and unfinished and (end.run_dir / "params" / "run.yaml").is_file()
+    if finishable and end.launcher is not None:
         # A rank's --finish alone would train the whole job's run in one process: the job's own command, every rank
         # of it given --finish, continues it. Without it only a job the run's identity survives in (the same
         # --run-id, rendezvous id or SLURM job) continues it: torchrun --standalone draws another id each time.
@@ -80,7 +83,7 @@ def ending_lines(end: RunEnd) -> list[str]:
             f"finish it: start the job's {end.launcher} command again with --finish {_quote(end.run_dir)} added to"
             f" train's options (it continues this run in place to iteration {end.final_iteration})"
         )
-    elif end.finishable and unfinished:
+    elif finishable:
         lines.append(
             f"finish it: {end.prefix}train {end.task} --finish {_quote(end.run_dir)}"
             f" (continues in place to iteration {end.final_iteration})"
