@@ -212,3 +212,13 @@ def test_a_schema_error_names_the_element_and_its_line(tmp_path: Path) -> None:
         UsageError, match=rf"unrecognized attribute: 'sizze'; Element 'site', line {_line_of(text, 'sizze')}"
     ):
         check_robot_file(UNITREE_GO1, path, "--env.robot x")
+
+
+def test_a_relative_robot_file_is_recorded_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # As typed, play of the run (or its restart) from another folder would look for another file.
+    from mjfleet.tasks.tracking.config import TrackingConfig
+
+    monkeypatch.chdir(tmp_path)
+    assert LocomotionConfig(robot="robots/go1.xml").robot == str(tmp_path / "robots" / "go1.xml")
+    assert TrackingConfig(robot="g1.xml").robot == str(tmp_path / "g1.xml")
+    assert LocomotionConfig(robot="menagerie:unitree_go1").robot == "menagerie:unitree_go1"  # a name stays a name

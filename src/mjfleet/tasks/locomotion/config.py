@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Self
@@ -55,6 +56,14 @@ class LocomotionRewards:
     than the penalties of an untrained, flailing policy, which otherwise learns to end its episodes early."""
     termination: float = 0.0
     """1 on the step an episode terminates (not on time-outs): a penalty when negative."""
+
+
+def absolute_robot_path(value: str) -> str:
+    """``--env.robot``, made absolute where it names an MJCF file: as typed, a relative path is the folder's the
+    command ran in, and ``play`` of the run or its restart from elsewhere would look for another file."""
+    if value.endswith(".xml") or os.sep in value:
+        return str(Path(value).expanduser().absolute())
+    return value
 
 
 @dataclass
@@ -188,7 +197,7 @@ class LocomotionConfig(EnvConfig):
     """Which robot to drive: a record name (``go1``, ``humanoid``: primitive models shipped here; ``unitree_go1``,
     ``unitree_g1``; those of installed packages, ``list-tasks`` names them), ``menagerie:unitree_go1`` /
     ``menagerie:unitree_g1`` (MuJoCo Menagerie files), or a path to an MJCF that has the names of one of those
-    records."""
+    records (recorded absolute)."""
     action_scale: float = 0.25
     """Joint position target = default angle + action_scale * action (radians)."""
     action_scale_of_force: float = 0.0
@@ -234,6 +243,9 @@ class LocomotionConfig(EnvConfig):
     """Domain randomization."""
     noise: NoiseConfig = field(default_factory=NoiseConfig)
     """Observation noise."""
+
+    def __post_init__(self) -> None:
+        self.robot = absolute_robot_path(self.robot)
 
     def as_judged(self) -> Self:
         """The file's contact model and the full command ranges: what the evaluation and ``play`` run."""

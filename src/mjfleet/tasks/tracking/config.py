@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Literal, Self
 
 from mjfleet.envs.config import EnvConfig
-from mjfleet.tasks.locomotion.config import RandomizationConfig
+from mjfleet.tasks.locomotion.config import RandomizationConfig, absolute_robot_path
 
 SHIPPED_MOTION = Path(__file__).with_name("motions") / "g1_wave_squat.csv"
 """The motion shipped with mjfleet (made here: scripts/make_g1_motion.py)."""
@@ -144,6 +144,7 @@ class TrackingConfig(EnvConfig):
         # elsewhere would look for another file.
         if self.motion:
             self.motion = str(Path(self.motion).expanduser().absolute())
+        self.robot = absolute_robot_path(self.robot)
 
     def motion_file(self) -> Path:
         """The reference motion's file (``motion``, or the shipped one)."""
