@@ -275,3 +275,20 @@ def test_a_run_that_predates_a_setting_matches_a_start_that_leaves_it_at_the_tas
     assert recorded_values({"rewards": {"effort": -0.1}}, "env")["pinch_tolerance"] is None
     assert recorded_values({"pinch_tolerance": 0.01}, "env")["pinch_tolerance"] == 0.01
     assert recorded_values({}, "agent")["learner"] == "rsl-rl-ppo"
+
+
+def test_a_run_moved_elsewhere_is_finished_where_it_is(tmp_path: Path) -> None:
+    # --finish writes into the run directory it names: the log root the run recorded may be gone or unusable.
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--env.num-envs", "64", "--agent.max-iterations", "2"]
+    argv += ["--agent.save-interval", "1", "--log-root", str(tmp_path / "logs")]
+    run(train.parse_args(argv), _stopped_after_first_iteration())
+    [first] = _runs(tmp_path / "logs")
+    moved = tmp_path / "copied" / "cartpole_balance" / first.name
+    moved.parent.mkdir(parents=True)
+    first.rename(moved)
+    (tmp_path / "blocked").write_text("")  # the recorded root now lies under a file: no run can be created there
+    params = moved / "params" / "run.yaml"
+    params.write_text(params.read_text().replace(str(tmp_path / "logs"), str(tmp_path / "blocked" / "logs")))
+    code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(moved)])
+    assert code == 0, err
+    assert (moved / "model_2.pt").is_file()

@@ -117,7 +117,9 @@ def plan_run(
     made with other settings, and :class:`RunFailedBefore` for a run whose training diverged.
     """
     experiment_dir = cfg.log_root / cfg.agent.experiment_name
-    check_log_root(experiment_dir)
+    # --finish writes into the run it names, wherever it now is (copied from another machine, say), not under the
+    # log root it recorded.
+    check_log_root(experiment_dir if cfg.finish is None else cfg.finish.parent)
     settings = training_settings(plain(dataclasses.asdict(cfg)))
     defaults = default_settings(cfg)
     if cfg.finish is not None:
