@@ -18,7 +18,7 @@ import cloudpickle
 import psutil
 import pytest
 
-from mjfleet.launch.torchrunx_patches import patched_torchrunx, stop_command
+from mjfleet.launch.torchrunx_patches import patched_torchrunx, stop_command, stop_remote_agents
 
 from .pinned import assert_checked_range
 
@@ -87,3 +87,34 @@ def test_stop_command_stops_exactly_the_processes_that_carry_the_launch_marker()
         for proc in (marked, similar):
             proc.kill()
             proc.wait()
+
+
+def test_remote_agents_are_stopped_on_every_host_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # After a failed launch with hosts that no longer answer, each took its own connect timeout, one after another.
+    import threading
+
+    import fabric
+
+    reached: list[str] = []
+    lock = threading.Lock()
+
+    class SlowHost:
+        def __init__(self, host: str, **kwargs: object) -> None:
+            self.host = host
+
+        def __enter__(self) -> SlowHost:
+            time.sleep(0.5)  # a host that takes its time to answer
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def run(self, command: str, **kwargs: object) -> None:
+            with lock:
+                reached.append(self.host)
+
+    monkeypatch.setattr(fabric, "Connection", SlowHost)
+    began = time.monotonic()
+    stop_remote_agents(["a", "b", "c", "d"], "MARKER=1", None)
+    assert sorted(reached) == ["a", "b", "c", "d"]
+    assert time.monotonic() - began < 1.5
