@@ -47,6 +47,17 @@ def test_truncated_checkpoint_is_refused(tmp_path: Path) -> None:
         load_checkpoint(path)
 
 
+def test_an_onnx_export_or_another_file_is_not_called_corrupt(tmp_path: Path) -> None:
+    # A new user resumes from the policy.onnx the run exported: the file is fine, it is the wrong kind.
+    for name in ("policy.onnx", "model_3.onnx.json"):
+        (tmp_path / name).write_bytes(b"onnx")
+        with pytest.raises(UsageError, match="is an ONNX export: it holds the policy alone"):
+            load_checkpoint(tmp_path / name)
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(UsageError, match=r"is not a checkpoint \(a model_<it>\.pt file\)"):
+        load_checkpoint(tmp_path / "notes.txt")
+
+
 def test_foreign_file_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "model_1.pt"
     torch.save({"weights": torch.zeros(2)}, path)

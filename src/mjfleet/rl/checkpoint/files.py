@@ -59,6 +59,11 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
 
     if not _is_file(path):
         raise UsageError(f"checkpoint {path} does not exist")
+    if path.suffix == ".onnx" or path.name.endswith(".onnx.json"):
+        raise UsageError(
+            f"{path} is an ONNX export: it holds the policy alone, no training state; name a model_<it>.pt (play runs"
+            " the .onnx file itself)"
+        )
     try:
         data = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:
@@ -67,7 +72,8 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
                 f"checkpoint {path} holds Python objects other than tensors and plain data; refusing to unpickle it"
                 " (not an mjfleet checkpoint)"
             ) from None
-        raise UsageError(f"checkpoint {path} is corrupt or truncated ({type(e).__name__})") from None
+        what = "corrupt or truncated" if path.suffix == ".pt" else "not a checkpoint (a model_<it>.pt file)"
+        raise UsageError(f"checkpoint {path} is {what} ({type(e).__name__})") from None
     if not isinstance(data, dict):
         raise UsageError(f"checkpoint {path} is not an mjfleet checkpoint")
     learner = data.get("learner", DEFAULT_LEARNER)
