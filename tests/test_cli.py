@@ -71,6 +71,8 @@ def _usage_error(capsys: pytest.CaptureFixture[str], main: object, argv: list[st
         (["cartpole-balance", "--agent.algorithm.gama", "0.9"], "; did you mean --agent.algorithm.gamma"),
         (["cartpole-balance", "--stop-when", "success=0.9"], "--stop-when 'success=0.9' is not a condition"),
         (["cartpole-balance", "--stop-when", "success>=high"], "'high' is not a number"),
+        (["cartpole-balance", "--stop-when", "success>=95"], "success is a share of episodes, from 0 to 1 (0.95 for"),
+        (["cartpole-balance", "--stop-when", "Episode/success<-1"], "success is a share of episodes"),
         (["cartpole-balance", "--stop-when", "success>=1", "--stop-when-iterations", "0"], "at least 1 (got 0)"),
         (["cartpole-balance", "--stop-when", "speed>1"], "logs no statistic 'speed'; use success, return, length or"),
     ],

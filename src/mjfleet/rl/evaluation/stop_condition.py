@@ -64,7 +64,11 @@ class StopCondition:
             raise UsageError(f"--stop-when {text!r}: {number!r} is not a number") from None
         if not math.isfinite(value):
             raise UsageError(f"--stop-when {text!r}: the threshold must be a finite number")
-        return cls(evaluation_name(_SHORT_NAMES.get(name, name)), op, value)
+        condition = cls(evaluation_name(_SHORT_NAMES.get(name, name)), op, value)
+        # A share of episodes: a threshold past 0..1 (95 for 95%) can never be met, or always is.
+        if training_name(condition.key) == _SHORT_NAMES["success"] and not 0 <= value <= 1:
+            raise UsageError(f"--stop-when {text!r}: success is a share of episodes, from 0 to 1 (0.95 for 95%)")
+        return condition
 
     def check_key(self, available: Iterable[str]) -> None:
         """Raise :class:`UsageError` unless the statistic is one the task logs (``available``: the training
