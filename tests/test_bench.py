@@ -38,7 +38,7 @@ def _row(out: str, label: str) -> list[str]:
 def test_bench_prints_step_and_scaling_tables(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.chdir(tmp_path)  # launched runs write under ./logs/bench
+    monkeypatch.chdir(tmp_path)  # where launched runs were once left
     monkeypatch.delenv("TORCHRUNX_LOG_DIR", raising=False)
     argv = ["cartpole-balance", "--gpu-ids", "None", "--num-envs", "16", "--steps", "3"]
     # No --launcher-overhead: it adds one more launch (~20 s here) through the same launched path as row "2".
@@ -59,6 +59,7 @@ def test_bench_prints_step_and_scaling_tables(
     assert rows["1"][4] == "1.00x" and rows["1"][7] == "0.0%"  # the baseline, no collectives
     assert float(rows["2"][7].rstrip("%")) > 0  # two workers do synchronise
     assert "Traceback" not in out
+    assert not list(tmp_path.iterdir()), "the launched measurements' run directories are gone with them"
 
 
 def test_bench_shows_both_backends_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:

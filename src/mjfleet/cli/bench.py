@@ -6,6 +6,7 @@ import dataclasses
 import json
 import logging
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -280,7 +281,6 @@ def _train_config(
         train_cfg.gpu_ids, train_cfg.workers_per_gpu = gpus, per_gpu
     if workers == 1:
         train_cfg.launcher = "torchrunx"
-    train_cfg.log_root = train_cfg.log_root / "bench"
     return train_cfg
 
 
@@ -288,9 +288,12 @@ def _measure_launched(cfg: TrainConfig) -> TrainRow:
     from mjfleet.benchmark import summarize_training
     from mjfleet.train import run as train
 
-    start = time.perf_counter()
-    results = train(cfg)
-    wall_s = time.perf_counter() - start
+    # Launched workers write a run directory: a temporary one, gone with the measurement (it was left under the
+    # folder bench ran in, unannounced).
+    with tempfile.TemporaryDirectory(prefix="mjfleet-bench-") as root:
+        start = time.perf_counter()
+        results = train(dataclasses.replace(cfg, log_root=Path(root)))
+        wall_s = time.perf_counter() - start
     return summarize_training(results, cfg.env.num_envs, wall_s=wall_s, backend=cfg.env.sim.backend)
 
 
