@@ -166,6 +166,7 @@ def run(
     if prepared.run.nothing_left:
         report_nothing_left(prepared.run)
         return []
+    existing = next(p for p in prepared.run.run_dir.parents if p.exists())  # what was there before this start
     run_dir = open_run_dir(prepared.run)
     if started is not None:
         started(run_dir)
@@ -184,8 +185,12 @@ def run(
         # error names (a host that cannot take part).
         if prepared.launch_plan is None and not prepared.run.continues and not list_checkpoints(run_dir):
             shutil.rmtree(run_dir, ignore_errors=True)
-            with contextlib.suppress(OSError):  # the experiment's folder, if it holds no other run
-                run_dir.parent.rmdir()
+            # The folders made for it (the experiment's, the log root), where nothing else went into them.
+            with contextlib.suppress(OSError):
+                for folder in run_dir.parents:
+                    if folder == existing:
+                        break
+                    folder.rmdir()
         raise
 
 
