@@ -142,6 +142,7 @@ def test_torchrun_restarts_continue_the_run_from_its_last_checkpoint(tmp_path: P
 
 
 def test_torchrun_sigterm_checkpoints_and_the_same_job_continues(tmp_path: Path, token: str) -> None:
+    iterations = 100  # 30 of these small iterations could all end within the second the signal waited (a fast CPU)
     log_root = tmp_path / "logs"
     port = _free_port()
     command = [
@@ -154,7 +155,7 @@ def test_torchrun_sigterm_checkpoints_and_the_same_job_continues(tmp_path: Path,
         ),
         *SMALL,
         "--agent.max-iterations",
-        "30",
+        str(iterations),
         "--agent.save-interval",
         "100",
         "--log-root",
@@ -163,7 +164,7 @@ def test_torchrun_sigterm_checkpoints_and_the_same_job_continues(tmp_path: Path,
     first = subprocess.Popen(command, env=_env(token), stderr=subprocess.PIPE, text=True)
     try:
         _wait_for(lambda: any(any(run.glob("events*")) for run in _runs(log_root)))
-        time.sleep(1.0)
+        time.sleep(0.2)  # into the training loop; the run is long enough that the signal comes before its end
         first.send_signal(signal.SIGTERM)  # torchrun forwards it to every worker
         _, err = first.communicate(timeout=120)
     finally:
@@ -173,15 +174,15 @@ def test_torchrun_sigterm_checkpoints_and_the_same_job_continues(tmp_path: Path,
     stopped = re.search(r"stopped by SIGTERM at iteration (\d+) of", err)
     assert stopped is not None, err[-3000:]
     [run_dir] = _runs(log_root)
-    assert list_checkpoints(run_dir)[-1][0] == int(stopped.group(1)) < 30
+    assert list_checkpoints(run_dir)[-1][0] == int(stopped.group(1)) < iterations
     assert_no_processes_left(token)
 
     again = subprocess.run(command, env=_env(token), capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert _runs(log_root) == [run_dir]
     assert f"run id torchrun-{token} from TORCHELASTIC_RUN_ID" in " ".join(again.stderr.split())
-    assert f"it {int(stopped.group(1)) + 1}/30" in again.stderr
-    assert list_checkpoints(run_dir)[-1][0] == 30
+    assert f"it {int(stopped.group(1)) + 1}/{iterations}" in again.stderr
+    assert list_checkpoints(run_dir)[-1][0] == iterations
 
 
 def _fake_scontrol(bin_dir: Path) -> Path:
