@@ -220,11 +220,12 @@ def _srun(tmp_path: Path, token: str, job: int, iterations: int, restart: int = 
 
 def test_srun_tasks_train_one_run_and_a_requeued_job_continues_it(tmp_path: Path, token: str) -> None:
     log_root = tmp_path / "logs"
+    iterations = 100  # as in the torchrun test: 30 small iterations could end before the signal
     job = 10000 + os.getpid() % 20000  # its port, 15000 + job % 20000, differs between concurrent test runs
-    ranks = _srun(tmp_path, token, job, iterations=30)
+    ranks = _srun(tmp_path, token, job, iterations=iterations)
     try:
         _wait_for(lambda: any(any(run.glob("events*")) for run in _runs(log_root)))
-        time.sleep(1.0)
+        time.sleep(0.2)
         ranks[1].send_signal(signal.SIGTERM)  # one rank evicted: every rank stops, as stopped (143)
         errs = [proc.communicate(timeout=120)[1] for proc in ranks]
     finally:
@@ -234,16 +235,16 @@ def test_srun_tasks_train_one_run_and_a_requeued_job_continues_it(tmp_path: Path
     assert [proc.returncode for proc in ranks] == [143, 143], errs[0][-3000:]
     [run_dir] = _runs(log_root)
     stopped = re.search(r"stopped by SIGTERM at iteration (\d+) of", errs[0])
-    assert stopped is not None and list_checkpoints(run_dir)[-1][0] == int(stopped.group(1)) < 30
+    assert stopped is not None and list_checkpoints(run_dir)[-1][0] == int(stopped.group(1)) < iterations
     assert (tmp_path / "bin" / "calls").read_text().splitlines() == ["show hostnames node1"] * 2  # once per rank
 
-    ranks = _srun(tmp_path, token, job, iterations=30, restart=1)  # the requeued job: the same command
+    ranks = _srun(tmp_path, token, job, iterations=iterations, restart=1)  # the requeued job: the same command
     errs = [proc.communicate(timeout=300)[1] for proc in ranks]
     assert [proc.returncode for proc in ranks] == [0, 0], errs[0][-3000:]
     assert _runs(log_root) == [run_dir]
     assert f"run id slurm-{job}.0 from SLURM_JOB_ID" in " ".join(errs[0].split())
-    assert f"it {int(stopped.group(1)) + 1}/30" in errs[0]
-    assert list_checkpoints(run_dir)[-1][0] == 30
+    assert f"it {int(stopped.group(1)) + 1}/{iterations}" in errs[0]
+    assert list_checkpoints(run_dir)[-1][0] == iterations
     assert_no_processes_left(token)
 
 
