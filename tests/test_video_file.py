@@ -30,10 +30,20 @@ def test_a_file_the_encoder_left_unreadable_is_an_error_and_the_previous_one_sta
 ) -> None:
     previous = _recorder(10).write(tmp_path / "play.mp4", fps=15.0).read_bytes()
 
-    def truncated(path: Path, frames: object, **kwargs: object) -> None:  # as a full disk leaves it: no index
-        Path(path).write_bytes(previous[: len(previous) // 2])
+    encoder = video.imageio.get_writer
 
-    monkeypatch.setattr(video.imageio, "mimsave", truncated)
+    def truncating(path: Path, **kwargs: object) -> object:  # as a full disk leaves the file: no index
+        writer = encoder(path, **kwargs)
+        close = writer.close
+
+        def close_truncated() -> None:
+            close()
+            Path(path).write_bytes(Path(path).read_bytes()[: len(previous) // 2])
+
+        writer.close = close_truncated
+        return writer
+
+    monkeypatch.setattr(video.imageio, "get_writer", truncating)
     with pytest.raises(OSError, match="could not be written whole"):
         _recorder(30).write(tmp_path / "play.mp4", fps=15.0)
     assert (tmp_path / "play.mp4").read_bytes() == previous

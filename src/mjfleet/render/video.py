@@ -10,7 +10,6 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # must precede the first GL context; EGL needs no display
 
@@ -27,33 +26,17 @@ GHOST_RGBA = np.array([0.3, 0.6, 1.0, 0.35], dtype=np.float32)
 """The ghost's colour: a translucent blue."""
 
 
-def _partial(path: Path) -> Path:
-    return path.with_name(f".{path.stem}.partial{path.suffix}")
-
-
-def _put_in_place(partial: Path, path: Path, fps: float, frames: int) -> None:
-    """Rename the encoded ``partial`` onto ``path`` once it reads back whole: imageio does not check ffmpeg's exit,
-    and a full disk leaves a file without its index (written last). :class:`OSError` otherwise, ``partial`` gone."""
-    try:
-        with imageio.get_reader(partial, format="FFMPEG") as reader:  # type: ignore[attr-defined]
-            seconds = float(reader.get_meta_data()["duration"])
-        if abs(seconds * fps - frames) > 1:
-            raise OSError(f"{seconds * fps:.0f} of {frames} frames could be read back")
-        partial.replace(path)
-    except (OSError, RuntimeError) as e:  # RuntimeError: ffmpeg could not read the file back
-        partial.unlink(missing_ok=True)
-        raise OSError(f"the video could not be written whole ({str(e).strip().splitlines()[0]})") from e
-
-
 class VideoFile:
     """An H.264 mp4 encoded as frames arrive (none held in memory: a long ``play --video`` would hold gigabytes),
-    into a hidden file beside ``path`` that :meth:`finish` puts in place once it reads back whole."""
+    into a hidden file beside ``path`` that :meth:`finish` puts in place once it reads back whole (imageio does not
+    check ffmpeg's exit: a full disk left a file without its index, written last, reported as written, over the
+    previous one)."""
 
     def __init__(self, path: Path, fps: float) -> None:
         """Opens the file now: a path that cannot be written raises :class:`OSError` before any frame."""
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path, self.fps, self.frames = path, fps, 0
-        self._partial = _partial(path)
+        self._partial = path.with_name(f".{path.stem}.partial{path.suffix}")
         self._writer = imageio.get_writer(self._partial, fps=fps, macro_block_size=1)
 
     def append(self, frame: np.ndarray) -> None:
@@ -64,10 +47,15 @@ class VideoFile:
         """Close the encoder and put the file in place; :class:`OSError` when it cannot be written whole."""
         try:
             self._writer.close()
-        except (OSError, RuntimeError) as e:
+            # Opening reads the file's index; its duration says every frame is in it.
+            with imageio.get_reader(self._partial, format="FFMPEG") as reader:  # type: ignore[attr-defined]
+                seconds = float(reader.get_meta_data()["duration"])
+            if abs(seconds * self.fps - self.frames) > 1:
+                raise OSError(f"{seconds * self.fps:.0f} of {self.frames} frames could be read back")
+            self._partial.replace(self.path)
+        except (OSError, RuntimeError) as e:  # RuntimeError: ffmpeg could not write or read the file
             self._partial.unlink(missing_ok=True)
             raise OSError(f"the video could not be written whole ({str(e).strip().splitlines()[0]})") from e
-        _put_in_place(self._partial, self.path, self.fps, self.frames)
         logger.info("wrote %d frames to %s", self.frames, self.path)
         return self.path
 
@@ -119,10 +107,8 @@ class WorldVideo:
     def capture(self) -> None:
         """Render the world's current state."""
         for name in self.sim.batched_fields:
-            values = self.sim.model_field(name)
-            row = values[self.world] if values.shape[0] == self.sim.num_worlds else values[0]
             target = getattr(self._model, name)
-            target[...] = row.detach().cpu().numpy().reshape(target.shape)
+            target[...] = self.sim.model_field(name)[self.world].detach().cpu().numpy().reshape(target.shape)
         self._data.qpos[:] = self.sim.qpos[self.world].cpu().numpy()
         self._data.qvel[:] = self.sim.qvel[self.world].cpu().numpy()
         mujoco.mj_forward(self._model, self._data)
@@ -150,19 +136,16 @@ class WorldVideo:
             scene.geoms[i].rgba[:] = GHOST_RGBA
 
     def write(self, path: Path, fps: float) -> Path:
-        """Encode the captured frames as H.264 mp4: into a hidden file beside ``path``, read back whole, then renamed
-        onto it (ffmpeg's exit is not checked by imageio: a full disk left a file without its index, reported
-        written, over the previous one). Raises :class:`OSError` when the file cannot be written whole."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = _partial(path)
+        """Encode the captured frames as an mp4 at ``path`` (a :class:`VideoFile`); :class:`OSError` when the file
+        cannot be written whole."""
+        sink = VideoFile(path, fps)
         try:
-            imageio.mimsave(partial, cast(Any, self.frames), fps=fps, macro_block_size=1)
-        except (OSError, RuntimeError) as e:
-            partial.unlink(missing_ok=True)
-            raise OSError(f"the video could not be written whole ({str(e).strip().splitlines()[0]})") from e
-        _put_in_place(partial, path, fps, len(self.frames))
-        logger.info("wrote %d frames to %s", len(self.frames), path)
-        return path
+            for frame in self.frames:
+                sink.append(frame)
+        except BaseException:
+            sink.abort()
+            raise
+        return sink.finish()
 
     def close(self) -> None:
         """Free the GL context."""

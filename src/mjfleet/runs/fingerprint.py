@@ -119,7 +119,9 @@ def recorded_values(values: dict[str, Any], group: str) -> dict[str, Any]:
         node = completed
         for part in path:
             node = node.setdefault(part, {})
-        if isinstance(node, dict):
+            if not isinstance(node, dict):
+                break
+        else:
             node.setdefault(name, value)
     return completed
 

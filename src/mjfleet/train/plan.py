@@ -121,12 +121,12 @@ def plan_run(
     # log root it recorded.
     check_log_root(experiment_dir if cfg.finish is None else cfg.finish.parent)
     settings = training_settings(plain(dataclasses.asdict(cfg)))
-    defaults = default_settings(cfg)
     if cfg.finish is not None:
-        return _finish(cfg, settings, defaults)
+        return _finish(cfg, settings, default_settings(cfg))
     identity = run_identity(cfg.run_id, env, None if job is None else job.launcher, invocation)
     if identity is not None:
         runs = runs_of(experiment_dir, identity)
+        defaults = default_settings(cfg) if runs else []
         same = [(run_dir, record) for run_dir, record in runs if same_training(record.settings, settings, defaults)]
         if same:
             return _continue(cfg, *same[0])

@@ -65,7 +65,7 @@ class TrainingVideo:
         first_step, self._collecting = iteration != self._collecting, iteration
         if self._recorder is None:
             # A clip longer than a rollout that closed mid-iteration waits for the next due iteration's first step.
-            if not first_step or self.interval == 0 or iteration % self.interval != 0 or iteration == self._started_at:
+            if not first_step or self.interval == 0 or iteration % self.interval != 0:
                 return
             try:
                 from mjfleet.render.video import WorldVideo

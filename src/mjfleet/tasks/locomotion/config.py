@@ -58,12 +58,15 @@ class LocomotionRewards:
     """1 on the step an episode terminates (not on time-outs): a penalty when negative."""
 
 
+def names_robot_file(value: str) -> bool:
+    """Whether ``--env.robot`` names an MJCF file (rather than a robot record)."""
+    return value.endswith(".xml") or os.sep in value
+
+
 def absolute_robot_path(value: str) -> str:
     """``--env.robot``, made absolute where it names an MJCF file: as typed, a relative path is the folder's the
     command ran in, and ``play`` of the run or its restart from elsewhere would look for another file."""
-    if value.endswith(".xml") or os.sep in value:
-        return str(Path(value).expanduser().absolute())
-    return value
+    return str(Path(value).expanduser().absolute()) if names_robot_file(value) else value
 
 
 @dataclass

@@ -10,10 +10,10 @@ bring a copy made elsewhere and name it with ``MENAGERIE_ROOT`` (docs/tasks.md, 
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 
 from mjfleet.errors import UsageError, mujoco_message
+from mjfleet.tasks.locomotion.config import names_robot_file
 from mjfleet.tasks.locomotion.robots import RobotSpec
 from mjfleet.tasks.registry import all_robots
 
@@ -108,7 +108,7 @@ def resolve_robot(value: str) -> RobotSpec:
                 " docs/your_robot.md shows how to add one from a package of your own"
             )
         return found[0]
-    if value.endswith(".xml") or os.sep in value:
+    if names_robot_file(value):
         path = Path(value).expanduser()
         if not path.is_file():
             raise UsageError(f"--env.robot {value!r}: no such MJCF file")
