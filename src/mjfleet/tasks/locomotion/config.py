@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Self
 
 from mjfleet.envs.config import EnvConfig
+from mjfleet.tasks.locomotion.robots import absolute_robot_path
 
 TerrainType = Literal["bumps", "slope_up", "slope_down", "stairs_up", "stairs_down"]
 """Tile kinds: random bumps; a pit to climb out of or a pyramid to walk down (slopes, stairs)."""
@@ -56,17 +56,6 @@ class LocomotionRewards:
     than the penalties of an untrained, flailing policy, which otherwise learns to end its episodes early."""
     termination: float = 0.0
     """1 on the step an episode terminates (not on time-outs): a penalty when negative."""
-
-
-def names_robot_file(value: str) -> bool:
-    """Whether ``--env.robot`` names an MJCF file (rather than a robot record)."""
-    return value.endswith(".xml") or os.sep in value
-
-
-def absolute_robot_path(value: str) -> str:
-    """``--env.robot``, made absolute where it names an MJCF file: as typed, a relative path is the folder's the
-    command ran in, and ``play`` of the run or its restart from elsewhere would look for another file."""
-    return str(Path(value).expanduser().absolute()) if names_robot_file(value) else value
 
 
 @dataclass

@@ -8,6 +8,7 @@ the record to it.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -15,6 +16,17 @@ from typing import Literal
 ASSETS = Path(__file__).with_name("assets")
 
 GeomKind = Literal["sphere", "capsule", "box", "cylinder", "ellipsoid", "mesh"]
+
+
+def names_robot_file(value: str) -> bool:
+    """Whether ``--env.robot`` names an MJCF file (rather than a robot record)."""
+    return value.endswith(".xml") or os.sep in value
+
+
+def absolute_robot_path(value: str) -> str:
+    """``--env.robot``, made absolute where it names an MJCF file: as typed, a relative path is the folder's the
+    command ran in, and ``play`` of the run or its restart from elsewhere would look for another file."""
+    return str(Path(value).expanduser().absolute()) if names_robot_file(value) else value
 
 
 @dataclass(frozen=True)

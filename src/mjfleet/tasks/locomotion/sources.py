@@ -13,8 +13,7 @@ import dataclasses
 from pathlib import Path
 
 from mjfleet.errors import UsageError, mujoco_message
-from mjfleet.tasks.locomotion.config import names_robot_file
-from mjfleet.tasks.locomotion.robots import RobotSpec
+from mjfleet.tasks.locomotion.robots import RobotSpec, names_robot_file
 from mjfleet.tasks.registry import all_robots
 
 MENAGERIE_PREFIX = "menagerie:"

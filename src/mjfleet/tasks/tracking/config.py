@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Literal, Self
 
 from mjfleet.envs.config import EnvConfig
-from mjfleet.tasks.locomotion.config import RandomizationConfig, absolute_robot_path
+from mjfleet.tasks.locomotion.config import RandomizationConfig
+from mjfleet.tasks.locomotion.robots import absolute_robot_path
 
 SHIPPED_MOTION = Path(__file__).with_name("motions") / "g1_wave_squat.csv"
 """The motion shipped with mjfleet (made here: scripts/make_g1_motion.py)."""
