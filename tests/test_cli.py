@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from mjfleet.cli import bench, list_tasks, play, train
+from mjfleet.envs.env import MjEnv
 from mjfleet.errors import UsageError
 from mjfleet.rl.checkpoint.files import save_atomic
 from mjfleet.tasks.registry import get_task
@@ -477,3 +478,26 @@ def test_play_without_a_checkpoint_says_null_and_a_video_it_cannot_render_is_one
     monkeypatch.setattr(video.WorldVideo, "__init__", no_gl)
     line = _usage_error(capsys, play.main, [*zero, "--video", "--video-path", str(tmp_path / "v.mp4")])
     assert "--video: cannot render (Cannot initialize a EGL device display." in line and "libegl1" in line
+
+
+def test_play_videos_show_the_step_each_episode_ended_in(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    lengths: list[int] = []
+
+    class Recorder:  # what a frame of world 0 would show: the step its episode is at
+        def __init__(self, env: MjEnv, *_: object) -> None:
+            self.capture = lambda: lengths.append(int(env.episode_length_buf[0]))
+            self.sink = self
+
+        def finish(self) -> Path:
+            return tmp_path / "v.mp4"
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(play, "_recorder", Recorder)
+    argv = ["cartpole-balance", "--agent", "zero", "--num-episodes", "2", "--env.num-envs", "1", "--video"]
+    play.main([*argv, "--env.episode-length-s", "0.1", "--gpu-ids", "None"])  # 5 steps an episode: it times out
+    assert json.loads(capsys.readouterr().out)["episodes"] == 2
+    assert lengths == [1, 2, 3, 4, 5, 1, 2, 3, 4, 5]  # each episode's last step, not the next one's start

@@ -52,6 +52,18 @@ def test_time_out_resets_and_reports_episode_statistics() -> None:
     assert set(means) >= {"Episode/return", "Episode_Reward/upright"}
 
 
+def test_observers_see_the_state_an_episode_ended_in_before_its_reset() -> None:
+    env = make_env(num_envs=2, episode_length_s=0.1)  # 5 control steps
+    env.sim.qpos[1, 1] = 1.2  # world 1's pole is down: it ends in the first step
+    seen: list[tuple[list[int], torch.Tensor]] = []
+    env.observers.append(lambda: seen.append((env.episode_length_buf.tolist(), env.sim.qpos[1].clone())))
+    _, _, dones, _ = env.step(torch.zeros(2, 1))
+    assert dones.tolist() == [False, True] and env.episode_length_buf.tolist() == [1, 0]
+    ((lengths, qpos),) = seen
+    assert lengths == [1, 1]  # the step as the physics left it, before world 1 restarted
+    assert abs(float(qpos[1])) > 1.0 and abs(float(env.sim.qpos[1, 1])) < 0.2  # the fallen pole, then the new one
+
+
 def test_evaluation_environments_episodes_are_counted_apart() -> None:
     env = make_env(num_envs=8, episode_length_s=0.1)
     env.split_evaluation(3)  # environments 5, 6 and 7

@@ -197,8 +197,9 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
         path = cfg.video_path or default
         if cfg.video:
             recorder = _recorder(env, spec.load_task_class().video_camera, cfg, path)
+            env.observers.append(recorder.capture)  # each step's state before a reset: an episode's last frame too
         try:
-            summary = evaluate(env, policy, cfg.num_episodes, on_step=recorder.capture if recorder else None)
+            summary = evaluate(env, policy, cfg.num_episodes)
         except BaseException:
             if recorder is not None:
                 _close(recorder, keep=False)

@@ -94,6 +94,9 @@ class MjEnv(VecEnv):
         self.from_reset = torch.ones(n, dtype=torch.bool, device=dev)
         """Whether each environment's episode began with a reset in this process: an evaluation episode counts only
         then, not when its counter was set (a random start, a restored checkpoint) over a fresh physics state."""
+        self.observers: list[Callable[[], None]] = []
+        """Called in order in every :meth:`step` once the physics advanced and the task judged it, before ended
+        episodes reset: what draws a frame sees the state each episode ended in (its fall, its last pose)."""
         self._observations_checked = False
         self.reset_all()
 
@@ -138,6 +141,8 @@ class MjEnv(VecEnv):
             time_outs |= flag
 
         reward = self._reward(nonfinite)
+        for observer in self.observers:
+            observer()
         dones = terminated | time_outs
         extras: dict[str, Any] = {"time_outs": time_outs}
         reset_ids = dones.nonzero(as_tuple=False).squeeze(-1)

@@ -33,8 +33,9 @@ class TrainingVideo:
     holds ``length`` frames (or when the run's last iteration ends, whichever comes first: its count reached, a
     stop signal or the stop condition).
 
-    Built before the runner, which is given :meth:`on_step` as a step hook and :meth:`on_iteration` as an iteration
-    hook.
+    Built before the runner, which is given :meth:`on_iteration` as an iteration hook; :meth:`attach` then makes the
+    runner's environment call :meth:`on_step` in each of its steps before ended episodes reset, so a clip shows the
+    state each episode ended in.
     """
 
     def __init__(
@@ -58,6 +59,10 @@ class TrainingVideo:
         self._started_at = 0
         self._collecting = 0
         """The iteration of the last step seen: a clip opens only at the first step of its iteration."""
+
+    def attach(self, runner: Runner) -> None:
+        """Observe ``runner``'s environment (:attr:`~mjfleet.envs.env.MjEnv.observers`)."""
+        runner.env.observers.append(partial(self.on_step, runner))
 
     def on_step(self, runner: Runner) -> None:
         """Capture a frame while a clip is open; open one at the first step of a due iteration."""

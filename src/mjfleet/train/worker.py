@@ -23,7 +23,7 @@ from mjfleet.rl.evaluation.simulation import SeparateEvaluation
 from mjfleet.rl.evaluation.stop_condition import as_condition
 from mjfleet.rl.learners.registry import learner_entry
 from mjfleet.rl.reporting.records import KEPT_RECORDS, IterationRecord, WorkerResult
-from mjfleet.rl.runner import IterationHook, Runner, StepHook, StopCheck
+from mjfleet.rl.runner import IterationHook, Runner, StopCheck
 from mjfleet.runs import model_files
 from mjfleet.runs.ending import Ending
 from mjfleet.runs.record import record_end
@@ -152,7 +152,7 @@ def _train(
         if ctx.is_main and run_dir is not None:
             write_params(run_dir, cfg)
         hooks: list[IterationHook] = []
-        step_hooks: list[StepHook] = []
+        video = None
         if cfg.video_interval > 0 and ctx.is_main and run_dir is not None:
             from mjfleet.train.video import TrainingVideo
 
@@ -164,7 +164,6 @@ def _train(
                 cfg.video_width,
                 cfg.video_height,
             )
-            step_hooks.append(video.on_step)
             hooks.append(video.on_iteration)
         if ctx.is_main:
             hooks.append(startup.hook)
@@ -183,12 +182,13 @@ def _train(
             evaluation=evaluation,
             judge=judge,
             hooks=hooks,
-            step_hooks=step_hooks,
             stop_check=stop_check,
             stop_condition=None if cfg.stop_when is None else as_condition(cfg.stop_when),  # parsed already
             stop_when_iterations=cfg.stop_when_iterations,
             export_info={"task": cfg.task},
         )
+        if video is not None:
+            video.attach(runner)
         if start.checkpoint is not None:
             runner.load(str(start.checkpoint))
             logger.info("resumed from %s at iteration %d", start.checkpoint, runner.current_learning_iteration)

@@ -74,7 +74,6 @@ def evaluate(
     env: MjEnv,
     policy: Policy,
     num_episodes: int,
-    on_step: Callable[[], None] | None = None,
 ) -> EvaluationSummary:
     """Step ``env`` with ``policy`` until ``num_episodes`` episodes ended, counting each environment's episodes in
     order so short (failed) episodes are not over-represented: with ``num_envs >= num_episodes`` every counted
@@ -94,8 +93,6 @@ def evaluate(
     with torch.inference_mode():
         for _ in range(max_steps):
             obs, _, _, extras = env.step(policy(obs))
-            if on_step is not None:
-                on_step()
             if "episodes" not in extras:
                 continue
             ids, values = extras["episodes"]
