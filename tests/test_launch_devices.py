@@ -274,3 +274,20 @@ def test_workers_per_host_on_this_machine_alone_launches_them(tmp_path: Path) ->
     prepared = prepare(small_train_config(log_root=tmp_path, workers_per_host=2, dry_run=True))
     assert prepared.launch_plan is not None and prepared.launch_plan.workers_per_host == 2
     assert prepare(small_train_config(log_root=tmp_path, dry_run=True)).launch_plan is None
+
+
+def test_fewer_workers_per_host_than_selected_gpus_on_one_machine_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # --gpu-ids 0 1 --workers-per-host 1 trained one worker in-process on GPU 0; the plan said two GPUs.
+    from mjfleet.train import api
+
+    from .helpers import small_train_config
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(api, "local_gpu_count", lambda: 2)
+    cfg = small_train_config(log_root=tmp_path, gpu_ids=(0, 1), workers_per_host=1, dry_run=True)
+    with pytest.raises(UsageError, match="--workers-per-host 1 would leave GPUs idle: --gpu-ids selects 2 GPUs"):
+        api.prepare(cfg)
+    plan = api.prepare(small_train_config(log_root=tmp_path, gpu_ids=(0, 1), workers_per_host=2)).launch_plan
+    assert plan is not None and plan.workers_per_host == 2

@@ -63,6 +63,13 @@ def prepare(cfg: TrainConfig) -> Prepared:
             "--cpu-workers applies to CPU training (--gpu-ids None); with GPUs there is one worker each"
             " (or --workers-per-gpu)"
         )
+    gpu_workers = selection.num_gpus * cfg.workers_per_gpu
+    if selection.kind == "cuda" and hosts == ("localhost",) and (cfg.workers_per_host or gpu_workers) < gpu_workers:
+        raise UsageError(
+            f"--workers-per-host {cfg.workers_per_host} would leave GPUs idle: --gpu-ids selects"
+            f" {selection.num_gpus} GPUs with {cfg.workers_per_gpu} worker{'s' if cfg.workers_per_gpu > 1 else ''}"
+            f" each ({gpu_workers}); select fewer GPUs or leave --workers-per-host out"
+        )
     if selection.kind == "cpu" and cfg.workers_per_gpu != 1:
         why = "--gpu-ids None trains on the CPU" if cfg.gpu_ids is None else "this run trains on the CPU"
         reason = f" ({selection.notice})" if selection.notice else ""
