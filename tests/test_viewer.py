@@ -179,6 +179,22 @@ def test_session_pauses_steps_switches_environments_and_reads_reward_terms() -> 
         session.hold_commands({"lin_vel_x": 1.0})
 
 
+def test_the_session_draws_the_shown_environments_own_randomized_model() -> None:
+    from .test_locomotion import make_loco_env
+
+    env = make_loco_env("go1-velocity-flat", num_envs=2)
+    friction = env.sim.model_field("geom_friction")
+    friction[1] = 0.123
+    env.sim.model_fields_changed(torch.tensor([1]))
+    shared = env.sim.mj_model.geom_friction.copy()
+    session = ViewerSession(env, zero_policy(env))
+    assert np.allclose(session.model.geom_friction, friction[0].numpy())
+    session.show_env(1)
+    session.tick()
+    assert np.allclose(session.model.geom_friction, 0.123)  # world 1's, not the shared model's
+    assert np.array_equal(env.sim.mj_model.geom_friction, shared)
+
+
 def test_held_velocity_commands_survive_resampling_and_resets_until_released() -> None:
     env = make_env("go1-velocity-flat", num_envs=2)
     task = env.task

@@ -106,9 +106,7 @@ class WorldVideo:
 
     def capture(self) -> None:
         """Render the world's current state."""
-        for name in self.sim.batched_fields:
-            target = getattr(self._model, name)
-            target[...] = self.sim.model_field(name)[self.world].detach().cpu().numpy().reshape(target.shape)
+        self.sim.world_model(self.world, self._model)
         self._data.qpos[:] = self.sim.qpos[self.world].cpu().numpy()
         self._data.qvel[:] = self.sim.qvel[self.world].cpu().numpy()
         mujoco.mj_forward(self._model, self._data)

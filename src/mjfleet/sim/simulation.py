@@ -82,6 +82,13 @@ class Simulation(ABC):
         """Per-world values of a model field named in ``batched_model_fields``, ``(num_worlds, ...)``; write rows
         in place, then call :meth:`model_fields_changed` with the worlds written."""
 
+    def world_model(self, world: int, model: mujoco.MjModel) -> None:
+        """Write world ``world``'s own values of the batched fields (a randomized size, mass, ...) into ``model``, a
+        copy of :attr:`mj_model` that draws that world."""
+        for name in self.batched_fields:
+            target = getattr(model, name)
+            target[...] = self.model_field(name)[world].detach().cpu().numpy().reshape(target.shape)
+
     def model_fields_changed(  # noqa: B027 (optional hook)
         self, world_ids: torch.Tensor, fields: Collection[str] | None = None
     ) -> None:

@@ -39,7 +39,7 @@ def run_native_viewer(env: MjEnv, policy: Policy, stop: threading.Event | None =
         elif key in (KEY_LEFT_BRACKET, KEY_RIGHT_BRACKET):
             shift[0] += 1 if key == KEY_RIGHT_BRACKET else -1
 
-    model = env.sim.mj_model
+    model = session.model
     dt = env.step_dt
     threads_before = set(threading.enumerate())
     try:

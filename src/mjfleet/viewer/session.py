@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import copy
 import threading
 from dataclasses import dataclass, field
 
@@ -51,7 +52,9 @@ class ViewerSession:
         self._view_changed = False
         self._release = False
         self._lock = threading.Lock()
-        self._data = mujoco.MjData(env.sim.mj_model)
+        self.model = copy.copy(env.sim.mj_model)
+        """The model drawn: the shown environment's own randomized values (a cube's size, ...) after each step."""
+        self._data = mujoco.MjData(self.model)
         env.reset_all()
         self._obs = env.get_observations()
         self._refresh_pose()
@@ -152,8 +155,9 @@ class ViewerSession:
     def _refresh_pose(self) -> None:
         """Copy the shown environment's pose into :attr:`data` (on the loop's thread: it draws from it)."""
         sim, data = self.env.sim, self._data
+        sim.world_model(self._env_index, self.model)
         data.qpos[:] = sim.qpos[self._env_index].detach().cpu().numpy()
-        mujoco.mj_kinematics(sim.mj_model, data)
+        mujoco.mj_kinematics(self.model, data)
 
     @property
     def data(self) -> mujoco.MjData:

@@ -47,7 +47,7 @@ class WebScene:
         self.server = server
         self.session = session
         self.root = server.scene.add_frame("/world", show_axes=False)
-        model = session.env.sim.mj_model
+        model = session.model
         self.bodies = sorted({m.body for m in geom_meshes(model) if m.body != 0})
         self._frames = {b: server.scene.add_frame(f"/world/body{b}", show_axes=False) for b in self.bodies}
         for mesh in geom_meshes(model):
