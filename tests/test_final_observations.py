@@ -60,6 +60,22 @@ def test_a_diverged_world_hands_out_its_reset_observation_not_its_broken_state(b
         assert torch.equal(final[0], obs[group][0]) and torch.equal(final[1:], obs[group][1:])
 
 
+def test_a_running_episode_hands_out_its_returned_observation_noise_and_all() -> None:
+    # The observations before the resets are computed for every row; a row whose episode goes on takes the returned
+    # one, not a second draw of its observation noise.
+    from mjfleet.tasks.locomotion.config import NoiseConfig
+
+    from .test_locomotion import make_loco_env
+
+    env = make_loco_env("go1-velocity-flat", num_envs=2, noise=NoiseConfig(scale=1.0))
+    env.final_observations = True
+    env.episode_length_buf[0] = env.max_episode_length - 1  # world 0 times out in this step, world 1 goes on
+    obs, _, dones, extras = env.step(torch.zeros(env.num_envs, env.num_actions))
+    assert dones.tolist() == [True, False]
+    final = extras["final_observations"]["policy"]
+    assert torch.equal(final[1], obs["policy"][1]) and not torch.equal(final[0], obs["policy"][0])
+
+
 def test_the_environment_computes_no_final_observation_unless_asked() -> None:
     env = _env("mujoco", 1)
     _, _, dones, extras = env.step(torch.zeros(env.num_envs, env.num_actions))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -272,7 +273,9 @@ def test_finish_continues_an_interrupted_run_of_every_learner_in_place(learner: 
 
 
 @pytest.mark.parametrize("learner", ["skrl-sac", "skrl-td3"])
-def test_a_continued_off_policy_run_warms_its_empty_buffer_up_again(learner: str) -> None:
+def test_a_continued_off_policy_run_warms_its_empty_buffer_up_again(
+    learner: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """The replay buffer is not checkpointed: a continued run takes ``learning_starts`` steps again before its first
     update, counted from the step it continues at (not from the run's first)."""
     cfg = skrl_config(learner, num_envs=16, steps=4)
@@ -287,7 +290,11 @@ def test_a_continued_off_policy_run_warms_its_empty_buffer_up_again(learner: str
     continued = Runner(make_env(num_envs=16), cfg.agent, CPU, None)
     learner_ = continued.learner
     assert isinstance(learner_, SkrlLearner)
-    learner_.load_state_dict(learned.state_dict())
+    with caplog.at_level(logging.INFO, logger="mjfleet.rl.learners.skrl.learner"):
+        learner_.load_state_dict(learned.state_dict())
+    assert f"{learner}: the replay buffer is not in checkpoints and starts empty; 0 steps of random actions and 6" in (
+        caplog.text
+    )
     assert (learner_.timestep, learner_.filled_from) == (8, 8)
     assert learner_.update() == {}  # an empty buffer: the warm-up applies again
     continued.learn(1)
@@ -322,3 +329,23 @@ def test_random_warm_up_actions_are_new_each_step_within_the_limit_and_follow_th
     assert all(float(a.abs().max()) <= 0.5 for a in first)
     assert not torch.equal(first[0], first[1]) and not torch.equal(first[1], first[2])
     assert all(torch.equal(a, b) for a, b in zip(first, warm_up_actions(0), strict=True))
+
+
+def test_td3_draws_its_exploration_noise_without_reading_it_back() -> None:
+    # skrl's TD3 put three statistics of each step's noise into its tracking data (a host sync each on a GPU); while
+    # the buffer warmed up nothing cleared them.
+    cfg = skrl_config("skrl-td3", num_envs=16, steps=4)
+    cfg.agent.td3.learning_starts = 100
+    runner = Runner(make_env(num_envs=16), cfg.agent, CPU, None)
+    learner_ = runner.learner
+    assert isinstance(learner_, SkrlLearner)
+    seen: list[tuple[TensorDict, torch.Tensor]] = []
+    runner.step_hooks.append(lambda r: seen.append((r.env.get_observations().clone(), r.env.actions.clone())))
+    runner.learn(2)
+    assert not any(learner_.agent.tracking_data.values())
+    clip = runner.env.cfg.clip_actions
+    policy = learner_.policy()
+    with torch.inference_mode():
+        for (obs, _), (_, actions) in itertools.pairwise(seen):
+            noisy = actions - policy(obs).clamp(-clip, clip)
+            assert 0.03 < float(noisy.std()) < 0.3  # the noise of --agent.td3.exploration-noise (0.1)

@@ -155,15 +155,17 @@ class MjEnv(VecEnv):
             final = None
         self._obs = self._observations()
         if self.final_observations:
-            extras["final_observations"] = self._obs if final is None else self._finite_rows(final, nonfinite)
+            extras["final_observations"] = self._obs if final is None else self._ended_rows(final, dones & ~nonfinite)
         return self._obs, reward, dones, extras
 
-    def _finite_rows(self, final: TensorDict, nonfinite: torch.Tensor) -> TensorDict:
-        """``final`` with each diverged world's row replaced by its reset one: a termination is never bootstrapped,
-        but a NaN times zero is still NaN, and a learner's observation normaliser reads next observations too."""
+    def _ended_rows(self, final: TensorDict, ended: torch.Tensor) -> TensorDict:
+        """The returned observations with the rows of ``ended`` (episodes that ended with finite physics) taken from
+        ``final``. Every other row is the returned one: a diverged world's reset row (a termination is never
+        bootstrapped, but a NaN times zero is still NaN, and a learner's normaliser reads next observations too),
+        and a running episode's own (``final`` drew its observation noise afresh)."""
 
-        def pick(ended: torch.Tensor, reset: torch.Tensor) -> torch.Tensor:
-            return torch.where(nonfinite.view(-1, *([1] * (ended.dim() - 1))), reset, ended)
+        def pick(before: torch.Tensor, returned: torch.Tensor) -> torch.Tensor:
+            return torch.where(ended.view(-1, *([1] * (before.dim() - 1))), before, returned)
 
         return final.apply(pick, self._obs)
 

@@ -18,6 +18,8 @@ with it progress, evaluation, checkpoints and the run's identity. What it adds a
   from the step it resumed at;
 - the losses come from the agent's ``tracking_data``, which SAC fills only while its ``write_interval`` is positive:
   it is, for the update alone (while collecting, skrl would add statistics that cost device syncs every step);
+- TD3's exploration noise is drawn by :class:`SkrlTd3` as skrl draws it, without skrl's three statistics of it read
+  back to the host in every step;
 - PPO bootstraps time-outs (skrl's ``time_limit_bootstrap``) and never stops an epoch early on the KL divergence: one
   worker stopping while another goes on would leave that one waiting in a collective.
 
@@ -37,6 +39,7 @@ from typing import Any
 import gymnasium
 import torch
 import torch.distributed as dist
+from tensordict import TensorDict
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.rl.config import AgentConfig, OffPolicyConfig, PolicyConfig
@@ -82,6 +85,7 @@ class SkrlSac(SkrlLearner):
     """skrl's SAC from ``--agent.sac.*`` (``--agent.learner skrl-sac``)."""
 
     name = "skrl-sac"
+    replays = True
     learning_rate_flag = "--agent.sac.learning-rate"
     agent: SAC
 
@@ -102,13 +106,27 @@ class SkrlTd3(SkrlLearner):
     """skrl's TD3 from ``--agent.td3.*`` (``--agent.learner skrl-td3``)."""
 
     name = "skrl-td3"
+    replays = True
     learning_rate_flag = "--agent.td3.learning-rate"
     agent: TD3
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # skrl's TD3 reads three statistics of its noise to the host in every step (device syncs on a GPU, and a
+        # list that grows while no update clears it): the noise is drawn here instead, as skrl draws it.
+        self._noise, self.agent._exploration_noise = self.agent._exploration_noise, None
 
     @property
     def action_std(self) -> float:
         """TD3's exploration noise (its actor is deterministic)."""
         return float(self.agent.cfg.exploration_noise_kwargs.get("std", 0.0))
+
+    def act(self, obs: TensorDict) -> torch.Tensor:
+        actions = super().act(obs)
+        if self._noise is not None and self.timestep - self.filled_from >= self.agent.cfg.random_timesteps:
+            # In place: the transition stores this tensor.
+            actions.add_(self._noise.sample(actions.shape)).clamp_(self.agent._min_actions, self.agent._max_actions)
+        return actions
 
     def _extra_state(self) -> dict[str, Any]:
         return {"update_counter": int(self.agent._update_counter)}

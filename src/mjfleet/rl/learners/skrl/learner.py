@@ -8,6 +8,7 @@ one ``Agent.update``; checkpoints hold the agent's ``checkpoint_modules`` and wh
 
 from __future__ import annotations
 
+import logging
 from typing import Any, ClassVar
 
 import torch
@@ -23,6 +24,8 @@ from mjfleet.rl.learners.skrl.models import DeterministicActor, GaussianActor, S
 from skrl.agents.torch import Agent
 from skrl.resources.preprocessors.torch import RunningStandardScaler
 
+logger = logging.getLogger(__name__)
+
 TRACKED = ("Loss / ", "Coefficient / ")
 """The ``tracking_data`` entries an update reports, by prefix (``Loss / Critic loss`` becomes ``critic``)."""
 
@@ -33,6 +36,8 @@ class SkrlLearner(Learner):
     final_observations = True  # SAC and TD3 bootstrap time-outs from the next observation, PPO its value too
     optimizer_attribute: ClassVar[str] = "policy_optimizer"
     """The agent's attribute holding the actor's optimizer, whose learning rate progress lines report."""
+    replays: ClassVar[bool] = False
+    """Whether the agent learns from a replay buffer (which checkpoints do not hold)."""
 
     def __init__(
         self,
@@ -101,6 +106,7 @@ class SkrlLearner(Learner):
     # --- learning --------------------------------------------------------------------------------------------
     def update(self) -> dict[str, float]:
         if self.timestep - self.filled_from < self.learning_starts:
+            self.agent.tracking_data.clear()
             return {}
         agent = self.agent
         agent.enable_models_training_mode(True)
@@ -150,6 +156,15 @@ class SkrlLearner(Learner):
         state = data.get("skrl_state") or {}
         self.timestep = self.filled_from = int(state.get("timestep", 0))
         self._load_extra_state(state)
+        if self.replays:
+            random_steps = int(getattr(self.agent.cfg, "random_timesteps", 0))
+            logger.info(
+                "%s: the replay buffer is not in checkpoints and starts empty; %d steps of random actions and %d"
+                " steps before the first update count from here",
+                self.name,
+                random_steps,
+                self.learning_starts,
+            )
 
     def _extra_state(self) -> dict[str, Any]:
         """What the learner keeps beyond skrl's ``checkpoint_modules``."""
