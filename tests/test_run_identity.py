@@ -292,3 +292,16 @@ def test_a_run_moved_elsewhere_is_finished_where_it_is(tmp_path: Path) -> None:
     code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(moved)])
     assert code == 0, err
     assert (moved / "model_2.pt").is_file()
+
+
+def test_a_run_recorded_before_file_contents_counted_matches_the_file_as_it_is(tmp_path: Path) -> None:
+    from mjfleet.runs.fingerprint import content_digests
+
+    motion = tmp_path / "m.csv"
+    motion.write_text("1,2,3\n")
+    current = {"task": "t", "env.motion": str(motion)} | content_digests({"motion": motion})
+    assert set(current) == {"task", "env.motion", "env.motion_sha256"}
+    assert same_training({"task": "t", "env.motion": str(motion)}, current)  # recorded without the digest
+    edited = {**current, "env.motion_sha256": "0" * 64}
+    assert not same_training(current, edited)
+    assert differences(current, edited).startswith("the content of --env.motion (sha256 000000000000; the run's ")

@@ -242,6 +242,9 @@ def test_a_continued_run_keeps_the_failure_tally_of_the_run_it_continues() -> No
     assert torch.equal(fresh._failures, task._failures)
     fresh.load_state_dict({"failures": torch.ones(task._bins + 1)})  # another motion's bins: left as it was
     assert torch.equal(fresh._failures, task._failures)
+    other = {"failures": torch.ones(task._bins), "motion_sha256": "0" * 64}  # another motion with as many bins
+    fresh.load_state_dict(other)
+    assert torch.equal(fresh._failures, task._failures)
 
 
 @needs_g1
@@ -437,3 +440,69 @@ def test_videos_draw_the_reference_as_a_ghost_over_the_robot() -> None:
     assert changed.mean() > 0.01  # the ghost covers part of the picture
     tint = ghosted.frames[0][changed].astype(int)
     assert (tint[:, 2] >= tint[:, 0]).mean() > 0.9  # in blue
+
+
+@needs_g1
+def test_the_same_motion_file_with_other_frames_is_another_run(tmp_path: Path) -> None:
+    # The path alone was the run's: a motion edited in place continued (or, ended, refused to train) the old run.
+    from mjfleet.errors import UsageError
+    from mjfleet.train.plan import open_run_dir, plan_run
+
+    from .helpers import small_train_config
+
+    motion = tmp_path / "mine.csv"
+    motion.write_bytes(SHIPPED_MOTION.read_bytes())
+    cfg = small_train_config(TASK, num_envs=4, iterations=1, steps=4, log_root=tmp_path / "logs", run_id="r1")
+    cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, motion=str(motion)))
+    run_dir = open_run_dir(plan_run(cfg, {}, None))
+    assert plan_run(cfg, {}, None).run_dir == run_dir  # the same file: the same run
+    rows = np.loadtxt(motion, delimiter=",")
+    rows[:, 9] += 0.05
+    np.savetxt(motion, rows, delimiter=",", fmt="%.9f")
+    with pytest.raises(
+        UsageError, match=r"other settings: the content of --env\.motion \(sha256 [0-9a-f]{12}; the run"
+    ):
+        plan_run(cfg, {}, None)
+
+
+@needs_g1
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--env.anchor-body", "foo_link"], "--env.anchor-body: "),
+        (["--env.bodies", "pelvis", "left_knee_link"], "--env.anchor-body torso_link: not among --env.bodies"),
+        (["--env.end-effectors", "pelvis", "head_link"], "--env.end-effectors: "),
+    ],
+)
+def test_a_body_flag_naming_no_tracked_body_is_one_line(flags: list[str], words: str, tmp_path: Path) -> None:
+    argv = [TASK, "--gpu-ids", "None", *flags, "--log-root", str(tmp_path / "logs")]
+    code, _, err = run_main(train.main, argv)
+    assert code == 2, err
+    (line,) = [line for line in err.splitlines() if line.startswith("error:")]
+    assert words in line and "Traceback" not in err
+    assert not (tmp_path / "logs").exists()
+
+
+@needs_g1
+def test_without_end_effectors_their_termination_is_off() -> None:
+    env = _env(num_envs=2, end_effectors=())
+    env.step(torch.zeros(2, env.num_actions))
+    assert not env.task.terminations(env)["end_effector_height"].any()
+
+
+@needs_g1
+def test_training_episodes_begun_part_way_report_their_success_apart() -> None:
+    # Finishing the last second of a motion is not play's success, which follows it from its start.
+    from mjfleet.envs.task import PRIVILEGED_SUCCESS
+
+    env = _env(num_envs=8, sampling="uniform")
+    task = env.task
+    assert isinstance(task, TrackingTask)
+    started = task.training_start(env)
+    assert started is not None and torch.equal(started, task._start_frame > 0) and started.any()
+    task.frame[:] = task.reference.frames - 2  # every episode ends in the next step (the motion's end, or a fall)
+    _, _, dones, _ = env.step(torch.zeros(8, env.num_actions))
+    assert dones.all()
+    means = env.stats.means(env.stats.keys, *env.stats.pop())
+    assert PRIVILEGED_SUCCESS in means and ("Episode/success" in means) == bool((~started).any())
+    assert _env(num_envs=1, sampling="start").task.training_start(env) is None

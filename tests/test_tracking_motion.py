@@ -135,6 +135,10 @@ def test_every_bad_file_is_one_line_naming_it_and_what_is_wrong(model: mujoco.Mj
         tmp_path / "long.npz", fps=[50], joint_pos=rows[:, 7:], body_pos_w=np.zeros((frames, 1, 3)), body_quat_w=doubled
     )
     _refused(tmp_path / "long.npz", joints, "quaternion of frame 1", "order w, x, y, z")
+    np.savez(tmp_path / "no_rate.npz", fps=np.zeros(0), joint_pos=rows[:, 7:], body_pos_w=pos, body_quat_w=quat)
+    _refused(tmp_path / "no_rate.npz", joints, "fps holds 0 values")
+    (tmp_path / "folder.csv").mkdir()
+    _refused(tmp_path / "folder.csv", joints, "is a directory")
     (tmp_path / "walk.bvh").write_text("HIERARCHY")
     _refused(tmp_path / "walk.bvh", joints, "not a .csv")
 

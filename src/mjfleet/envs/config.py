@@ -35,6 +35,12 @@ class EnvConfig:
         text's digest, and ``play`` says when it loads other ones. Tasks whose models are built in return none."""
         return []
 
+    def content_files(self) -> dict[str, Path]:
+        """Settings that name a file whose content decides what trains (``{"motion": path}``), after
+        :meth:`prepare_assets`: a run's settings hold each file's digest (``env.<name>_sha256``), so the same name
+        with another content is another run."""
+        return {}
+
     def prepare_assets(self) -> None:
         """Fetch or check the files the task loads, once, before any worker starts.
 

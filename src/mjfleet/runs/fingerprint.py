@@ -11,6 +11,7 @@ import copy
 import hashlib
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from mjfleet.config_io import flag_value, flattened
@@ -86,6 +87,16 @@ def training_settings(config: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in flat.items() if k not in NOT_TRAINING and not k.startswith(unread)}
 
 
+DIGEST = "_sha256"
+"""The ending of the settings that hold a file's content digest (:func:`content_digests`)."""
+
+
+def content_digests(files: dict[str, Path]) -> dict[str, str]:
+    """The settings that tell apart the contents of the files an environment names
+    (:meth:`~mjfleet.envs.config.EnvConfig.content_files`): ``env.<name>_sha256``, by SHA-256 of the file."""
+    return {f"env.{name}{DIGEST}": hashlib.sha256(path.read_bytes()).hexdigest() for name, path in files.items()}
+
+
 def same_training(recorded: dict[str, Any], current: dict[str, Any], defaults: Sequence[dict[str, Any]] = ()) -> bool:
     """Whether a run recorded with the settings ``recorded`` trains what ``current`` names: equal in every setting
     that decides training now (a run recorded when a setting counted that no longer does still matches).
@@ -103,7 +114,10 @@ def _recorded(recorded: dict[str, Any], current: dict[str, Any], defaults: Seque
     """``recorded`` completed with the settings added since, at the values it trained with (:func:`same_training`)."""
     filled = _deciding(recorded)
     for key, value in _deciding(current).items():
-        if key not in filled and any(d.get(key, _ABSENT) == value for d in defaults):
+        if key in filled:
+            continue
+        # A run recorded before contents were told apart is taken to have trained the file as it is now.
+        if key.endswith(DIGEST) or any(d.get(key, _ABSENT) == value for d in defaults):
             filled[key] = value
     return filled
 
@@ -140,14 +154,19 @@ def differences(
     recorded, current = _recorded(recorded, current, defaults), _deciding(current)
     differ = [k for k in recorded.keys() | current.keys() if recorded.get(k, _ABSENT) != current.get(k, _ABSENT)]
     keys = sorted(differ, key=lambda k: (k.count("."), k))  # the task, seed and --resume before nested settings
-    parts = [
-        f"{_flag(k)} {_show(current.get(k, _ABSENT))} (the run has {_show(recorded.get(k, _ABSENT))})" for k in keys
-    ]
+    parts = [_difference(k, current.get(k, _ABSENT), recorded.get(k, _ABSENT)) for k in keys]
     more = f" and {len(parts) - limit} more" if len(parts) > limit else ""
     return ", ".join(parts[:limit]) + more
 
 
 _ABSENT = object()
+
+
+def _difference(key: str, current: Any, recorded: Any) -> str:
+    if key.endswith(DIGEST):
+        shown = [v[:12] if isinstance(v, str) else _show(v) for v in (current, recorded)]
+        return f"the content of {_flag(key.removesuffix(DIGEST))} (sha256 {shown[0]}; the run's {shown[1]})"
+    return f"{_flag(key)} {_show(current)} (the run has {_show(recorded)})"
 
 
 def _flag(key: str) -> str:

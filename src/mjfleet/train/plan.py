@@ -39,7 +39,7 @@ from mjfleet.rl.checkpoint.files import (
     resolve_checkpoint,
 )
 from mjfleet.runs.directory import check_log_root, create_run_dir, next_run_dir, remove_stale_temporaries
-from mjfleet.runs.fingerprint import differences, fingerprint, same_training, training_settings
+from mjfleet.runs.fingerprint import content_digests, differences, fingerprint, same_training, training_settings
 from mjfleet.runs.identity import RunIdentity, run_identity
 from mjfleet.runs.record import RunRecord, runs_of
 from mjfleet.runs.source import DOWNLOAD_DIR, fetch, is_wandb_ref
@@ -120,7 +120,7 @@ def plan_run(
     # --finish writes into the run it names, wherever it now is (copied from another machine, say), not under the
     # log root it recorded.
     check_log_root(experiment_dir if cfg.finish is None else cfg.finish.parent)
-    settings = training_settings(plain(dataclasses.asdict(cfg)))
+    settings = training_settings(plain(dataclasses.asdict(cfg))) | content_digests(cfg.env.content_files())
     if cfg.finish is not None:
         return _finish(cfg, settings, default_settings(cfg))
     identity = run_identity(cfg.run_id, env, None if job is None else job.launcher, invocation)

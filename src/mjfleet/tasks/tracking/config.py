@@ -77,11 +77,13 @@ class TrackingConfig(EnvConfig):
     """The reference motion: a ``.csv`` in the retargeted-G1 layout (30 fps; root x y z, quaternion x y z w, joint
     angles) or mjlab's ``.npz``; empty: the motion shipped with mjfleet (a G1 waving and squatting)."""
     anchor_body: str = "torso_link"
-    """The body whose pose anchors the reference: its height and orientation errors end an episode."""
+    """The tracked body (among ``bodies``) whose pose anchors the reference: its height and orientation errors end an
+    episode."""
     bodies: tuple[str, ...] = ()
     """The bodies whose poses and velocities are tracked (the anchor among them)."""
     end_effectors: tuple[str, ...] = ()
-    """Bodies whose height leaves the reference's by ``end_effector_height_limit`` end an episode."""
+    """Tracked bodies (among ``bodies``) whose height leaves the reference's by ``end_effector_height_limit`` end an
+    episode; none: that termination is off."""
     action_offset: Literal["reference", "home"] = "reference"
     """What an action of zero holds each joint at: ``reference``, the reference's joint angle at the frame the step
     ends in (the policy learns corrections to the motion); ``home``, the robot's standing pose (mjlab's choice: the
@@ -151,6 +153,10 @@ class TrackingConfig(EnvConfig):
         """The reference motion's file (``motion``, or the shipped one)."""
         return Path(self.motion) if self.motion else SHIPPED_MOTION
 
+    def content_files(self) -> dict[str, Path]:
+        """The motion: the same file name with other frames is another run."""
+        return {"motion": self.motion_file()}
+
     def model_files(self) -> list[Path]:
         """The robot's MJCF and the motion: a run records both texts' digests, ``play`` says when either differs."""
         from mjfleet.tasks.locomotion.sources import resolve_robot, robot_file
@@ -178,9 +184,27 @@ class TrackingConfig(EnvConfig):
         robot = resolve_robot(self.robot)
         import mujoco
 
-        kinds = mujoco.MjModel.from_xml_path(str(robot_file(robot))).jnt_type
-        joints = sum(1 for kind in kinds if kind == mujoco.mjtJoint.mjJNT_HINGE)
+        model = mujoco.MjModel.from_xml_path(str(robot_file(robot)))
+        self._check_bodies({model.body(b).name for b in range(model.nbody)}, robot_file(robot))
+        joints = sum(1 for kind in model.jnt_type if kind == mujoco.mjtJoint.mjJNT_HINGE)
         read_motion(self.motion_file(), joints)
+
+    def _check_bodies(self, names: set[str], robot: Path) -> None:
+        """The tracked bodies, the anchor and the end effectors are bodies of the robot, the last two tracked."""
+        from mjfleet.errors import UsageError
+
+        if not self.bodies:
+            raise UsageError("--env.bodies names no body: the task tracks the poses of the bodies it lists")
+        for flag, listed in (
+            ("--env.bodies", self.bodies),
+            ("--env.anchor-body", (self.anchor_body,)),
+            ("--env.end-effectors", self.end_effectors),
+        ):
+            if unknown := [b for b in listed if b not in names]:
+                raise UsageError(f"{flag}: {robot} has no body named {', '.join(unknown)}")
+        for flag, listed in (("--env.anchor-body", (self.anchor_body,)), ("--env.end-effectors", self.end_effectors)):
+            if untracked := [b for b in listed if b not in self.bodies]:
+                raise UsageError(f"{flag} {' '.join(untracked)}: not among --env.bodies, whose poses the task tracks")
 
     def as_judged(self) -> Self:
         """Episodes as ``play`` runs them: from the motion's first frame on the reference's root pose and velocity,

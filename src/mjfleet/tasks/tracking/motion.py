@@ -66,8 +66,11 @@ def read_motion(path: Path, joints: int) -> Motion:
     """The motion in ``path`` (``.csv`` or ``.npz``) of a robot with ``joints`` hinge joints, checked."""
     path = Path(path).expanduser()
     if not path.is_file():
-        raise UsageError(f"motion file {path} does not exist")
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        raise UsageError(f"motion file {path} {'is a directory' if path.is_dir() else 'does not exist'}")
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as e:
+        raise UsageError(f"motion file {path}: cannot be read ({e.strerror or type(e).__name__})") from None
     if path.suffix.lower() == ".csv":
         fps, root_pos, root_quat, joint_pos = _read_csv(path, joints)
     elif path.suffix.lower() == ".npz":
@@ -124,7 +127,10 @@ def _read_npz(path: Path, joints: int) -> tuple[float, np.ndarray, np.ndarray, n
         missing = [key for key in NPZ_KEYS if key not in data.files]
         if missing:
             raise UsageError(f"motion file {path}: no {', '.join(missing)} (mjlab's csv_to_npz writes {NPZ_KEYS})")
-        fps = float(np.asarray(data["fps"]).reshape(-1)[0])
+        rate = np.asarray(data["fps"]).reshape(-1)
+        if rate.size != 1:
+            raise UsageError(f"motion file {path}: fps holds {rate.size} values, not one frame rate")
+        fps = float(rate[0])
         joint_pos = np.asarray(data["joint_pos"], dtype=np.float64)
         body_pos = np.asarray(data["body_pos_w"], dtype=np.float64)
         body_quat = np.asarray(data["body_quat_w"], dtype=np.float64)

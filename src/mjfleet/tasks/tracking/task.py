@@ -82,7 +82,8 @@ class TrackingTask(Task[TrackingConfig]):
         self._bodies = torch.as_tensor(bodies, device=dev)
         self._anchor = cfg.bodies.index(cfg.anchor_body)
         self._anchor_body = names.index(cfg.anchor_body)
-        self._end_effectors = torch.as_tensor([cfg.bodies.index(b) for b in cfg.end_effectors], device=dev)
+        ends = [cfg.bodies.index(b) for b in cfg.end_effectors]
+        self._end_effectors = torch.as_tensor(ends, dtype=torch.long, device=dev)  # none: that termination is off
         self._root_body = int(m.jnt_bodyid[0])
         self._self_contact = int(m.sensor(SELF_CONTACT_SENSOR).adr[0]) if cfg.rewards.self_collisions else -1
         """Where the self-contact sensor's readings start in ``sensordata`` (found, then the strongest's force)."""
@@ -104,6 +105,8 @@ class TrackingTask(Task[TrackingConfig]):
         self._soft_low, self._soft_high = mid - half * cfg.soft_joint_limit, mid + half * cfg.soft_joint_limit
         self.frame = torch.zeros(n, dtype=torch.long, device=dev)
         """Each environment's frame of the motion."""
+        self._start_frame = torch.zeros(n, dtype=torch.long, device=dev)
+        """The frame each environment's episode began at."""
         self._gathered: dict[str, torch.Tensor] = {}
         """What :meth:`_ref` and :meth:`robot_bodies` gathered for the current frames and state."""
         self._bins = max(1, math.ceil(self.reference.frames * self.dt))  # one per second of the motion
@@ -233,6 +236,7 @@ class TrackingTask(Task[TrackingConfig]):
         if training is not None:
             frame = torch.where(training, frame, 0)
         self.frame[env_ids] = frame
+        self._start_frame[env_ids] = frame
         ref = self.reference
 
         def noise(scale: float, *shape: int) -> torch.Tensor:
@@ -287,8 +291,14 @@ class TrackingTask(Task[TrackingConfig]):
         within = torch.rand(n, device=dev, generator=g)
         return ((bins + within) / self._bins * (frames - 1)).long().clamp(max=frames - 2)
 
+    def training_start(self, env: MjEnv) -> torch.Tensor | None:
+        """Episodes that began after the motion's first frame: finishing the rest of a motion is not ``play``'s
+        success (which follows it from its start), so their successes are reported apart."""
+        return None if self.cfg.sampling == "start" else self._start_frame > 0
+
     def bin_of(self, frames: torch.Tensor) -> torch.Tensor:
-        """The adaptive sampling's bin of each frame (one bin per second of the motion, the last one shorter)."""
+        """The adaptive sampling's bin of each frame: the motion in as many bins of equal length as it has started
+        seconds (mjlab's count), so each bin spans at most a second."""
         return (frames * self._bins // (self.reference.frames - 1)).clamp(max=self._bins - 1)
 
     def _count_failures(self, env: MjEnv, env_ids: torch.Tensor) -> None:
@@ -418,11 +428,12 @@ class TrackingTask(Task[TrackingConfig]):
     def state_dict(self) -> dict[str, Any]:
         """The adaptive sampling's failure tally: a continued run starts its episodes where this one failed, not
         evenly over the motion (saved in checkpoints; another motion's tally has other bins and is not loaded)."""
-        return {"failures": self._failures.detach().cpu().clone()}
+        return {"failures": self._failures.detach().cpu().clone(), "motion_sha256": self.motion.sha256}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         failures = state.get("failures")
-        if isinstance(failures, torch.Tensor) and failures.shape == self._failures.shape:
+        same_motion = state.get("motion_sha256", self.motion.sha256) == self.motion.sha256
+        if isinstance(failures, torch.Tensor) and failures.shape == self._failures.shape and same_motion:
             self._failures.copy_(failures.to(self._failures.device))
 
     def export_index(self, env: MjEnv) -> torch.Tensor:
