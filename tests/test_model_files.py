@@ -54,8 +54,14 @@ def test_a_run_records_its_robot_file_and_play_says_when_it_loads_another(
     digest = hashlib.sha256(robot.read_bytes()).hexdigest()
     assert f"model file: {robot} (sha256 {digest[:12]})" in " ".join((out + err).split())
     (run_dir,) = (tmp_path / "logs" / "unitree_go1_velocity_flat").iterdir()
+    from mjfleet.tasks import registry
+
+    record = registry.all_robots()["unitree_go1"]
+    record_digest = hashlib.sha256(record.model_text().encode()).hexdigest()
+    assert f"model from robot record 'unitree_go1' (sha256 {record_digest[:12]})" in " ".join((out + err).split())
     assert yaml.safe_load((run_dir / "params" / "model_files.yaml").read_text()) == [
-        {"path": str(robot), "sha256": digest}
+        {"path": str(robot), "sha256": digest},
+        {"path": "robot record 'unitree_go1'", "sha256": record_digest},
     ]
 
     play = ["unitree-go1-velocity-flat", "--checkpoint", str(run_dir), "--gpu-ids", "None", "--num-episodes", "1"]
@@ -68,3 +74,13 @@ def test_a_run_records_its_robot_file_and_play_says_when_it_loads_another(
     assert code == 0, err
     said = " ".join((out + err).split())
     assert f"the policy trained on {robot} (sha256 {digest[:12]}), not on {robot} (sha256" in said
+    assert "robot record" not in said
+    # A record changed in its package (its servos, home pose, zones, joints) is another robot too.
+    import dataclasses
+
+    monkeypatch.setitem(registry._ROBOTS, "unitree_go1", dataclasses.replace(record, deviation_joints=()))
+    code, out, err = run_main(play_main, play)
+    assert code == 0, err
+    said = " ".join((out + err).split())
+    changed = f"the policy trained on robot record 'unitree_go1' (sha256 {record_digest[:12]}), not on robot record"
+    assert changed in said

@@ -132,6 +132,34 @@ def test_records_with_servos_and_named_geoms_are_checked_too(monkeypatch: pytest
     ]
 
 
+def test_the_records_own_patterns_zones_and_home_pose_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A bad pattern raised re.error from list-tasks and train; a home pattern matching nothing left its joints at 0
+    # and an angle out of range was clipped, both silently.
+    from mjfleet.tasks.locomotion.robots import Zone
+
+    monkeypatch.setenv("MENAGERIE_ROOT", str(FIXTURE))
+    g1 = mujoco.MjSpec.from_file(str(robot_file(UNITREE_G1)))
+
+    def problems(**changes: object) -> list[str]:
+        return robot_problems(dataclasses.replace(UNITREE_G1, **changes), g1)
+
+    bad_servo = dataclasses.replace(UNITREE_G1.servos[0], joints=r"(*_knee")
+    assert problems(servos=(bad_servo, *UNITREE_G1.servos[1:]))[0].startswith(
+        "servo '(*_knee' is not a regular expression (nothing to repeat"
+    )
+    assert problems(home=((r"*_knee_joint", -1.5),)) == [
+        "home pattern '*_knee_joint' is not a regular expression (nothing to repeat at position 0)"
+    ]
+    (zone,) = problems(zones=(Zone("left_foot", body="left_ankle_roll_link", kinds=("capsul",)),))  # type: ignore[arg-type]
+    assert zone.startswith("zone 'left_foot' names geom kind 'capsul', which MuJoCo has not")
+    (unmatched,) = problems(home=((r".*_kne_joint", 0.3),))
+    assert unmatched.startswith("home pattern '.*_kne_joint' matches no hinge or slide joint (closest: ")
+    assert problems(home=((r"left_knee_joint", 5.0), (r".*_knee_joint", 0.3))) == [
+        "home angle 5.0 of joint 'left_knee_joint' is outside its range [-0.08, 2.8]"
+    ]
+    assert problems(home=((r".*_knee_joint", 0.3),)) == []
+
+
 def test_a_floor_in_a_body_of_its_own_is_named() -> None:
     # The contact zones count contacts with the world body's geoms: a floor elsewhere would never be touched.
     spec = mujoco.MjSpec.from_file(str(robot_file(GO1)))

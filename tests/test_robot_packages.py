@@ -153,6 +153,35 @@ BROKEN = {
         "limp-walk",
         f"robot 'limp' ({GO1_XML}) lacks what robot record 'limp' needs: no body 'chassis' (the base;",
     ),
+    "record-not-returned": (
+        f"""
+        from mjfleet.tasks.legged import LOCOMOTION_TASK, RobotSpec, TaskSpec, locomotion_agent, locomotion_sim
+        from mjfleet.tasks.legged import quadruped_flat_config
+        ROBOT = RobotSpec(name="limp", source={GO1_XML!r}, base_body="trunk", feet=("FR_foot", "FL_foot"),
+                          undesired_contacts=(), terminal_contacts=("trunk",), deviation_joints=())
+        def flat():
+            return quadruped_flat_config(ROBOT, locomotion_sim(16, 64))
+        def agent():
+            return locomotion_agent(10, (32,))
+        def tasks():
+            return [TaskSpec("limp-walk", "Limps.", LOCOMOTION_TASK, flat, agent)]
+        """,
+        "limp-walk",
+        "task 'limp-walk' trains robot record 'limp', which no installed package returns (return it from the source",
+    ),
+    "settings-raise": (
+        """
+        from mjfleet.tasks.legged import LOCOMOTION_TASK, TaskSpec, locomotion_agent, locomotion_sim
+        def flat():
+            return locomotion_sim(16, 64, foo=1)
+        def agent():
+            return locomotion_agent(10, (32,))
+        def tasks():
+            return [TaskSpec("limp-walk", "Limps.", LOCOMOTION_TASK, flat, agent)]
+        """,
+        "limp-walk",
+        "task 'limp-walk': its environment settings (flat) raised TypeError: ",
+    ),
 }
 """Case -> (the package's module, a task id it declares or would declare, the problem its line names)."""
 

@@ -159,7 +159,7 @@ def _say_other_model_files(run_dir: Path, env: EnvConfig) -> None:
 
     trained = recorded(run_dir)
     if trained is not None:
-        for line in differences(trained, fingerprint(env.model_files())):
+        for line in differences(trained, fingerprint(env.model_files(), env.model_records())):
             logger.warning(line)
 
 

@@ -35,6 +35,11 @@ class EnvConfig:
         text's digest, and ``play`` says when it loads other ones. Tasks whose models are built in return none."""
         return []
 
+    def model_records(self) -> dict[str, str]:
+        """What the task builds its model from besides :meth:`model_files` (a robot record: its servos, home pose,
+        zones), by label, as text: a run records its digest with the files', and ``play`` says when it differs."""
+        return {}
+
     def content_files(self) -> dict[str, Path]:
         """Settings that name a file whose content decides what trains (``{"motion": path}``), after
         :meth:`prepare_assets`: a run's settings hold each file's digest (``env.<name>_sha256``), so the same name

@@ -31,8 +31,10 @@ class ModelFile:
         return f"{self.path} (sha256 {self.sha256[:12]})"
 
 
-def fingerprint(paths: list[Path]) -> list[ModelFile]:
-    return [ModelFile.of(path) for path in paths]
+def fingerprint(paths: list[Path], records: dict[str, str] | None = None) -> list[ModelFile]:
+    """The files by their text, then the records (``label -> text``) the model is built from besides them."""
+    texts = [ModelFile(label, hashlib.sha256(text.encode()).hexdigest()) for label, text in (records or {}).items()]
+    return [*(ModelFile.of(path) for path in paths), *texts]
 
 
 def record(run_dir: Path, files: list[ModelFile]) -> None:

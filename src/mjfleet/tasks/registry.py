@@ -161,21 +161,22 @@ def _register_source(source: EntryPoint, package: str = "", check_files: bool = 
         register(item, package)
     # Menagerie files are checked when a task needs them: they may not be downloaded yet.
     on_disk = [i for i in items if isinstance(i, RobotSpec) and i.path is not None]
-    if check_files and on_disk:
+    if check_files:
         robots, known = _UNCHECKED.get(package, ([], ()))
         _UNCHECKED[package] = ([*robots, *on_disk], (*known, *ids))
 
 
 def check_robot_files(package: str | None = None) -> None:
-    """Check the robot files of ``package`` (of every package: None) against their records, once; a package whose
-    file lacks a name its record gives is withdrawn, all its tasks and robots, and listed as broken."""
+    """Check the robot files of ``package`` (of every package: None) against their records, and that its tasks'
+    default settings can be made and name a robot record that is registered, once; a package where one fails is
+    withdrawn, all its tasks and robots, and listed as broken."""
     _load()
     for name in [package] if package is not None else list(_UNCHECKED):
         pending = _UNCHECKED.pop(name, None)
         if pending is None:
             continue
         robots, ids = pending
-        problem = _robot_file_problem(robots)
+        problem = _robot_file_problem(robots) or _settings_problem(ids)
         if problem:
             for key in [k for k, owner in _PACKAGES.items() if owner == name]:
                 kind, _, item = key.partition(":")
@@ -197,6 +198,33 @@ def _robot_file_problem(robots: list[RobotSpec]) -> str:
         except UsageError as e:
             return str(e)
     return ""
+
+
+def _settings_problem(ids: tuple[str, ...]) -> str:
+    """The first task whose default settings cannot be made, or name a robot record no package returns ('' if
+    none): said once by ``list-tasks``, not as a traceback or as a flag the user never typed."""
+    from mjfleet.tasks.locomotion.robots import names_robot_file
+
+    for task_id in ids:
+        spec = _REGISTRY[task_id]
+        for factory in (spec.env_cfg, spec.cpu_env_cfg):
+            if factory is None:
+                continue
+            try:
+                cfg = factory()
+            except Exception as e:
+                return f"task {task_id!r}: its environment settings ({_qualname(factory)}) raised {exception_line(e)}"
+            robot = getattr(cfg, "robot", None)
+            if isinstance(robot, str) and robot and not names_robot_file(robot) and robot not in _ROBOTS:
+                return (
+                    f"task {task_id!r} trains robot record {robot!r}, which no installed package returns (return it"
+                    " from the source with the task)"
+                )
+    return ""
+
+
+def _qualname(factory: object) -> str:
+    return getattr(factory, "__qualname__", type(factory).__name__)
 
 
 def _package(ep: EntryPoint) -> str:

@@ -278,9 +278,10 @@ def _say_physics(cfg: TrainConfig, on_gpu: bool, judged_apart: bool) -> None:
 def _say_model_files(cfg: TrainConfig, run_dir: Path | None) -> None:
     """The robot files this start loads, recorded with the run's settings at its first start; a continuation whose
     files have another text than the run's first start is warned (its checkpoints trained on those)."""
-    files = model_files.fingerprint(cfg.env.model_files())
-    for file in files:
-        logger.info("model file: %s", file)
+    paths = cfg.env.model_files()
+    files = model_files.fingerprint(paths, cfg.env.model_records())
+    for i, file in enumerate(files):
+        logger.info("model file: %s" if i < len(paths) else "model from %s", file)
     if run_dir is None:
         return
     trained = model_files.recorded(run_dir)

@@ -52,7 +52,10 @@ def robot_problems(robot: RobotSpec, spec: mujoco.MjSpec) -> list[str]:
         return [f"MuJoCo cannot compile it ({mujoco_message(e)})"]
     bodies = _names(m, mujoco.mjtObj.mjOBJ_BODY, m.nbody)
     joints = _names(m, mujoco.mjtObj.mjOBJ_JOINT, m.njnt)
-    problems: list[str] = []
+    # The record's own mistakes first: the checks below match its patterns and read its zones' kinds.
+    problems = _record_problems(robot)
+    if problems:
+        return problems
 
     # The base: the task reads its pose and velocity from the first qpos and qvel entries, the free joint's.
     if robot.base_body not in bodies:
@@ -103,7 +106,9 @@ def robot_problems(robot: RobotSpec, spec: mujoco.MjSpec) -> list[str]:
             problems.append(f"joint {joint!r} has no actuator (the joint_deviation reward needs it driven)")
 
     # The initial pose: the record's own, or the file's `home` keyframe (with the servo targets as its ctrl).
-    if not robot.home:
+    if robot.home:
+        problems += _home_problems(m, robot, [joints[j] for j in driven])
+    else:
         keys = [k.name for k in spec.keys]
         if "home" not in keys:
             has = f"keyframes {_listed(keys)}" if keys else "none"
@@ -111,6 +116,51 @@ def robot_problems(robot: RobotSpec, spec: mujoco.MjSpec) -> list[str]:
         elif not robot.servos and m.nu and len(spec.key("home").ctrl) == 0:
             problems.append("keyframe 'home' has no ctrl (the record takes the servo targets of the pose from it)")
     return problems
+
+
+def _record_problems(robot: RobotSpec) -> list[str]:
+    """Patterns that are no regular expression, and zone geom kinds MuJoCo has not."""
+    problems = []
+    patterns = [(f"servo {s.joints!r}", s.joints) for s in robot.servos]
+    patterns += [(f"home pattern {pattern!r}", pattern) for pattern, _ in robot.home]
+    for what, pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            problems.append(f"{what} is not a regular expression ({e})")
+    for zone in robot.zones:
+        unknown = [k for k in zone.kinds if not hasattr(mujoco.mjtGeom, f"mjGEOM_{k.upper()}")]
+        if unknown:
+            problems.append(
+                f"zone {zone.name!r} names geom kind{'s' if len(unknown) > 1 else ''} {_listed(unknown)}, which MuJoCo"
+                f" has not (sphere, capsule, box, cylinder, ellipsoid, mesh, ...)"
+            )
+    return problems
+
+
+def _home_problems(m: mujoco.MjModel, robot: RobotSpec, driven: list[str]) -> list[str]:
+    """Home patterns that match no driven joint (a misspelling would leave its joints at 0), and angles outside the
+    range of a joint they set (they would be clipped)."""
+    problems = []
+    for pattern, angle in robot.home:
+        matched = [j for j in driven if re.fullmatch(pattern, j)]
+        if not matched:
+            problems.append(
+                f"home pattern {pattern!r} matches no hinge or slide joint (closest: {_closest(pattern, driven)})"
+            )
+            continue
+        for joint in matched:
+            first = next(p for p, _ in robot.home if re.fullmatch(p, joint))
+            j = m.joint(joint).id
+            low, high = m.jnt_range[j]
+            if first == pattern and m.jnt_limited[j] and not low <= angle <= high:
+                problems.append(f"home angle {angle} of joint {joint!r} is outside its range [{low:g}, {high:g}]")
+    return problems
+
+
+def _closest(name: str, have: list[str]) -> str:
+    close = difflib.get_close_matches(name, [h for h in have if h], n=2, cutoff=0.4)
+    return _listed(close) if close else f"the file has {_listed(have)}"
 
 
 def _zone_problem(m: mujoco.MjModel, robot: RobotSpec, name: str, bodies: list[str]) -> str:

@@ -245,6 +245,13 @@ class LocomotionConfig(EnvConfig):
         off = dataclasses.replace(self.commands.curriculum, start=1.0)
         return dataclasses.replace(judged, commands=dataclasses.replace(self.commands, curriculum=off))
 
+    def model_records(self) -> dict[str, str]:
+        """The robot's record (its servos, home pose and zones make the model of the file)."""
+        from mjfleet.tasks.locomotion.sources import resolve_robot
+
+        robot = resolve_robot(self.robot)
+        return {f"robot record {robot.name!r}": robot.model_text()}
+
     def model_files(self) -> list[Path]:
         """The robot's MJCF (on disk after :meth:`prepare_assets`)."""
         from mjfleet.tasks.locomotion.sources import resolve_robot, robot_file

@@ -8,6 +8,8 @@ the record to it.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,6 +115,14 @@ class RobotSpec:
         if not self.source.startswith("menagerie:"):
             return None
         return self.source.removeprefix("menagerie:").partition("/")[0]
+
+    def model_text(self) -> str:
+        """What of the record shapes the model and the task (all but where the file comes from and the description),
+        as text: two records with the same text make the same robot of the same file."""
+        fields = dataclasses.asdict(self)
+        for key in ("source", "description"):
+            fields.pop(key)
+        return json.dumps(fields, sort_keys=True)
 
     def zone(self, name: str) -> Zone:
         """The zone called ``name`` (a named geom unless :attr:`zones` says otherwise)."""

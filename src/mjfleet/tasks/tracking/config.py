@@ -157,6 +157,13 @@ class TrackingConfig(EnvConfig):
         """The motion: the same file name with other frames is another run."""
         return {"motion": self.motion_file()}
 
+    def model_records(self) -> dict[str, str]:
+        """The robot's record (its servos, home pose and zones make the model of the file)."""
+        from mjfleet.tasks.locomotion.sources import resolve_robot
+
+        robot = resolve_robot(self.robot)
+        return {f"robot record {robot.name!r}": robot.model_text()}
+
     def model_files(self) -> list[Path]:
         """The robot's MJCF and the motion: a run records both texts' digests, ``play`` says when either differs."""
         from mjfleet.tasks.locomotion.sources import resolve_robot, robot_file
