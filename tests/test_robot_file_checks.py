@@ -158,6 +158,13 @@ def test_the_records_own_patterns_zones_and_home_pose_are_checked(monkeypatch: p
         "home angle 5.0 of joint 'left_knee_joint' is outside its range [-0.08, 2.8]"
     ]
     assert problems(home=((r".*_knee_joint", 0.3),)) == []
+    (nameless,) = problems(zones=(Zone("left_foot"),))
+    assert nameless == "zone 'left_foot' names neither a body nor a geom (Zone(name, body=...) or geom=...)"
+    for actuator in list(g1.actuators):  # the record's servos replace them; they name the joint
+        g1.delete(actuator)
+    g1.joint("left_knee_joint").name = ""
+    (unnamed,) = robot_problems(UNITREE_G1, g1)
+    assert "(unnamed, in body 'left_knee_link': name it)" in unnamed and "match no servo" in unnamed
 
 
 def test_a_floor_in_a_body_of_its_own_is_named() -> None:

@@ -51,7 +51,10 @@ def robot_problems(robot: RobotSpec, spec: mujoco.MjSpec) -> list[str]:
     except Exception as e:  # e.g. a mesh file that is not there
         return [f"MuJoCo cannot compile it ({mujoco_message(e)})"]
     bodies = _names(m, mujoco.mjtObj.mjOBJ_BODY, m.nbody)
-    joints = _names(m, mujoco.mjtObj.mjOBJ_JOINT, m.njnt)
+    joints = [
+        name or f"#{j} (unnamed, in body {bodies[int(m.jnt_bodyid[j])]!r}: name it)"
+        for j, name in enumerate(_names(m, mujoco.mjtObj.mjOBJ_JOINT, m.njnt))
+    ]
     # The record's own mistakes first: the checks below match its patterns and read its zones' kinds.
     problems = _record_problems(robot)
     if problems:
@@ -107,7 +110,7 @@ def robot_problems(robot: RobotSpec, spec: mujoco.MjSpec) -> list[str]:
 
     # The initial pose: the record's own, or the file's `home` keyframe (with the servo targets as its ctrl).
     if robot.home:
-        problems += _home_problems(m, robot, [joints[j] for j in driven])
+        problems += _home_problems(m, robot, {joints[j]: j for j in driven})
     else:
         keys = [k.name for k in spec.keys]
         if "home" not in keys:
@@ -129,6 +132,8 @@ def _record_problems(robot: RobotSpec) -> list[str]:
         except re.error as e:
             problems.append(f"{what} is not a regular expression ({e})")
     for zone in robot.zones:
+        if not zone.body and not zone.geom:
+            problems.append(f"zone {zone.name!r} names neither a body nor a geom (Zone(name, body=...) or geom=...)")
         unknown = [k for k in zone.kinds if not hasattr(mujoco.mjtGeom, f"mjGEOM_{k.upper()}")]
         if unknown:
             problems.append(
@@ -138,20 +143,20 @@ def _record_problems(robot: RobotSpec) -> list[str]:
     return problems
 
 
-def _home_problems(m: mujoco.MjModel, robot: RobotSpec, driven: list[str]) -> list[str]:
-    """Home patterns that match no driven joint (a misspelling would leave its joints at 0), and angles outside the
-    range of a joint they set (they would be clipped)."""
+def _home_problems(m: mujoco.MjModel, robot: RobotSpec, driven: dict[str, int]) -> list[str]:
+    """Home patterns that match no driven joint (``driven``: name -> id; a misspelling would leave its joints at 0),
+    and angles outside the range of a joint they set (they would be clipped)."""
     problems = []
     for pattern, angle in robot.home:
         matched = [j for j in driven if re.fullmatch(pattern, j)]
         if not matched:
             problems.append(
-                f"home pattern {pattern!r} matches no hinge or slide joint (closest: {_closest(pattern, driven)})"
+                f"home pattern {pattern!r} matches no hinge or slide joint (closest: {_closest(pattern, list(driven))})"
             )
             continue
         for joint in matched:
             first = next(p for p, _ in robot.home if re.fullmatch(p, joint))
-            j = m.joint(joint).id
+            j = driven[joint]
             low, high = m.jnt_range[j]
             if first == pattern and m.jnt_limited[j] and not low <= angle <= high:
                 problems.append(f"home angle {angle} of joint {joint!r} is outside its range [{low:g}, {high:g}]")
