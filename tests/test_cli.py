@@ -65,6 +65,9 @@ def _usage_error(capsys: pytest.CaptureFixture[str], main: object, argv: list[st
         (["cartpole-balance", "--env.num-envs", "many"], "'many' (expected --env.num-envs INT)"),
         (["cartpole-balance", "--agent.max-iterations", "-5"], "--agent.max-iterations"),
         (["cartpole-balance", "--env.episode-length-s", "nan"], "--env.episode-length-s must be positive"),
+        (["cartpole-balance", "--env.sim.threads", "0"], "--env.sim.threads must be at least 1 (got 0;"),
+        (["cartpole-balance", "--env.sim.nconmax", "-5"], "--env.sim.nconmax must be at least 1 (got -5;"),
+        (["cartpole-balance", "--env.sim.divergence-speed", "-1"], "--env.sim.divergence-speed must be positive"),
         (["cartpole-balance", "--no-such-flag"], "error: Unrecognized option: --no-such-flag (see"),
         # The value typed after a misspelt flag is not a second unknown option.
         (["cartpole-balance", "--agent.num-step-per-env", "10"], "Unrecognized option: --agent.num-step-per-env; did"),
@@ -121,6 +124,10 @@ def test_play_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     assert "unknown task" in _usage_error(capsys, play.main, ["cartpole"])
     assert "at least 1" in _usage_error(
         capsys, play.main, ["cartpole-balance", "--agent", "zero", "--num-episodes", "0"]
+    )
+    zero = ["cartpole-balance", "--agent", "zero", "--gpu-ids", "None"]
+    assert "--env.sim.decimation must be at least 1" in _usage_error(
+        capsys, play.main, [*zero, "--env.sim.decimation", "0"]
     )
     videos = tmp_path / "videos"
     zero_wide = ["cartpole-balance", "--agent", "zero", "--video", "--video-width", "0"]

@@ -77,6 +77,42 @@ def test_reset_worlds_touches_only_listed_worlds(backend: Backend) -> None:
     assert torch.all(sim.qvel[ids] == 0) and torch.all(sim.time[ids] == 0) and torch.all(sim.ctrl[ids] == 0)
 
 
+DELAYED = """<mujoco><option timestep="0.01"/><worldbody><body><joint name="h" type="hinge" axis="0 1 0"/>
+<geom type="capsule" fromto="0 0 0 0 0 -.5" size=".05"/></body></worldbody>
+<actuator><motor joint="h" delay="0.03" nsample="4"/></actuator>
+<sensor><jointpos joint="h" delay="0.03" nsample="4"/></sensor></mujoco>"""
+"""A motor and a sensor that act 30 ms late: their history buffers are state of the world."""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_reset_world_forgets_its_delayed_controls_and_readings(backend: Backend) -> None:
+    # The history buffers kept the last episode's controls, which went on driving the reset world.
+    model = mujoco.MjModel.from_xml_string(DELAYED)
+    sim = create_simulation(model, 2, "cpu", SimConfig(backend=backend, decimation=2))
+    for _ in range(10):
+        sim.ctrl[:] = 5.0
+        sim.step()
+    sim.reset_worlds(torch.tensor([0]))
+    sim.forward()
+    assert float(sim.sensordata[0, 0]) == 0.0 and abs(float(sim.sensordata[1, 0])) > 0.05
+    sim.step()
+    assert float(sim.qpos[0, 0]) == 0.0  # no control left in the queue: it stays where the reset put it
+    assert abs(float(sim.qpos[1, 0])) > 0.1
+
+
+def test_warp_forward_of_some_worlds_leaves_what_the_others_read() -> None:
+    # Warp recomputes every world: the others' derived fields moved from their last substep's to their state's, so
+    # a running world's observation depended on whether another one reset (MuJoCo C's do not move).
+    sims = [_sim(backend=backend, num_worlds=4) for backend in BACKENDS]
+    for sim in sims:
+        _drive(sim, 3)
+        before = sim.view("xpos").clone()
+        sim.reset_worlds(torch.tensor([0]))
+        sim.forward(torch.tensor([0]))
+        assert torch.equal(sim.view("xpos")[1:], before[1:])
+        assert not torch.equal(sim.view("xpos")[0], before[0])
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_nonfinite_worlds_are_detected(backend: Backend) -> None:
     sim = _sim(use_graph=False, backend=backend)

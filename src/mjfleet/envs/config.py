@@ -60,3 +60,15 @@ def check_env(env: EnvConfig) -> None:
         raise UsageError(f"--env.episode-length-s must be positive and finite (got {env.episode_length_s})")
     if not env.clip_actions > 0:
         raise UsageError(f"--env.clip-actions must be positive (got {env.clip_actions})")
+    sim = env.sim
+    if sim.decimation < 1:
+        raise UsageError(f"--env.sim.decimation must be at least 1 (got {sim.decimation})")
+    if sim.threads is not None and sim.threads < 1:
+        raise UsageError(f"--env.sim.threads must be at least 1 (got {sim.threads}; leave it out for every core)")
+    for flag, capacity in (("--env.sim.nconmax", sim.nconmax), ("--env.sim.njmax", sim.njmax)):
+        if capacity is not None and capacity < 1:
+            raise UsageError(f"{flag} must be at least 1 (got {capacity}; leave it out for the default)")
+    if sim.divergence_speed is not None and not sim.divergence_speed > 0:
+        raise UsageError(
+            f"--env.sim.divergence-speed must be positive (got {sim.divergence_speed}; None turns the check off)"
+        )

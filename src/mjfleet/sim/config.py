@@ -18,8 +18,8 @@ class ContactModel:
     file's contacts and timestep."""
 
     applies: Literal["never", "cpu", "always"] = "never"
-    """Where the training simulation uses the changes below: ``cpu`` (MuJoCo C, where every constraint row costs
-    time), ``always`` (GPUs too), ``never`` (the file as shipped everywhere)."""
+    """Where the training simulation uses the changes below: ``cpu`` (training on the CPU, whichever backend: there
+    every constraint row costs time), ``always`` (GPUs too), ``never`` (the file as shipped everywhere)."""
     cone: Literal["file", "pyramidal", "elliptic"] = "file"
     """Friction cone: pyramidal cones need fewer solver iterations than elliptic ones."""
     impratio: float | None = None

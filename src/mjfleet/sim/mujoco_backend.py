@@ -172,12 +172,11 @@ class MujocoSimulation(Simulation):
         super().reset_worlds(world_ids, qpos, qvel)
         self._diverged[world_ids] = False
 
-    def _clear_rows(self, name: str, world_ids: torch.Tensor) -> None:
+    def _set_rows(self, name: str, world_ids: torch.Tensor, value: float | torch.Tensor) -> None:
         pair = self._inputs.get(name)
-        if pair is not None:
-            pair[0][world_ids] = 0.0
-        else:  # not viewed by anyone: clear the physics rows without mirroring the field from now on
-            _from_numpy(self._batch.bind(name))[world_ids] = 0.0
+        rows = pair[0] if pair is not None else _from_numpy(self._batch.bind(name))
+        # Not viewed by anyone: the physics rows are set without mirroring the field from now on.
+        rows[world_ids] = value.to(rows.dtype) if isinstance(value, torch.Tensor) else value
 
     def nonfinite_worlds(self) -> torch.Tensor:
         """Worlds with a NaN/Inf state, or that MuJoCo found diverged (and reset) since their last reset."""

@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection
 
 import mujoco
+import numpy as np
 import torch
 
 from mjfleet.sim.config import SimConfig
@@ -20,6 +21,18 @@ DERIVED_FIELDS = ("xpos", "xquat", "cvel", "site_xpos", "subtree_com", "sensorda
 
 
 SENSOR_DISABLE_BIT = int(mujoco.mjtDisableBit.mjDSBL_SENSOR)
+
+
+_RESET_FIELDS = {
+    "history": "nhistory",
+    "mocap_pos": "nmocap",
+    "mocap_quat": "nmocap",
+    "eq_active": "neq",
+    "plugin_state": "npluginstate",
+    "userdata": "nuserdata",
+}
+"""State fields beyond the positions, velocities, controls and forces that a reset restores, by the model size that
+says whether the model has any."""
 
 
 def sensors_last_substep_only(mj_model: mujoco.MjModel, cfg: SimConfig) -> bool:
@@ -67,6 +80,14 @@ class Simulation(ABC):
         """The model fields with one copy per world (:meth:`model_field`), set by the backend."""
         self.device = torch.device(device)
         self._init_qpos = torch.as_tensor(mj_model.qpos0, dtype=torch.float32, device=self.device)
+        fresh = mujoco.MjData(mj_model)  # as mj_resetData leaves it
+        self._reset_values = {
+            name: torch.as_tensor(np.asarray(getattr(fresh, name), dtype=np.float64), device=self.device)
+            for name, size in _RESET_FIELDS.items()
+            if getattr(mj_model, size)
+        }
+        """The state that a reset sets back to the model's own (delay histories, mocap poses, equality constraints'
+        activity, plugin state, user data), where the model has any."""
         self._site_body = torch.as_tensor(mj_model.site_bodyid, dtype=torch.long, device=self.device)
         self._body_root = torch.as_tensor(mj_model.body_rootid, dtype=torch.long, device=self.device)
 
@@ -184,8 +205,9 @@ class Simulation(ABC):
     ) -> None:
         """Reset the listed worlds to ``qpos``/``qvel`` (default: the model's ``qpos0`` and zero velocity).
 
-        Warm-starts, controls, activations, applied forces and time are cleared so nothing from the previous
-        episode (or a diverged state) leaks into the next one. Other worlds are untouched.
+        Warm-starts, controls, activations, applied forces and time are cleared, and delay histories, mocap poses,
+        equality constraints' activity, plugin state and user data set back to the model's, so nothing from the
+        previous episode (or a diverged state) leaks into the next one. Other worlds are untouched.
         """
         if world_ids.numel() == 0:
             return
@@ -195,10 +217,16 @@ class Simulation(ABC):
         self.time[world_ids] = 0.0
         names = ["qacc_warmstart", "xfrc_applied", "qfrc_applied"] + (["act"] if self.mj_model.na else [])
         for name in names:
-            self._clear_rows(name, world_ids)
+            self._set_rows(name, world_ids, 0.0)
+        for name, value in self._reset_values.items():
+            self._set_rows(name, world_ids, value)
 
-    def _clear_rows(self, name: str, world_ids: torch.Tensor) -> None:
-        self.view(name)[world_ids] = 0.0
+    def _set_rows(self, name: str, world_ids: torch.Tensor, value: float | torch.Tensor) -> None:
+        try:
+            rows = self.view(name)
+        except KeyError:  # a field this backend does not have (Warp: plugin state)
+            return
+        rows[world_ids] = value.to(rows.dtype) if isinstance(value, torch.Tensor) else value
 
     def nonfinite_worlds(self) -> torch.Tensor:
         """Boolean mask of diverged worlds, ``(num_worlds,)``: a NaN or Inf in the state, or a velocity beyond

@@ -144,5 +144,14 @@ class WarpSimulation(Simulation):
         self._step_graph.launch()
 
     def forward(self, world_ids: torch.Tensor | None = None) -> None:
-        """Recompute derived quantities from the current state without stepping (every world: one graph)."""
+        """Recompute derived quantities from the current state without stepping (every world: one graph), then put
+        back what the other worlds' views read: after a step their derived fields are the last substep's, as on the
+        MuJoCo C backend, whichever worlds reset."""
+        others = None
+        if world_ids is not None:
+            others = torch.ones(self.num_worlds, dtype=torch.bool, device=self.device)
+            others[world_ids.to(self.device)] = False
+        kept = {name: view[others] for name, view in self._views.items()} if others is not None else {}
         self._forward_graph.launch()
+        for name, rows in kept.items():
+            self._views[name][others] = rows
