@@ -243,6 +243,41 @@ def test_cube_held_at_the_goal_succeeds_and_a_dropped_cube_terminates() -> None:
 
 
 @needs_yam
+def test_with_no_hold_a_success_still_needs_the_cube_at_the_goal_in_the_last_step() -> None:
+    # --env.hold-s 0 made every time-out a success: no step held was "at least 0 s".
+    env = _lift(num_envs=2, hold_s=0.0)
+    task = env.task
+    assert isinstance(task, LiftCubeTask)
+    _place_cube(env, task, 0, task.goal[0].clone())
+    env.sim.forward()
+    task.after_step(env)
+    assert task.success(env, torch.arange(2), torch.ones(2, dtype=torch.bool)).tolist() == [True, False]
+
+
+@needs_yam
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--env.cube.half-size", "0.03", "0.01"], "--env.cube.half-size 0.03 0.01: the low end is above the high"),
+        (["--env.cube.mass", "-1", "0"], "--env.cube.mass -1 0: must be above 0"),
+        (["--env.hold-s", "-1"], "--env.hold-s must be at least 0 and shorter than the episode"),
+    ],
+)
+def test_a_range_or_hold_the_lift_cannot_draw_is_one_line(flags: list[str], words: str, tmp_path: Path) -> None:
+    from mjfleet.cli import train
+
+    from .helpers import run_main
+
+    argv = ["yam-lift-cube", "--gpu-ids", "None", *flags, "--log-root", str(tmp_path / "logs")]
+    argv += ["--agent.max-iterations", "1", "--env.num-envs", "4"]  # were it not refused, it would be brief
+    code, _, err = run_main(train.main, argv)
+    assert code == 2, err
+    (line,) = [line for line in err.splitlines() if line.startswith("error:")]
+    assert words in line and "Traceback" not in err
+    assert not (tmp_path / "logs").exists()
+
+
+@needs_yam
 def test_lifted_pays_for_a_cube_off_the_table_with_the_hand_at_it() -> None:
     env = _lift(num_envs=3)
     task = env.task
@@ -485,6 +520,21 @@ def arm_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Non
     sys.modules.pop("mjfleet_fake_arm", None)
 
 
+def test_an_arm_without_a_home_pose_anywhere_is_one_line() -> None:
+    # Neither the record nor the file gives a home pose: a KeyError from MuJoCo, after the run existed.
+    arm = ArmSpec(
+        name="mini",
+        source=str(MINI_ARM),
+        ee_site="tip",
+        hand_body="hand",
+        gripper_actuator="gripper",
+        gripper_joints=("left_finger", "right_finger"),
+        fingertips=(),
+    )
+    with pytest.raises(UsageError, match=r"arm 'mini' \(.*mini_arm.xml\) has no keyframe 'home' and its record no"):
+        build_model(arm, yam_reach_config())
+
+
 def test_an_arm_from_a_package_lists_builds_and_trains(arm_package: None, tmp_path: Path) -> None:
     from mjfleet.cli import list_tasks, train
     from mjfleet.tasks import registry
@@ -554,3 +604,11 @@ def test_privileged_starts_report_their_success_apart_from_the_episodes_play_jud
     assert count["Episode/success_privileged"] == privileged
     assert count["Episode/success"] == 64 - privileged
     assert count["Episode/return"] == 64
+
+
+def test_a_run_records_its_arm_record_with_its_files() -> None:
+    # An edited home pose, end-effector site or grasp pose builds another scene: play and --finish say so.
+    records = yam_lift_cube_config().model_records()
+    ((label, text),) = records.items()
+    assert label == f"arm record {YAM.name!r}" and '"ee_site"' in text and "source" not in json.loads(text)
+    assert json.loads(text)["home"] == [list(pair) for pair in YAM.home]

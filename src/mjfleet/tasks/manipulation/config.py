@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,9 +79,24 @@ class ManipulationConfig(EnvConfig):
 
         return [Path(arm_file(resolve_arm(self.arm)))]
 
+    def model_records(self) -> dict[str, str]:
+        """The arm's record (its home pose, end-effector site, gripper and fingertips make the scene of the file)."""
+        from mjfleet.tasks.manipulation.sources import resolve_arm
+
+        arm = resolve_arm(self.arm)
+        fields = dataclasses.asdict(arm)
+        for key in ("source", "description"):
+            fields.pop(key, None)
+        return {f"arm record {arm.name!r}": json.dumps(fields, sort_keys=True, default=str)}
+
     def prepare_assets(self) -> None:
-        """Resolve ``arm`` and bring its MJCF onto the disk (Menagerie models: download into the cache)."""
+        """Resolve ``arm``, bring its MJCF onto the disk (Menagerie models: download into the cache) and build the
+        scene once: what the file or the settings lack is one line before anything is created."""
+        from mjfleet.tasks.manipulation.model import build_model
+        from mjfleet.tasks.manipulation.sources import resolve_arm
+
         self.model_files()
+        build_model(resolve_arm(self.arm), self)
 
 
 @dataclass
@@ -204,6 +220,31 @@ class LiftConfig(ManipulationConfig):
     """The episode terminates when the cube's centre falls below this height: off the table's edge (metres)."""
     rewards: LiftRewards = field(default_factory=LiftRewards)
     """Reward term weights."""
+
+    def prepare_assets(self) -> None:
+        """The ranges drawn from, and the hold, checked (one line naming the flag) before the scene is built."""
+        from mjfleet.errors import UsageError
+
+        ranges = {
+            "--env.cube.half-size": (self.cube.half_size, 0.0),
+            "--env.cube.mass": (self.cube.mass, 0.0),
+            "--env.cube.friction": (self.cube.friction, 0.0),
+            "--env.fingertip-friction": (self.fingertip_friction, 0.0),
+            "--env.cube.x": (self.cube.x, None),
+            "--env.cube.y": (self.cube.y, None),
+            "--env.cube.yaw": (self.cube.yaw, None),
+        }
+        for flag, ((low, high), above) in ranges.items():
+            if low > high:
+                raise UsageError(f"{flag} {low:g} {high:g}: the low end is above the high end")
+            if above is not None and not low > above:
+                raise UsageError(f"{flag} {low:g} {high:g}: must be above {above:g}")
+        if not 0.0 <= self.hold_s < self.episode_length_s:
+            raise UsageError(
+                f"--env.hold-s must be at least 0 and shorter than the episode ({self.episode_length_s:g} s; got"
+                f" {self.hold_s:g})"
+            )
+        super().prepare_assets()
 
     def as_judged(self) -> Self:
         """Judged from the start every user's episode has: the cube on the table."""

@@ -323,5 +323,7 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         }
 
     def success(self, env: MjEnv, env_ids: torch.Tensor, time_outs: torch.Tensor) -> torch.Tensor:
-        """Timed out with the cube off the table, within ``success_distance`` of the goal, for the last ``hold_s``."""
-        return time_outs & (self._held_steps[env_ids] * self.dt >= self.cfg.hold_s - 1e-6)
+        """Timed out with the cube off the table, within ``success_distance`` of the goal, for the last ``hold_s`` (and
+        at least the last step)."""
+        held = self._held_steps[env_ids]
+        return time_outs & (held >= 1) & (held * self.dt >= self.cfg.hold_s - 1e-6)  # hold_s 0: its last step

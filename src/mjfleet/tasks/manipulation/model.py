@@ -182,3 +182,5 @@ def check_arm_model(arm: ArmSpec, m: mujoco.MjModel, path: str) -> None:
     for z in arm.fingertips:
         if not zone_geoms(m, z):
             raise UsageError(f"{where}: fingertip {z.name!r} has no collision geoms")
+    if not arm.home and mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_KEY, "home") < 0:
+        raise UsageError(f"{where} has no keyframe 'home' and its record no home pose (the arm starts from one)")
