@@ -144,6 +144,18 @@ def run_main(main: Callable[[list[str]], None], argv: list[str]) -> tuple[int, s
     return int(code or 0), out.getvalue(), err.getvalue()  # type: ignore[call-overload]
 
 
+def refused_train(argv: list[str], log_root: Path) -> str:
+    """``train argv`` refused as a user's mistake: exit code 2, no traceback, nothing under ``log_root``; its one
+    ``error:`` line."""
+    from mjfleet.cli import train
+
+    code, _, err = run_main(train.main, [*argv, "--log-root", str(log_root)])
+    assert code == 2, err
+    assert "Traceback" not in err and not log_root.exists()
+    (line,) = [line for line in err.splitlines() if line.startswith("error:")]
+    return line
+
+
 def load_script(path: Path) -> ModuleType:
     """A script under ``scripts/`` imported as a module (scripts are not a package)."""
     spec = importlib.util.spec_from_file_location(path.stem, path)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from mjfleet.envs.env import MjEnv
 from mjfleet.render import video
 
 
@@ -50,15 +51,20 @@ def test_a_file_the_encoder_left_unreadable_is_an_error_and_the_previous_one_sta
     assert sorted(p.name for p in tmp_path.iterdir()) == ["play.mp4"]
 
 
-def test_a_frame_draws_its_worlds_own_randomized_model() -> None:
-    # The lift's cube size (and any batched field) differs per world: the renderer copies the world's values, and
-    # the simulation's shared model is left as it was.
+def world_one_randomized() -> MjEnv:
+    """Two Go1 worlds, the second with every geom's friction at 0.123 (a batched field, as a randomization sets)."""
     from .test_locomotion import make_loco_env
 
     env = make_loco_env("go1-velocity-flat", num_envs=2)
-    friction = env.sim.model_field("geom_friction")
-    friction[1] = 0.123
+    env.sim.model_field("geom_friction")[1] = 0.123
     env.sim.model_fields_changed(torch.tensor([1]))
+    return env
+
+
+def test_a_frame_draws_its_worlds_own_randomized_model() -> None:
+    # The lift's cube size (and any batched field) differs per world: the renderer copies the world's values, and
+    # the simulation's shared model is left as it was.
+    env = world_one_randomized()
     shared = env.sim.mj_model.geom_friction.copy()
     recorder = video.WorldVideo(env.sim, 1, None, 48, 64)
     try:

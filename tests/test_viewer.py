@@ -180,15 +180,12 @@ def test_session_pauses_steps_switches_environments_and_reads_reward_terms() -> 
 
 
 def test_the_session_draws_the_shown_environments_own_randomized_model() -> None:
-    from .test_locomotion import make_loco_env
+    from .test_video_file import world_one_randomized
 
-    env = make_loco_env("go1-velocity-flat", num_envs=2)
-    friction = env.sim.model_field("geom_friction")
-    friction[1] = 0.123
-    env.sim.model_fields_changed(torch.tensor([1]))
+    env = world_one_randomized()
     shared = env.sim.mj_model.geom_friction.copy()
     session = ViewerSession(env, zero_policy(env))
-    assert np.allclose(session.model.geom_friction, friction[0].numpy())
+    assert np.allclose(session.model.geom_friction, env.sim.model_field("geom_friction")[0].numpy())
     session.show_env(1)
     session.tick()
     assert np.allclose(session.model.geom_friction, 0.123)  # world 1's, not the shared model's
