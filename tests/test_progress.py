@@ -83,6 +83,8 @@ def test_the_line_says_what_a_continued_run_and_the_stop_condition_change() -> N
 def test_the_line_before_the_eta_is_known_at_the_end_and_while_evaluation_fills() -> None:
     assert "| 0:03 ETA - |" in progress_line(_progress(iteration=1, elapsed_s=3.0, eta_s=None))
     assert "ETA" not in progress_line(_progress(iteration=300, eta_s=0.0))
+    ending = _progress(iteration=19, eta_s=71.0, ending=True)  # stopped early, by the condition or a signal
+    assert "ETA" not in progress_line(ending) and "ETA" not in progress_block(ending)
     assert progress_line(_progress(evaluation_episodes=12)).endswith("eval 0.60 (12/50 ep)")
     assert progress_line(_progress(episode={"Episode/return": 3.21}, evaluation={})).endswith("| return 3.2")
 

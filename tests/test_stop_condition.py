@@ -194,6 +194,21 @@ def test_training_ends_when_the_condition_holds(tmp_path: Path, caplog: pytest.L
     assert "reads the training episodes' Episode/length instead of Eval/length" in caplog.text
 
 
+def test_training_past_a_met_condition_counts_it_afresh(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # --finish with more iterations, or --resume, from the checkpoint a condition stopped: its streak (and window)
+    # met the condition already, and stopped the continuation after one iteration.
+    cfg = small_train_config(
+        iterations=40, init_at_random_ep_len=True, stop_when="length>=1", stop_when_iterations=3, log_root=tmp_path
+    )
+    first = train_worker(cfg, make_run_dir(tmp_path, "stop"), DistributedContext(device="cpu"))
+    assert first.condition_met_at == 3
+    again = dataclasses.replace(cfg, resume=Path(first.run_dir) / "model_3.pt")
+    with caplog.at_level(logging.INFO, logger="mjfleet"):
+        second = train_worker(again, make_run_dir(tmp_path, "again"), DistributedContext(device="cpu"))
+    assert second.condition_met_at == 6  # three iterations in a row again
+    assert "held at the checkpoint this start continues from: training goes on" in caplog.text
+
+
 class SteadyHandTask(CartpoleTask):
     """Cart-pole without terminations, whose episode succeeds when its actions barely change from step to step: the
     actor's mean, smooth in the state, passes; actions sampled around it with the initial standard deviation of 1

@@ -163,8 +163,9 @@ class AgentConfig:
     eval_confirm: bool = True
     """When ``--stop-when`` holds on the evaluation episodes, which ran the policies of the last iterations, the
     current policy first plays at least ``--agent.eval-confirm-episodes`` fresh episodes from a reset, as ``play``
-    runs it, and the run stops only if they meet the condition too (else training goes on). On the CPU; on a GPU the
-    window decides alone."""
+    runs it, and the run stops only if they meet the condition too (else training goes on). Where the evaluation has
+    a simulation of its own (the CPU's default; a GPU with ``--agent.eval-steps-per-step`` above 1); where it steps in
+    the training simulation (a GPU's default), the window decides alone."""
     eval_confirm_episodes: int = 100
     """Fresh episodes that check the current policy (``--agent.eval-confirm``), one in each environment of a
     simulation of the check's own (split across the workers, rounded up): as many as ``play`` judges a checkpoint

@@ -212,6 +212,18 @@ class Runner(Saving):
             tracker = StopConditionTracker(condition, self.stop_when_iterations or condition.default_streak)
             if self.stop_progress["condition"] == str(condition):
                 tracker.streak = int(self.stop_progress["streak"])
+            if tracker.streak >= tracker.iterations:
+                # The checkpoint is where this condition stopped a run, and training past it was asked for (--finish
+                # with more iterations, --resume): its window and streak would stop it again at once.
+                tracker.streak = 0
+                self.eval_window.clear()
+                if self.policy_check is not None:
+                    self.policy_check.next_check_steps = 0
+                logger.info(
+                    "the condition %s held at the checkpoint this start continues from: training goes on, and the"
+                    " evaluation starts afresh",
+                    condition,
+                )
         began = time.perf_counter()
         clock = IterationClock(began, start + 1, total, self.previous_elapsed_s)
         for it in range(start + 1, total + 1):
@@ -277,6 +289,7 @@ class Runner(Saving):
                 elapsed_s=clock.elapsed_s(t2),
                 run_elapsed_s=clock.run_elapsed_s(t2),
             )
+            last = it == total or bool(stop) or met
             if self.ctx.is_main:
                 self.reporter.report(
                     record,
@@ -284,11 +297,11 @@ class Runner(Saving):
                     total=total,
                     eta_s=clock.eta_s(it),
                     tracker=tracker,
-                    block=it == start + 1 or it == total,
+                    block=it == start + 1 or last,  # the fuller block at the last iteration, however the run ends
                     resumed=self.previous_elapsed_s > 0,
                     evaluation_window=self.eval_window.episodes,
+                    ending=last,
                 )
-            last = it == total or bool(stop) or met
             self.ending = last
             if it % self.agent_cfg.save_interval == 0 or last:
                 self.save_checkpoint(clock.run_elapsed_s(time.perf_counter()))

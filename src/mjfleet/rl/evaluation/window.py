@@ -83,6 +83,10 @@ class EvaluationWindow:
                 out[evaluation_name(key)] = sum(sums[i] for sums, _ in self._iterations) / total
         return out
 
+    def clear(self) -> None:
+        """Forget every episode (the next ones fill it afresh)."""
+        self._iterations.clear()
+
     def state_dict(self) -> dict[str, Any]:
         """Plain lists, for a checkpoint that loads with ``weights_only=True``."""
         return {"keys": list(self.keys), "iterations": [[s, c] for s, c in self._iterations]}

@@ -43,6 +43,8 @@ class Progress:
     """How many evaluation episodes :attr:`evaluation` covers."""
     evaluation_window: int = 0
     """The evaluation episodes ``--stop-when`` waits for before it reads :attr:`evaluation`."""
+    ending: bool = False
+    """This start's last iteration (its count reached, a stop signal or the condition): no time is left to estimate."""
     stop_when: str | None = None
     """The ``--stop-when`` condition as text (with how many iterations in a row), which may end the run early."""
     losses: Mapping[str, float] = field(default_factory=dict)
@@ -72,7 +74,7 @@ def _time_part(p: Progress) -> str:
     elapsed = format_duration(p.elapsed_s)
     if p.run_elapsed_s is not None:
         elapsed += f" (run {format_duration(p.run_elapsed_s)})"
-    if p.iteration >= p.final:
+    if p.iteration >= p.final or p.ending:
         return elapsed
     if p.eta_s is None:
         return f"{elapsed} ETA -"
@@ -120,7 +122,7 @@ def _stats(values: Mapping[str, float], prefix: str, metrics_prefix: str) -> str
 def progress_block(p: Progress) -> str:
     """Every few iterations: the iteration's line, then time, samples, both kinds of episodes and the losses."""
     run = "" if p.run_elapsed_s is None else f" (the run's total {format_duration(p.run_elapsed_s)})"
-    eta = "" if p.eta_s is None or p.iteration >= p.final else f", ETA {format_duration(p.eta_s)}"
+    eta = "" if p.eta_s is None or p.iteration >= p.final or p.ending else f", ETA {format_duration(p.eta_s)}"
     lines = [
         progress_line(p),
         f"  time: {format_duration(p.elapsed_s)} since this start{run}{eta}",

@@ -48,9 +48,10 @@ class IterationReporter:
         block: bool,
         resumed: bool,
         evaluation_window: int,
+        ending: bool = False,
     ) -> None:
         """Say iteration ``r`` of ``total``: ``block`` asks for the fuller block, ``resumed`` for the run's whole
-        elapsed time beside this start's."""
+        elapsed time beside this start's, ``ending`` that it is this start's last iteration."""
         self._write_progress(r)
         scalars = {f"Loss/{k}": v for k, v in r.losses.items()}
         scalars["Loss/learning_rate"] = learner.learning_rate
@@ -92,6 +93,7 @@ class IterationReporter:
             evaluation=r.evaluation,
             evaluation_episodes=r.evaluation_episodes,
             evaluation_window=evaluation_window,
+            ending=ending,
             stop_when=stop_when,
             losses=r.losses,
             learning_rate=learner.learning_rate,
