@@ -71,3 +71,16 @@ def test_bench_shows_both_backends_side_by_side(capsys: pytest.CaptureFixture[st
     mujoco = _rows(out, "16")[2]
     assert re.fullmatch(NUMBER + "x", mujoco[5])  # its env step against Warp's graph-captured one
     assert [cells[1] for cells in _rows(out, "1")] == ["warp", "mujoco"]
+    assert [cells[4] for cells in _rows(out, "1")] == ["1.00x", "1.00x"]  # each backend its own baseline
+
+
+def test_bench_refuses_a_json_path_it_cannot_write_before_measuring(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    with pytest.raises(SystemExit) as caught:
+        bench.main(["cartpole-balance", "--gpu-ids", "None", "--json", str(blocked / "out.json")])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--json {blocked / 'out.json'}: cannot create its folder" in err and "Traceback" not in err

@@ -8,6 +8,8 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
+import pytest
+
 from mjfleet.cli import bench
 from mjfleet.profiling import Profile
 
@@ -44,3 +46,18 @@ def test_bench_profile_shows_the_training_and_the_evaluation_part_by_part(tmp_pa
     assert parts["physics (evaluation)"] > 0 and parts["policy (evaluation)"] > 0
     iteration = report["num_envs"] * report["steps_per_env"] / report["env_steps_per_s"]
     assert 0.9 * iteration < sum(parts.values()) < 1.5 * iteration
+
+
+def test_bench_profile_says_which_evaluation_counts_in_the_trainings_parts_and_takes_one_backend(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Cart-pole's evaluation steps once per training step, inside the training simulation: its 16 environments'
+    # policy calls and physics are in the training's parts, which the title now says.
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--profile", "--train-num-envs", "64", "--train-iterations", "2"]
+    bench.main([*argv, "--backends", "warp"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "64 environments x" in out and "16 evaluation environments in the training's parts" in out
+    assert "warp)" in out  # the backend named, not the device's default
+    with pytest.raises(SystemExit) as caught:
+        bench.main([*argv, "--backends", "mujoco", "warp"])
+    assert caught.value.code == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import sys
 import tempfile
 import time
@@ -150,8 +151,12 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
     columns = (*columns, "sync share")
     for col in (*columns, "wall s"):
         table.add_column(col, justify="right")
-    base = rows[0][1].env_steps_per_s if rows else 1.0
+    # Each backend's rows against its own first (one worker): the column is the workers' scaling.
+    bases: dict[str, float] = {}
+    for _, r in rows:
+        bases.setdefault(r.backend, r.env_steps_per_s)
     for label, r in rows:
+        base = bases[r.backend]
         table.add_row(
             label,
             r.backend,
@@ -213,7 +218,10 @@ def _profile(task_id: str, cfg: BenchConfig, console: Console, kind: str, device
     from mjfleet.benchmark import machine_description, measure_training
     from mjfleet.profiling import PROFILE
 
-    backend: Backend = "mujoco" if kind == "cpu" else "warp"
+    named: list[Backend] = [b for b in dict.fromkeys(cfg.backends) if b == "warp" or kind == "cpu"]
+    if len(named) > 1 and named != ["warp", "mujoco"]:
+        raise UsageError("--profile measures one backend: name one with --backends (or leave it out: the device's)")
+    backend: Backend = named[0] if len(named) == 1 else ("mujoco" if kind == "cpu" else "warp")
     train_cfg = _train_config(task_id, cfg, kind, 1, False, backend)
     validate(train_cfg)
     _show(console, f"[bold]{task_id}[/] on {device}: {machine_description(device)}")
@@ -226,7 +234,11 @@ def _profile(task_id: str, cfg: BenchConfig, console: Console, kind: str, device
     names = list(dict.fromkeys(name for parts in timed for name in parts))
     mean = {name: sum(parts.get(name, 0.0) for parts in timed) / len(timed) for name in names}
     total = sum(mean.values())
-    envs = f"{train_cfg.env.num_envs} environments x {train_cfg.agent.num_steps_per_env} steps"
+    agent, num_envs = train_cfg.agent, train_cfg.env.num_envs
+    envs = f"{num_envs} environments x {agent.num_steps_per_env} steps"
+    shared = agent.training_simulation_envs(num_envs, kind == "cuda") - num_envs
+    if shared:  # the evaluation steps with the training: its policy calls and physics count in the training's parts
+        envs += f", {shared} evaluation environments in the training's parts"
     table = Table(title=f"one PPO iteration by part ({envs}, {len(timed)} timed iterations, {backend})")
     for col in ("part", "ms per iteration", "share"):
         table.add_column(col, justify="left" if col == "part" else "right")
@@ -318,6 +330,14 @@ def main(argv: list[str] | None = None) -> None:
         raise UsageError(f"--train-num-envs must be at least 1 (got {cfg.train_num_envs})")
     if cfg.json is not None and cfg.json.is_dir():
         raise UsageError(f"--json {cfg.json} is a directory; name a file to write the results to")
+    if cfg.json is not None:
+        try:  # found before minutes of measurements, not after them
+            cfg.json.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            why = e.strerror or type(e).__name__
+            raise UsageError(f"--json {cfg.json}: cannot create its folder ({why})") from None
+        if not os.access(cfg.json.parent, os.W_OK):
+            raise UsageError(f"--json {cfg.json}: its folder {cfg.json.parent} cannot be written")
     try:
         run(task_id, cfg, Console(width=max(Console().width, 120)))
     except BenchFailed as e:
