@@ -88,8 +88,18 @@ def _cells(row: dict[str, Any], machines: dict[str, str]) -> list[str]:
 
 
 def short_machine(machines: dict[str, str], key: str) -> str:
-    """The machine's name for a table cell: its description up to the first comma or semicolon."""
-    return re.split(r"[,;(]", machines.get(key, key), maxsplit=1)[0].strip()
+    """The machine's name for a table cell: its description up to the first comma, semicolon or parenthesis, or
+    where another machine's would read the same, up to the end of the parenthesis (``2-core x86-64 VM (AMD EPYC,
+    no AVX-512)``)."""
+
+    def cut(description: str) -> str:
+        return re.split(r"[,;(]", description, maxsplit=1)[0].strip()
+
+    description = machines.get(key, key)
+    short = cut(description)
+    if sum(cut(other) == short for other in machines.values()) > 1 and "(" in description:
+        return description[: description.index(")", description.index("(")) + 1] if ")" in description else short
+    return short
 
 
 def summary_table(results: dict[str, Any]) -> str:
