@@ -25,7 +25,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 device=""
-num_envs=4096
+num_envs=""
 steps=200
 bundle=""
 beside=""
@@ -34,6 +34,8 @@ iterations=5
 target_python=3.12
 while [ $# -gt 0 ]; do
   case "$1" in
+    --device|--num-envs|--steps|--bundle|--iterations|--python|--beside)
+      [ $# -ge 2 ] || { echo "compare_mjlab.sh: $1 needs a value (see --help)" >&2; exit 2; } ;;&
     --device) device="$2"; shift 2 ;;
     --num-envs) num_envs="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
@@ -44,7 +46,7 @@ while [ $# -gt 0 ]; do
     --iterations) iterations="$2"; shift 2 ;;
     --python) target_python="$2"; shift 2 ;;
     --beside) beside="$2"; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare_mjlab.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -109,13 +111,14 @@ fi
 if [ -n "$lift" ]; then
   [ -z "${MJLAB_SITE:-}" ] ||
     { echo "compare_mjlab.sh: --$lift runs mjlab from its own environment, not MJLAB_SITE" >&2; exit 2; }
-  [ "$num_envs" != 4096 ] || num_envs=256
+  num_envs="${num_envs:-256}"
   mkdir -p "$out"
   "${mjfleet_python[@]}" scripts/mjlab_compare/train_beside.py --task "$lift" --mjlab-python "${mjlab_python[0]}" \
     --num-envs "$num_envs" --iterations "$iterations" --out "$out" | tee "$out/table.txt"
   exit 0
 fi
 
+num_envs="${num_envs:-4096}"
 "${mjlab_python[@]}" scripts/mjlab_compare/mjlab_side.py --num-envs "$num_envs" --steps "$steps" --device "$device" \
   --out "$out"
 "${mjfleet_python[@]}" scripts/mjlab_compare/model_side.py "$out" --device "$device" | tee "$out/table.txt"
