@@ -61,3 +61,17 @@ def test_bench_profile_says_which_evaluation_counts_in_the_trainings_parts_and_t
     with pytest.raises(SystemExit) as caught:
         bench.main([*argv, "--backends", "mujoco", "warp"])
     assert caught.value.code == 2
+
+
+def test_bench_without_the_robots_files_is_one_line_whichever_table_comes_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # With --skip-steps the missing files were a failed training row and exit code 1.
+    monkeypatch.delenv("MENAGERIE_ROOT", raising=False)
+    monkeypatch.setenv("MENAGERIE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MENAGERIE_BASE_URL", (tmp_path / "nowhere").as_uri())  # fails at once, no network
+    with pytest.raises(SystemExit) as caught:
+        bench.main(["yam-reach", "--gpu-ids", "None", "--skip-steps", "--train-iterations", "2"])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert "Menagerie robot 'i2rt_yam' is not on this machine" in err and "Traceback" not in err

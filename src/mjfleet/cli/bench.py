@@ -84,6 +84,7 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
     if cfg.contact_costs:
         _contact_costs(task_id, cfg, console)
         return
+    spec.env_cfg().prepare_assets()  # the robot's files: one line when they are missing, whichever table comes first
     selection = select_local_devices(cfg.gpu_ids)
     if selection.num_gpus > 1:
         raise UsageError(
