@@ -209,6 +209,15 @@ def test_training_past_a_met_condition_counts_it_afresh(tmp_path: Path, caplog: 
     assert "held at the checkpoint this start continues from: training goes on" in caplog.text
 
 
+def test_a_start_without_the_condition_forgets_its_streak() -> None:
+    # A start without --stop-when saved the old condition's streak on, for a later --finish to pick up.
+    cfg = small_train_config(num_envs=8, steps=4)
+    runner = Runner(make_env(num_envs=8), cfg.agent, DistributedContext(device="cpu"), None)
+    runner.stop_progress = {"condition": "Eval/success >= 0.95", "streak": 2}
+    runner.learn(1)
+    assert runner.stop_progress == {"condition": "", "streak": 0}
+
+
 class SteadyHandTask(CartpoleTask):
     """Cart-pole without terminations, whose episode succeeds when its actions barely change from step to step: the
     actor's mean, smooth in the state, passes; actions sampled around it with the initial standard deviation of 1

@@ -208,10 +208,14 @@ class Runner(Saving):
         total = start + num_learning_iterations
         condition = self._resolved_condition()
         tracker = None
+        if self.stop_progress["condition"] != str(condition or ""):
+            # Another condition than the checkpoint's, or none: nothing of the old one's progress carries over.
+            self.stop_progress = {"condition": str(condition or ""), "streak": 0}
+            if self.policy_check is not None:
+                self.policy_check.next_check_steps = 0
         if condition is not None:
             tracker = StopConditionTracker(condition, self.stop_when_iterations or condition.default_streak)
-            if self.stop_progress["condition"] == str(condition):
-                tracker.streak = int(self.stop_progress["streak"])
+            tracker.streak = int(self.stop_progress["streak"])
             if tracker.streak >= tracker.iterations:
                 # The checkpoint is where this condition stopped a run, and training past it was asked for (--finish
                 # with more iterations, --resume): its window and streak would stop it again at once.

@@ -100,7 +100,8 @@ class PolicyCheck:
 
     def confirms(self, tracker: StopConditionTracker, it: int, env_steps: int, policy: Policy) -> bool:
         """Whether the current ``policy`` meets the condition that held on the window after iteration ``it``, when
-        training has taken ``env_steps``. Not met (or not yet checked, during the wait): the streak starts over."""
+        training has taken ``env_steps``. During the wait after a failed check it is not checked (False, the streak
+        left as it is: the first iteration after the wait checks); a check that fails starts the streak over."""
         if env_steps < self.next_check_steps:
             return False
         if self._judge is None:
