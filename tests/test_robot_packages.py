@@ -169,6 +169,22 @@ BROKEN = {
         "limp-walk",
         "task 'limp-walk' trains robot record 'limp', which no installed package returns (return it from the source",
     ),
+    "relative-source": (
+        """
+        from mjfleet.tasks.legged import LOCOMOTION_TASK, RobotSpec, TaskSpec, locomotion_agent, locomotion_sim
+        from mjfleet.tasks.legged import quadruped_flat_config
+        ROBOT = RobotSpec(name="limp", source="limp.xml", base_body="trunk", feet=("FR_foot",),
+                          undesired_contacts=(), terminal_contacts=(), deviation_joints=())
+        def flat():
+            return quadruped_flat_config(ROBOT, locomotion_sim(16, 64))
+        def agent():
+            return locomotion_agent(10, (32,))
+        def tasks():
+            return [ROBOT, TaskSpec("limp-walk", "Limps.", LOCOMOTION_TASK, flat, agent)]
+        """,
+        "limp-walk",
+        "robot 'limp': no such MJCF file limp.xml (relative: looked for from ",
+    ),
     "settings-raise": (
         """
         from mjfleet.tasks.legged import LOCOMOTION_TASK, TaskSpec, locomotion_agent, locomotion_sim

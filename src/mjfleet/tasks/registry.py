@@ -16,6 +16,7 @@ import logging
 import re
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 
 from mjfleet.errors import UsageError, exception_line
 from mjfleet.tasks.locomotion.robots import RobotSpec
@@ -192,7 +193,13 @@ def _robot_file_problem(robots: list[RobotSpec]) -> str:
     for robot in robots:
         assert robot.path is not None
         if not robot.path.is_file():
-            return f"robot {robot.name!r}: no such MJCF file {robot.path}"
+            relative = (
+                f" (relative: looked for from {Path.cwd()}; give it from the package, e.g."
+                ' str(Path(__file__).with_name("robot.xml")))'
+                if not robot.path.is_absolute()
+                else ""
+            )
+            return f"robot {robot.name!r}: no such MJCF file {robot.path}{relative}"
         try:
             check_robot_file(robot, robot.path, f"robot {robot.name!r} ({robot.path})")
         except UsageError as e:
