@@ -339,10 +339,12 @@ def test_td3_draws_its_exploration_noise_without_reading_it_back() -> None:
     runner = Runner(make_env(num_envs=16), cfg.agent, CPU, None)
     learner_ = runner.learner
     assert isinstance(learner_, SkrlLearner)
+    tracked: list[str] = []
+    learner_.agent.track_data = lambda tag, value: tracked.append(tag)  # type: ignore[method-assign]
     seen: list[tuple[TensorDict, torch.Tensor]] = []
     runner.step_hooks.append(lambda r: seen.append((r.env.get_observations().clone(), r.env.actions.clone())))
     runner.learn(2)
-    assert not any(learner_.agent.tracking_data.values())
+    assert tracked == [] and not any(learner_.agent.tracking_data.values())
     clip = runner.env.cfg.clip_actions
     policy = learner_.policy()
     with torch.inference_mode():

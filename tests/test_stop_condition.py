@@ -21,7 +21,7 @@ from mjfleet.errors import UsageError
 from mjfleet.rl.checkpoint.files import list_checkpoints, load_checkpoint
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.evaluation.simulation import SeparateEvaluation
-from mjfleet.rl.evaluation.stop_condition import StopCondition, StopConditionTracker
+from mjfleet.rl.evaluation.stop_condition import StopCondition, StopConditionTracker, as_condition
 from mjfleet.rl.evaluation.window import EvaluationWindow
 from mjfleet.rl.reporting.records import WorkerResult
 from mjfleet.rl.runner import Runner
@@ -215,7 +215,26 @@ def test_a_start_without_the_condition_forgets_its_streak() -> None:
     runner = Runner(make_env(num_envs=8), cfg.agent, DistributedContext(device="cpu"), None)
     runner.stop_progress = {"condition": "Eval/success >= 0.95", "streak": 2}
     runner.learn(1)
-    assert runner.stop_progress == {"condition": "", "streak": 0}
+    assert runner.stop_progress == {"condition": "", "streak": 0, "met": False}
+
+
+def test_a_checkpoint_saved_while_a_failed_check_waits_keeps_its_wait(caplog: pytest.LogCaptureFixture) -> None:
+    # While the check waits, the condition holds on the window and its streak grows past the count without a stop:
+    # taken for a met condition, a restart cleared the window and skipped the wait.
+    cfg = small_train_config(num_envs=8, steps=4, stop_when="length>=1", stop_when_iterations=3)
+    runner = Runner(
+        make_env(num_envs=8),
+        cfg.agent,
+        DistributedContext(device="cpu"),
+        None,
+        stop_condition=as_condition("length>=1"),
+        stop_when_iterations=3,
+    )
+    condition = runner._resolved_condition()
+    runner.stop_progress = {"condition": str(condition), "streak": 5, "met": False}
+    with caplog.at_level(logging.INFO, logger="mjfleet"):
+        runner.learn(1)
+    assert "held at the checkpoint" not in caplog.text
 
 
 class SteadyHandTask(CartpoleTask):

@@ -180,6 +180,8 @@ class MjEnv(VecEnv):
             # Every row's first episode began as a training one (a curriculum's commands, a motion's sampled start,
             # a cube in the hand): the evaluation rows start afresh, as rows the task now knows to judge.
             restart = torch.arange(self.first_eval_env, self.num_envs, device=self.device)
+        elif count == 0:
+            restart = torch.zeros(0, dtype=torch.long, device=self.device)  # training alone: its starts stand
         else:
             started = self.task.training_start(self)  # a simulation that only evaluates, built as judged
             restart = (

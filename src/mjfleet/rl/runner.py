@@ -161,7 +161,7 @@ class Runner(Saving):
         """Whether any environment of this rank runs the deterministic policy."""
         self.eval_window = EvaluationWindow(env.stats.keys, agent_cfg.eval_episodes)
         """The most recent evaluation episodes of every rank (identical on all ranks)."""
-        self.stop_progress: dict[str, Any] = {"condition": "", "streak": 0}
+        self.stop_progress: dict[str, Any] = {"condition": "", "streak": 0, "met": False}
         """Iterations in a row the stop condition (named) has held: a continued run of the same condition goes on
         counting (checkpoints carry it, with the policy check's wait)."""
         self.learner: Learner = build_learner(env, agent_cfg, ctx, self.train_envs)
@@ -210,13 +210,16 @@ class Runner(Saving):
         tracker = None
         if self.stop_progress["condition"] != str(condition or ""):
             # Another condition than the checkpoint's, or none: nothing of the old one's progress carries over.
-            self.stop_progress = {"condition": str(condition or ""), "streak": 0}
+            self.stop_progress = {"condition": str(condition or ""), "streak": 0, "met": False}
             if self.policy_check is not None:
                 self.policy_check.next_check_steps = 0
         if condition is not None:
             tracker = StopConditionTracker(condition, self.stop_when_iterations or condition.default_streak)
             tracker.streak = int(self.stop_progress["streak"])
-            if tracker.streak >= tracker.iterations:
+            met_before = self.stop_progress.get("met")
+            if met_before is None:  # a checkpoint from before it was saved: a streak that long had stopped the run
+                met_before = tracker.streak >= tracker.iterations
+            if met_before:
                 # The checkpoint is where this condition stopped a run, and training past it was asked for (--finish
                 # with more iterations, --resume): its window and streak would stop it again at once.
                 tracker.streak = 0
@@ -277,7 +280,7 @@ class Runner(Saving):
             if met and tracker is not None and check is not None and check.applies(tracker.condition):
                 met = check.confirms(tracker, it, self.env_steps, self.learner.act_deterministic)
             if tracker is not None:
-                self.stop_progress = {"condition": str(tracker.condition), "streak": tracker.streak}
+                self.stop_progress = {"condition": str(tracker.condition), "streak": tracker.streak, "met": met}
             clock.tick(it, t2)
             record = IterationRecord(
                 iteration=it,

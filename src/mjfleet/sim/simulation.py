@@ -23,6 +23,14 @@ DERIVED_FIELDS = ("xpos", "xquat", "cvel", "site_xpos", "subtree_com", "sensorda
 SENSOR_DISABLE_BIT = int(mujoco.mjtDisableBit.mjDSBL_SENSOR)
 
 
+STATE_FIELDS = frozenset(
+    (
+        "qpos", "qvel", "ctrl", "act", "time", "qacc_warmstart", "xfrc_applied", "qfrc_applied", "history",
+        "mocap_pos", "mocap_quat", "eq_active", "plugin_state", "userdata",
+    )
+)  # fmt: skip
+"""The fields of a world's state (what a step or a reset writes, and :meth:`Simulation.forward` only reads)."""
+
 _RESET_FIELDS = {
     "history": "nhistory",
     "mocap_pos": "nmocap",
@@ -224,7 +232,7 @@ class Simulation(ABC):
     def _set_rows(self, name: str, world_ids: torch.Tensor, value: float | torch.Tensor) -> None:
         try:
             rows = self.view(name)
-        except KeyError:  # a field this backend does not have (Warp: plugin state)
+        except (KeyError, AttributeError):  # a field this backend does not have (Warp: plugin state)
             return
         rows[world_ids] = value.to(rows.dtype) if isinstance(value, torch.Tensor) else value
 

@@ -16,7 +16,7 @@ import warp as wp
 
 from mjfleet.sim.config import SimConfig
 from mjfleet.sim.graph import StepGraph
-from mjfleet.sim.simulation import SENSOR_DISABLE_BIT, Simulation, sensors_last_substep_only
+from mjfleet.sim.simulation import SENSOR_DISABLE_BIT, STATE_FIELDS, Simulation, sensors_last_substep_only
 from mjfleet.sim.warp_runtime import init_warp
 
 __all__ = ["WarpSimulation"]
@@ -147,11 +147,15 @@ class WarpSimulation(Simulation):
         """Recompute derived quantities from the current state without stepping (every world: one graph), then put
         back what the other worlds' views read: after a step their derived fields are the last substep's, as on the
         MuJoCo C backend, whichever worlds reset."""
-        others = None
-        if world_ids is not None:
-            others = torch.ones(self.num_worlds, dtype=torch.bool, device=self.device)
-            others[world_ids.to(self.device)] = False
-        kept = {name: view[others] for name, view in self._views.items()} if others is not None else {}
+        if world_ids is None or world_ids.numel() == self.num_worlds:
+            self._forward_graph.launch()
+            return
+        ids = world_ids.to(self.device)
+        # Whole copies and integer indices: no mask, hence no host sync; the state fields forward never writes.
+        kept = {name: view.clone() for name, view in self._views.items() if name not in STATE_FIELDS}
         self._forward_graph.launch()
-        for name, rows in kept.items():
-            self._views[name][others] = rows
+        for name, before in kept.items():
+            view = self._views[name]
+            fresh = view[ids]
+            view.copy_(before)
+            view[ids] = fresh

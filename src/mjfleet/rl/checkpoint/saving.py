@@ -158,7 +158,12 @@ class Saving:
         self.eval_window.load_state_dict(data.get("eval_window"))
         progress = data.get("stop_progress")
         if isinstance(progress, dict):
-            self.stop_progress = {"condition": str(progress.get("condition", "")), "streak": int(progress["streak"])}
+            met = progress.get("met")  # absent from checkpoints written before it was saved
+            self.stop_progress = {
+                "condition": str(progress.get("condition", "")),
+                "streak": int(progress["streak"]),
+                "met": None if met is None else bool(met),
+            }
             if self.policy_check is not None:
                 self.policy_check.next_check_steps = int(progress.get("next_check_steps", 0))
         if evaluate:

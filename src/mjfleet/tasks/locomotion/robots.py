@@ -122,7 +122,7 @@ class RobotSpec:
         fields = dataclasses.asdict(self)
         for key in ("source", "description"):
             fields.pop(key)
-        return json.dumps(fields, sort_keys=True)
+        return json.dumps(fields, sort_keys=True, default=str)
 
     def zone(self, name: str) -> Zone:
         """The zone called ``name`` (a named geom unless :attr:`zones` says otherwise)."""
