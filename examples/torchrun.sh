@@ -47,7 +47,7 @@ export PATH="${VENV_BIN}:${PATH}"
 if [ "${NNODES}" = 1 ]; then
     # --standalone: a rendezvous of its own on a free local port and a new run id for every invocation. torchrun's
     # own restarts (--max-restarts) keep the id, so they continue the run; a new invocation starts a new run (add
-    # `--run-id NAME` to continue one instead).
+    # `--run-id NAME` to continue one instead), except inside a SLURM allocation, whose job id names the run.
     # shellcheck disable=SC2086  # TORCHRUN_OPTS is a list of options
     exec torchrun --standalone --nproc_per_node="${NPROC}" ${TORCHRUN_OPTS} \
         --no_python train "${TASK}" --gpu-ids "${GPU_IDS}" "$@"

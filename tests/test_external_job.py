@@ -164,6 +164,7 @@ def launched_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
         (["--cpu-workers", "2"], "--cpu-workers is for mjfleet's own launcher, but torchrun started this process"),
         (["--hostnames", "a", "b"], "--hostnames is for mjfleet's own launcher"),
         (["--max-restarts", "2"], "torchrun --max-restarts restarts the job"),
+        (["--agent-timeout-s", "5"], "--agent-timeout-s is for mjfleet's own launcher"),
         (["--workers-per-gpu", "2"], "--workers-per-gpu is for mjfleet's own launcher"),
         (["--launcher", "torchrunx"], "--launcher torchrunx is for mjfleet's own launcher"),
         (["--gpu-ids", "all"], "--gpu-ids all: under torchrun every process is one rank"),
@@ -197,7 +198,10 @@ def test_bad_rank_variables_are_one_line_exit_2(
     assert not any(tmp_path.iterdir())
 
 
-def test_a_master_nobody_answers_is_one_line_exit_2(launched_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_master_nobody_answers_is_one_line_and_the_code_a_launcher_retries(
+    launched_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Rank 0 late or rescheduled (a pod of a PyTorchJob): the launcher retries 138, never 2.
     with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -206,10 +210,30 @@ def test_a_master_nobody_answers_is_one_line_exit_2(launched_env: pytest.MonkeyP
         launched_env.setenv(name, value)
     argv = ["cartpole-balance", "--gpu-ids", "None", "--log-root", str(tmp_path), "--rendezvous-timeout-s", "1"]
     code, _, err = run_main(train.main, argv)
-    assert code == 2, err
+    assert code == 138, err
     assert f"nobody answers at MASTER_ADDR=127.0.0.1 MASTER_PORT={port} after 1 s" in err
-    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
     assert not any(tmp_path.iterdir())
+
+
+def test_ranks_that_do_not_all_join_end_after_the_rendezvous_timeout(
+    launched_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Rank 0 alone of two: it waited for the collective timeout (750 s by default), naming the rendezvous one.
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    for name, value in env.items():
+        launched_env.setenv(name, value)
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--log-root", str(tmp_path), "--rendezvous-timeout-s", "2"]
+    began = time.monotonic()
+    code, _, err = run_main(train.main, argv)
+    assert code == 138, err
+    assert time.monotonic() - began < 30
+    assert "not every rank of the 2 joined within 2 s (--rendezvous-timeout-s): 1 arrived" in err
 
 
 def test_dry_run_under_torchrun_names_the_rank(launched_env: pytest.MonkeyPatch, tmp_path: Path) -> None:

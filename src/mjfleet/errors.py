@@ -40,6 +40,11 @@ class PeerFailed(Exception):
     """Another rank of the job failed; its own output says why. Shown as one line."""
 
 
+class RanksMissing(Exception):
+    """Not every rank of another launcher's job arrived within ``--rendezvous-timeout-s`` (one started late, was
+    rescheduled, or failed first): the launcher's to retry (:data:`PEER_LOST_EXIT_CODE`). Shown as one line."""
+
+
 def exception_line(exc: BaseException) -> str:
     """``Type: first line of the message`` (just ``Type`` without one): an error in one line."""
     text = str(exc).strip()

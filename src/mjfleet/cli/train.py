@@ -31,6 +31,7 @@ from mjfleet.errors import (
     PEER_LOST_EXIT_CODE,
     FatalTrainingError,
     PeerFailed,
+    RanksMissing,
     UsageError,
     exception_line,
     exits_on_usage_error,
@@ -193,6 +194,9 @@ def main(argv: list[str] | None = None) -> None:
             results = run(prepared, stop, started=run_dirs.append)
         except UsageError:
             raise
+        except RanksMissing as missing:  # a rank late, rescheduled or failed first: the launcher's to retry
+            logger.error("%s", missing)
+            raise SystemExit(PEER_LOST_EXIT_CODE) from None  # before any process group: nothing to tear down
         except (WorkerFailure, FatalTrainingError, PeerFailed) as failure:
             code = FATAL_EXIT_CODE if _repeats(failure) else FAILED_EXIT_CODE
             end.close("failed", str(failure) or type(failure).__name__, code)

@@ -11,6 +11,7 @@ import datetime
 import logging
 import os
 import pickle
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from mjfleet.errors import FatalTrainingError, PeerFailed, UsageError, exception_line
+from mjfleet.errors import FatalTrainingError, PeerFailed, RanksMissing, UsageError, exception_line
 from mjfleet.rl.reporting.records import WorkerResult
 from mjfleet.runtime.context import DistributedContext, process_group
 from mjfleet.runtime.stop import StopRequest
@@ -91,16 +92,32 @@ def _joined(
         # torchrun's agent keeps its store across restarts: the restarted ranks would otherwise read the dead
         # ranks' addresses from it.
         prefixed = dist.PrefixStore(f"mjfleet/{job.key}/start-{job.restart_count}", store)
+    if prefixed is not None:
+        _wait_for_ranks(prefixed, job.world_size, rendezvous_s)
     with contextlib.ExitStack() as group:
         try:
             group.enter_context(process_group(ctx, timeout_s, prefixed))
-        except (dist.DistError, RuntimeError) as e:
+        except (dist.DistError, RuntimeError) as e:  # every rank had arrived: the group itself failed (NCCL, ...)
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise UsageError(
-                f"not every rank of the {job.world_size} joined within {rendezvous_s:g} s (--rendezvous-timeout-s):"
-                f" {first}"
+            raise PeerFailed(
+                f"the {job.world_size} ranks met but could not set up their process group: {first}"
             ) from None
         yield prefixed
+
+
+def _wait_for_ranks(store: dist.Store, world_size: int, timeout_s: float) -> None:
+    """Return once every rank has arrived at ``store``; :class:`RanksMissing` after ``timeout_s`` (the group's own
+    setup would wait for the collective timeout instead)."""
+    arrived = store.add("arrived", 1)
+    deadline = time.monotonic() + timeout_s
+    while arrived < world_size:
+        if time.monotonic() >= deadline:
+            raise RanksMissing(
+                f"not every rank of the {world_size} joined within {timeout_s:g} s (--rendezvous-timeout-s):"
+                f" {arrived} arrived"
+            )
+        time.sleep(0.05)
+        arrived = store.add("arrived", 0)
 
 
 def _job_store(job: ExternalJob, timeout_s: float) -> dist.Store | None:

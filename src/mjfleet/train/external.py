@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from mjfleet.errors import UsageError
+from mjfleet.errors import RanksMissing, UsageError
 from mjfleet.runs.identity import slurm_job_key
 from mjfleet.runtime.context import Ranks, check_ranks, env_int
 from mjfleet.runtime.devices import DeviceSelection, GpuRequest, select_devices, trains_on_cpu, visible_gpus
@@ -268,7 +268,7 @@ def wait_for_rendezvous(job: ExternalJob, timeout_s: float) -> None:
         except OSError as e:
             last = e.strerror or type(e).__name__
         if time.monotonic() >= deadline:
-            raise UsageError(
+            raise RanksMissing(
                 f"nobody answers at MASTER_ADDR={job.master_addr} MASTER_PORT={job.master_port} after"
                 f" {timeout_s:g} s ({last}): is rank 0 running, and is that its address? (--rendezvous-timeout-s)"
             )
@@ -294,6 +294,7 @@ def check_external_options(cfg: TrainConfig, job: ExternalJob) -> None:
         ("--launcher-address", cfg.launcher_address is not None, "MASTER_ADDR says where the ranks meet"),
         ("--ssh-config", cfg.ssh_config is not None, f"{job.launcher} starts the processes on every node"),
         ("--torchrunx-log-dir", cfg.torchrunx_log_dir is not None, f"{job.launcher} keeps each process's output"),
+        ("--agent-timeout-s", cfg.agent_timeout_s != 60, f"{job.launcher} starts every process"),
     )
     for flag, given, instead in own:
         if given:
