@@ -198,16 +198,26 @@ def test_bad_rank_variables_are_one_line_exit_2(
     assert not any(tmp_path.iterdir())
 
 
+def _rank_of_two(env: pytest.MonkeyPatch, rank: int) -> int:
+    """Make this process rank ``rank`` of a job of two meeting at a local port nothing listens on; that port."""
+    with socket.socket() as s:  # a port that was free a moment ago
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for name, value in {
+        "RANK": str(rank),
+        "WORLD_SIZE": "2",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+    }.items():
+        env.setenv(name, value)
+    return port
+
+
 def test_a_master_nobody_answers_is_one_line_and_the_code_a_launcher_retries(
     launched_env: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # Rank 0 late or rescheduled (a pod of a PyTorchJob): the launcher retries 138, never 2.
-    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
-    for name, value in env.items():
-        launched_env.setenv(name, value)
+    port = _rank_of_two(launched_env, rank=1)
     argv = ["cartpole-balance", "--gpu-ids", "None", "--log-root", str(tmp_path), "--rendezvous-timeout-s", "1"]
     code, _, err = run_main(train.main, argv)
     assert code == 138, err
@@ -222,12 +232,7 @@ def test_ranks_that_do_not_all_join_end_after_the_rendezvous_timeout(
     # Rank 0 alone of two: it waited for the collective timeout (750 s by default), naming the rendezvous one.
     import time
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
-    for name, value in env.items():
-        launched_env.setenv(name, value)
+    _rank_of_two(launched_env, rank=0)
     argv = ["cartpole-balance", "--gpu-ids", "None", "--log-root", str(tmp_path), "--rendezvous-timeout-s", "2"]
     began = time.monotonic()
     code, _, err = run_main(train.main, argv)

@@ -113,6 +113,24 @@ def test_builtin_source_returns_the_robots_before_the_tasks() -> None:
 # --- broken packages -----------------------------------------------------------------------------------------------
 GO1_XML = str(GO1.path)
 
+
+def _limp_package(robot: str, deviation: str = "()", returned: str = "[ROBOT, TASK]") -> str:
+    """A package of one robot record ``limp`` (``robot``: its source and base body) and its task ``limp-walk``."""
+    return f"""
+        from mjfleet.tasks.legged import LOCOMOTION_TASK, RobotSpec, TaskSpec, locomotion_agent, locomotion_sim
+        from mjfleet.tasks.legged import quadruped_flat_config
+        ROBOT = RobotSpec(name="limp", {robot}, feet=("FR_foot", "FL_foot"),
+                          undesired_contacts=(), terminal_contacts=("trunk",), deviation_joints={deviation})
+        def flat():
+            return quadruped_flat_config(ROBOT, locomotion_sim(16, 64))
+        def agent():
+            return locomotion_agent(10, (32,))
+        TASK = TaskSpec("limp-walk", "Limps.", LOCOMOTION_TASK, flat, agent)
+        def tasks():
+            return {returned}
+        """
+
+
 BROKEN = {
     "import": (
         "import mjfleet_no_such_module\ndef tasks():\n    return []\n",
@@ -137,51 +155,17 @@ BROKEN = {
         "task id 'go1-velocity-flat' is taken by package 'mjfleet'",
     ),
     "robot-file": (
-        f"""
-        import dataclasses
-        from mjfleet.tasks.legged import LOCOMOTION_TASK, RobotSpec, TaskSpec, locomotion_agent, locomotion_sim
-        from mjfleet.tasks.legged import quadruped_flat_config
-        ROBOT = RobotSpec(name="limp", source={GO1_XML!r}, base_body="chassis", feet=("FR_foot", "FL_foot"),
-                          undesired_contacts=(), terminal_contacts=("trunk",), deviation_joints=("FR_abduct",))
-        def flat():
-            return quadruped_flat_config(ROBOT, locomotion_sim(16, 64))
-        def agent():
-            return locomotion_agent(10, (32,))
-        def tasks():
-            return [ROBOT, TaskSpec("limp-walk", "Limps.", LOCOMOTION_TASK, flat, agent)]
-        """,
+        _limp_package(f"source={GO1_XML!r}, base_body='chassis'", deviation="('FR_abduct',)"),
         "limp-walk",
         f"robot 'limp' ({GO1_XML}) lacks what robot record 'limp' needs: no body 'chassis' (the base;",
     ),
     "record-not-returned": (
-        f"""
-        from mjfleet.tasks.legged import LOCOMOTION_TASK, RobotSpec, TaskSpec, locomotion_agent, locomotion_sim
-        from mjfleet.tasks.legged import quadruped_flat_config
-        ROBOT = RobotSpec(name="limp", source={GO1_XML!r}, base_body="trunk", feet=("FR_foot", "FL_foot"),
-                          undesired_contacts=(), terminal_contacts=("trunk",), deviation_joints=())
-        def flat():
-            return quadruped_flat_config(ROBOT, locomotion_sim(16, 64))
-        def agent():
-            return locomotion_agent(10, (32,))
-        def tasks():
-            return [TaskSpec("limp-walk", "Limps.", LOCOMOTION_TASK, flat, agent)]
-        """,
+        _limp_package(f"source={GO1_XML!r}, base_body='trunk'", returned="[TASK]"),
         "limp-walk",
         "task 'limp-walk' trains robot record 'limp', which no installed package returns (return it from the source",
     ),
     "relative-source": (
-        """
-        from mjfleet.tasks.legged import LOCOMOTION_TASK, RobotSpec, TaskSpec, locomotion_agent, locomotion_sim
-        from mjfleet.tasks.legged import quadruped_flat_config
-        ROBOT = RobotSpec(name="limp", source="limp.xml", base_body="trunk", feet=("FR_foot",),
-                          undesired_contacts=(), terminal_contacts=(), deviation_joints=())
-        def flat():
-            return quadruped_flat_config(ROBOT, locomotion_sim(16, 64))
-        def agent():
-            return locomotion_agent(10, (32,))
-        def tasks():
-            return [ROBOT, TaskSpec("limp-walk", "Limps.", LOCOMOTION_TASK, flat, agent)]
-        """,
+        _limp_package("source='limp.xml', base_body='trunk'"),
         "limp-walk",
         "robot 'limp': no such MJCF file limp.xml (relative: looked for from ",
     ),
