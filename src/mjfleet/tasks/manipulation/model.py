@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import mujoco
 import numpy as np
@@ -12,8 +13,10 @@ import numpy as np
 from mjfleet.errors import UsageError, mujoco_message
 from mjfleet.tasks.locomotion.robots import Zone
 from mjfleet.tasks.manipulation.arms import ArmSpec
-from mjfleet.tasks.manipulation.config import CubeConfig, ManipulationConfig
 from mjfleet.tasks.manipulation.sources import arm_file
+
+if TYPE_CHECKING:  # the settings build the scene to check it (their prepare_assets): only their types here
+    from mjfleet.tasks.manipulation.config import CubeConfig, ManipulationConfig
 
 TABLE_THICKNESS = 0.04
 """The table top's thickness (metres): its upper face is the plane z = 0."""
