@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mjfleet.runs.model_files import ModelFile, differences, fingerprint, record, recorded
+from mjfleet.runs.model_files import ModelFile, differences, fingerprint, record, record_entry, recorded
 
 FIXTURE = Path(__file__).with_name("fixtures") / "menagerie"
 
@@ -57,7 +57,8 @@ def test_a_run_records_its_robot_file_and_play_says_when_it_loads_another(
     from mjfleet.tasks import registry
 
     record = registry.all_robots()["unitree_go1"]
-    record_digest = hashlib.sha256(record.model_text().encode()).hexdigest()
+    ((_, text),) = record_entry("robot", record).items()
+    record_digest = hashlib.sha256(text.encode()).hexdigest()
     assert f"model from robot record 'unitree_go1' (sha256 {record_digest[:12]})" in " ".join((out + err).split())
     assert yaml.safe_load((run_dir / "params" / "model_files.yaml").read_text()) == [
         {"path": str(robot), "sha256": digest},

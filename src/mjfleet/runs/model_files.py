@@ -4,9 +4,12 @@ robot. ``play`` says when it loads other files than the run trained on."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -29,6 +32,16 @@ class ModelFile:
 
     def __str__(self) -> str:
         return f"{self.path} (sha256 {self.sha256[:12]})"
+
+
+def record_entry(kind: str, record: Any) -> dict[str, str]:
+    """A robot's or an arm's record (a dataclass with a ``name``) as :meth:`~mjfleet.envs.config.EnvConfig.
+    model_records` gives it: ``{"<kind> record '<name>'": its text}``, all of it but where the file comes from and the
+    description, so that two records of one text make the same model of the same file."""
+    fields = dataclasses.asdict(record)
+    for key in ("source", "description"):
+        fields.pop(key, None)
+    return {f"{kind} record {record.name!r}": json.dumps(fields, sort_keys=True, default=str)}
 
 
 def fingerprint(paths: list[Path], records: dict[str, str] | None = None) -> list[ModelFile]:

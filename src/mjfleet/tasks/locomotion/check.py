@@ -155,10 +155,9 @@ def _home_problems(m: mujoco.MjModel, robot: RobotSpec, driven: dict[str, int]) 
             )
             continue
         for joint in matched:
-            first = next(p for p, _ in robot.home if re.fullmatch(p, joint))
             j = driven[joint]
             low, high = m.jnt_range[j]
-            if first == pattern and m.jnt_limited[j] and not low <= angle <= high:
+            if robot.home_entry(joint) == (pattern, angle) and m.jnt_limited[j] and not low <= angle <= high:
                 problems.append(f"home angle {angle} of joint {joint!r} is outside its range [{low:g}, {high:g}]")
     return problems
 

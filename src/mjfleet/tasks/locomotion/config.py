@@ -247,10 +247,10 @@ class LocomotionConfig(EnvConfig):
 
     def model_records(self) -> dict[str, str]:
         """The robot's record (its servos, home pose and zones make the model of the file)."""
+        from mjfleet.runs.model_files import record_entry
         from mjfleet.tasks.locomotion.sources import resolve_robot
 
-        robot = resolve_robot(self.robot)
-        return {f"robot record {robot.name!r}": robot.model_text()}
+        return record_entry("robot", resolve_robot(self.robot))
 
     def model_files(self) -> list[Path]:
         """The robot's MJCF (on disk after :meth:`prepare_assets`)."""

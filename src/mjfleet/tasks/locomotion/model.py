@@ -122,7 +122,8 @@ def _set_home(spec: mujoco.MjSpec, robot: RobotSpec) -> None:
     for j in range(m.njnt):
         if int(m.jnt_type[j]) in (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE):
             name = m.joint(j).name
-            angle = next((a for pattern, a in robot.home if re.fullmatch(pattern, name)), 0.0)
+            entry = robot.home_entry(name)
+            angle = 0.0 if entry is None else entry[1]
             low, high = m.jnt_range[j] if m.jnt_limited[j] else (-np.inf, np.inf)
             qpos[m.jnt_qposadr[j]] = np.clip(angle, low, high)
     qpos[:7] = [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]

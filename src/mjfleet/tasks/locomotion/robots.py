@@ -8,9 +8,8 @@ the record to it.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -116,13 +115,9 @@ class RobotSpec:
             return None
         return self.source.removeprefix("menagerie:").partition("/")[0]
 
-    def model_text(self) -> str:
-        """What of the record shapes the model and the task (all but where the file comes from and the description),
-        as text: two records with the same text make the same robot of the same file."""
-        fields = dataclasses.asdict(self)
-        for key in ("source", "description"):
-            fields.pop(key)
-        return json.dumps(fields, sort_keys=True, default=str)
+    def home_entry(self, joint: str) -> tuple[str, float] | None:
+        """The :attr:`home` entry that sets ``joint`` (the first whose pattern matches it), or None (it stays at 0)."""
+        return next(((p, a) for p, a in self.home if re.fullmatch(p, joint)), None)
 
     def zone(self, name: str) -> Zone:
         """The zone called ``name`` (a named geom unless :attr:`zones` says otherwise)."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,13 +80,10 @@ class ManipulationConfig(EnvConfig):
 
     def model_records(self) -> dict[str, str]:
         """The arm's record (its home pose, end-effector site, gripper and fingertips make the scene of the file)."""
+        from mjfleet.runs.model_files import record_entry
         from mjfleet.tasks.manipulation.sources import resolve_arm
 
-        arm = resolve_arm(self.arm)
-        fields = dataclasses.asdict(arm)
-        for key in ("source", "description"):
-            fields.pop(key, None)
-        return {f"arm record {arm.name!r}": json.dumps(fields, sort_keys=True, default=str)}
+        return record_entry("arm", resolve_arm(self.arm))
 
     def prepare_assets(self) -> None:
         """Resolve ``arm``, bring its MJCF onto the disk (Menagerie models: download into the cache) and build the
