@@ -199,7 +199,7 @@ def _install_fake(root: Path, module: str) -> None:
 def reload_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The registry loads again (with whatever is on ``sys.path`` then) and is put back afterwards."""
     monkeypatch.setattr(registry, "_loaded", False)
-    for table in ("_REGISTRY", "_ROBOTS", "_ARMS", "_PACKAGES", "_BROKEN", "_UNCHECKED"):
+    for table in ("_REGISTRY", "_ROBOTS", "_ARMS", "_PACKAGES", "_BROKEN", "_UNCHECKED", "_MENAGERIE"):
         monkeypatch.setattr(registry, table, {})
     monkeypatch.setattr(registry, "_WARNED", set())
     yield
@@ -267,3 +267,23 @@ def test_list_tasks_checks_the_robot_files_of_packages(
     assert code == 0 and task_id not in out
     assert err.startswith(f"warning: package 'mjfleet-fake-limp': {problem}")
     assert task_id not in registry.all_tasks() and "limp" not in registry.all_robots()
+
+
+def test_list_tasks_says_how_to_get_a_package_tasks_menagerie_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reload_registry: None
+) -> None:
+    """A package task on a Menagerie robot that is not on disk says how to get it, as the built-in ones do."""
+    _install_fake(tmp_path, _limp_package("source='menagerie:limp_bot/limp.xml', base_body='trunk'"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("MENAGERIE_ROOT", str(tmp_path / "menagerie"))
+    (tmp_path / "menagerie").mkdir()
+    code, out, err = run_main(lambda argv: list_tasks.main(), [])
+    assert code == 0 and err == ""
+    rows = {line.split()[0]: line for line in out.splitlines()}
+    hint = "[not on disk: uv run mujoco-menagerie prefetch limp_bot]"
+    assert rows["limp-walk"].endswith(f"Limps. {hint} [package mjfleet-fake-limp]")
+    assert "not on disk" not in rows["trotter-velocity-flat"]
+    (tmp_path / "menagerie" / "limp_bot").mkdir()
+    code, out, _ = run_main(lambda argv: list_tasks.main(), [])
+    (row,) = [line for line in out.splitlines() if line.startswith("limp-walk ")]
+    assert code == 0 and row.endswith("Limps. [package mjfleet-fake-limp]")

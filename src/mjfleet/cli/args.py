@@ -14,7 +14,7 @@ from typing import NoReturn, TypeVar
 import tyro
 
 from mjfleet.errors import UsageError
-from mjfleet.tasks.registry import BUILTIN_PACKAGE, all_tasks, broken_line, broken_packages, package_of
+from mjfleet.tasks.registry import BUILTIN_PACKAGE, all_tasks, broken_line, broken_packages, menagerie_robot, package_of
 
 T = TypeVar("T")
 _BOX = re.compile(r"[│╭╮╰╯─━┃┏┓┗┛┡┩╇┳┻╋]+")
@@ -67,13 +67,18 @@ def print_help(cls: type[T], default: T, command: str, description: str) -> NoRe
 
 def task_table() -> str:
     """Every task id with its one-line description, one per line; a task of an installed package names it."""
+    from mjfleet.tasks.locomotion.sources import menagerie_description
+
     tasks = all_tasks()
     width = max((len(t) for t in tasks), default=0)
     rows = []
-    for task_id, spec in tasks.items():
+    for task_id in tasks:
         package = package_of(task_id)
         origin = f" [package {package}]" if package != BUILTIN_PACKAGE else ""
-        rows.append(f"{task_id:<{width}}  {spec.description}{origin}\n")
+        what, menagerie = tasks[task_id].description, menagerie_robot(task_id)
+        if menagerie is not None:  # a package task on a Menagerie robot: how to get its files, as the built-ins say
+            what = menagerie_description(menagerie, what)
+        rows.append(f"{task_id:<{width}}  {what}{origin}\n")
     return "".join(rows)
 
 

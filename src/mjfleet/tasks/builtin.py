@@ -13,6 +13,7 @@ from mjfleet.tasks.cartpole.config import balance_config, swingup_config
 from mjfleet.tasks.legged import LOCOMOTION_TASK
 from mjfleet.tasks.locomotion import presets as loco
 from mjfleet.tasks.locomotion.robots import BUILTIN_ROBOTS, RobotSpec
+from mjfleet.tasks.locomotion.sources import menagerie_description
 from mjfleet.tasks.manipulation import presets as manip
 from mjfleet.tasks.manipulation.arms import BUILTIN_ARMS, ArmSpec
 from mjfleet.tasks.spec import TaskSpec
@@ -57,17 +58,6 @@ def _balance_off_policy(env: EnvConfig, agent: AgentConfig, on_cpu: bool) -> tup
 
 def _swingup_off_policy(env: EnvConfig, agent: AgentConfig, on_cpu: bool) -> tuple[EnvConfig, AgentConfig]:
     return _cartpole_off_policy(env, agent, 6000)  # the condition is met after about 2,000-3,600
-
-
-def _menagerie(robot: str, what: str) -> str:
-    """A Menagerie task's description, saying how to get its files when they are not on disk (no download here)."""
-    from mjfleet.tasks.locomotion.sources import menagerie_available
-
-    try:
-        available = menagerie_available(robot)
-    except Exception:  # a broken cache or registry must not break list-tasks; train reports the cause
-        available = False
-    return what if available else f"{what} [not on disk: uv run mujoco-menagerie prefetch {robot}]"
 
 
 _CARTPOLE = "mjfleet.tasks.cartpole.cartpole:CartpoleTask"
@@ -138,7 +128,7 @@ def _menagerie_tasks() -> list[TaskSpec]:
     return [
         TaskSpec(
             "unitree-go1-velocity-flat",
-            _menagerie("unitree_go1", f"{go1} on flat ground."),
+            menagerie_description("unitree_go1", f"{go1} on flat ground."),
             LOCOMOTION_TASK,
             loco.unitree_go1_flat_config,
             loco.unitree_go1_flat_agent,
@@ -147,7 +137,7 @@ def _menagerie_tasks() -> list[TaskSpec]:
         ),
         TaskSpec(
             "unitree-go1-velocity-rough",
-            _menagerie("unitree_go1", f"{go1} over bumps, slopes and stairs (curriculum, randomization)."),
+            menagerie_description("unitree_go1", f"{go1} over bumps, slopes and stairs (curriculum, randomization)."),
             LOCOMOTION_TASK,
             loco.unitree_go1_rough_config,
             loco.go1_rough_agent,
@@ -156,7 +146,7 @@ def _menagerie_tasks() -> list[TaskSpec]:
         ),
         TaskSpec(
             "unitree-g1-velocity-flat",
-            _menagerie("unitree_g1", f"{g1} on flat ground."),
+            menagerie_description("unitree_g1", f"{g1} on flat ground."),
             LOCOMOTION_TASK,
             loco.unitree_g1_flat_config,
             loco.unitree_g1_flat_agent,
@@ -165,7 +155,7 @@ def _menagerie_tasks() -> list[TaskSpec]:
         ),
         TaskSpec(
             "unitree-g1-velocity-rough",
-            _menagerie("unitree_g1", f"{g1} over bumps, slopes and stairs (curriculum, randomization)."),
+            menagerie_description("unitree_g1", f"{g1} over bumps, slopes and stairs (curriculum, randomization)."),
             LOCOMOTION_TASK,
             loco.unitree_g1_rough_config,
             loco.unitree_g1_rough_agent,
@@ -174,7 +164,9 @@ def _menagerie_tasks() -> list[TaskSpec]:
         ),
         TaskSpec(
             "unitree-g1-tracking",
-            _menagerie("unitree_g1", "Unitree G1 follows a reference motion (--env.motion: a retargeted CSV or npz)."),
+            menagerie_description(
+                "unitree_g1", "Unitree G1 follows a reference motion (--env.motion: a retargeted CSV or npz)."
+            ),
             "mjfleet.tasks.tracking.task:TrackingTask",
             tracking.unitree_g1_tracking_config,
             tracking.unitree_g1_tracking_agent,
@@ -188,7 +180,9 @@ def _manipulation_tasks() -> list[TaskSpec]:
     return [
         TaskSpec(
             "yam-reach",
-            _menagerie("i2rt_yam", "Menagerie I2RT YAM arm (MIT) brings its gripper to random targets in front of it."),
+            menagerie_description(
+                "i2rt_yam", "Menagerie I2RT YAM arm (MIT) brings its gripper to random targets in front of it."
+            ),
             manip.REACH_TASK,
             manip.yam_reach_config,
             manip.yam_reach_agent,
@@ -196,7 +190,9 @@ def _manipulation_tasks() -> list[TaskSpec]:
         ),
         TaskSpec(
             "yam-lift-cube",
-            _menagerie("i2rt_yam", "Menagerie I2RT YAM arm (MIT) grasps a randomized cube and lifts it to a goal."),
+            menagerie_description(
+                "i2rt_yam", "Menagerie I2RT YAM arm (MIT) grasps a randomized cube and lifts it to a goal."
+            ),
             manip.LIFT_CUBE_TASK,
             manip.yam_lift_cube_config,
             manip.yam_lift_cube_agent,

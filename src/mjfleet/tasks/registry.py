@@ -34,6 +34,7 @@ __all__ = [
     "broken_packages",
     "check_robot_files",
     "get_task",
+    "menagerie_robot",
     "package_of",
     "register",
     "robot_package",
@@ -74,6 +75,9 @@ _PACKAGES: dict[str, str] = {}
 """``task:<id>`` / ``robot:<name>`` / ``arm:<name>`` -> the package that registered it."""
 _BROKEN: dict[str, Broken] = {}
 _UNCHECKED: dict[str, tuple[list[RobotSpec], tuple[str, ...]]] = {}
+_MENAGERIE: dict[str, str] = {}
+"""Package tasks by id whose robot or arm record comes from Menagerie, with that Menagerie robot (found by the check:
+a built-in task's description says it itself)."""
 """Package -> its robots whose files are not checked yet, and its task ids: checked when one of its tasks is looked up
 or the tasks are listed, not at every load (that needs MuJoCo, which parsing a command must not import)."""
 _loaded = False
@@ -227,7 +231,17 @@ def _settings_problem(ids: tuple[str, ...]) -> str:
                     f"task {task_id!r} trains robot record {robot!r}, which no installed package returns (return it"
                     " from the source with the task)"
                 )
+            arm = getattr(cfg, "arm", None)
+            record = _ROBOTS.get(robot) if isinstance(robot, str) else _ARMS.get(arm) if isinstance(arm, str) else None
+            if record is not None and record.menagerie is not None:
+                _MENAGERIE[task_id] = record.menagerie
     return ""
+
+
+def menagerie_robot(task_id: str) -> str | None:
+    """The Menagerie robot whose files package task ``task_id`` trains (its robot or arm record's), once its package
+    is checked (:func:`check_robot_files`); None for other tasks and the built-in ones (their descriptions say it)."""
+    return _MENAGERIE.get(task_id)
 
 
 def _qualname(factory: object) -> str:

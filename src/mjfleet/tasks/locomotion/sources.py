@@ -42,6 +42,16 @@ def menagerie_available(name: str) -> bool:
     return cache.is_cached(mm.get(name))
 
 
+def menagerie_description(robot: str, what: str) -> str:
+    """A task's description ``what``, saying how to get Menagerie robot ``robot``'s files when they are not on disk
+    (no download here)."""
+    try:
+        available = menagerie_available(robot)
+    except Exception:  # a broken cache or registry must not break list-tasks; train reports the cause
+        available = False
+    return what if available else f"{what} [not on disk: uv run mujoco-menagerie prefetch {robot}]"
+
+
 def robot_file(robot: RobotSpec) -> Path:
     """The robot's MJCF on disk; Menagerie models are downloaded into the cache if they are not there yet."""
     if robot.path is not None:
