@@ -328,3 +328,17 @@ def test_distributed_without_a_launcher_says_it_is_ignored(launched_env: pytest.
     )
     assert code == 0, err
     assert "--distributed is ignored: no launcher started this process as one rank of a job" in " ".join(err.split())
+
+
+def test_rank_0_whose_store_port_is_taken_says_so_in_one_line() -> None:
+    import socket
+
+    from mjfleet.train import as_rank
+
+    with socket.socket() as taken:  # another process listens on the port the job names
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        job = _job(rank=0, master_port=port, agent_store=False, key="slurm-1.0")
+        with pytest.raises(UsageError, match=rf"MASTER_PORT={port} is taken on this host \(127\.0\.0\.1\) by another"):
+            as_rank._job_store(job, timeout_s=5)

@@ -20,6 +20,12 @@ _DISTRIBUTED = ("/torch/distributed/", "\\torch\\distributed\\")
 """Where a collective's own Python code lies: a gloo or NCCL error (a ``RuntimeError``) is raised from there."""
 
 
+def is_own_failure(exc: BaseException) -> bool:
+    """True when ``exc`` (or an error it was raised from) is torch.distributed's about this rank's own setup: the
+    port of the store it hosts is taken."""
+    return any(_OWN_FAILURE.search(str(error)) for error in _chain(exc))
+
+
 def is_peer_failure(exc: BaseException) -> bool:
     """True when ``exc`` (or an error it was raised from) is torch.distributed's about the job's other ranks: a
     ``DistError`` (a lost connection, the store, the backend), or an error raised inside torch.distributed itself

@@ -22,6 +22,7 @@ import torch.distributed as dist
 from mjfleet.errors import FatalTrainingError, PeerFailed, RanksMissing, UsageError, exception_line
 from mjfleet.rl.reporting.records import WorkerResult
 from mjfleet.runtime.context import DistributedContext, process_group
+from mjfleet.runtime.peers import is_own_failure
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.runtime.watch import group_timeout
 from mjfleet.train.external import ExternalJob, duplicate_gpus, this_host, wait_for_rendezvous
@@ -125,14 +126,22 @@ def _job_store(job: ExternalJob, timeout_s: float) -> dist.Store | None:
     one address and port would otherwise wait for each other's ranks until the rendezvous timeout."""
     if job.master_addr is None or job.master_port is None or (job.world_size == 1 and not job.agent_store):
         return None
-    store = dist.TCPStore(
-        job.master_addr,
-        job.master_port,
-        job.world_size,
-        is_master=job.hosts_store,
-        timeout=datetime.timedelta(seconds=timeout_s),
-        wait_for_workers=False,
-    )
+    try:
+        store = dist.TCPStore(
+            job.master_addr,
+            job.master_port,
+            job.world_size,
+            is_master=job.hosts_store,
+            timeout=datetime.timedelta(seconds=timeout_s),
+            wait_for_workers=False,
+        )
+    except dist.DistNetworkError as e:
+        if not (job.hosts_store and is_own_failure(e)):
+            raise
+        raise UsageError(
+            f"MASTER_PORT={job.master_port} is taken on this host ({job.master_addr}) by another process: give this"
+            " job a port of its own (MASTER_PORT)"
+        ) from None
     owner = store.compare_set(JOB_KEY, "", job.key).decode()
     if owner != job.key:
         raise UsageError(
