@@ -501,6 +501,22 @@ def test_env_curriculum_promotes_far_walkers_and_demotes_laggards() -> None:
     torch.testing.assert_close(env.sim.qpos[:2, 2] - ground, torch.full((2,), task.spawn_base_height + 0.02))
 
 
+def test_a_restart_mid_episode_moves_no_level() -> None:
+    """A check of the current policy restores the levels and restarts every robot mid-episode (``reset_all``): no
+    episode ended there, so none is promoted or demoted (they were, by the distance walked so far)."""
+    terrain = TerrainConfig(kind="rough", max_init_level=0, spawn_jitter=0.0, **SMALL_TERRAIN)  # type: ignore[arg-type]
+    env = make_loco_env("go1-velocity-rough", num_envs=2, terrain=terrain)
+    task = _task(env)
+    assert task.curriculum is not None
+    task.curriculum.levels[:] = torch.tensor([1, 1])
+    env.step(torch.zeros(2, env.num_actions))
+    env.sim.qpos[0, 0] += 3.0  # world 0 walked beyond half a tile; world 1 stood although asked for 10 m
+    task._commanded[1] = 10.0
+    env.step(torch.zeros(2, env.num_actions))
+    env.reset_all()
+    assert task.curriculum.levels.tolist() == [1, 1]
+
+
 def _two_robots_on_level_2_after_a_step() -> tuple[MjEnv, LocomotionTask]:
     terrain = TerrainConfig(kind="rough", max_init_level=0, spawn_jitter=0.0, **SMALL_TERRAIN)  # type: ignore[arg-type]
     env = make_loco_env("go1-velocity-rough", num_envs=2, terrain=terrain)

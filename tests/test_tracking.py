@@ -213,6 +213,19 @@ def test_the_failure_tally_is_a_running_average_of_each_batch_of_ended_episodes(
 
 
 @needs_g1
+def test_a_restart_mid_episode_counts_no_failure() -> None:
+    """A check of the policy restarts every episode mid-way (``reset_all``): the tally learns nothing from it."""
+    _, task = _tally(8, 2, 0.75)
+    env = _env(num_envs=8)
+    fresh = env.task
+    assert isinstance(fresh, TrackingTask)
+    fresh.load_state_dict(task.state_dict())
+    env.terminated[:] = True  # the last step's flags, of episodes that already reset
+    env.reset_all()
+    assert torch.equal(fresh._failures, task._failures)
+
+
+@needs_g1
 def test_observation_noise_is_mjlabs_on_the_policys_robot_terms_and_off_by_default() -> None:
     from mjfleet.tasks.tracking.config import TrackingNoise
 

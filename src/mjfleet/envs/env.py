@@ -94,6 +94,10 @@ class MjEnv(VecEnv):
         self.from_reset = torch.ones(n, dtype=torch.bool, device=dev)
         """Whether each environment's episode began with a reset in this process: an evaluation episode counts only
         then, not when its counter was set (a random start, a restored checkpoint) over a fresh physics state."""
+        self.episodes_ended = False
+        """While :meth:`Task.reset` runs: whether the rows it resets ended their episodes in this step (a step's
+        resets), not restarted mid-way (:meth:`reset_all`, :meth:`split_evaluation`): what a task learns from an
+        episode's end (a curriculum, a failure tally) reads only the former."""
         self.observers: list[Callable[[], None]] = []
         """Called in order in every :meth:`step` once the physics advanced and the task judged it, before ended
         episodes reset: what draws a frame sees the state each episode ended in (its fall, its last pose)."""
@@ -150,7 +154,7 @@ class MjEnv(VecEnv):
             ended = {**terms, **ends, "time_out": limit}
             extras["episodes"] = (reset_ids, self._finish_episodes(reset_ids, ended, nonfinite, time_outs))
             final = self._observations() if self.final_observations else None
-            self._reset_envs(reset_ids)
+            self._reset_envs(reset_ids, ended=True)
         else:
             final = None
         self._obs = self._observations()
@@ -199,9 +203,13 @@ class MjEnv(VecEnv):
         self._reset_envs(torch.arange(self.num_envs, device=self.device))
         self._obs = self._observations()
 
-    def _reset_envs(self, env_ids: torch.Tensor) -> None:
+    def _reset_envs(self, env_ids: torch.Tensor, ended: bool = False) -> None:
         self.sim.reset_worlds(env_ids)
-        self.task.reset(self, env_ids)
+        self.episodes_ended = ended
+        try:
+            self.task.reset(self, env_ids)
+        finally:
+            self.episodes_ended = False
         if self.task.forward_after_reset:
             self.sim.forward(env_ids)
         self.episode_length_buf[env_ids] = 0

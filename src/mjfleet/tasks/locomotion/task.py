@@ -195,7 +195,7 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
         ground = torch.zeros(n, device=dev)
         if self.command_curriculum is not None:
             # Training episodes only (not evaluation rows, not the first reset of an environment).
-            counted = (env_ids < env.first_eval_env) & (self._steps[env_ids] > 0)
+            counted = (env_ids < env.first_eval_env) & (self._steps[env_ids] > 0) & env.episodes_ended
             self.command_curriculum.episodes_ended(env_ids, counted)
             self.commands.set_level(self.command_curriculum.level, env.first_eval_env)
         if self.curriculum is not None:
@@ -206,7 +206,8 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
             fell = env.terminated[env_ids]
             steps = self._steps[env_ids].clamp(min=1.0)
             asked = self._commanded[env_ids] * torch.where(fell, env.max_episode_length / steps, 1.0)
-            self.curriculum.update(env_ids, self._walked[env_ids], asked)
+            if env.episodes_ended:  # a restart mid-way (a check of the policy from fresh starts) judges nothing
+                self.curriculum.update(env_ids, self._walked[env_ids], asked)
             xy, ground = self.curriculum.spawn(env_ids)
             xy = xy + (torch.rand(n, 2, device=dev, generator=g) * 2 - 1) * cfg.terrain.spawn_jitter
 

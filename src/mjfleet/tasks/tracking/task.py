@@ -231,7 +231,8 @@ class TrackingTask(Task[TrackingConfig]):
         # Evaluation rows of the training simulation (a GPU's) start as play's episodes do (``as_judged``): from the
         # first frame on the reference's root; their failures say nothing of where training fails.
         training = env_ids < env.first_eval_env if env.first_eval_env < env.num_envs else None
-        self._count_failures(env, env_ids if training is None else env_ids[training])
+        if env.episodes_ended:  # not a restart mid-way: an episode cut short did not fail there
+            self._count_failures(env, env_ids if training is None else env_ids[training])
         frame = self._start_frames(n, dev, g)
         if training is not None:
             frame = torch.where(training, frame, 0)
