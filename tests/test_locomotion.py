@@ -517,6 +517,26 @@ def test_a_restart_mid_episode_moves_no_level() -> None:
     assert task.curriculum.levels.tolist() == [1, 1]
 
 
+def test_an_unlimited_joint_keeps_its_home_angle_and_costs_no_joint_limit(tmp_path: Path) -> None:
+    """MuJoCo stores an unlimited joint's range as [0, 0]: read as limits, every reset put the joint at 0 and the
+    joint-limit penalty charged each angle but 0."""
+    from mjfleet.tasks.locomotion.robots import GO1
+
+    assert GO1.path is not None
+    shutil.copytree(GO1.path.parent, tmp_path, dirs_exist_ok=True)
+    xml = (tmp_path / "go1.xml").read_text()
+    free = '<joint name="FR_thigh_joint" class="hip" limited="false" range="0 0"/>'  # as MuJoCo stores one
+    xml = xml.replace('<joint name="FR_thigh_joint" class="hip"/>', free)
+    servo = '<position name="FR_thigh" joint="FR_thigh_joint" class="hip"'
+    (tmp_path / "go1.xml").write_text(xml.replace(servo, f'{servo} inheritrange="0" ctrlrange="-1 4"'))
+    env = make_loco_env("go1-velocity-flat", num_envs=2, robot=str(tmp_path / "go1.xml"), init_joint_noise=0.0)
+    task = _task(env)
+    home = task._home_joint_pos
+    assert float(home[1]) == pytest.approx(0.8)  # FR_thigh's home angle
+    torch.testing.assert_close(env.sim.qpos[:, task._qpos_idx], home.expand(2, -1))
+    assert task.reward_joint_limits(env).tolist() == [0.0, 0.0]
+
+
 def _two_robots_on_level_2_after_a_step() -> tuple[MjEnv, LocomotionTask]:
     terrain = TerrainConfig(kind="rough", max_init_level=0, spawn_jitter=0.0, **SMALL_TERRAIN)  # type: ignore[arg-type]
     env = make_loco_env("go1-velocity-rough", num_envs=2, terrain=terrain)

@@ -11,6 +11,7 @@ import torch
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.task import Task
+from mjfleet.tasks.joint_limits import joint_ranges, soft_ranges
 from mjfleet.tasks.locomotion.actions import action_scales
 from mjfleet.tasks.locomotion.columns import Index, column_amplitudes, columns, concat_columns
 from mjfleet.tasks.locomotion.commands import CommandCurriculum, VelocityCommands
@@ -101,10 +102,10 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
         """The whole home pose: joints without an actuator start where the keyframe puts them."""
         self.spawn_base_height = spawn_height(m, self.robot)
         """Base height of a reset over its ground, less ``SPAWN_CLEARANCE``: the feet at the home pose on it."""
-        self._joint_low, self._joint_high = tensor(m.jnt_range[joints, 0]), tensor(m.jnt_range[joints, 1])
-        mid, half = (self._joint_low + self._joint_high) / 2, (self._joint_high - self._joint_low) / 2
-        self._soft_low = mid - half * self.cfg.soft_joint_limit
-        self._soft_high = mid + half * self.cfg.soft_joint_limit
+        low, high = joint_ranges(m, joints)
+        self._joint_low, self._joint_high = tensor(low), tensor(high)
+        soft_low, soft_high = soft_ranges(low, high, self.cfg.soft_joint_limit)
+        self._soft_low, self._soft_high = tensor(soft_low), tensor(soft_high)
         names = [m.joint(int(j)).name for j in joints]
         self._deviation_idx = torch.as_tensor([names.index(j) for j in self.robot.deviation_joints], device=dev)
         self.base_body = int(m.body(self.robot.base_body).id)

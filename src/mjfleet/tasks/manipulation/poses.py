@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
+from mjfleet.tasks.joint_limits import joint_ranges
 from mjfleet.tasks.locomotion.model import lowest_point
 from mjfleet.tasks.manipulation.arms import ArmSpec
 
@@ -99,7 +100,7 @@ def _solve(
     d.qpos[:] = start
     qadr = np.array([m.jnt_qposadr[j] for j in joints])
     dofs = np.array([m.jnt_dofadr[j] for j in joints])
-    low, high = m.jnt_range[joints, 0], m.jnt_range[joints, 1]
+    low, high = joint_ranges(m, np.asarray(joints))
     jacp, jacr = np.zeros((3, m.nv)), np.zeros((3, m.nv))
     error = np.zeros(6)
     for _ in range(iterations):

@@ -13,6 +13,7 @@ import torch
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.task import Task
 from mjfleet.errors import UsageError
+from mjfleet.tasks.joint_limits import joint_ranges, soft_ranges
 from mjfleet.tasks.manipulation.config import Box3, ManipulationConfig
 from mjfleet.tasks.manipulation.model import HAND_TABLE_SENSOR, home_qpos
 from mjfleet.tasks.manipulation.sources import resolve_arm
@@ -63,12 +64,11 @@ class ArmTask(Task[CfgT]):
         self.home_qpos = torch.as_tensor(home_qpos(m, self.arm), dtype=torch.float32, device=dev)
         self.default_joint_pos = self.home_qpos[self._qpos_idx].clone()
         """Servo targets of the home pose, in actuator order; actions are offsets from them."""
-        low = torch.as_tensor(m.jnt_range[joints, 0], dtype=torch.float32, device=dev)
-        high = torch.as_tensor(m.jnt_range[joints, 1], dtype=torch.float32, device=dev)
-        self._joint_low, self._joint_high = low, high
-        mid, half = (low + high) / 2, (high - low) / 2
-        self._soft_low = mid - half * self.cfg.soft_joint_limit
-        self._soft_high = mid + half * self.cfg.soft_joint_limit
+        low, high = joint_ranges(m, joints)
+        soft_low, soft_high = soft_ranges(low, high, self.cfg.soft_joint_limit)
+        self._joint_low, self._joint_high, self._soft_low, self._soft_high = (
+            torch.as_tensor(v, dtype=torch.float32, device=dev) for v in (low, high, soft_low, soft_high)
+        )
         gripper = self._gripper_id = int(m.actuator(self.arm.gripper_actuator).id)
         scale = torch.full((m.nu,), self.cfg.action_scale, device=dev)
         ctrl_low, ctrl_high = m.actuator_ctrlrange[gripper]

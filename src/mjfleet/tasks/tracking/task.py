@@ -18,6 +18,7 @@ import torch
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.task import ExportedTables, Task
+from mjfleet.tasks.joint_limits import joint_ranges, soft_ranges
 from mjfleet.tasks.locomotion.actions import action_scales
 from mjfleet.tasks.locomotion.columns import column_amplitudes
 from mjfleet.tasks.locomotion.model import SELF_CONTACT_SENSOR, build_model
@@ -99,10 +100,8 @@ class TrackingTask(Task[TrackingConfig]):
         self.default_joint_pos = torch.as_tensor(key.ctrl, dtype=torch.float32, device=dev)
         scales = action_scales(m, cfg.action_scale, cfg.action_scale_of_force)
         self.action_scale = torch.as_tensor(scales, dtype=torch.float32, device=dev)
-        low = torch.as_tensor(m.jnt_range[joints, 0], dtype=torch.float32, device=dev)
-        high = torch.as_tensor(m.jnt_range[joints, 1], dtype=torch.float32, device=dev)
-        mid, half = (low + high) / 2, (high - low) / 2
-        self._soft_low, self._soft_high = mid - half * cfg.soft_joint_limit, mid + half * cfg.soft_joint_limit
+        soft = soft_ranges(*joint_ranges(m, joints), cfg.soft_joint_limit)
+        self._soft_low, self._soft_high = (torch.as_tensor(v, dtype=torch.float32, device=dev) for v in soft)
         self.frame = torch.zeros(n, dtype=torch.long, device=dev)
         """Each environment's frame of the motion."""
         self._start_frame = torch.zeros(n, dtype=torch.long, device=dev)
