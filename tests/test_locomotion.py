@@ -411,6 +411,40 @@ def test_command_curriculum_settings_out_of_range_are_one_line_errors(field: str
         make_loco_env("go1-velocity-flat", num_envs=2, commands=dataclasses.replace(CommandConfig(), curriculum=ramp))
 
 
+@pytest.mark.parametrize(
+    ("task_id", "flags", "says"),
+    [
+        ("go1-velocity-rough", ["--env.terrain.num-levels", "0"], "--env.terrain.num-levels must be at least 1"),
+        ("go1-velocity-rough", ["--env.terrain.types"], "--env.terrain.types is empty"),
+        ("go1-velocity-rough", ["--env.terrain.resolution", "0"], "--env.terrain.resolution must be above 0"),
+        ("go1-velocity-rough", ["--env.terrain.bump-spacing", "0"], "--env.terrain.bump-spacing must be above 0"),
+        ("go1-velocity-rough", ["--env.terrain.step-width", "0"], "--env.terrain.step-width must be above 0"),
+        ("go1-velocity-rough", ["--env.terrain.platform-size", "20"], "platform-size must be smaller than a tile"),
+        ("go1-velocity-flat", ["--env.tracking-std", "0"], "--env.tracking-std must be above 0"),
+        ("go1-velocity-flat", ["--env.randomization.friction", "-1", "-0.5"], "friction -1 -0.5: must be above 0"),
+        ("go1-velocity-flat", ["--env.commands.lin-vel-x", "1", "-1"], "lin-vel-x 1 -1: the low end is above"),
+        ("go1-velocity-flat", ["--env.height-scan", "-1", "3"], "--env.height-scan must be at least 0"),
+        ("go1-velocity-flat", ["--env.solver-iterations", "0"], "--env.solver-iterations must be at least 1"),
+        ("go1-velocity-flat", ["--env.noise.scale", "-1"], "--env.noise.scale must be at least 0"),
+    ],
+)
+def test_legged_settings_out_of_range_are_one_line_errors_before_the_run(
+    task_id: str, flags: list[str], says: str, tmp_path: Path
+) -> None:
+    """Each crashed with a traceback after the run existed (a terrain of no levels, a zero division), or trained
+    something else silently (negative friction, a tracking reward of exp(-x/0))."""
+    from mjfleet.cli.train import main
+
+    from .helpers import run_main
+
+    logs = tmp_path / "logs"
+    code, _, err = run_main(main, [task_id, "--gpu-ids", "None", "--log-root", str(logs), *flags])
+    assert code == 2 and "Traceback" not in err
+    (line,) = err.splitlines()
+    assert line.startswith("error: ") and says in line
+    assert not logs.exists()
+
+
 # --- terrain and curriculum --------------------------------------------------------------------------------------
 def test_terrain_tiles_join_flat_and_lookup_matches_mujoco() -> None:
     cfg = TerrainConfig(kind="rough", **SMALL_TERRAIN)  # type: ignore[arg-type]

@@ -212,6 +212,27 @@ def test_the_failure_tally_is_a_running_average_of_each_batch_of_ended_episodes(
     assert abs(float(task._failures[0]) - 4.0) < 0.25 and float(task._failures[1:].abs().sum()) == 0.0
 
 
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--env.body-pos-std", "0"], "--env.body-pos-std must be above 0"),
+        (["--env.anchor-height-limit", "-0.1"], "--env.anchor-height-limit must be above 0"),
+        (["--env.randomization.friction", "-1", "-0.5"], "--env.randomization.friction -1 -0.5: must be above 0"),
+    ],
+)
+def test_tracking_settings_out_of_range_are_one_line_errors_before_the_run(
+    flags: list[str], says: str, tmp_path: Path
+) -> None:
+    from mjfleet.cli.train import main
+
+    logs = tmp_path / "logs"
+    code, _, err = run_main(main, [TASK, "--gpu-ids", "None", "--log-root", str(logs), *flags])
+    assert code == 2 and "Traceback" not in err
+    (line,) = err.splitlines()
+    assert line.startswith("error: ") and says in line
+    assert not logs.exists()
+
+
 @needs_g1
 def test_a_restart_mid_episode_counts_no_failure() -> None:
     """A check of the policy restarts every episode mid-way (``reset_all``): the tally learns nothing from it."""

@@ -54,6 +54,27 @@ class EnvConfig:
         """
 
 
+def check_ranges(ranges: dict[str, tuple[tuple[float, ...] | None, float | None]]) -> None:
+    """:class:`UsageError` for the first range whose low end is above its high end, or not above its bound:
+    ``{"--env.flag": ((low, high), bound or None)}``; a range of None (an item turned off) is not checked."""
+    for flag, (values, above) in ranges.items():
+        if values is None:
+            continue
+        low, high = values[0], values[-1]
+        if low > high:
+            raise UsageError(f"{flag} {low:g} {high:g}: the low end is above the high end")
+        if above is not None and not low > above:
+            raise UsageError(f"{flag} {low:g} {high:g}: must be above {above:g}")
+
+
+def check_at_least(values: dict[str, tuple[float, float, bool]]) -> None:
+    """:class:`UsageError` for the first setting below its bound: ``{"--env.flag": (value, bound, strictly)}``
+    (``strictly``: it must be above the bound)."""
+    for flag, (value, bound, strictly) in values.items():
+        if not (value > bound if strictly else value >= bound):
+            raise UsageError(f"{flag} must be {'above' if strictly else 'at least'} {bound:g} (got {value:g})")
+
+
 def check_env(env: EnvConfig) -> None:
     """The environment settings every command checks (``train`` and ``play``); :class:`UsageError` naming the flag."""
     if not 0 < env.episode_length_s < 1e6:

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Self
 
-from mjfleet.envs.config import EnvConfig
+from mjfleet.envs.config import EnvConfig, check_at_least, check_ranges
+from mjfleet.errors import UsageError
 from mjfleet.tasks.locomotion.robots import absolute_robot_path
 
 TerrainType = Literal["bumps", "slope_up", "slope_down", "stairs_up", "stairs_down"]
@@ -164,6 +165,26 @@ class RandomizationConfig:
     push_velocity: float = 0.0
     """A push adds a horizontal base velocity uniform in +-this per axis (m/s); 0 disables pushes."""
 
+    def check(self) -> None:
+        """:class:`UsageError` naming the flag of a range out of order or out of bounds (negative friction trained
+        silently)."""
+        check_ranges(
+            {
+                "--env.randomization.friction": (self.friction, 0.0),
+                "--env.randomization.added-base-mass": (self.added_base_mass, None),
+                "--env.randomization.kp-scale": (self.kp_scale, 0.0),
+                "--env.randomization.kd-scale": (self.kd_scale, None),
+                "--env.randomization.encoder-bias": (self.encoder_bias, None),
+                "--env.randomization.push-interval-s": (self.push_interval_s, 0.0),
+            }
+        )
+        check_at_least(
+            {
+                "--env.randomization.kd-scale": (self.kd_scale[0] if self.kd_scale else 0.0, 0.0, False),
+                "--env.randomization.push-velocity": (self.push_velocity, 0.0, False),
+            }
+        )
+
 
 @dataclass
 class NoiseConfig:
@@ -179,6 +200,10 @@ class NoiseConfig:
     """Joint position noise amplitude (rad)."""
     joint_vel: float = 1.5
     """Joint velocity noise amplitude (rad/s)."""
+
+
+NOISE_FIELDS = tuple(f.name for f in dataclasses.fields(NoiseConfig))
+"""The noise amplitudes (and their scale), none of which may be negative."""
 
 
 @dataclass
@@ -258,12 +283,70 @@ class LocomotionConfig(EnvConfig):
 
         return [robot_file(resolve_robot(self.robot))]
 
+    def _check_settings(self) -> None:
+        """:class:`UsageError` naming the flag of a setting out of its range (they crash or silently mistrain)."""
+        c, noise, t = self.commands, self.noise, self.terrain
+        self.randomization.check()
+        check_ranges(
+            {
+                "--env.commands.lin-vel-x": (c.lin_vel_x, None),
+                "--env.commands.lin-vel-y": (c.lin_vel_y, None),
+                "--env.commands.yaw-rate": (c.yaw_rate, None),
+            }
+        )
+        at_least: dict[str, tuple[float, float, bool]] = {
+            "--env.tracking-std": (self.tracking_std, 0.0, True),
+            "--env.soft-joint-limit": (self.soft_joint_limit, 0.0, True),
+            "--env.termination-tilt": (self.termination_tilt, 0.0, True),
+            "--env.solver-iterations": (self.solver_iterations, 1, False),
+            "--env.linesearch-iterations": (self.linesearch_iterations, 1, False),
+            "--env.height-scan": (min(self.height_scan), 0, False),
+            "--env.height-scan-spacing": (self.height_scan_spacing, 0.0, True),
+            "--env.commands.resample-interval-s": (c.resample_interval_s, 0.0, True),
+            "--env.commands.standing-fraction": (c.standing_fraction, 0.0, False),
+            "--env.commands.min-lin-speed": (c.min_lin_speed, 0.0, False),
+            **{f"--env.noise.{name.replace('_', '-')}": (getattr(noise, name), 0.0, False) for name in NOISE_FIELDS},
+        }
+        if self.terrain.kind == "rough":
+            if not t.types:
+                raise UsageError("--env.terrain.types is empty: name at least one terrain type")
+            check_ranges(
+                {
+                    "--env.terrain.bump-height": (t.bump_height, None),
+                    "--env.terrain.slope": (t.slope, None),
+                    "--env.terrain.step-height": (t.step_height, None),
+                }
+            )
+            at_least |= {
+                "--env.terrain.num-levels": (t.num_levels, 1, False),
+                "--env.terrain.tile-size": (t.tile_size, 0.0, True),
+                "--env.terrain.border": (t.border, 0.0, False),
+                "--env.terrain.edge-margin": (t.edge_margin, 0.0, False),
+                "--env.terrain.resolution": (t.resolution, 0.0, True),
+                "--env.terrain.platform-size": (t.platform_size, 0.0, False),
+                "--env.terrain.bump-spacing": (t.bump_spacing, 0.0, True),
+                "--env.terrain.step-width": (t.step_width, 0.0, True),
+                "--env.terrain.max-init-level": (t.max_init_level, 0, False),
+                "--env.terrain.promote-fraction": (t.promote_fraction, 0.0, False),
+                "--env.terrain.demote-fraction": (t.demote_fraction, 0.0, False),
+                "--env.terrain.spawn-jitter": (t.spawn_jitter, 0.0, False),
+            }
+        check_at_least(at_least)
+        if self.terrain.kind == "rough" and not t.platform_size < t.tile_size:
+            raise UsageError(
+                f"--env.terrain.platform-size must be smaller than a tile (--env.terrain.tile-size {t.tile_size:g};"
+                f" got {t.platform_size:g})"
+            )
+        if c.standing_fraction > 1:
+            raise UsageError(f"--env.commands.standing-fraction must be at most 1 (got {c.standing_fraction:g})")
+
     def prepare_assets(self) -> None:
         """Resolve ``robot``, bring its MJCF onto the disk (Menagerie models: download into the cache) and check that
         it has every keyframe, body, geom, joint and actuator the robot's record names."""
         from mjfleet.tasks.locomotion.sources import resolve_robot, robot_file
         from mjfleet.tasks.registry import BUILTIN_PACKAGE, robot_package
 
+        self._check_settings()
         robot = resolve_robot(self.robot)
         path = robot_file(robot)
         if robot.asset is None:  # the files shipped here are checked by the tests; no MuJoCo import for them

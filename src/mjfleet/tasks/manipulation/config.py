@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Self
 
-from mjfleet.envs.config import EnvConfig
+from mjfleet.envs.config import EnvConfig, check_ranges
 
 Range = tuple[float, float]
 
@@ -230,11 +230,7 @@ class LiftConfig(ManipulationConfig):
             "--env.cube.y": (self.cube.y, None),
             "--env.cube.yaw": (self.cube.yaw, None),
         }
-        for flag, ((low, high), above) in ranges.items():
-            if low > high:
-                raise UsageError(f"{flag} {low:g} {high:g}: the low end is above the high end")
-            if above is not None and not low > above:
-                raise UsageError(f"{flag} {low:g} {high:g}: must be above {above:g}")
+        check_ranges(ranges)
         if not 0.0 <= self.hold_s < self.episode_length_s:
             raise UsageError(
                 f"--env.hold-s must be at least 0 and shorter than the episode ({self.episode_length_s:g} s; got"

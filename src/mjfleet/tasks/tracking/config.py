@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Self
 
-from mjfleet.envs.config import EnvConfig
+from mjfleet.envs.config import EnvConfig, check_at_least
 from mjfleet.tasks.locomotion.config import RandomizationConfig
 from mjfleet.tasks.locomotion.robots import absolute_robot_path
 
@@ -181,6 +181,17 @@ class TrackingConfig(EnvConfig):
             raise UsageError(f"--env.adaptive-uniform must be between 0 and 1 (got {self.adaptive_uniform})")
         if not 0.0 < self.adaptive_decay <= 1.0:
             raise UsageError(f"--env.adaptive-decay must be above 0 and at most 1 (got {self.adaptive_decay})")
+        self.randomization.check()
+        scales = ("anchor_pos_std", "anchor_ori_std", "body_pos_std", "body_ori_std", "lin_vel_std", "ang_vel_std")
+        limits = ("anchor_height_limit", "anchor_tilt_limit", "end_effector_height_limit")
+        noises = ("start_pos_noise", "start_yaw_noise", "start_joint_noise", "start_velocity_noise")
+        check_at_least(
+            {
+                **{_flag(name): (getattr(self, name), 0.0, True) for name in (*scales, *limits)},
+                **{_flag(name): (getattr(self, name), 0.0, False) for name in noises},
+                "--env.noise.scale": (self.noise.scale, 0.0, False),
+            }
+        )
         contacts = self.sim.training_contacts
         if self.rewards.self_collisions != 0.0 and contacts.applies != "never" and not contacts.self_collisions:
             # The cost reads contacts of the robot with itself, which that contact model no longer makes.
@@ -220,3 +231,8 @@ class TrackingConfig(EnvConfig):
         return dataclasses.replace(
             super().as_judged(), sampling="start", start_pos_noise=0.0, start_yaw_noise=0.0, start_velocity_noise=0.0
         )
+
+
+def _flag(name: str) -> str:
+    """The command-line flag of the environment setting ``name``."""
+    return f"--env.{name.replace('_', '-')}"
