@@ -105,14 +105,19 @@ def test_train_resume_with_other_networks(capsys: pytest.CaptureFixture[str], tm
         return {f"mlp.{2 * i}.weight": torch.zeros(o, n) for i, (n, o) in enumerate(itertools.pairwise(widths))}
 
     saved = tmp_path / "model_3.pt"
-    nets = {"actor_state_dict": mlp(5, 64, 64, 1), "critic_state_dict": mlp(5, 64, 64, 1)}
+    normaliser = {"obs_normalizer._mean": torch.zeros(1, 5), "obs_normalizer.count": torch.tensor(0)}
+    nets = {"actor_state_dict": {**normaliser, **mlp(5, 64, 64, 1)}, "critic_state_dict": mlp(5, 64, 64, 1)}
     save_atomic({**nets, "optimizer_state_dict": {}, "iter": 3}, saved)
     base = ["cartpole-balance", "--gpu-ids", "None", "--log-root", str(tmp_path / "logs"), "--resume", str(saved)]
     line = _usage_error(capsys, train.main, [*base, "--agent.policy.critic-hidden-dims", "32", "32"])
     assert "its critic has hidden layers 64 64, this run's 32 32" in line
     assert "--agent.policy.critic-hidden-dims 64 64" in line
+    # Another normalisation: torch's strict load raised in every worker, after the run directory existed.
+    line = _usage_error(capsys, train.main, [*base, "--agent.policy.no-obs-normalization"])
+    assert "its networks normalise their observations, this run's would not" in line
+    assert "pass --agent.policy.obs-normalization to continue it" in line
     assert not (tmp_path / "logs").exists()
-    assert train.main([*base, "--dry-run"]) is None  # the task's own networks (64 64) fit
+    assert train.main([*base, "--dry-run"]) is None  # the task's own networks (64 64, normalised) fit
 
 
 def test_play_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ from mjfleet.rl.checkpoint.files import (
     is_onnx,
     load_checkpoint,
     network_state,
+    normalises_observations,
     resolve_checkpoint,
 )
 from mjfleet.runs.directory import check_log_root, create_run_dir, next_run_dir, remove_stale_temporaries
@@ -277,6 +278,13 @@ def _check_networks(cfg: TrainConfig, checkpoint: Path, data: dict[str, Any]) ->
         raise UsageError(
             f"--resume {checkpoint}: it was trained by {learner}, this run's learner is {cfg.agent.learner};"
             f" pass --agent.learner {learner} to continue it"
+        )
+    normalised, wanted_normalised = normalises_observations(data), cfg.agent.policy.obs_normalization
+    if normalised is not None and normalised != wanted_normalised:
+        flag = "--agent.policy.obs-normalization" if normalised else "--agent.policy.no-obs-normalization"
+        raise UsageError(
+            f"--resume {checkpoint}: its networks {'' if normalised else 'do not '}normalise their observations,"
+            f" this run's {'would' if wanted_normalised else 'would not'}; pass {flag} to continue it"
         )
     for role in ("actor", "critic"):
         saved = hidden_dims(network_state(data, role))

@@ -96,6 +96,18 @@ def network_state(data: dict[str, Any], role: str) -> dict[str, Any]:
     return _network_state(learner_entry(checkpoint_learner(data)), data, role)
 
 
+def normalises_observations(data: dict[str, Any]) -> bool | None:
+    """Whether a checkpoint's networks normalise their observations with running statistics (rsl-rl: the actor's
+    ``obs_normalizer``; skrl: an observation or state preprocessor among its modules), None where it holds no actor."""
+    actor = network_state(data, "actor")
+    if not actor:
+        return None
+    modules = data.get("skrl")
+    if isinstance(modules, dict):
+        return bool({"observation_preprocessor", "state_preprocessor"} & set(modules))
+    return any(key.startswith("obs_normalizer.") for key in actor)
+
+
 def hidden_dims(state_dict: dict[str, Any]) -> tuple[int, ...] | None:
     """Hidden layer sizes of the MLP in an actor's or critic's saved state (the widths of its ``mlp.<i>`` linear
     layers but the output), or None where it holds no such MLP."""
