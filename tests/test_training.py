@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -88,6 +89,45 @@ def test_resume_continues_iterations_and_restores_optimizer(tmp_path: Path) -> N
     restored = rsl_ppo(runner).optimizer.state_dict()["state"]
     for key, state in saved["optimizer_state_dict"]["state"].items():
         assert torch.equal(restored[key]["exp_avg"], state["exp_avg"])
+
+
+@pytest.mark.parametrize("learner", ["rsl-rl-ppo", "skrl-sac"])
+def test_a_resumed_run_trains_at_its_own_learning_rate_and_a_restart_at_its_checkpoints(
+    learner: str, tmp_path: Path
+) -> None:
+    """``--resume`` starts a new run with its settings: ``--resume <last good> --agent.algorithm.learning-rate`` lower
+    (what a divergence advises) trained on at the checkpoint's rate. A restart continues the rate it saved."""
+    from mjfleet.envs.env import MjEnv
+    from mjfleet.rl.runner import Runner
+    from mjfleet.runs.start import continue_point
+    from mjfleet.tasks.registry import get_task
+    from mjfleet.train.plan import plan_start
+
+    cfg = small_train_config(iterations=2, log_root=tmp_path)
+    cfg.agent.learner = learner
+    first_dir = make_run_dir(tmp_path, "rates", "first")
+    train_worker(cfg, first_dir, CPU)
+    checkpoint = first_dir / "model_2.pt"
+
+    def loaded(rate: float, own: bool) -> Runner:
+        agent = dataclasses.replace(cfg.agent, learner=learner)
+        agent.algorithm = dataclasses.replace(agent.algorithm, learning_rate=rate, schedule="fixed")
+        agent.sac = dataclasses.replace(agent.sac, learning_rate=rate)
+        env = MjEnv(get_task(cfg.task).load_task_class()(cfg.env), "cpu", 0)
+        runner = Runner(env, agent, CPU, None)
+        runner.load(str(checkpoint), own_learning_rate=own)
+        return runner
+
+    saved = loaded(1.0, own=False).learner.learning_rate
+    assert saved != 1.0
+    runner = loaded(saved / 10, own=True)
+    assert all(g["lr"] == saved / 10 for o in runner.learner.optimizers() for g in o.param_groups)
+    if learner == "rsl-rl-ppo":
+        assert rsl_ppo(runner).learning_rate == saved / 10  # where its schedule adapts from
+    # --resume plans its start with the run's own rate; a restart from the run's own checkpoint does not.
+    start = plan_start(dataclasses.replace(cfg, resume=checkpoint))
+    assert start.own_learning_rate
+    assert not continue_point(first_dir, start).own_learning_rate
 
 
 def test_play_follows_its_own_seed_not_the_training_runs_random_streams(tmp_path: Path) -> None:

@@ -58,7 +58,9 @@ class RunRecord:
     def first_start(self) -> StartPoint:
         """Where the run began and where it ends."""
         checkpoint = None if self.checkpoint is None else Path(self.checkpoint)
-        return StartPoint(checkpoint, self.final_iteration, self.start_iteration)
+        return StartPoint(
+            checkpoint, self.final_iteration, self.start_iteration, own_learning_rate=checkpoint is not None
+        )
 
     @property
     def over(self) -> bool:

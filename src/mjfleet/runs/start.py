@@ -18,6 +18,10 @@ class StartPoint:
     """Train until this iteration has completed (a restart runs only the iterations left)."""
     start_iteration: int = 0
     """Iteration stored in ``checkpoint`` (0 for a fresh start)."""
+    own_learning_rate: bool = False
+    """Whether the run's settings give the learning rate after ``checkpoint`` loads: the checkpoint of another run
+    (``--resume`` starts a new run, with its settings), not the run's own (a restart, ``--finish``), which continue
+    the rate they saved (an adaptive schedule's)."""
 
 
 def continue_point(run_dir: Path, first: StartPoint) -> StartPoint:
@@ -27,4 +31,4 @@ def continue_point(run_dir: Path, first: StartPoint) -> StartPoint:
     if newest is None:
         return first
     path, data = newest
-    return replace(first, checkpoint=path, start_iteration=int(data["iter"]))
+    return replace(first, checkpoint=path, start_iteration=int(data["iter"]), own_learning_rate=False)

@@ -190,7 +190,7 @@ def _train(
         if video is not None:
             video.attach(runner)
         if start.checkpoint is not None:
-            runner.load(str(start.checkpoint))
+            runner.load(str(start.checkpoint), own_learning_rate=start.own_learning_rate)
             logger.info("resumed from %s at iteration %d", start.checkpoint, runner.current_learning_iteration)
         startup.mark(learner_entry(cfg.agent.learner).label)  # the algorithm: PPO, SAC, TD3
         if launched:

@@ -127,11 +127,13 @@ class Saving:
             return None
         return path
 
-    def load(self, path: str | Path, *, evaluate: bool = False) -> None:
+    def load(self, path: str | Path, *, evaluate: bool = False, own_learning_rate: bool = False) -> None:
         """Load a checkpoint on this rank (every rank calls this on resume).
 
         ``evaluate``: the environment takes only the step counter and task state (curriculum levels); its random
         streams stay those of this process's seed instead of continuing the training run's.
+        ``own_learning_rate``: the learning rates stay those of this run's settings
+        (:attr:`~mjfleet.runs.start.StartPoint.own_learning_rate`).
         """
         # Read to host memory: the models copy their tensors onto their own device, and Adam keeps its ``step``
         # counters where they were loaded; on a GPU they would cost a host sync per parameter tensor and step.
@@ -142,6 +144,7 @@ class Saving:
                 f"checkpoint {path} was trained by {saved}, this run's learner is {self.learner.name}"
                 f" (--agent.learner {saved} takes it)"
             )
+        configured = [[g["lr"] for g in o.param_groups] for o in self.learner.optimizers()]
         try:
             self.learner.load_state_dict(data)
         except RuntimeError as e:  # torch's "size mismatch for <tensor>: ..." lines: networks of another task
@@ -151,6 +154,16 @@ class Saving:
             raise UsageError(
                 f"checkpoint {path}: its networks do not fit this task's observations and actions ({mismatch})"
             ) from None
+        if own_learning_rate and configured:
+            saved_rate = self.learner.learning_rate
+            self.learner.set_learning_rates(configured)
+            if saved_rate != self.learner.learning_rate:
+                logger.info(
+                    "learning rate %.2e from %s: a new run from the checkpoint, whose rate was %.2e",
+                    self.learner.learning_rate,
+                    self.learner.learning_rate_flag,
+                    saved_rate,
+                )
         self.current_learning_iteration = int(data["iter"])
         self.previous_elapsed_s = float(data.get("elapsed_s", 0.0))
         # A checkpoint from before env-steps were saved: as many per iteration as this run takes.

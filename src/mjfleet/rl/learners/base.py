@@ -146,6 +146,17 @@ class Learner(ABC):
     def load_state_dict(self, data: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`'s part of a checkpoint (every rank does)."""
 
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        """The optimizers whose learning rates the learner's settings give (a new run from a checkpoint takes those
+        instead of the checkpoint's: :meth:`set_learning_rates`); none where it has none to set."""
+        return []
+
+    def set_learning_rates(self, rates: list[list[float]]) -> None:
+        """Give :meth:`optimizers`' parameter groups these learning rates (as read from them, in order)."""
+        for optimizer, groups in zip(self.optimizers(), rates, strict=True):
+            for group, rate in zip(optimizer.param_groups, groups, strict=True):
+                group["lr"] = rate
+
     @abstractmethod
     def policy(self) -> ExportablePolicy:
         """The deterministic actor with its observation normaliser (what ``play`` runs and the ONNX export holds)."""

@@ -118,6 +118,13 @@ class RslRlPpo(Learner):
             for group in self.alg.optimizer.param_groups:
                 group["lr"] = self.alg.learning_rate
 
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return [self.alg.optimizer]
+
+    def set_learning_rates(self, rates: list[list[float]]) -> None:
+        super().set_learning_rates(rates)
+        self.alg.learning_rate = rates[0][0]  # where rsl_rl's adaptive schedule adapts it from
+
     def policy(self) -> MLPModel:
         return self.alg.get_policy()
 

@@ -179,6 +179,9 @@ class SkrlLearner(Learner):
     def modules(self) -> dict[str, nn.Module]:
         return {name: m for name, m in self.agent.checkpoint_modules.items() if isinstance(m, nn.Module)}
 
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return [m for _, m in sorted(self.agent.checkpoint_modules.items()) if isinstance(m, torch.optim.Optimizer)]
+
     def replica_tensors(self) -> list[torch.Tensor]:
         tensors: list[torch.Tensor] = []
         for _, module in sorted(self.agent.checkpoint_modules.items()):
