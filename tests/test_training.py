@@ -154,6 +154,32 @@ def test_a_rank_whose_seed_passes_numpys_limit_still_seeds() -> None:
     assert np.random.random() == wrapped
 
 
+def test_training_that_fails_keeps_the_metrics_it_logged(tmp_path: Path) -> None:
+    """The TensorBoard writer buffers for seconds: a run that ended with an error (a divergence, a full disk) lost
+    the iterations logged last, those that show what went wrong."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from mjfleet.envs.env import MjEnv
+    from mjfleet.rl.runner import Runner
+    from mjfleet.tasks.registry import get_task
+
+    cfg = small_train_config(iterations=5)
+    run_dir = make_run_dir(tmp_path, "fails")
+
+    def fail_at_3(runner: Runner, record: object) -> None:
+        if runner.current_learning_iteration == 3:
+            raise OSError("No space left on device")
+
+    env = MjEnv(get_task(cfg.task).load_task_class()(cfg.env), "cpu", 0)
+    runner = Runner(env, cfg.agent, CPU, run_dir, hooks=[fail_at_3])
+    with pytest.raises(OSError, match="No space left"):
+        runner.learn(5)
+    events = EventAccumulator(str(run_dir))
+    events.Reload()
+    logged = {tag: [e.step for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+    assert logged and all(steps == [1, 2, 3] for steps in logged.values()), logged
+
+
 def test_a_run_directory_deleted_midway_stops_the_events_not_the_training(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

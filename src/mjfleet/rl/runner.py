@@ -233,111 +233,122 @@ class Runner(Saving):
                 )
         began = time.perf_counter()
         clock = IterationClock(began, start + 1, total, self.previous_elapsed_s)
-        for it in range(start + 1, total + 1):
-            t0 = time.perf_counter()
-            place = self._place
-            place[:] = [it, 0, 0]
-            try:
-                with torch.inference_mode():
-                    for step in range(steps):
-                        place[2] = step + 1
-                        with part("policy (training)"):
-                            actions = self._act(obs)
-                        with part("environment step (training): the task's work"):
-                            obs, rewards, dones, extras = env.step(actions.to(env.device))
+        try:
+            for it in range(start + 1, total + 1):
+                t0 = time.perf_counter()
+                place = self._place
+                place[:] = [it, 0, 0]
+                try:
+                    with torch.inference_mode():
+                        for step in range(steps):
+                            place[2] = step + 1
+                            with part("policy (training)"):
+                                actions = self._act(obs)
+                            with part("environment step (training): the task's work"):
+                                obs, rewards, dones, extras = env.step(actions.to(env.device))
+                            with part("storage and returns"):
+                                obs, rewards, dones = (
+                                    obs.to(self.device),
+                                    rewards.to(self.device),
+                                    dones.to(self.device),
+                                )
+                                self._process_env_step(obs, rewards, dones, extras)
+                            if self.evaluation is not None:
+                                self.evaluation.step(learner.act_deterministic)
+                            for step_hook in self.step_hooks:
+                                step_hook(self)
                         with part("storage and returns"):
-                            obs, rewards, dones = obs.to(self.device), rewards.to(self.device), dones.to(self.device)
-                            self._process_env_step(obs, rewards, dones, extras)
-                        if self.evaluation is not None:
-                            self.evaluation.step(learner.act_deterministic)
-                        for step_hook in self.step_hooks:
-                            step_hook(self)
-                    with part("storage and returns"):
-                        learner.end_rollout(self._training(obs))
-                learner.synchronize()  # on a GPU, let the rollout's queued work count as collection, not learning
-                t1 = time.perf_counter()
-                learner.reset_sync()
-                place[1] = 1
-                with part("update"):
-                    losses = learner.update()
-                    learner.synchronize()
-                place[1] = 2
-            except (RuntimeError, ValueError) as e:
-                # A diverging mini-batch leaves NaN weights that the next forward pass trips over (e.g. "normal
-                # expects all elements of std >= 0.0"); report the divergence, not the symptom.
-                problem = nonfinite_quantity({}, learner.modules())
-                if problem is None:
-                    raise
-                raise NonFiniteTrainingError(self._divergence(it, f"{problem} ({type(e).__name__}: {e})")) from e
-            t2 = time.perf_counter()
-            self.current_learning_iteration = it
-            self.env_steps += self.steps_per_iteration
-            stop, episode = self._agree_after_iteration(it, losses)
-            evaluation = self.eval_window.means()
-            # The evaluation statistics count once the window holds enough episodes.
-            met = tracker is not None and tracker.update({**episode, **(evaluation if self.eval_window.full else {})})
-            check = self.policy_check
-            if met and tracker is not None and check is not None and check.applies(tracker.condition):
-                met = check.confirms(tracker, it, self.env_steps, self.learner.act_deterministic)
-            if tracker is not None:
-                self.stop_progress = {"condition": str(tracker.condition), "streak": tracker.streak, "met": met}
-            clock.tick(it, t2)
-            record = IterationRecord(
-                iteration=it,
-                losses=losses,
-                episode=episode,
-                env_steps_per_s=self.steps_per_iteration / (t2 - t0),
-                collect_s=t1 - t0,
-                learn_s=t2 - t1,
-                sync_s=learner.sync_s,
-                evaluation=evaluation,
-                evaluation_episodes=self.eval_window.count,
-                env_steps=self.env_steps,
-                elapsed_s=clock.elapsed_s(t2),
-                run_elapsed_s=clock.run_elapsed_s(t2),
-            )
-            last = it == total or bool(stop) or met
-            if self.ctx.is_main:
-                self.reporter.report(
-                    record,
-                    LearnerState(learner.learning_rate, learner.action_std),
-                    total=total,
-                    eta_s=clock.eta_s(it),
-                    tracker=tracker,
-                    block=it == start + 1 or last,  # the fuller block at the last iteration, however the run ends
-                    resumed=self.previous_elapsed_s > 0,
-                    evaluation_window=self.eval_window.episodes,
-                    ending=last,
+                            learner.end_rollout(self._training(obs))
+                    learner.synchronize()  # on a GPU, let the rollout's queued work count as collection, not learning
+                    t1 = time.perf_counter()
+                    learner.reset_sync()
+                    place[1] = 1
+                    with part("update"):
+                        losses = learner.update()
+                        learner.synchronize()
+                    place[1] = 2
+                except (RuntimeError, ValueError) as e:
+                    # A diverging mini-batch leaves NaN weights that the next forward pass trips over (e.g. "normal
+                    # expects all elements of std >= 0.0"); report the divergence, not the symptom.
+                    problem = nonfinite_quantity({}, learner.modules())
+                    if problem is None:
+                        raise
+                    raise NonFiniteTrainingError(self._divergence(it, f"{problem} ({type(e).__name__}: {e})")) from e
+                t2 = time.perf_counter()
+                self.current_learning_iteration = it
+                self.env_steps += self.steps_per_iteration
+                stop, episode = self._agree_after_iteration(it, losses)
+                evaluation = self.eval_window.means()
+                # The evaluation statistics count once the window holds enough episodes.
+                met = tracker is not None and tracker.update(
+                    {**episode, **(evaluation if self.eval_window.full else {})}
                 )
-            self.ending = last
-            if it % self.agent_cfg.save_interval == 0 or last:
-                self.save_checkpoint(clock.run_elapsed_s(time.perf_counter()))
-            if self.ctx.is_distributed and (it % self.replica_check_interval == 0 or last):
-                agreed = check_replicas(learner, self.ctx.world_size, it)
-                if last and self.ctx.is_main:
-                    logger.info(
-                        "replicas identical on all %d ranks at iteration %d (digest %s)",
-                        self.ctx.world_size,
-                        it,
-                        agreed[:16],
+                check = self.policy_check
+                if met and tracker is not None and check is not None and check.applies(tracker.condition):
+                    met = check.confirms(tracker, it, self.env_steps, self.learner.act_deterministic)
+                if tracker is not None:
+                    self.stop_progress = {"condition": str(tracker.condition), "streak": tracker.streak, "met": met}
+                clock.tick(it, t2)
+                record = IterationRecord(
+                    iteration=it,
+                    losses=losses,
+                    episode=episode,
+                    env_steps_per_s=self.steps_per_iteration / (t2 - t0),
+                    collect_s=t1 - t0,
+                    learn_s=t2 - t1,
+                    sync_s=learner.sync_s,
+                    evaluation=evaluation,
+                    evaluation_episodes=self.eval_window.count,
+                    env_steps=self.env_steps,
+                    elapsed_s=clock.elapsed_s(t2),
+                    run_elapsed_s=clock.run_elapsed_s(t2),
+                )
+                last = it == total or bool(stop) or met
+                if self.ctx.is_main:
+                    self.reporter.report(
+                        record,
+                        LearnerState(learner.learning_rate, learner.action_std),
+                        total=total,
+                        eta_s=clock.eta_s(it),
+                        tracker=tracker,
+                        block=it == start + 1 or last,  # the fuller block at the last iteration, however the run ends
+                        resumed=self.previous_elapsed_s > 0,
+                        evaluation_window=self.eval_window.episodes,
+                        ending=last,
                     )
-            for hook in self.hooks:
-                hook(self, record)
-            PROFILE.end_iteration()
-            if stop:
-                self.stop_signal = stop
-                logger.info("stopping after iteration %d (%s)", it, signal_name(stop))
-                break
-            if met and tracker is not None:
-                self.condition_met_at, self.met_condition = it, tracker.condition
-                logger.info(
-                    "stop condition %s held for %d iterations: stopping after iteration %d (%.0f s of training)",
-                    tracker.condition,
-                    tracker.streak,
-                    it,
-                    time.perf_counter() - began,
-                )
-                break
+                self.ending = last
+                if it % self.agent_cfg.save_interval == 0 or last:
+                    self.save_checkpoint(clock.run_elapsed_s(time.perf_counter()))
+                if self.ctx.is_distributed and (it % self.replica_check_interval == 0 or last):
+                    agreed = check_replicas(learner, self.ctx.world_size, it)
+                    if last and self.ctx.is_main:
+                        logger.info(
+                            "replicas identical on all %d ranks at iteration %d (digest %s)",
+                            self.ctx.world_size,
+                            it,
+                            agreed[:16],
+                        )
+                for hook in self.hooks:
+                    hook(self, record)
+                PROFILE.end_iteration()
+                if stop:
+                    self.stop_signal = stop
+                    logger.info("stopping after iteration %d (%s)", it, signal_name(stop))
+                    break
+                if met and tracker is not None:
+                    self.condition_met_at, self.met_condition = it, tracker.condition
+                    logger.info(
+                        "stop condition %s held for %d iterations: stopping after iteration %d (%.0f s of training)",
+                        tracker.condition,
+                        tracker.streak,
+                        it,
+                        time.perf_counter() - began,
+                    )
+                    break
+        except BaseException:
+            # What the last seconds logged (the iterations before a divergence) reaches the disk all the same.
+            self.reporter.close(failed=True)
+            raise
         self.previous_elapsed_s = clock.run_elapsed_s(time.perf_counter())
         self.reporter.close()
 

@@ -118,9 +118,9 @@ class MetricsWriter:
             # Its own key: the GIF reaches W&B under ``tag`` too, through the TensorBoard sync, at ``global_step``.
             self._wandb_run.log({f"{tag}_mp4": wandb.Video(str(mp4), format="mp4"), "global_step": step})
 
-    def close(self) -> None:
-        """Flush and close every sink."""
+    def close(self, failed: bool = False) -> None:
+        """Flush and close every sink; ``failed``: the W&B run ends marked as failed (exit code 1)."""
         self._tensorboard(lambda tb: (tb.flush(), tb.close()))
         self._tb = None
         if self._wandb_run is not None:
-            self._wandb_run.finish()
+            self._wandb_run.finish(exit_code=1 if failed else 0)

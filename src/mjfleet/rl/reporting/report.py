@@ -104,9 +104,10 @@ class IterationReporter:
         else:
             logger.info("%s", progress_line(progress))
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
+        """Flush and close the metric sinks (``failed``: training ended with an error)."""
         if self.writer is not None:
-            self.writer.close()
+            self.writer.close(failed)
             self.writer = None
 
     def _write_progress(self, record: IterationRecord) -> None:
