@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import logging
 from pathlib import Path
 
 import pytest
@@ -185,6 +184,31 @@ def test_resume_with_another_learner_is_refused_in_one_line(tmp_path: Path) -> N
     runner = Runner(make_env(num_envs=16), skrl_config("skrl-ppo").agent, CPU, None)
     with pytest.raises(UsageError, match=r"was trained by skrl-sac, this run's learner is skrl-ppo"):
         runner.load(run_dir / "model_1.pt")
+    # Another entropy setting: the modules differ by the entropy's optimizer, and the line says which flag.
+    runner = Runner(make_env(num_envs=16), skrl_config("skrl-sac").agent, CPU, None)
+    data = load_checkpoint(run_dir / "model_1.pt")
+    del data["skrl"]["entropy_optimizer"]
+    with pytest.raises(UsageError, match=r"\(another --agent.sac.\[no-\]learn-entropy\?\)$"):
+        runner.learner.load_state_dict(data)
+
+
+def test_a_checkpoint_without_its_runs_settings_plays_with_its_own_learner(tmp_path: Path) -> None:
+    """A lone ``model_<it>.pt`` (copied out of its run) plays with the learner that trained it: the task's default
+    learner's networks refused it, naming a flag ``play`` has not."""
+    import shutil
+
+    from mjfleet.cli import play
+
+    cfg = skrl_config("skrl-sac")
+    run_dir = make_run_dir(tmp_path, "sac")
+    train_worker(cfg, run_dir, CPU)
+    (tmp_path / "lone").mkdir()
+    shutil.copy(run_dir / "model_1.pt", tmp_path / "lone" / "model_1.pt")
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--checkpoint", str(tmp_path / "lone" / "model_1.pt")]
+    code, out, err = run_main(play.main, [*argv, "--num-episodes", "2"])
+    assert code == 0, err
+    assert json.loads(out.splitlines()[-1])["episodes"] == 2
+    assert "replay buffer" not in err  # a training matter, not said when a checkpoint plays
 
 
 def test_settings_out_of_range_are_one_line_naming_the_flag() -> None:
@@ -195,6 +219,15 @@ def test_settings_out_of_range_are_one_line_naming_the_flag() -> None:
         (["--agent.td3.policy-delay", "0"], "--agent.td3.policy-delay must be at least 1 (got 0)"),
         (["--agent.sac.reward-scale", "0"], "--agent.sac.reward-scale must be positive (got 0.0)"),
         (["--agent.learner", "skrl-a2c"], "--agent.learner"),
+        # A mini-batch larger than the buffer it samples: torch's allocation error after the run existed.
+        (
+            ["--agent.learner", "skrl-sac", "--env.num-envs", "16", "--agent.sac.buffer-per-env", "10"],
+            "--agent.sac.batch-size 512 is larger than the replay buffer it samples from (--env.num-envs *",
+        ),
+        (
+            ["--agent.learner", "skrl-sac", "--agent.sac.batch-size", "2000000000"],
+            "--agent.sac.batch-size 2000000000 is larger than the replay buffer it samples from (--env.num-envs *",
+        ),
     ):
         code, _, err = run_main(train.main, [*base, *flags])
         assert code == 2, err
@@ -274,7 +307,7 @@ def test_finish_continues_an_interrupted_run_of_every_learner_in_place(learner: 
 
 @pytest.mark.parametrize("learner", ["skrl-sac", "skrl-td3"])
 def test_a_continued_off_policy_run_warms_its_empty_buffer_up_again(
-    learner: str, caplog: pytest.LogCaptureFixture
+    learner: str,
 ) -> None:
     """The replay buffer is not checkpointed: a continued run takes ``learning_starts`` steps again before its first
     update, counted from the step it continues at (not from the run's first)."""
@@ -290,10 +323,9 @@ def test_a_continued_off_policy_run_warms_its_empty_buffer_up_again(
     continued = Runner(make_env(num_envs=16), cfg.agent, CPU, None)
     learner_ = continued.learner
     assert isinstance(learner_, SkrlLearner)
-    with caplog.at_level(logging.INFO, logger="mjfleet.rl.learners.skrl.learner"):
-        learner_.load_state_dict(learned.state_dict())
+    learner_.load_state_dict(learned.state_dict())
     assert f"{learner}: the replay buffer is not in checkpoints and starts empty; 0 steps of random actions and 6" in (
-        caplog.text
+        learner_.continued_notice()
     )
     assert (learner_.timestep, learner_.filled_from) == (8, 8)
     assert learner_.update() == {}  # an empty buffer: the warm-up applies again

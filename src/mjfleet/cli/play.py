@@ -30,6 +30,7 @@ from mjfleet.viewer.display import check_display
 if TYPE_CHECKING:
     from mjfleet.envs.env import MjEnv
     from mjfleet.render.video import WorldVideo
+    from mjfleet.tasks.spec import TaskSpec
 
 # torch, Warp and the simulator are imported by play() itself, so a mistyped command is answered at once.
 
@@ -113,6 +114,8 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
     if run_dir is not None:
         env_cfg = update_dataclass(env_cfg, recorded_values(load_yaml(run_dir / "params" / "env.yaml"), "env"))
         agent_cfg = update_dataclass(agent_cfg, recorded_values(load_yaml(run_dir / "params" / "agent.yaml"), "agent"))
+        if not (run_dir / "params" / "agent.yaml").is_file() and checkpoint is not None:
+            agent_cfg = _learners_defaults(spec, checkpoint, agent_cfg)
     # A policy, and a baseline beside it, is judged on the robot file as shipped, whatever contact model it trained
     # on, from the starts and on the command ranges the task judges (flags can say else).
     env_cfg = env_cfg.as_judged()
@@ -141,6 +144,17 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
             f"no trained run of {spec.id} under {cfg.log_root}; pass --checkpoint (or use --agent random|zero)"
         )
     return spec.id, cfg, agent_cfg
+
+
+def _learners_defaults(spec: TaskSpec, checkpoint: Path, agent_cfg: AgentConfig) -> AgentConfig:
+    """For a checkpoint without its run's settings beside it: the task's defaults for the learner that trained it
+    (another learner's networks would not take it)."""
+    from mjfleet.rl.checkpoint.files import checkpoint_learner, is_onnx, load_checkpoint, resolve_checkpoint
+
+    if is_onnx(checkpoint):
+        return agent_cfg
+    learner = checkpoint_learner(load_checkpoint(resolve_checkpoint(checkpoint)))
+    return agent_cfg if learner == agent_cfg.learner else spec.defaults(on_cpu=False, learner=learner)[1]
 
 
 def _run_dir_of(checkpoint: Path) -> Path:

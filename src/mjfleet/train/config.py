@@ -286,6 +286,12 @@ def _check_off_policy(cfg: TrainConfig) -> None:
                 f"--env.num-envs * {flag}.buffer-per-env ({cfg.env.num_envs * c.buffer_per_env}) is too large for"
                 " one worker's replay buffer"
             )
+        buffer = cfg.env.num_envs * c.buffer_per_env
+        if cfg.agent.learner == f"skrl-{group}" and c.batch_size > buffer:  # (the other learner's are not built)
+            raise UsageError(
+                f"{flag}.batch-size {c.batch_size} is larger than the replay buffer it samples from (--env.num-envs *"
+                f" {flag}.buffer-per-env: {buffer})"
+            )
     sac, td3 = cfg.agent.sac, cfg.agent.td3
     if not sac.initial_entropy > 0:
         raise UsageError(f"--agent.sac.initial-entropy must be positive (got {sac.initial_entropy})")

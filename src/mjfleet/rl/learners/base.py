@@ -146,6 +146,11 @@ class Learner(ABC):
     def load_state_dict(self, data: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`'s part of a checkpoint (every rank does)."""
 
+    def continued_notice(self) -> str:
+        """What a run continued from a checkpoint should know of what the checkpoint did not restore ('' if
+        nothing); said when training continues, not when a checkpoint is played."""
+        return ""
+
     def optimizers(self) -> list[torch.optim.Optimizer]:
         """The optimizers whose learning rates the learner's settings give (a new run from a checkpoint takes those
         instead of the checkpoint's: :meth:`set_learning_rates`); none where it has none to set."""

@@ -147,24 +147,33 @@ class SkrlLearner(Learner):
     def load_state_dict(self, data: dict[str, Any]) -> None:
         saved, modules = data["skrl"], self.agent.checkpoint_modules
         if set(saved) != set(modules):
+            differing = set(saved) ^ set(modules)
+            flags = [
+                flag
+                for flag, names in (
+                    ("--agent.policy.[no-]obs-normalization", {"observation_preprocessor", "state_preprocessor"}),
+                    (f"--agent.{self.name.removeprefix('skrl-')}.[no-]learn-entropy", {"entropy_optimizer"}),
+                )
+                if differing & names
+            ]
             raise UsageError(
                 f"the checkpoint holds the {self.name} modules {', '.join(sorted(saved))}, this run's are"
-                f" {', '.join(sorted(modules))} (another --agent.policy.obs-normalization?)"
+                f" {', '.join(sorted(modules))}" + (f" (another {' or '.join(flags)}?)" if flags else "")
             )
         for name, module in modules.items():
             module.load_state_dict(saved[name])
         state = data.get("skrl_state") or {}
         self.timestep = self.filled_from = int(state.get("timestep", 0))
         self._load_extra_state(state)
-        if self.replays:
-            random_steps = int(getattr(self.agent.cfg, "random_timesteps", 0))
-            logger.info(
-                "%s: the replay buffer is not in checkpoints and starts empty; %d steps of random actions and %d"
-                " steps before the first update count from here",
-                self.name,
-                random_steps,
-                self.learning_starts,
-            )
+
+    def continued_notice(self) -> str:
+        if not self.replays:
+            return ""
+        random_steps = int(getattr(self.agent.cfg, "random_timesteps", 0))
+        return (
+            f"{self.name}: the replay buffer is not in checkpoints and starts empty; {random_steps} steps of random"
+            f" actions and {self.learning_starts} steps before the first update count from here"
+        )
 
     def _extra_state(self) -> dict[str, Any]:
         """What the learner keeps beyond skrl's ``checkpoint_modules``."""
