@@ -28,6 +28,17 @@ def test_save_then_load_round_trip(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["model_7.pt"]
 
 
+def test_a_checkpoint_is_as_readable_as_any_file_the_process_creates(tmp_path: Path) -> None:
+    """A team's shared run directory: checkpoints and ONNX exports came out 0o600 (``mkstemp``'s), readable by their
+    writer alone, beside 0o644 event files."""
+    import stat
+
+    path = tmp_path / "model_7.pt"
+    save_atomic(PAYLOAD, path)
+    (tmp_path / "plain").write_text("")
+    assert stat.S_IMODE(path.stat().st_mode) == stat.S_IMODE((tmp_path / "plain").stat().st_mode)
+
+
 def test_a_failed_save_keeps_the_previous_checkpoint_and_leaves_no_temporary_file(tmp_path: Path) -> None:
     # save_atomic writes through mjfleet.files.write_atomic, the project's one atomic writer.
     path = tmp_path / "model_7.pt"

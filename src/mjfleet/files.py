@@ -13,6 +13,19 @@ from pathlib import Path
 from typing import BinaryIO
 
 
+def _new_file_mode() -> int:
+    """The mode ``open()`` gives a new file: 0o666 less the process's umask (read once, at import: setting it back
+    at once leaves no window for other threads)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+NEW_FILE_MODE = _new_file_mode()
+"""What the files written here get (``mkstemp``'s are 0o600 whatever the umask: a team's shared run directories
+held checkpoints and ONNX exports that only their writer could read)."""
+
+
 def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """Write ``path`` through ``write(file)`` into a temporary file beside it, then rename it over ``path``.
 
@@ -24,6 +37,8 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
+            if hasattr(os, "fchmod"):  # POSIX
+                os.fchmod(f.fileno(), NEW_FILE_MODE)
             write(f)
             f.flush()
             os.fsync(f.fileno())
