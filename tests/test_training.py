@@ -180,6 +180,30 @@ def test_training_that_fails_keeps_the_metrics_it_logged(tmp_path: Path) -> None
     assert logged and all(steps == [1, 2, 3] for steps in logged.values()), logged
 
 
+def test_a_restart_supersedes_the_iterations_it_trains_again_in_tensorboard(tmp_path: Path) -> None:
+    """A restart from checkpoint 2 of a run that had logged 3 iterations trains iteration 3 again: TensorBoard showed
+    both."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from mjfleet.envs.env import MjEnv
+    from mjfleet.rl.runner import Runner
+    from mjfleet.tasks.registry import get_task
+
+    cfg = small_train_config(iterations=3)
+    run_dir = make_run_dir(tmp_path, "restarted")
+
+    def runner() -> Runner:
+        return Runner(MjEnv(get_task(cfg.task).load_task_class()(cfg.env), "cpu", 0), cfg.agent, CPU, run_dir)
+
+    runner().learn(3)
+    restarted = runner()
+    restarted.load(run_dir / "model_2.pt")
+    restarted.learn(2)
+    events = EventAccumulator(str(run_dir))
+    events.Reload()
+    assert [e.step for e in events.Scalars("Perf/total_env_steps")] == [1, 2, 3, 4]
+
+
 def test_a_run_directory_deleted_midway_stops_the_events_not_the_training(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -231,6 +231,8 @@ class Runner(Saving):
                     " evaluation starts afresh",
                     condition,
                 )
+        if self.ctx.is_main and start > 0:
+            self.reporter.start_at(start + 1)
         began = time.perf_counter()
         clock = IterationClock(began, start + 1, total, self.previous_elapsed_s)
         try:

@@ -81,6 +81,13 @@ class MetricsWriter:
             logger.warning("could not write TensorBoard events in %s (%s); this start writes no more", self.run_dir, e)
             self._tb = None
 
+    def start_at(self, step: int) -> None:
+        """Mark that logging starts (again) at ``step``: TensorBoard drops what earlier event files of the run logged
+        at this step and after (the iterations a restart trains again), as ``SummaryWriter(purge_step=...)`` does."""
+        from tensorboard.compat.proto.event_pb2 import Event, SessionLog  # pyright: ignore[reportAttributeAccessIssue]
+
+        self._tensorboard(lambda tb: tb.add_event(Event(step=step, session_log=SessionLog(status=SessionLog.START))))
+
     def add_scalars(self, values: dict[str, float], step: int) -> None:
         """Log each value under its key at ``step``."""
         from torch.utils.tensorboard.summary import scalar

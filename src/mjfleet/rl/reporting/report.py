@@ -104,6 +104,11 @@ class IterationReporter:
         else:
             logger.info("%s", progress_line(progress))
 
+    def start_at(self, iteration: int) -> None:
+        """Training (re)starts at ``iteration``: what an earlier start of the run logged from there on is superseded."""
+        if self.writer is not None:
+            self.writer.start_at(iteration)
+
     def close(self, failed: bool = False) -> None:
         """Flush and close the metric sinks (``failed``: training ended with an error)."""
         if self.writer is not None:
