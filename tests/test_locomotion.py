@@ -379,6 +379,19 @@ def test_command_curriculum_reads_tracking_of_training_episodes_and_its_level_su
     assert torch.allclose(_task(other).commands.scale, torch.tensor(0.26))
 
 
+def test_command_curriculum_does_not_judge_episodes_begun_part_way() -> None:
+    """A run's first episodes begin part-way (random episode lengths): judged over a whole episode length, a perfect
+    tracker's read about half, and the first judgement could not widen the ranges."""
+    env = make_loco_env("go1-velocity-flat", num_envs=4, commands=_ramp(0.5))
+    task = _task(env)
+    assert task.command_curriculum is not None
+    env.step(torch.zeros(4, env.num_actions))
+    env.episode_length_buf[:] = env.max_episode_length - 1  # as a random start leaves them: they end next step
+    env.from_reset[:] = torch.tensor([False, False, True, True])
+    env.step(torch.zeros(4, env.num_actions))
+    assert float(task.command_curriculum._count) == 2.0
+
+
 def test_command_curriculum_is_off_by_default_and_where_a_policy_is_judged() -> None:
     env = make_loco_env("go1-velocity-flat", num_envs=8)
     assert _task(env).command_curriculum is None and "command_level" not in _task(env).metric_names()

@@ -195,8 +195,11 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
         xy = torch.zeros(n, 2, device=dev)
         ground = torch.zeros(n, device=dev)
         if self.command_curriculum is not None:
-            # Training episodes only (not evaluation rows, not the first reset of an environment).
+            # Training episodes that ran from a reset to their end only (not evaluation rows, not the first reset of
+            # an environment, not an episode begun part-way, whose tracking over a whole episode length would read
+            # low however well it tracked).
             counted = (env_ids < env.first_eval_env) & (self._steps[env_ids] > 0) & env.episodes_ended
+            counted &= env.from_reset[env_ids]
             self.command_curriculum.episodes_ended(env_ids, counted)
             self.commands.set_level(self.command_curriculum.level, env.first_eval_env)
         if self.curriculum is not None:
