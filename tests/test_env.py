@@ -17,6 +17,11 @@ from mjfleet.tasks.cartpole.cartpole import CartpoleTask, balance_config
 from .conftest import make_env
 
 
+def test_an_episode_length_a_whole_number_of_steps_is_that_many_steps() -> None:
+    env = make_env("cartpole-balance", num_envs=1, episode_length_s=0.14)  # 7.000000000000001 steps of 0.02 s
+    assert env.step_dt == 0.02 and env.max_episode_length == 7
+
+
 def test_vecenv_contract(balance_env: MjEnv) -> None:
     env = balance_env
     assert isinstance(env, VecEnv)

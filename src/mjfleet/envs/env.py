@@ -50,7 +50,8 @@ class MjEnv(VecEnv):
         )
         self.num_actions = task.num_actions
         self.step_dt = self.sim.control_dt
-        self.max_episode_length = math.ceil(task.cfg.episode_length_s / self.step_dt)
+        # Rounded first: 11 s of 0.011 s steps is 1000.0000000000001 steps in floating point, not 1001.
+        self.max_episode_length = math.ceil(round(task.cfg.episode_length_s / self.step_dt, 9))
         n, dev = self.num_envs, self.device
         self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
         self.common_step_counter = 0
