@@ -342,3 +342,20 @@ def test_rank_0_whose_store_port_is_taken_says_so_in_one_line() -> None:
         job = _job(rank=0, master_port=port, agent_store=False, key="slurm-1.0")
         with pytest.raises(UsageError, match=rf"MASTER_PORT={port} is taken on this host \(127\.0\.0\.1\) by another"):
             as_rank._job_store(job, timeout_s=5)
+
+
+def test_ranks_that_would_train_some_on_a_gpu_and_some_on_the_cpu_refuse_together() -> None:
+    """``--gpu-ids auto`` where one host has no GPU: its rank would join with gloo, the others with NCCL, and the
+    group would never form (a wait of the collective timeout, then a message about the network)."""
+    import torch.distributed as dist
+
+    from mjfleet.train import as_rank
+
+    store = dist.HashStore()  # pyright: ignore[reportPrivateImportUsage]
+    store.add("on_gpu", 1)  # the other rank, which arrived first, found a GPU
+    store.add("arrived", 1)
+    with pytest.raises(UsageError, match=r"1 of the job's 2 ranks train on a GPU and the others on the CPU; this one"):
+        as_rank._wait_for_ranks(store, 2, timeout_s=5, on_gpu=False)
+    agreed = dist.HashStore()  # pyright: ignore[reportPrivateImportUsage]
+    agreed.add("arrived", 1)
+    as_rank._wait_for_ranks(agreed, 2, timeout_s=5, on_gpu=False)  # both on the CPU

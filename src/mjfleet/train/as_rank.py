@@ -94,7 +94,7 @@ def _joined(
         # ranks' addresses from it.
         prefixed = dist.PrefixStore(f"mjfleet/{job.key}/start-{job.restart_count}", store)
     if prefixed is not None:
-        _wait_for_ranks(prefixed, job.world_size, rendezvous_s)
+        _wait_for_ranks(prefixed, job.world_size, rendezvous_s, on_gpu=ctx.device_kind == "cuda")
     with contextlib.ExitStack() as group:
         try:
             group.enter_context(process_group(ctx, timeout_s, prefixed))
@@ -106,9 +106,11 @@ def _joined(
         yield prefixed
 
 
-def _wait_for_ranks(store: dist.Store, world_size: int, timeout_s: float) -> None:
+def _wait_for_ranks(store: dist.Store, world_size: int, timeout_s: float, on_gpu: bool) -> None:
     """Return once every rank has arrived at ``store``; :class:`RanksMissing` after ``timeout_s`` (the group's own
-    setup would wait for the collective timeout instead)."""
+    setup would wait for the collective timeout instead); :class:`UsageError` on every rank where some train on a GPU
+    and others on the CPU (``--gpu-ids auto`` on hosts of which some have none: NCCL and gloo ranks never meet)."""
+    store.add("on_gpu", int(on_gpu))  # before arriving: every count is in once all have arrived
     arrived = store.add("arrived", 1)
     deadline = time.monotonic() + timeout_s
     while arrived < world_size:
@@ -119,6 +121,13 @@ def _wait_for_ranks(store: dist.Store, world_size: int, timeout_s: float) -> Non
             )
         time.sleep(0.05)
         arrived = store.add("arrived", 0)
+    gpu_ranks = store.add("on_gpu", 0)
+    if 0 < gpu_ranks < world_size:
+        raise UsageError(
+            f"{gpu_ranks} of the job's {world_size} ranks train on a GPU and the others on the CPU; this one, on"
+            f" {this_host()}, on {'a GPU' if on_gpu else 'the CPU (no GPU visible)'}: give every host a GPU, or"
+            " --gpu-ids None to train all on the CPU"
+        )
 
 
 def _job_store(job: ExternalJob, timeout_s: float) -> dist.Store | None:
