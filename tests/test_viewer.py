@@ -56,11 +56,40 @@ def test_geoms_become_meshes_with_valid_faces_in_their_body_frames() -> None:
     assert extent == pytest.approx(2 * (half + radius), rel=1e-3)
 
 
-def test_native_viewer_needs_a_display() -> None:
+def test_native_viewer_needs_a_display(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mjfleet.viewer import display
+
     with pytest.raises(UsageError, match="needs a display"):
         check_display({}, "linux")
+    monkeypatch.setattr(display, "x11_opens", lambda name: name == ":0")  # an X server answers at :0 only
     check_display({"DISPLAY": ":0"}, "linux")
     check_display({}, "darwin")
+    # Set but dead (an SSH session without X forwarding): MuJoCo's GLFW failed in C, exit code 1.
+    with pytest.raises(UsageError, match=r"cannot open the display DISPLAY=:99 \(no X server answers there"):
+        check_display({"DISPLAY": ":99"}, "linux")
+
+
+def test_x11_says_when_no_server_answers() -> None:
+    from mjfleet.viewer.display import x11_opens
+
+    if x11_opens(":0") is None:
+        pytest.skip("libX11 is not installed")
+    assert x11_opens(":97") is False  # no X server on display 97 here
+
+
+def test_the_web_viewer_refuses_an_address_it_cannot_listen_on() -> None:
+    """viser tried a thousand ports on it and then waited forever, silently."""
+    from mjfleet.viewer.display import check_listen_host
+
+    with pytest.raises(UsageError, match=r"--viewer-host 192\.0\.2\.1: not an address of this machine"):
+        check_listen_host("192.0.2.1")  # TEST-NET-1: nobody's
+    with pytest.raises(UsageError, match=r"--viewer-host 'no-such-host\.invalid' does not resolve"):
+        check_listen_host("no-such-host.invalid")
+    check_listen_host("127.0.0.1")
+    code, _, err = run_main(
+        play.main, ["cartpole-balance", "--agent", "zero", "--viewer", "web", "--viewer-host", "192.0.2.1"]
+    )
+    assert code == 2 and "Traceback" not in err
 
 
 def test_play_native_without_display_is_a_one_line_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -73,6 +102,8 @@ def test_play_native_without_display_is_a_one_line_usage_error(monkeypatch: pyte
     ]
     code, _, err = run_main(play.main, ["cartpole-balance", "--agent", "zero", "--viewer-port", "70000"])
     assert code == 2 and "--viewer-port must be between 0 and 65535" in err
+    code, _, err = run_main(play.main, ["cartpole-balance", "--agent", "zero", "--viewer", "web", "--video"])
+    assert code == 2 and "--video records the episodes play judges; --viewer web has none: leave one out" in err
 
 
 def test_play_with_a_viewer_hands_env_and_policy_to_it(
@@ -342,3 +373,41 @@ def test_the_policy_sees_the_held_command_after_a_reset() -> None:
     session.tick()  # the reset inside this step
     session.tick()  # the policy reads the observation built after the reset
     assert float(seen[-1][0, 0]) == 0.5  # the held column; the others are the task's draws
+
+
+def test_the_policy_sees_a_held_command_at_the_first_step_after_the_slider_moved() -> None:
+    env = make_env("go1-velocity-flat", num_envs=2)
+    session = ViewerSession(env, zero_policy(env))
+    seen: list[torch.Tensor] = []
+    session.policy = lambda obs: (seen.append(obs["policy"][:, 6:9].clone()), zero_policy(env)(obs))[1]
+    session.hold_commands({"lin_vel_x": 0.9})
+    session.tick()  # the observation the policy steps from was built before the command was held
+    assert torch.allclose(seen[-1][:, 0], torch.tensor(0.9))
+
+
+def test_the_web_viewer_draws_the_shown_environments_own_cube() -> None:
+    """The lift's cube size is drawn per environment: the browser kept the first environment's first cube."""
+    from .helpers import missing_files
+
+    if missing_files("yam-lift-cube") is not None:
+        pytest.skip(str(missing_files("yam-lift-cube")))
+    from mjfleet.viewer.web import WebViewer
+
+    env = make_env("yam-lift-cube", num_envs=3)
+    cube = env.task._cube_geom  # type: ignore[attr-defined]
+
+    def drawn(viewer: WebViewer) -> float:
+        (handle,) = [h for h in viewer.scene._meshes if h.name.endswith(f"/geom{cube}")]
+        return float(np.abs(handle.vertices).max())
+
+    viewer = WebViewer(env, zero_policy(env), host="127.0.0.1", port=0, paused=True)
+    try:
+        sizes = env.sim.model_field("geom_size")[:, cube, 0].tolist()  # drawn by the session's reset
+        assert len(set(sizes)) == 3
+        assert drawn(viewer) == pytest.approx(sizes[0], rel=1e-4)
+        viewer.session.show_env(2)
+        viewer.session.tick()
+        viewer.scene.draw()
+        assert drawn(viewer) == pytest.approx(sizes[2], rel=1e-4)
+    finally:
+        viewer.close()

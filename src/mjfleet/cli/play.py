@@ -25,7 +25,7 @@ from mjfleet.runs.fingerprint import recorded_values
 from mjfleet.runs.source import local_checkpoint, resolve_play_checkpoint
 from mjfleet.runtime.devices import GpuIds, select_local_devices
 from mjfleet.tasks.registry import get_task
-from mjfleet.viewer.display import check_display
+from mjfleet.viewer.display import check_display, check_listen_host
 
 if TYPE_CHECKING:
     from mjfleet.envs.env import MjEnv
@@ -139,6 +139,10 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
         raise UsageError(f"--viewer-port must be between 0 and 65535, got {cfg.viewer_port}")
     if cfg.viewer == "native":
         check_display()
+    if cfg.viewer == "web":
+        check_listen_host(cfg.viewer_host)
+    if cfg.viewer != "none" and cfg.video:
+        raise UsageError(f"--video records the episodes play judges; --viewer {cfg.viewer} has none: leave one out")
     if cfg.agent == "policy" and cfg.checkpoint is None:
         raise UsageError(
             f"no trained run of {spec.id} under {cfg.log_root}; pass --checkpoint (or use --agent random|zero)"

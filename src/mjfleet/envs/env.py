@@ -288,6 +288,12 @@ class MjEnv(VecEnv):
             if not value.is_floating_point():
                 raise ValueError(f"{name} group {group!r} must be a float tensor, got {value.dtype}")
 
+    def refresh_observations(self) -> TensorDict:
+        """The observation groups of the current state, computed again (after something between steps changed what
+        they read: a viewer's held commands), and returned by :meth:`get_observations` from now on."""
+        self._obs = self._observations()
+        return self._obs
+
     def _observations(self) -> TensorDict:
         groups = self.task.observations(self)
         if not self._observations_checked:

@@ -1,8 +1,13 @@
-"""Whether a window can open here (no simulator imports: ``play`` checks it while parsing)."""
+"""Whether a window can open here, and whether the web viewer can listen where it is told (no simulator imports:
+``play`` checks them while parsing)."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import errno
 import os
+import socket
 import sys
 from collections.abc import Mapping
 
@@ -14,3 +19,46 @@ def check_display(environ: Mapping[str, str] | None = None, platform: str = sys.
     env = os.environ if environ is None else environ
     if platform.startswith("linux") and not (env.get("DISPLAY") or env.get("WAYLAND_DISPLAY")):
         raise UsageError("--viewer native needs a display (DISPLAY is not set); use --viewer web on a remote machine")
+    display = env.get("DISPLAY")
+    if platform.startswith("linux") and not env.get("WAYLAND_DISPLAY") and display and x11_opens(display) is False:
+        raise UsageError(
+            f"--viewer native cannot open the display DISPLAY={display} (no X server answers there: an SSH session"
+            " without X forwarding?); use --viewer web on a remote machine"
+        )
+
+
+def x11_opens(display: str) -> bool | None:
+    """Whether X11's ``XOpenDisplay`` opens ``display`` (None where libX11 is not installed: nothing to tell)."""
+    name = ctypes.util.find_library("X11")
+    try:
+        lib = ctypes.CDLL(name or "libX11.so.6")
+    except OSError:
+        return None
+    lib.XOpenDisplay.restype = ctypes.c_void_p
+    lib.XOpenDisplay.argtypes = [ctypes.c_char_p]
+    lib.XCloseDisplay.argtypes = [ctypes.c_void_p]
+    handle = lib.XOpenDisplay(display.encode())
+    if not handle:
+        return False
+    lib.XCloseDisplay(handle)
+    return True
+
+
+def check_listen_host(host: str) -> None:
+    """Raise a one-line :class:`UsageError` when the web viewer cannot listen on ``host`` (a name that does not
+    resolve, an address of another machine): its server would wait for a free port forever."""
+    try:
+        infos = socket.getaddrinfo(host or None, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise UsageError(f"--viewer-host {host!r} does not resolve ({e.strerror})") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        try:
+            probe.bind(address)  # port 0: a taken --viewer-port is the server's to step past
+        except OSError as e:
+            if e.errno == errno.EADDRNOTAVAIL:
+                raise UsageError(
+                    f"--viewer-host {host}: not an address of this machine ({e.strerror}); the default 127.0.0.1, or"
+                    " 0.0.0.0 for every interface"
+                ) from None
+            raise UsageError(f"--viewer-host {host}: cannot listen there ({e.strerror})") from None

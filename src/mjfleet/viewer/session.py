@@ -51,6 +51,7 @@ class ViewerSession:
         self._pending_steps = 0
         self._view_changed = False
         self._release = False
+        self._commands_changed = False
         self._lock = threading.Lock()
         self.model = copy.copy(env.sim.mj_model)
         """The model drawn: the shown environment's own randomized values (a cube's size, ...) after each step."""
@@ -96,6 +97,7 @@ class ViewerSession:
         with self._lock:
             # Handed back at the next tick, between steps: a GUI thread never touches the task mid-step.
             self._release = self._release or (values is None and self._held is not None)
+            self._commands_changed = self._commands_changed or values != self._held
             self._held = dict(values) if values is not None else None
 
     @property
@@ -118,6 +120,7 @@ class ViewerSession:
             self._pending_steps = max(0, self._pending_steps - 1)
             held = None if self._held is None else dict(self._held)
             release, self._release = self._release, False
+            changed, self._commands_changed = self._commands_changed, False
             index = self._env_index
         env = self.env
         with torch.inference_mode():  # the task's buffers are inference tensors once a step ran
@@ -125,6 +128,8 @@ class ViewerSession:
                 env.task.hold_commands(env, None)
             if held is not None:
                 env.task.hold_commands(env, held)  # here, between steps: GUI threads never touch the task mid-step
+            if changed:  # the policy reads the commands it is asked for from this step on, not the old ones
+                self._obs = env.refresh_observations()
             self._obs, _, dones, _ = env.step(self.policy(self._obs))
             terms = list(env.reward_terms)
             values = torch.stack([env.reward_terms[k][index] for k in terms]).tolist() if terms else []

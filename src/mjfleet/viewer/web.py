@@ -40,6 +40,11 @@ def _rgb(rgba: tuple[float, float, float, float]) -> tuple[int, int, int]:
     return int(rgba[0] * 255), int(rgba[1] * 255), int(rgba[2] * 255)
 
 
+def _shapes(model: mujoco.MjModel) -> bytes:
+    """What the geoms' meshes are made of that randomization changes per environment: sizes, placement, colours."""
+    return b"".join(a.tobytes() for a in (model.geom_size, model.geom_pos, model.geom_quat, model.geom_rgba))
+
+
 class WebScene:
     """The model's geoms in a viser scene: static geoms once, one frame per moving body updated each draw."""
 
@@ -50,21 +55,34 @@ class WebScene:
         model = session.model
         self.bodies = sorted({m.body for m in geom_meshes(model) if m.body != 0})
         self._frames = {b: server.scene.add_frame(f"/world/body{b}", show_axes=False) for b in self.bodies}
-        for mesh in geom_meshes(model):
-            parent = "/world" if mesh.body == 0 else f"/world/body{mesh.body}"
-            server.scene.add_mesh_simple(
-                f"{parent}/geom{mesh.geom}",  # ids: unique even where names are missing
-                mesh.vertices,
-                mesh.faces,
-                color=_rgb(mesh.rgba),
-                opacity=None if mesh.rgba[3] >= 1.0 else mesh.rgba[3],
-                side="double",
-            )
+        self._meshes: list[Any] = []
+        self._shapes = b""
+        self._add_meshes()
         self.follow = bool(model.njnt) and int(model.jnt_type[0]) == mujoco.mjtJoint.mjJNT_FREE
         """Keep the shown environment's root body above the scene origin (the camera follows it); on for floating
         bases."""
         self.draw()
         self._place_camera()
+
+    def _add_meshes(self) -> None:
+        """The geoms' meshes as the shown environment's model has them, in place of those drawn so far."""
+        model = self.session.model
+        self._shapes = _shapes(model)
+        for handle in self._meshes:
+            handle.remove()
+        self._meshes = []
+        for mesh in geom_meshes(model):
+            parent = "/world" if mesh.body == 0 else f"/world/body{mesh.body}"
+            self._meshes.append(
+                self.server.scene.add_mesh_simple(
+                    f"{parent}/geom{mesh.geom}",  # ids: unique even where names are missing
+                    mesh.vertices,
+                    mesh.faces,
+                    color=_rgb(mesh.rgba),
+                    opacity=None if mesh.rgba[3] >= 1.0 else mesh.rgba[3],
+                    side="double",
+                )
+            )
 
     def _place_camera(self) -> None:
         pos, _ = self.session.body_poses()
@@ -83,7 +101,10 @@ class WebScene:
         return [f"/world/body{b}" for b in self.bodies]
 
     def draw(self) -> None:
-        """Move the body frames to the shown environment's poses."""
+        """Move the body frames to the shown environment's poses; the meshes again where its geoms differ from those
+        drawn (another environment shown, a reset that drew a randomized size)."""
+        if _shapes(self.session.model) != self._shapes:
+            self._add_meshes()
         pos, quat = self.session.body_poses()
         anchor = pos[self.bodies[0]] if self.follow and self.bodies else np.zeros(3)
         with self.server.atomic():
