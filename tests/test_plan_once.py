@@ -68,3 +68,16 @@ def test_checking_stop_when_builds_no_model(monkeypatch: pytest.MonkeyPatch, tmp
         planned = prepare(small_train_config(task, log_root=tmp_path, stop_when=condition)).cfg.stop_when
         name, value = condition.split(">")
         assert planned == StopCondition(f"Eval_{name}", ">", float(value))  # read on the evaluation episodes
+
+
+def test_a_run_whose_planned_directory_another_took_meanwhile_takes_the_next_name(tmp_path: Path) -> None:
+    """Two members of a sweep planned in the same second, before either created its directory: the second was
+    refused ("start again", exit 2, which a requeue policy does not retry)."""
+    from mjfleet.errors import UsageError
+    from mjfleet.runs.directory import create_run_dir, next_run_dir
+
+    planned = next_run_dir(tmp_path, "sweep")
+    assert create_run_dir(planned) == planned  # the first member
+    assert create_run_dir(planned, movable=True) == planned.with_name(f"{planned.name}-1")
+    with pytest.raises(UsageError, match="taken since it was planned"):  # a launch already logs into the planned path
+        create_run_dir(planned)

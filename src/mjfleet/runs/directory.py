@@ -69,17 +69,22 @@ def next_run_dir(log_root: Path, experiment: str, run_name: str = "", now: datet
     raise UsageError(f"too many runs named {name} in {parent}")
 
 
-def create_run_dir(run_dir: Path) -> Path:
-    """Create ``run_dir`` (named by :func:`next_run_dir`) and its parents; it must not exist yet."""
+def create_run_dir(run_dir: Path, movable: bool = False) -> Path:
+    """Create ``run_dir`` (named by :func:`next_run_dir`) and its parents; it must not exist yet, unless ``movable``
+    (nothing refers to the planned path yet): then the next free suffix is taken where another run started in the
+    same second took it since it was planned (members of a sweep that start together)."""
     _make_parent(run_dir.parent)
-    try:
-        run_dir.mkdir()
-    except FileExistsError:
-        # Another run named in the same second took it after this one was planned (or this plan already ran).
-        raise UsageError(f"run directory {run_dir} already exists (taken since it was planned); start again") from None
-    except OSError as e:
-        raise UsageError(f"cannot create run directory {run_dir}: {e.strerror}") from None
-    return run_dir
+    for suffix in range(1000 if movable else 1):
+        candidate = run_dir if suffix == 0 else run_dir.with_name(f"{run_dir.name}-{suffix}")
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise UsageError(f"cannot create run directory {candidate}: {e.strerror}") from None
+    # Another run named in the same second took it after this one was planned (or this plan already ran).
+    raise UsageError(f"run directory {run_dir} already exists (taken since it was planned); start again")
 
 
 def _make_parent(parent: Path) -> None:

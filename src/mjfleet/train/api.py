@@ -174,7 +174,8 @@ def run(
         report_nothing_left(prepared.run)
         return []
     existing = next(p for p in prepared.run.run_dir.parents if p.exists())  # what was there before this start
-    run_dir = open_run_dir(prepared.run)
+    # A launch plan has put its worker logs under the planned path: only a run in this process may take another.
+    run_dir = open_run_dir(prepared.run, movable=prepared.launch_plan is None)
     if started is not None:
         started(run_dir)
     try:

@@ -7,6 +7,7 @@ workers."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import logging
 import os
@@ -217,8 +218,8 @@ def _agree_on_run(
     if ctx.is_main:
         try:
             run = plan_this_start(prepared.cfg, prepared.external, invocation)
-            if not run.nothing_left:
-                open_run_dir(run)
+            if not run.nothing_left:  # shared with the ranks below: a run started meanwhile may have taken its name
+                run = dataclasses.replace(run, run_dir=open_run_dir(run, movable=True))
             payload = ("ok", run)
         except UsageError as e:
             payload = ("usage", str(e))

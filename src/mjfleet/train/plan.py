@@ -298,8 +298,9 @@ def _check_networks(cfg: TrainConfig, checkpoint: Path, data: dict[str, Any]) ->
             )
 
 
-def open_run_dir(run: RunStart) -> Path:
-    """Create the planned run directory with its ``job.json``, or reopen the one this start continues."""
+def open_run_dir(run: RunStart, movable: bool = False) -> Path:
+    """Create the planned run directory with its ``job.json`` (``movable``: nothing refers to its planned path yet,
+    so the next free name where another run took it meanwhile), or reopen the one this start continues."""
     if run.continues:
         identity = run.identity
         if run.by_finish:
@@ -323,7 +324,7 @@ def open_run_dir(run: RunStart) -> Path:
             run.start.final_iteration,
         )
         return run.run_dir
-    run_dir = create_run_dir(run.run_dir)
+    run_dir = create_run_dir(run.run_dir, movable)
     run.record.write(run_dir)
     logger.info("run directory: %s", run_dir)
     return run_dir
