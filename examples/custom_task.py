@@ -33,9 +33,19 @@ register(
     )
 )
 
+
+def train_config() -> TrainConfig:
+    """What ``train cartpole-gentle-balance --gpu-ids None`` would train (its runs under its experiment's folder)."""
+    cfg = TrainConfig(
+        env=gentle_balance_config(),
+        agent=AgentConfig(experiment_name="cartpole_gentle_balance", max_iterations=40),
+        task="cartpole-gentle-balance",
+    )
+    cfg.gpu_ids = None  # the CPU (``--gpu-ids None``)
+    return cfg
+
+
 if __name__ == "__main__":
     configure_logging()
-    cfg = TrainConfig(env=gentle_balance_config(), agent=AgentConfig(max_iterations=40), task="cartpole-gentle-balance")
-    cfg.gpu_ids = ("None",)
-    results = run(cfg)
+    results = run(train_config())
     print(f"finished at iteration {results[0].final_iteration}")

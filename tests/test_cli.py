@@ -87,6 +87,18 @@ def test_train_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path, 
     assert not any(tmp_path.rglob("*")), "no run directory may be created for a rejected command"
 
 
+def test_stop_when_offers_the_privileged_success_only_where_it_is_logged(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A stop on a statistic the task never logs would never stop the run."""
+    line = _usage_error(
+        capsys, train.main, ["cartpole-balance", "--stop-when", "succes>0.9", "--log-root", str(tmp_path)]
+    )
+    assert line.endswith("use success, return, length or one of Metrics/pole_up_fraction")
+    lift = ["yam-lift-cube", "--gpu-ids", "None", "--stop-when", "succes>0.9", "--log-root", str(tmp_path)]
+    assert "Episode/success_privileged" in _usage_error(capsys, train.main, lift)  # starts with the cube in the hand
+
+
 def test_train_resume_missing_or_corrupt(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     base = ["cartpole-balance", "--gpu-ids", "None", "--log-root", str(tmp_path / "logs")]
     assert "does not exist" in _usage_error(capsys, train.main, [*base, "--resume", str(tmp_path / "nope.pt")])

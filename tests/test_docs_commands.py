@@ -64,6 +64,7 @@ def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DISPLAY", ":0")  # play --viewer native checks for a display while parsing
+    monkeypatch.setattr("mjfleet.viewer.display.x11_opens", lambda name: True)  # and that an X server answers
     for spec in all_tasks().values():
         cfg = TrainConfig(env=spec.env_cfg(), agent=spec.agent_cfg(), task=spec.id)
         run_dir = tmp_path / "logs" / "rsl_rl" / cfg.agent.experiment_name / RUN

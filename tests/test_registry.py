@@ -85,7 +85,12 @@ def test_entry_point_plugin_is_loaded(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 def test_example_registers_a_task_that_trains() -> None:
-    runpy.run_path(str(EXAMPLE))  # registers; training runs only as __main__
+    from mjfleet.train import describe, prepare
+
+    example = runpy.run_path(str(EXAMPLE))  # registers; training runs only as __main__
+    # What its __main__ trains plans on a machine without a GPU (it asked for GPU "None" and was refused).
+    prepared = prepare(example["train_config"]())
+    assert "cpu" in describe(prepared) and "cartpole_gentle_balance" in str(prepared.run.run_dir)  # type: ignore[union-attr]
     cfg = small_train_config("cartpole-gentle-balance", num_envs=32, iterations=2, steps=8)
     # The registered task brings the example's own settings, not cartpole-balance's.
     assert cfg.env.rewards.effort == -0.5 and cfg.agent.experiment_name == "cartpole_gentle_balance"  # type: ignore[attr-defined]

@@ -246,7 +246,7 @@ class MjEnv(VecEnv):
         for name, metric in self.task.episode_metrics(self, env_ids).items():
             values[f"Metrics/{name}"] = metric.float()
         evaluating = env_ids >= self.first_eval_env
-        started = self.task.training_start(self)
+        started = self.task.training_start(self) if PRIVILEGED_SUCCESS in self.stats.keys else None
         if started is None:
             self.stats.add_many(values, ~evaluating)
         else:  # a privileged start's success is reported apart (evaluation rows never start so)

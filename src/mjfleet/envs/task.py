@@ -112,8 +112,14 @@ class Task(ABC, Generic[CfgT]):
     def training_start(self, env: MjEnv) -> torch.Tensor | None:
         """Which environments' current episodes began from a start that only training episodes have (a cube in
         the hand), ``(num_envs,)`` bools; None: no such start. Evaluation rows set aside after the first reset
-        restart where it is true (:meth:`MjEnv.split_evaluation`)."""
+        restart where it is true (:meth:`MjEnv.split_evaluation`). A task that has such starts says so in
+        :meth:`has_training_starts` too."""
         return None
+
+    def has_training_starts(self) -> bool:
+        """Whether training episodes may begin from a start only training has (:meth:`training_start`), known from
+        the config alone: only then is ``Episode/success_privileged`` logged, and offered to ``--stop-when``."""
+        return False
 
     @abstractmethod
     def apply_actions(self, env: MjEnv, actions: torch.Tensor) -> None:
@@ -209,7 +215,8 @@ in the hand): reported apart, so that ``Episode/success`` and every stop conditi
 def episode_stat_keys(task: Task[Any]) -> list[str]:
     """The statistics logged for each finished episode, known from the task's config alone (the launcher checks
     ``--stop-when`` against them before any simulation exists)."""
-    keys = ["Episode/return", "Episode/length", "Episode/success", PRIVILEGED_SUCCESS]
+    keys = ["Episode/return", "Episode/length", "Episode/success"]
+    keys += [PRIVILEGED_SUCCESS] if task.has_training_starts() else []
     keys += [f"Episode_Reward/{k}" for k, w in task.reward_weights().items() if w != 0.0]
     ends = (*task.termination_names(), *task.time_out_names(), *ENV_TERMINATIONS)
     keys += [f"Episode_Termination/{k}" for k in ends]

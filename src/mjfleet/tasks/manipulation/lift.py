@@ -161,9 +161,10 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         sim.ctrl[env_ids] = targets
 
     def training_start(self, env: MjEnv) -> torch.Tensor | None:
-        if self.cfg.start_in_hand > 0 or self.cfg.start_at_cube > 0:
-            return self._in_hand | self._at_cube
-        return None
+        return self._in_hand | self._at_cube if self.has_training_starts() else None
+
+    def has_training_starts(self) -> bool:
+        return self.cfg.start_in_hand > 0 or self.cfg.start_at_cube > 0
 
     # --- state helpers -----------------------------------------------------------------------------------------
     def cube_pos(self, env: MjEnv) -> torch.Tensor:

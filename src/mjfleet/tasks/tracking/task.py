@@ -294,7 +294,10 @@ class TrackingTask(Task[TrackingConfig]):
     def training_start(self, env: MjEnv) -> torch.Tensor | None:
         """Episodes that began after the motion's first frame: finishing the rest of a motion is not ``play``'s
         success (which follows it from its start), so their successes are reported apart."""
-        return None if self.cfg.sampling == "start" else self._start_frame > 0
+        return self._start_frame > 0 if self.has_training_starts() else None
+
+    def has_training_starts(self) -> bool:
+        return self.cfg.sampling != "start"
 
     def bin_of(self, frames: torch.Tensor) -> torch.Tensor:
         """The adaptive sampling's bin of each frame: the motion in as many bins of equal length as it has started
