@@ -99,6 +99,19 @@ def test_stop_when_offers_the_privileged_success_only_where_it_is_logged(
     assert "Episode/success_privileged" in _usage_error(capsys, train.main, lift)  # starts with the cube in the hand
 
 
+def test_a_task_that_overrides_training_start_alone_still_reports_its_privileged_success_apart() -> None:
+    """A package task written before ``has_training_starts``: its in-hand successes stay out of ``Episode/success``."""
+    from mjfleet.envs.task import PRIVILEGED_SUCCESS, declared_stat_keys
+    from mjfleet.tasks.cartpole.cartpole import CartpoleTask, balance_config
+
+    class Started(CartpoleTask):
+        def training_start(self, env):  # type: ignore[no-untyped-def]
+            return None
+
+    assert PRIVILEGED_SUCCESS in declared_stat_keys(Started, balance_config())
+    assert PRIVILEGED_SUCCESS not in declared_stat_keys(CartpoleTask, balance_config())
+
+
 def test_train_resume_missing_or_corrupt(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     base = ["cartpole-balance", "--gpu-ids", "None", "--log-root", str(tmp_path / "logs")]
     assert "does not exist" in _usage_error(capsys, train.main, [*base, "--resume", str(tmp_path / "nope.pt")])
@@ -130,6 +143,10 @@ def test_train_resume_with_other_networks(capsys: pytest.CaptureFixture[str], tm
     assert "pass --agent.policy.obs-normalization to continue it" in line
     assert not (tmp_path / "logs").exists()
     assert train.main([*base, "--dry-run"]) is None  # the task's own networks (64 64, normalised) fit
+    # A package learner's layout is its own: nothing is said of its normaliser.
+    from mjfleet.rl.checkpoint.files import normalises_observations
+
+    assert normalises_observations({**nets, "learner": "my-ppo", "iter": 3}) is None
 
 
 def test_play_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -411,3 +411,17 @@ def test_the_web_viewer_draws_the_shown_environments_own_cube() -> None:
         assert drawn(viewer) == pytest.approx(sizes[2], rel=1e-4)
     finally:
         viewer.close()
+
+
+def test_a_host_is_usable_where_any_of_its_addresses_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name listed first as an IPv6 address a container cannot bind (``localhost`` as ``::1`` without IPv6): the
+    server listens on its IPv4 one, so the check must not refuse it."""
+    from mjfleet.viewer import display
+
+    unusable = (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("192.0.2.1", 0))  # nobody's address
+    usable = (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 0))
+    monkeypatch.setattr(display.socket, "getaddrinfo", lambda *args, **kwargs: [unusable, usable])
+    display.check_listen_host("localhost")
+    monkeypatch.setattr(display.socket, "getaddrinfo", lambda *args, **kwargs: [unusable])
+    with pytest.raises(UsageError, match="not an address of this machine"):
+        display.check_listen_host("localhost")

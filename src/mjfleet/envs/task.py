@@ -118,8 +118,9 @@ class Task(ABC, Generic[CfgT]):
 
     def has_training_starts(self) -> bool:
         """Whether training episodes may begin from a start only training has (:meth:`training_start`), known from
-        the config alone: only then is ``Episode/success_privileged`` logged, and offered to ``--stop-when``."""
-        return False
+        the config alone: only then is ``Episode/success_privileged`` logged, and offered to ``--stop-when``. By
+        default: whether the task overrides :meth:`training_start`; a task whose config can turn them off says so."""
+        return type(self).training_start is not Task.training_start
 
     @abstractmethod
     def apply_actions(self, env: MjEnv, actions: torch.Tensor) -> None:

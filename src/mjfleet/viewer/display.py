@@ -51,14 +51,18 @@ def check_listen_host(host: str) -> None:
         infos = socket.getaddrinfo(host or None, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as e:
         raise UsageError(f"--viewer-host {host!r} does not resolve ({e.strerror})") from None
-    family, kind, proto, _, address = infos[0]
-    with socket.socket(family, kind, proto) as probe:
+    failure: OSError | None = None
+    for family, kind, proto, _, address in infos:  # the server listens on every one it can
         try:
-            probe.bind(address)  # port 0: a taken --viewer-port is the server's to step past
+            with socket.socket(family, kind, proto) as probe:
+                probe.bind(address)  # port 0: a taken --viewer-port is the server's to step past
+            return
         except OSError as e:
-            if e.errno == errno.EADDRNOTAVAIL:
-                raise UsageError(
-                    f"--viewer-host {host}: not an address of this machine ({e.strerror}); the default 127.0.0.1, or"
-                    " 0.0.0.0 for every interface"
-                ) from None
-            raise UsageError(f"--viewer-host {host}: cannot listen there ({e.strerror})") from None
+            failure = failure or e
+    assert failure is not None
+    if failure.errno == errno.EADDRNOTAVAIL:
+        raise UsageError(
+            f"--viewer-host {host}: not an address of this machine ({failure.strerror}); the default 127.0.0.1, or"
+            " 0.0.0.0 for every interface"
+        )
+    raise UsageError(f"--viewer-host {host}: cannot listen there ({failure.strerror})")

@@ -98,11 +98,14 @@ def network_state(data: dict[str, Any], role: str) -> dict[str, Any]:
 
 def normalises_observations(data: dict[str, Any]) -> bool | None:
     """Whether a checkpoint's networks normalise their observations with running statistics (rsl-rl: the actor's
-    ``obs_normalizer``; skrl: an observation or state preprocessor among its modules), None where it holds no actor."""
+    ``obs_normalizer``; skrl: an observation or state preprocessor among its modules), None where it holds no actor
+    or a learner's whose layout is not known here (a package's)."""
+    modules = data.get("skrl")
+    if not isinstance(modules, dict) and checkpoint_learner(data) != "rsl-rl-ppo":
+        return None
     actor = network_state(data, "actor")
     if not actor:
         return None
-    modules = data.get("skrl")
     if isinstance(modules, dict):
         return bool({"observation_preprocessor", "state_preprocessor"} & set(modules))
     return any(key.startswith("obs_normalizer.") for key in actor)
