@@ -68,6 +68,12 @@ def _usage_error(capsys: pytest.CaptureFixture[str], main: object, argv: list[st
         (["cartpole-balance", "--env.sim.threads", "0"], "--env.sim.threads must be at least 1 (got 0;"),
         (["cartpole-balance", "--env.sim.nconmax", "-5"], "--env.sim.nconmax must be at least 1 (got -5;"),
         (["cartpole-balance", "--env.sim.divergence-speed", "-1"], "--env.sim.divergence-speed must be positive"),
+        # MuJoCo takes them: the training robot fell through the floor, or the error came after the run existed.
+        (["cartpole-balance", "--env.sim.training-contacts.impratio", "0"], "impratio must be positive (got 0.0)"),
+        (
+            ["cartpole-balance", "--env.sim.training-contacts.timestep-scale", "3", "--env.sim.decimation", "4"],
+            "--env.sim.training-contacts.timestep-scale 3 must divide --env.sim.decimation 4",
+        ),
         (["cartpole-balance", "--no-such-flag"], "error: Unrecognized option: --no-such-flag (see"),
         # The value typed after a misspelt flag is not a second unknown option.
         (["cartpole-balance", "--agent.num-step-per-env", "10"], "Unrecognized option: --agent.num-step-per-env; did"),

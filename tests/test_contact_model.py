@@ -217,3 +217,25 @@ def test_self_collisions_are_not_taken_out_where_collision_bits_would_widen_anot
     </worldbody></mujoco>"""
     with pytest.raises(UsageError, match="geom floor collides with some of a robot's geoms"):
         with_contact_model(mujoco.MjModel.from_xml_string(xml), ContactModel(self_collisions=False))
+
+
+def test_a_training_contact_model_that_applies_nowhere_here_is_said(caplog: pytest.LogCaptureFixture) -> None:
+    """go1-velocity-flat trains on its file as shipped (``applies never``): changes given without ``applies`` did
+    nothing, silently."""
+    import logging
+
+    from mjfleet.train.worker import _say_physics
+
+    from .helpers import small_train_config
+
+    cfg = small_train_config("go1-velocity-flat")
+    cfg.env.sim.training_contacts.timestep_scale = 2
+    with caplog.at_level(logging.WARNING, logger="mjfleet.train"):
+        _say_physics(cfg, on_gpu=False, judged_apart=True)
+    said = " ".join(caplog.text.split())
+    assert "the training contact model given (2x the file's timestep) does not apply here" in said
+    assert "(--env.sim.training-contacts.applies never, training on the CPU)" in said
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="mjfleet.train"):
+        _say_physics(small_train_config("go1-velocity-flat"), on_gpu=False, judged_apart=True)  # the task's own
+    assert caplog.text == ""

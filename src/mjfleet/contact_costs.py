@@ -65,8 +65,9 @@ def variants(task_model: ContactModel) -> list[tuple[str, ContactModel]]:
 def rollout_states(
     spec: TaskSpec, num_envs: int, steps: int, untrained: bool, seed: int = 0
 ) -> tuple[mujoco.MjModel, np.ndarray]:
-    """The task's model as shipped and ``num_envs`` physics states (qpos, qvel, act, ctrl) after ``steps`` env steps."""
-    cfg = dataclasses.replace(spec.env_cfg(), num_envs=num_envs)
+    """The task's model as shipped and ``num_envs`` physics states (qpos, qvel, act, ctrl) after ``steps`` env steps,
+    at the task's CPU defaults (the action scale an untrained policy flails with)."""
+    cfg = dataclasses.replace(spec.env_defaults(on_cpu=True), num_envs=num_envs)
     cfg.sim = dataclasses.replace(as_shipped(cfg.sim), backend="mujoco", threads=1)
     env = MjEnv(spec.load_task_class()(cfg), device="cpu", seed=seed)
     generator = torch.Generator().manual_seed(seed)
@@ -108,7 +109,7 @@ def contact_costs(spec: TaskSpec, num_envs: int = 256, steps: int = 100, repeats
     """Every variant of :func:`variants` on standing robots and on an untrained policy's states; each cost is the
     least of ``repeats`` measurements taken in turn with the others' (the one least disturbed by other load), the
     counts are the same in every repeat."""
-    task_model = spec.env_cfg().sim.training_contacts
+    task_model = spec.env_defaults(on_cpu=True).sim.training_contacts
     out = []
     for untrained in (False, True):
         # 50 env steps: past the spawn, robots stand (zero actions) or flail and fall (untrained).

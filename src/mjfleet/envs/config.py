@@ -89,6 +89,16 @@ def check_env(env: EnvConfig) -> None:
     for flag, capacity in (("--env.sim.nconmax", sim.nconmax), ("--env.sim.njmax", sim.njmax)):
         if capacity is not None and capacity < 1:
             raise UsageError(f"{flag} must be at least 1 (got {capacity}; leave it out for the default)")
+    contacts = sim.training_contacts
+    if contacts.impratio is not None and not contacts.impratio > 0:
+        # MuJoCo takes it without a word: pyramidal cones lose their normal force (the robot falls through the
+        # floor), elliptic ones their friction.
+        raise UsageError(f"--env.sim.training-contacts.impratio must be positive (got {contacts.impratio})")
+    if contacts.timestep_scale < 1 or sim.decimation % contacts.timestep_scale:
+        raise UsageError(
+            f"--env.sim.training-contacts.timestep-scale {contacts.timestep_scale} must divide --env.sim.decimation"
+            f" {sim.decimation}"
+        )
     if sim.divergence_speed is not None and not sim.divergence_speed > 0:
         raise UsageError(
             f"--env.sim.divergence-speed must be positive (got {sim.divergence_speed}; None turns the check off)"

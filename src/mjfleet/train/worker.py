@@ -265,6 +265,15 @@ def _say_physics(cfg: TrainConfig, on_gpu: bool, judged_apart: bool) -> None:
     evaluation that ``--stop-when`` reads runs on."""
     contacts = cfg.env.sim.training_contacts
     if not contacts.active(on_gpu):
+        defaults = get_task(cfg.task).env_defaults(on_cpu=not on_gpu).sim.training_contacts
+        if dataclasses.replace(contacts, applies=defaults.applies) != defaults:
+            logger.warning(
+                "physics: the training contact model given (%s) does not apply here (--env.sim.training-contacts."
+                "applies %s, training on the %s): the training simulation runs the robot file as shipped",
+                contacts.describe(),
+                contacts.applies,
+                "GPU" if on_gpu else "CPU",
+            )
         return
     judged = "on the file as shipped" if judged_apart else "on the same model (it steps in the training simulation)"
     logger.info(
