@@ -18,7 +18,8 @@
 # MJFLEET_WALK_PLAY_LIMIT_S (seconds per play, 45), MJFLEET_WALK_STOP_WHEN (success>=0.95),
 # MJFLEET_WALK_TRAIN_ARGS (more train flags for the sweep, e.g. PPO settings), MJFLEET_WALK_FRESH (0),
 # MJFLEET_WALK_FRESH_LIMIT_S (seconds per train at the defaults, 200), MJFLEET_WALK_BUDGET_S (total seconds: a
-# phase whose limit no longer fits is skipped and says so; no budget by default).
+# phase whose limit no longer fits is skipped and says so; no budget by default), MJFLEET_COMMIT (the commit to
+# record where the checkout has no .git, e.g. a copy made with `git archive`).
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -89,7 +90,7 @@ if ((!dry_run)); then
   : >"$out/commands.txt"
   {
     echo "started: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "commit: ${MJFLEET_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
     echo "stop_when: $stop_when"
   } >"$out/about.txt"
 fi

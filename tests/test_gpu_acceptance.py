@@ -114,8 +114,9 @@ def _summary_module() -> ModuleType:
     return load_script(REPO / "scripts" / "gpu_summary.py")
 
 
-def _junit(path: Path, tests: int, skipped: int) -> None:
-    suite = f'<testsuite name="pytest" tests="{tests}" failures="0" errors="0" skipped="{skipped}"/>'
+def _junit(path: Path, tests: int, skipped: int, reason: str = "CUDA is not available") -> None:
+    cases = "".join(f'<testcase name="t{i}"><skipped message="{reason}"/></testcase>' for i in range(skipped))
+    suite = f'<testsuite name="pytest" tests="{tests}" failures="0" errors="0" skipped="{skipped}">{cases}</testsuite>'
     path.write_text(f"<testsuites>{suite}</testsuites>")
 
 
@@ -146,6 +147,11 @@ def test_summary_of_a_real_cpu_bench_report(tmp_path: Path, monkeypatch: pytest.
     (graph,) = [row for row in rows if "env step, warp graph" in row]
     assert "env/raw" in graph
 
+    # One GPU: the NCCL test of a frozen rank needs two, and is not held against the machine.
+    _junit(results / "pytest-gpu.xml", tests=12, skipped=1, reason="needs two CUDA GPUs: NCCL refuses two ranks on one")
+    text, ok = summary.summarize(results)
+    assert ok, text
+    assert "11 passed, 0 failed, 0 errors, 1 skipped (1 of them needs two CUDA GPUs: not run on this machine)" in text
     _junit(results / "pytest-gpu.xml", tests=12, skipped=12)  # what a machine without CUDA would produce
     text, ok = summary.summarize(results)
     assert not ok and "a skipped one counts against acceptance" in text

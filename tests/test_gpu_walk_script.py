@@ -377,9 +377,10 @@ def test_a_phase_that_no_longer_fits_the_budget_is_skipped(tmp_path: Path) -> No
     fake.write_text("#!/bin/sh\nexit 0\n")  # passes the CUDA check; nothing else may run
     fake.chmod(0o755)
     env = {"MJFLEET_PYTHON": str(fake), "MJFLEET_WALK_NUM_ENVS": "4096", "MJFLEET_WALK_BUDGET_S": "60"}
-    done = _script(tmp_path, **env)
+    done = _script(tmp_path, MJFLEET_COMMIT="abc1234", **env)  # a copy of the checkout without .git says its commit
     assert "skipped: 100 s no longer fit the budget of 60 s" in done.stdout, done.stdout
     out = tmp_path / "out"
+    assert "commit: abc1234" in (out / "about.txt").read_text().splitlines()
     assert (out / "phases.txt").read_text().splitlines() == [
         "train-go1-velocity-flat-4096 skipped - -",
         "play-go1-velocity-flat-4096 no-checkpoint - -",
