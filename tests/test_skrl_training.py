@@ -211,6 +211,22 @@ def test_a_checkpoint_without_its_runs_settings_plays_with_its_own_learner(tmp_p
     assert "replay buffer" not in err  # a training matter, not said when a checkpoint plays
 
 
+def test_an_skrl_learner_without_skrl_installed_is_one_line_before_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """skrl is imported when the learner is built: without it the run failed after its directory and simulation
+    existed."""
+    import importlib.util
+
+    from .helpers import refused_train
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "skrl" else real(name, *a))
+    line = refused_train(["cartpole-balance", "--gpu-ids", "None", "--agent.learner", "skrl-sac"], tmp_path / "logs")
+    assert "--agent.learner skrl-sac needs skrl, which is not installed in this Python" in line
+    assert "uv sync, or pip install skrl" in line
+
+
 def test_settings_out_of_range_are_one_line_naming_the_flag() -> None:
     base = ["cartpole-balance", "--gpu-ids", "None", "--dry-run"]
     for flags, message in (

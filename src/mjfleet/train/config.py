@@ -12,6 +12,7 @@ import importlib.util
 import ipaddress
 import math
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -23,7 +24,7 @@ from mjfleet.errors import UsageError
 from mjfleet.render.size import check_video_size
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.evaluation.stop_condition import StopWhen, as_condition
-from mjfleet.rl.learners.registry import learner_names
+from mjfleet.rl.learners.registry import learner_entry, learner_names
 from mjfleet.runtime.devices import GpuIds
 
 MAX_CPU_WORKERS = 1024
@@ -258,6 +259,12 @@ def _check_off_policy(cfg: TrainConfig) -> None:
     """skrl's SAC and TD3 settings (checked whichever the learner: a value out of range is a typo either way)."""
     if cfg.agent.learner not in learner_names():
         raise UsageError(f"--agent.learner must be one of {', '.join(learner_names())} (got {cfg.agent.learner!r})")
+    missing = [m for m in learner_entry(cfg.agent.learner).requires if importlib.util.find_spec(m) is None]
+    if missing:  # found when the learner is built: after the run directory and the simulation exist
+        raise UsageError(
+            f"--agent.learner {cfg.agent.learner} needs {', '.join(missing)}, which is not installed in this Python"
+            f" ({sys.executable}): uv sync, or pip install {' '.join(missing)}"
+        )
     for group, c in (("sac", cfg.agent.sac), ("td3", cfg.agent.td3)):
         flag = f"--agent.{group}"
         for name, value in (

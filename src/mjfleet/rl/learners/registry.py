@@ -43,6 +43,8 @@ class LearnerEntry:
     wins (``play`` reads the hidden layer sizes from them)."""
     off_policy: bool = False
     """Whether it learns from a replay buffer (its warm-up and buffer settings apply)."""
+    requires: tuple[str, ...] = ()
+    """Distributions its module imports that a run checks are installed before anything is created (``skrl``)."""
 
     def factory(self) -> LearnerFactory:
         module, _, function = self.build.partition(":")
@@ -110,6 +112,7 @@ for _entry in (
         settings="algorithm",
         checkpoint_keys=("skrl", "iter"),
         networks=_SKRL_NETWORKS,
+        requires=("skrl",),
     ),
     LearnerEntry(
         name="skrl-sac",
@@ -118,6 +121,7 @@ for _entry in (
         settings="sac",
         checkpoint_keys=("skrl", "iter"),
         networks=_SKRL_NETWORKS,
+        requires=("skrl",),
         off_policy=True,
     ),
     LearnerEntry(
@@ -127,6 +131,7 @@ for _entry in (
         settings="td3",
         checkpoint_keys=("skrl", "iter"),
         networks=_SKRL_NETWORKS,
+        requires=("skrl",),
         off_policy=True,
     ),
 ):
