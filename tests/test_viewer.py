@@ -69,6 +69,23 @@ def test_native_viewer_needs_a_display(monkeypatch: pytest.MonkeyPatch) -> None:
         check_display({"DISPLAY": ":99"}, "linux")
 
 
+def test_a_display_that_does_not_answer_in_time_is_not_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A DISPLAY on a host that drops packets held play for the connection's own timeout (minutes)."""
+    import types
+
+    from mjfleet.viewer import display
+
+    def never_answers(name: bytes) -> int:
+        time.sleep(30)
+        return 1
+
+    lib = types.SimpleNamespace(XOpenDisplay=never_answers, XCloseDisplay=lambda handle: None)
+    monkeypatch.setattr(display.ctypes, "CDLL", lambda name: lib)
+    started = time.monotonic()
+    assert display.x11_opens("remote:0", timeout_s=0.2) is False
+    assert time.monotonic() - started < 5
+
+
 def test_x11_says_when_no_server_answers() -> None:
     from mjfleet.viewer.display import x11_opens
 

@@ -9,6 +9,7 @@ import errno
 import os
 import socket
 import sys
+import threading
 from collections.abc import Mapping
 
 from mjfleet.errors import UsageError
@@ -22,13 +23,19 @@ def check_display(environ: Mapping[str, str] | None = None, platform: str = sys.
     display = env.get("DISPLAY")
     if platform.startswith("linux") and not env.get("WAYLAND_DISPLAY") and display and x11_opens(display) is False:
         raise UsageError(
-            f"--viewer native cannot open the display DISPLAY={display} (no X server answers there: an SSH session"
-            " without X forwarding?); use --viewer web on a remote machine"
+            f"--viewer native cannot open the display DISPLAY={display} (no X server answers there within"
+            f" {X11_TIMEOUT_S:g} s: an SSH session without X forwarding?); use --viewer web on a remote machine"
         )
 
 
-def x11_opens(display: str) -> bool | None:
-    """Whether X11's ``XOpenDisplay`` opens ``display`` (None where libX11 is not installed: nothing to tell)."""
+X11_TIMEOUT_S = 5.0
+"""How long a display may take to answer (one on a host that drops packets would hold ``play`` for the connection's
+own timeout, minutes)."""
+
+
+def x11_opens(display: str, timeout_s: float = X11_TIMEOUT_S) -> bool | None:
+    """Whether X11's ``XOpenDisplay`` opens ``display`` within ``timeout_s`` (None where libX11 is not installed:
+    nothing to tell)."""
     name = ctypes.util.find_library("X11")
     try:
         lib = ctypes.CDLL(name or "libX11.so.6")
@@ -37,11 +44,19 @@ def x11_opens(display: str) -> bool | None:
     lib.XOpenDisplay.restype = ctypes.c_void_p
     lib.XOpenDisplay.argtypes = [ctypes.c_char_p]
     lib.XCloseDisplay.argtypes = [ctypes.c_void_p]
-    handle = lib.XOpenDisplay(display.encode())
-    if not handle:
-        return False
-    lib.XCloseDisplay(handle)
-    return True
+    opened: list[bool] = []
+
+    def try_it() -> None:
+        handle = lib.XOpenDisplay(display.encode())
+        if handle:
+            lib.XCloseDisplay(handle)
+        opened.append(bool(handle))
+
+    # A daemon thread: one that never returns is left behind (ctypes calls cannot be interrupted), not waited for.
+    attempt = threading.Thread(target=try_it, name="x11-check", daemon=True)
+    attempt.start()
+    attempt.join(timeout_s)
+    return bool(opened and opened[0])
 
 
 def check_listen_host(host: str) -> None:
