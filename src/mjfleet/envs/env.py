@@ -82,6 +82,7 @@ class MjEnv(VecEnv):
             )
         self.stats = EpisodeStats(episode_stat_keys(task), dev)
         self.eval_stats = EpisodeStats(self.stats.keys, dev)
+        self._privileged_starts = PRIVILEGED_SUCCESS in self.stats.keys  # the task's training-only starts
         """Statistics of the evaluation environments' episodes (see :meth:`split_evaluation`), kept apart."""
         self.first_eval_env = self.num_envs
         """Index of the first evaluation environment (:attr:`num_envs`: none)."""
@@ -246,7 +247,7 @@ class MjEnv(VecEnv):
         for name, metric in self.task.episode_metrics(self, env_ids).items():
             values[f"Metrics/{name}"] = metric.float()
         evaluating = env_ids >= self.first_eval_env
-        started = self.task.training_start(self) if PRIVILEGED_SUCCESS in self.stats.keys else None
+        started = self.task.training_start(self) if self._privileged_starts else None
         if started is None:
             self.stats.add_many(values, ~evaluating)
         else:  # a privileged start's success is reported apart (evaluation rows never start so)

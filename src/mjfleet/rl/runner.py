@@ -207,30 +207,22 @@ class Runner(Saving):
         start = self.current_learning_iteration
         total = start + num_learning_iterations
         condition = self._resolved_condition()
-        tracker = None
-        if self.stop_progress["condition"] != str(condition or ""):
+        tracker, met_before = None, False
+        if another := self.stop_progress["condition"] != str(condition or ""):
             # Another condition than the checkpoint's, or none: nothing of the old one's progress carries over.
             self.stop_progress = {"condition": str(condition or ""), "streak": 0, "met": False}
-            if self.policy_check is not None:
-                self.policy_check.next_check_steps = 0
         if condition is not None:
-            tracker = StopConditionTracker(condition, self.stop_when_iterations or condition.default_streak)
-            tracker.streak = int(self.stop_progress["streak"])
-            met_before = self.stop_progress.get("met")
-            if met_before is None:  # a checkpoint from before it was saved: a streak that long had stopped the run
-                met_before = tracker.streak >= tracker.iterations
-            if met_before:
-                # The checkpoint is where this condition stopped a run, and training past it was asked for (--finish
-                # with more iterations, --resume): its window and streak would stop it again at once.
-                tracker.streak = 0
-                self.eval_window.clear()
-                if self.policy_check is not None:
-                    self.policy_check.next_check_steps = 0
-                logger.info(
-                    "the condition %s held at the checkpoint this start continues from: training goes on, and the"
-                    " evaluation starts afresh",
-                    condition,
-                )
+            iterations = self.stop_when_iterations or condition.default_streak
+            tracker, met_before = StopConditionTracker.continuing(condition, iterations, self.stop_progress)
+        if (another or met_before) and self.policy_check is not None:
+            self.policy_check.next_check_steps = 0
+        if met_before:  # its window and streak would stop it again at once
+            self.eval_window.clear()
+            logger.info(
+                "the condition %s held at the checkpoint this start continues from: training goes on, and the"
+                " evaluation starts afresh",
+                condition,
+            )
         if self.ctx.is_main and start > 0:
             self.reporter.start_at(start + 1)
         began = time.perf_counter()

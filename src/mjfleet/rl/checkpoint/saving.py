@@ -154,8 +154,8 @@ class Saving:
             raise UsageError(
                 f"checkpoint {path}: its networks do not fit this task's observations and actions ({mismatch})"
             ) from None
-        if not evaluate and self.learner.continued_notice():
-            logger.info("%s", self.learner.continued_notice())
+        if not evaluate and (notice := self.learner.continued_notice()):
+            logger.info("%s", notice)
         if own_learning_rate and configured:
             saved_rate = self.learner.learning_rate
             self.learner.set_learning_rates(configured)

@@ -129,6 +129,22 @@ class StopConditionTracker:
         self.iterations = iterations
         self.streak = 0
 
+    @classmethod
+    def continuing(
+        cls, condition: StopCondition, iterations: int, progress: Mapping[str, Any]
+    ) -> tuple[StopConditionTracker, bool]:
+        """A tracker that goes on from a checkpoint's ``progress`` of ``condition`` (its streak), and whether the
+        condition had been met there: training past it was asked for (``--finish`` with more iterations,
+        ``--resume``), so the streak starts again at 0 (the caller starts its evaluation afresh)."""
+        tracker = cls(condition, iterations)
+        tracker.streak = int(progress["streak"])
+        met = progress.get("met")
+        if met is None:  # a checkpoint from before it was saved: a streak that long had stopped the run
+            met = tracker.streak >= tracker.iterations
+        if met:
+            tracker.streak = 0
+        return tracker, bool(met)
+
     def update(self, episode: Mapping[str, float]) -> bool:
         """Record one iteration; True once the condition held for ``iterations`` iterations in a row."""
         self.streak = self.streak + 1 if self.condition.holds(episode) else 0
