@@ -81,3 +81,6 @@ def test_a_run_whose_planned_directory_another_took_meanwhile_takes_the_next_nam
     assert create_run_dir(planned, movable=True) == planned.with_name(f"{planned.name}-1")
     with pytest.raises(UsageError, match="taken since it was planned"):  # a launch already logs into the planned path
         create_run_dir(planned)
+    # The third member planned the first free name in that second (-1), which the second took since.
+    third = planned.with_name(f"{planned.name}-1")
+    assert create_run_dir(third, movable=True) == planned.with_name(f"{planned.name}-2")

@@ -74,8 +74,9 @@ def create_run_dir(run_dir: Path, movable: bool = False) -> Path:
     (nothing refers to the planned path yet): then the next free suffix is taken where another run started in the
     same second took it since it was planned (members of a sweep that start together)."""
     _make_parent(run_dir.parent)
-    for suffix in range(1000 if movable else 1):
-        candidate = run_dir if suffix == 0 else run_dir.with_name(f"{run_dir.name}-{suffix}")
+    base, first = _suffixed(run_dir)
+    for suffix in range(first, first + (1000 if movable else 1)):
+        candidate = run_dir if suffix == first else run_dir.with_name(f"{base}-{suffix}")
         try:
             candidate.mkdir()
             return candidate
@@ -85,6 +86,15 @@ def create_run_dir(run_dir: Path, movable: bool = False) -> Path:
             raise UsageError(f"cannot create run directory {candidate}: {e.strerror}") from None
     # Another run named in the same second took it after this one was planned (or this plan already ran).
     raise UsageError(f"run directory {run_dir} already exists (taken since it was planned); start again")
+
+
+def _suffixed(run_dir: Path) -> tuple[str, int]:
+    """The name :func:`next_run_dir` suffixed and its suffix (``X-2`` beside an ``X``: ``("X", 2)``), so that the
+    next free name after ``X-1`` is ``X-2``, not ``X-1-1``; otherwise the name itself and 0."""
+    base, dash, number = run_dir.name.rpartition("-")
+    if dash and number.isdigit() and not number.startswith("0") and (run_dir.parent / base).exists():
+        return base, int(number)
+    return run_dir.name, 0
 
 
 def _make_parent(parent: Path) -> None:
