@@ -19,7 +19,7 @@ from mjfleet.rl.reporting.progress import (
     progress_block,
     progress_line,
 )
-from mjfleet.rl.reporting.records import PROGRESS_FILE, read_progress
+from mjfleet.rl.reporting.records import PROGRESS_FILE, IterationRecord, append_progress, read_progress
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.train.worker import train_worker
 
@@ -167,3 +167,22 @@ def test_a_run_writes_one_json_line_per_iteration(tmp_path: Path) -> None:
     assert [r["env_steps"] for r in records] == [16 * 8, 2 * 16 * 8, 3 * 16 * 8]
     assert all(r["env_steps_per_s"] > 0 and r["elapsed_s"] > 0 for r in records)
     assert read_progress(run_dir) == result.records  # the numbers the worker returns and the console line says
+
+
+def test_a_restarts_iterations_replace_the_lost_starts_in_the_runs_history(tmp_path: Path) -> None:
+    """A start that failed after iteration 4 and was restarted from its checkpoint of iteration 2: iterations 3 and 4
+    are trained again, and the history is the restart's from there on (as TensorBoard shows it)."""
+
+    def record(iteration: int, start: str) -> IterationRecord:
+        return IterationRecord(iteration, {}, {"start": float(start == "restart")}, 1.0, 0.1, 0.1, 0.0)
+
+    for iteration in (1, 2, 3, 4):
+        append_progress(tmp_path, record(iteration, "first"))
+    with (tmp_path / PROGRESS_FILE).open("a") as f:
+        f.write('{"iteration": 5, "losses"')  # the killed process's last line, cut short
+        f.write("\n")
+    for iteration in (3, 4, 5):
+        append_progress(tmp_path, record(iteration, "restart"))
+    history = read_progress(tmp_path)
+    assert [(r.iteration, r.episode["start"]) for r in history] == [(1, 0), (2, 0), (3, 1), (4, 1), (5, 1)]
+    assert [r.iteration for r in read_progress(tmp_path, every_start=True)] == [1, 2, 3, 4, 3, 4, 5]

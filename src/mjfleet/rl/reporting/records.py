@@ -51,11 +51,13 @@ def append_progress(run_dir: Path, record: IterationRecord) -> None:
         f.write(json.dumps(dataclasses.asdict(record)) + "\n")
 
 
-def read_progress(run_dir: Path) -> list[IterationRecord]:
-    """The records of ``<run_dir>/progress.jsonl`` in the order they were written (none where there is no file).
+def read_progress(run_dir: Path, every_start: bool = False) -> list[IterationRecord]:
+    """The run's history from ``<run_dir>/progress.jsonl``, one record per iteration (none where there is no file).
 
-    A continued run's starts append to one file, so an iteration trained again after a restart appears again; a line
-    cut short by a killed process is skipped.
+    A continued run's starts append to one file, so iterations trained again after a restart (those after the
+    checkpoint it continued from) appear twice there: the later start's records replace the earlier's from its first
+    iteration on, as TensorBoard shows them. ``every_start``: every line as written instead. A line cut short by a
+    killed process is skipped.
     """
     try:
         lines = (run_dir / PROGRESS_FILE).read_text().splitlines()
@@ -66,9 +68,13 @@ def read_progress(run_dir: Path) -> list[IterationRecord]:
     for line in lines:
         try:
             data = json.loads(line)
-            records.append(IterationRecord(**{k: v for k, v in data.items() if k in names}))
+            record = IterationRecord(**{k: v for k, v in data.items() if k in names})
         except (ValueError, TypeError, AttributeError):
             continue
+        if not every_start:
+            while records and records[-1].iteration >= record.iteration:  # a later start trains these again
+                records.pop()
+        records.append(record)
     return records
 
 
