@@ -1,7 +1,7 @@
 """Make keyed motions of the G1 for the tracking task: joint poses of Menagerie's G1 eased between keys, with the
 root placed by MuJoCo's kinematics so that the lower foot touches the ground in every frame (no flight phase).
 
-    MENAGERIE_ROOT=<dir> uv run python scripts/make_g1_motion.py    # the shipped motion, in place
+    MENAGERIE_ROOT=<dir> uv run python scripts/make_g1_motion.py --out motion.csv    # the shipped motion
     MENAGERIE_ROOT=<dir> uv run python scripts/make_g1_motion.py --motion wave-twist-squat --out motion.csv
 
 ``wave-squat`` (shipped; 6 s at 30 frames per second, the retargeted-G1 CSV layout): from the home pose the right arm

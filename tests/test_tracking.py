@@ -318,7 +318,7 @@ def test_evaluation_rows_of_the_training_simulation_start_as_play_and_leave_the_
 @needs_g1
 @pytest.mark.parametrize(
     ("content", "words"),
-    [("1,2,3\n4,5,6\n", "3 columns"), ("", "no such"), ("a,b\n", "not a table")],
+    [("1,2,3\n4,5,6\n", "3 columns"), ("", "no such"), ("a,b\n", "not numbers separated by commas")],
 )
 def test_a_bad_motion_file_is_one_line_and_creates_nothing(content: str, words: str, tmp_path: Path) -> None:
     motion = tmp_path / "bad.csv"

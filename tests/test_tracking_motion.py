@@ -111,16 +111,22 @@ def test_every_bad_file_is_one_line_naming_it_and_what_is_wrong(model: mujoco.Mj
     _refused(_csv(tmp_path, rows[:, :-1], "short_row.csv"), joints, f"{rows.shape[1] - 1} columns", "36")
     nan = rows.copy()
     nan[5, 9] = np.nan
-    _refused(_csv(tmp_path, nan, "nan.csv"), joints, "frame 6 has a joint angle", "not a number")  # lines from 1
-    wxyz = rows.copy()
-    wxyz[:, 3:7] *= 2.0
-    _refused(_csv(tmp_path, wxyz, "scaled.csv"), joints, "quaternion of frame 1", "not 1", "order x, y, z, w")
+    _refused(_csv(tmp_path, nan, "nan.csv"), joints, "frame 6 has a joint angle", "not a finite number")  # from 1
+    scaled = rows.copy()
+    scaled[:, 3:7] *= 2.0
+    _refused(_csv(tmp_path, scaled, "scaled.csv"), joints, "quaternion of frame 1", "not 1")
     (tmp_path / "empty.csv").write_text("")
     _refused(tmp_path / "empty.csv", joints, "no frames")
     _refused(_csv(tmp_path, rows[:10], "brief.csv"), joints, "10 frames", "shorter than")
     text = tmp_path / "words.csv"
     text.write_text("root_x,root_y\n1,2\n")
-    _refused(text, joints, "not a table of numbers")
+    _refused(text, joints, "line 1 is not numbers separated by commas: 'root_x,root_y'", "a header?")
+    ragged = _csv(tmp_path, rows, "ragged.csv")
+    lines = ragged.read_text().splitlines()
+    ragged.write_text("\n".join([*lines[:4], lines[4] + ",0.5", *lines[5:]]))
+    _refused(ragged, joints, "line 5 has 37 columns, the layout has 36")
+    (tmp_path / "binary.csv").write_bytes(b"\xff\xfe\x00\x81")
+    _refused(tmp_path / "binary.csv", joints, "not a text file")
     np.savez(tmp_path / "partial.npz", fps=[50], joint_pos=rows[:, 7:])
     _refused(tmp_path / "partial.npz", joints, "no body_pos_w, body_quat_w")
     frames = rows.shape[0]
@@ -134,9 +140,20 @@ def test_every_bad_file_is_one_line_naming_it_and_what_is_wrong(model: mujoco.Mj
     np.savez(
         tmp_path / "long.npz", fps=[50], joint_pos=rows[:, 7:], body_pos_w=np.zeros((frames, 1, 3)), body_quat_w=doubled
     )
-    _refused(tmp_path / "long.npz", joints, "quaternion of frame 1", "order w, x, y, z")
+    _refused(tmp_path / "long.npz", joints, "quaternion of frame 1", "not 1")
     np.savez(tmp_path / "no_rate.npz", fps=np.zeros(0), joint_pos=rows[:, 7:], body_pos_w=pos, body_quat_w=quat)
     _refused(tmp_path / "no_rate.npz", joints, "fps holds 0 values")
+    for name, rate in (("period.npz", 1 / 30), ("tiny_rate.npz", 1e-300), ("fast.npz", 1e4)):  # crashed, or 900x slower
+        np.savez(tmp_path / name, fps=[rate], joint_pos=rows[:, 7:], body_pos_w=pos, body_quat_w=quat)
+        _refused(tmp_path / name, joints, "is not a frame rate between 1 and 1000", "frame period?")
+    np.save(tmp_path / "one_array.npy", rows)
+    (tmp_path / "one_array.npz").write_bytes((tmp_path / "one_array.npy").read_bytes())
+    _refused(tmp_path / "one_array.npz", joints, "holds one array (an .npy file?)")
+    (tmp_path / "text.npz").write_text("fps,30\n")
+    _refused(tmp_path / "text.npz", joints, "not an npz (a zip archive of named arrays)")
+    objects = {"fps": np.array([{"fps": 30}], dtype=object), "body_pos_w": pos, "body_quat_w": quat}
+    np.savez(tmp_path / "objects.npz", joint_pos=rows[:, 7:], **objects)
+    _refused(tmp_path / "objects.npz", joints, "not a readable npz (Object arrays cannot be loaded")
     (tmp_path / "folder.csv").mkdir()
     _refused(tmp_path / "folder.csv", joints, "is a directory")
     (tmp_path / "walk.bvh").write_text("HIERARCHY")
@@ -153,3 +170,44 @@ def test_a_relative_motion_path_is_recorded_absolute(tmp_path: Path, monkeypatch
         cfg.motion == str(tmp_path / "motions" / "mine.csv") and cfg.motion_file() == tmp_path / "motions" / "mine.csv"
     )
     assert TrackingConfig().motion == ""  # the shipped motion
+
+
+@pytest.mark.parametrize("yaw_rate", [0.5, 3.0])  # headings within 30 degrees; every heading (once misread upright)
+def test_a_quaternion_written_in_the_other_order_is_refused(
+    model: mujoco.MjModel, tmp_path: Path, yaw_rate: float
+) -> None:
+    """Its norm is 1 either way: read in the wrong order, the root tilted (upside down, or lying, or leaning, by its
+    heading) and training ran on it without a word."""
+    joints = _joints(model)
+    rows = _trajectory(joints, yaw_rate=yaw_rate)
+    wxyz = rows.copy()
+    wxyz[:, 3:7] = rows[:, [6, 3, 4, 5]]
+    _refused(_csv(tmp_path, wxyz, "wxyz.csv"), joints, "upright only read as quaternions w, x, y, z", "are x, y, z, w")
+    frames = rows.shape[0]
+    quat_xyzw = rows[:, None, 3:7]  # mjlab's layout is w, x, y, z
+    np.savez(
+        tmp_path / "xyzw.npz",
+        fps=[30],
+        joint_pos=rows[:, 7:],
+        body_pos_w=np.zeros((frames, 1, 3)),
+        body_quat_w=quat_xyzw,
+    )
+    _refused(tmp_path / "xyzw.npz", joints, "upright only read as quaternions x, y, z, w", "are w, x, y, z")
+    lying = rows.copy()  # a motion on its back (getting up, say): upright in neither order, and not refused
+    pitch = np.array([0.0, -np.sin(np.pi / 4), 0.0, np.cos(np.pi / 4)])
+    lying[:, 3:7] = pitch
+    assert read_motion(_csv(tmp_path, lying, "lying.csv"), joints).frames == frames
+
+
+def test_a_spreadsheets_csv_and_other_frame_rates_are_read(model: mujoco.MjModel, tmp_path: Path) -> None:
+    """A byte-order mark and a blank last line (spreadsheets write both) failed with numpy's words; a CSV at another
+    rate than the LAFAN1 retargeting's 30 per second (``--env.motion-fps``) was played slower or faster."""
+    joints = _joints(model)
+    rows = _trajectory(joints, fps=60.0)
+    path = _csv(tmp_path, rows)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes() + b"  \n\n")
+    motion = read_motion(path, joints, csv_fps=60.0)
+    assert motion.fps == 60.0 and motion.frames == rows.shape[0] and motion.duration_s == pytest.approx(2.0)
+    assert np.allclose(motion.joint_pos, rows[:, 7:])
+    with pytest.raises(UsageError, match="40 frames at 60 per second, shorter than 1 s"):
+        read_motion(_csv(tmp_path, rows[:40], "brief.csv"), joints, csv_fps=60.0)

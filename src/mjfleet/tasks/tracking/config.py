@@ -76,6 +76,9 @@ class TrackingConfig(EnvConfig):
     motion: str = ""
     """The reference motion: a ``.csv`` in the retargeted-G1 layout (30 fps; root x y z, quaternion x y z w, joint
     angles) or mjlab's ``.npz``; empty: the motion shipped with mjfleet (a G1 waving and squatting)."""
+    motion_fps: float = 30.0
+    """Frames per second of a ``.csv`` motion (the retargeted LAFAN1 files have 30; other retargeting tools may
+    write 50 or 120); an ``.npz`` says its own."""
     anchor_body: str = "torso_link"
     """The tracked body (among ``bodies``) whose pose anchors the reference: its height and orientation errors end an
     episode."""
@@ -175,8 +178,12 @@ class TrackingConfig(EnvConfig):
         created."""
         from mjfleet.errors import UsageError
         from mjfleet.tasks.locomotion.sources import resolve_robot, robot_file
-        from mjfleet.tasks.tracking.motion import read_motion
+        from mjfleet.tasks.tracking.motion import FPS_RANGE, read_motion
 
+        if not FPS_RANGE[0] <= self.motion_fps <= FPS_RANGE[1]:
+            raise UsageError(
+                f"--env.motion-fps must be between {FPS_RANGE[0]:g} and {FPS_RANGE[1]:g} (got {self.motion_fps:g})"
+            )
         if not 0.0 <= self.adaptive_uniform <= 1.0:
             raise UsageError(f"--env.adaptive-uniform must be between 0 and 1 (got {self.adaptive_uniform})")
         if not 0.0 < self.adaptive_decay <= 1.0:
@@ -205,7 +212,7 @@ class TrackingConfig(EnvConfig):
         model = mujoco.MjModel.from_xml_path(str(robot_file(robot)))
         self._check_bodies({model.body(b).name for b in range(model.nbody)}, robot_file(robot))
         joints = sum(1 for kind in model.jnt_type if kind == mujoco.mjtJoint.mjJNT_HINGE)
-        read_motion(self.motion_file(), joints)
+        read_motion(self.motion_file(), joints, self.motion_fps)
 
     def _check_bodies(self, names: set[str], robot: Path) -> None:
         """The tracked bodies, the anchor and the end effectors are bodies of the robot, the last two tracked."""

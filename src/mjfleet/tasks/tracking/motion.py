@@ -28,9 +28,14 @@ import numpy as np
 from mjfleet.errors import UsageError
 
 CSV_FPS = 30.0
-"""Frames per second of the retargeted CSV layout."""
+"""Frames per second of the retargeted CSV layout (the LAFAN1 retargeting's; other tools' CSVs may have others)."""
 MIN_SECONDS = 1.0
 """A motion shorter than this is refused (a few frames are no motion to learn)."""
+MAX_SECONDS = 3600.0
+"""A motion longer than this is refused: an npz whose ``fps`` holds the frame period reads as a 900 times slower
+motion (and a tiny rate as one no memory holds)."""
+FPS_RANGE = (1.0, 1000.0)
+"""Frame rates a motion file may have."""
 UNIT_TOLERANCE = 1e-2
 """How far a file's quaternion's norm may be from 1 (rounding in a text file); it is normalised after the check."""
 
@@ -62,8 +67,9 @@ class Motion:
         return (self.frames - 1) / self.fps
 
 
-def read_motion(path: Path, joints: int) -> Motion:
-    """The motion in ``path`` (``.csv`` or ``.npz``) of a robot with ``joints`` hinge joints, checked."""
+def read_motion(path: Path, joints: int, csv_fps: float = CSV_FPS) -> Motion:
+    """The motion in ``path`` (``.csv`` at ``csv_fps`` frames per second, or ``.npz``) of a robot with ``joints``
+    hinge joints, checked."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise UsageError(f"motion file {path} {'is a directory' if path.is_dir() else 'does not exist'}")
@@ -72,7 +78,7 @@ def read_motion(path: Path, joints: int) -> Motion:
     except OSError as e:
         raise UsageError(f"motion file {path}: cannot be read ({e.strerror or type(e).__name__})") from None
     if path.suffix.lower() == ".csv":
-        fps, root_pos, root_quat, joint_pos = _read_csv(path, joints)
+        fps, root_pos, root_quat, joint_pos = _read_csv(path, joints, csv_fps)
     elif path.suffix.lower() == ".npz":
         fps, root_pos, root_quat, joint_pos = _read_npz(path, joints)
     else:
@@ -81,40 +87,77 @@ def read_motion(path: Path, joints: int) -> Motion:
     for name, values in (("root position", root_pos), ("root quaternion", root_quat), ("joint angle", joint_pos)):
         bad = ~np.isfinite(values).all(axis=1)
         if bad.any():
-            raise UsageError(f"motion file {path}: frame {int(np.argmax(bad)) + 1} has a {name} that is not a number")
+            raise UsageError(
+                f"motion file {path}: frame {int(np.argmax(bad)) + 1} has a {name} that is not a finite number"
+            )
     norms = np.linalg.norm(root_quat, axis=1)
     off = np.abs(norms - 1.0) > UNIT_TOLERANCE
     if off.any():
         frame = int(np.argmax(off))
-        order = "x, y, z, w" if path.suffix.lower() == ".csv" else "w, x, y, z"
         raise UsageError(
-            f"motion file {path}: the root quaternion of frame {frame + 1} has norm {norms[frame]:.3f}, not 1 (is"
-            f" the order {order}?)"
+            f"motion file {path}: the root quaternion of frame {frame + 1} has norm {norms[frame]:.3f}, not 1"
         )
-    if (root_pos.shape[0] - 1) / fps < MIN_SECONDS:
+    root_quat = root_quat / norms[:, None]
+    # A quaternion's components in another order keep its norm, but tilt an upright root (by its heading).
+    csv = path.suffix.lower() == ".csv"
+    other = root_quat[:, [1, 2, 3, 0]] if csv else root_quat[:, [3, 0, 1, 2]]  # as the other order reads
+    upright, upright_other = float(_upright(root_quat).mean()), float(_upright(other).mean())
+    if upright_other > 0.9 and upright < upright_other - 0.1:
+        order, written = ("x, y, z, w", "w, x, y, z") if csv else ("w, x, y, z", "x, y, z, w")
         raise UsageError(
-            f"motion file {path}: {root_pos.shape[0]} frames at {fps:g} per second, shorter than {MIN_SECONDS:g} s"
+            f"motion file {path}: the root stands upright only read as quaternions {written}; the layout's are {order}"
         )
-    return Motion(fps, root_pos, root_quat / norms[:, None], joint_pos, path, digest)
+    frames, seconds = root_pos.shape[0], (root_pos.shape[0] - 1) / fps
+    if not MIN_SECONDS <= seconds <= MAX_SECONDS:
+        bound = f"shorter than {MIN_SECONDS:g} s" if seconds < MIN_SECONDS else f"longer than {MAX_SECONDS:g} s"
+        raise UsageError(
+            f"motion file {path}: {frames} frame{'s' if frames != 1 else ''} at {fps:g} per second, {bound}"
+        )
+    return Motion(fps, root_pos, root_quat, joint_pos, path, digest)
 
 
-def _read_csv(path: Path, joints: int) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+def _upright(quat: np.ndarray) -> np.ndarray:
+    """Per unit quaternion (w, x, y, z), the world's z component of the body's z axis: 1 upright, -1 upside down."""
+    return 1.0 - 2.0 * (quat[:, 1] ** 2 + quat[:, 2] ** 2)
+
+
+def _read_csv(path: Path, joints: int, fps: float) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # an empty file: said below, in the file's words
-            rows = np.loadtxt(path, delimiter=",", dtype=np.float64, ndmin=2)
-    except ValueError as e:
-        raise UsageError(f"motion file {path}: not a table of numbers ({str(e).splitlines()[0]})") from None
-    if rows.size == 0:
+        text = path.read_text(encoding="utf-8-sig")  # a spreadsheet's "CSV UTF-8" begins with a byte-order mark
+    except UnicodeDecodeError:
+        raise UsageError(f"motion file {path}: not a text file") from None
+    # (line number from 1, its values): blank lines and comments (#) are not frames
+    lines = [(n, line.split("#", 1)[0].strip()) for n, line in enumerate(text.splitlines(), 1)]
+    lines = [(n, line) for n, line in lines if line]
+    if not lines:
         raise UsageError(f"motion file {path}: no frames (the file is empty)")
     columns = 7 + joints
+    layout = f"the layout has {columns} (root x y z, quaternion x y z w, {joints} joint angles)"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            rows = np.loadtxt([line for _, line in lines], delimiter=",", dtype=np.float64, ndmin=2)
+    except ValueError:
+        raise UsageError(f"motion file {path}: {_first_bad_line(lines, columns, layout)}") from None
     if rows.shape[1] != columns:
-        raise UsageError(
-            f"motion file {path}: {rows.shape[1]} columns, the layout has {columns} (root x y z, quaternion x y z w,"
-            f" {joints} joint angles)"
-        )
+        raise UsageError(f"motion file {path}: {rows.shape[1]} columns, {layout}")
     quat_xyzw = rows[:, 3:7]
-    return CSV_FPS, rows[:, 0:3], quat_xyzw[:, [3, 0, 1, 2]], rows[:, 7:]
+    return fps, rows[:, 0:3], quat_xyzw[:, [3, 0, 1, 2]], rows[:, 7:]
+
+
+def _first_bad_line(lines: list[tuple[int, str]], columns: int, layout: str) -> str:
+    """What is wrong with the first line of ``lines`` that is not ``columns`` numbers separated by commas."""
+    for number, line in lines:
+        cells = line.split(",")
+        shown = line if len(line) <= 60 else line[:57] + "..."
+        try:
+            [float(cell) for cell in cells]
+        except ValueError:
+            header = " (a header? the layout has none)" if number == lines[0][0] else ""
+            return f"line {number} is not numbers separated by commas: {shown!r}{header}"
+        if len(cells) != columns:
+            return f"line {number} has {len(cells)} columns, {layout}"
+    return "not a table of numbers separated by commas"
 
 
 NPZ_KEYS = ("fps", "joint_pos", "body_pos_w", "body_quat_w")
@@ -122,8 +165,14 @@ NPZ_KEYS = ("fps", "joint_pos", "body_pos_w", "body_quat_w")
 
 
 def _read_npz(path: Path, joints: int) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    with path.open("rb") as f:
+        magic = f.read(6)
+    if magic == b"\x93NUMPY":
+        raise UsageError(f"motion file {path}: holds one array (an .npy file?), not an npz's named arrays")
+    if not magic.startswith(b"PK"):
+        raise UsageError(f"motion file {path}: not an npz (a zip archive of named arrays)")
     try:
-        data = np.load(path)
+        data = np.load(path, allow_pickle=False)
         missing = [key for key in NPZ_KEYS if key not in data.files]
         if missing:
             raise UsageError(f"motion file {path}: no {', '.join(missing)} (mjlab's csv_to_npz writes {NPZ_KEYS})")
@@ -137,9 +186,14 @@ def _read_npz(path: Path, joints: int) -> tuple[float, np.ndarray, np.ndarray, n
     except UsageError:
         raise
     except Exception as e:
-        raise UsageError(f"motion file {path}: not a readable npz ({type(e).__name__})") from None
-    if not fps > 0:
-        raise UsageError(f"motion file {path}: fps {fps} is not positive")
+        reason = (str(e).splitlines() or [type(e).__name__])[0]
+        reason = reason if len(reason) <= 100 else reason[:97] + "..."
+        raise UsageError(f"motion file {path}: not a readable npz ({reason})") from None
+    if not FPS_RANGE[0] <= fps <= FPS_RANGE[1]:
+        raise UsageError(
+            f"motion file {path}: fps {fps:g} is not a frame rate between {FPS_RANGE[0]:g} and {FPS_RANGE[1]:g} per"
+            " second (is it the frame period?)"
+        )
     if joint_pos.ndim != 2 or joint_pos.shape[1] != joints:
         raise UsageError(f"motion file {path}: joint_pos has shape {joint_pos.shape}, the robot has {joints} joints")
     frames = joint_pos.shape[0]

@@ -56,7 +56,7 @@ class TrackingTask(Task[TrackingConfig]):
         self._model = build_model(self.robot, None, self_contacts=cfg.rewards.self_collisions != 0.0)
         movable_centre_of_mass(self._model, self.robot.base_body, cfg.randomization)
         self._joints = [j for j in range(self._model.njnt) if self._model.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE]
-        self.motion = read_motion(cfg.motion_file(), len(self._joints))
+        self.motion = read_motion(cfg.motion_file(), len(self._joints), cfg.motion_fps)
 
     def build_model(self) -> mujoco.MjModel:
         return self._model
