@@ -84,3 +84,12 @@ def test_bench_refuses_a_json_path_it_cannot_write_before_measuring(
     assert caught.value.code == 2
     err = capsys.readouterr().err
     assert f"--json {blocked / 'out.json'}: cannot create its folder" in err and "Traceback" not in err
+
+
+def test_bench_refuses_empty_lists_of_sizes(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--num-envs`` with no value crashed the contact-cost table (an IndexError) and printed empty tables else."""
+    for argv in (["--contact-costs", "--num-envs"], ["--gpu-ids", "None", "--num-envs", "--steps", "2"], ["--workers"]):
+        with pytest.raises(SystemExit) as exc:
+            bench.main(["cartpole-balance", *argv])
+        assert exc.value.code == 2
+        assert "--num-envs and --workers need at least one value each" in capsys.readouterr().err

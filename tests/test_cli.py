@@ -63,6 +63,12 @@ def _usage_error(capsys: pytest.CaptureFixture[str], main: object, argv: list[st
         (["cartpole-balance", "--gpu-ids", "0", "0"], "more than once"),
         (["cartpole-balance", "--env.num-envs", "0"], "--env.num-envs must be at least 1"),
         (["cartpole-balance", "--env.num-envs", "many"], "'many' (expected --env.num-envs INT)"),
+        (
+            ["cartpole-balance", "--env.sim.use-graph", "False"],
+            "False (--env.sim.use-graph is an on/off flag and takes no value: --env.sim.use-graph or"
+            " --env.sim.no-use-graph)",
+        ),
+        (["cartpole-balance", "--stop-when", "success", ">=", "0.9"], "quote the condition as one word"),
         (["cartpole-balance", "--agent.max-iterations", "-5"], "--agent.max-iterations"),
         (["cartpole-balance", "--env.episode-length-s", "nan"], "--env.episode-length-s must be positive"),
         (["cartpole-balance", "--env.sim.threads", "0"], "--env.sim.threads must be at least 1 (got 0;"),
@@ -116,6 +122,20 @@ def test_a_task_that_overrides_training_start_alone_still_reports_its_privileged
 
     assert PRIVILEGED_SUCCESS in declared_stat_keys(Started, balance_config())
     assert PRIVILEGED_SUCCESS not in declared_stat_keys(CartpoleTask, balance_config())
+
+
+def test_a_network_of_no_layers_and_a_lone_stop_streak_are_said_before_the_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """No hidden layers passed ``--dry-run`` and failed in rsl_rl after the run existed (an IndexError, exit 1);
+    ``--stop-when-iterations`` without a condition was ignored without a word."""
+    base = ["cartpole-balance", "--gpu-ids", "None", "--log-root", str(tmp_path / "logs"), "--dry-run"]
+    for net in ("actor", "critic"):
+        line = _usage_error(capsys, train.main, [*base, f"--agent.policy.{net}-hidden-dims"])
+        assert f"--agent.policy.{net}-hidden-dims names no layer" in line
+    train.main([*base, "--stop-when-iterations", "3"])
+    assert "--stop-when-iterations 3 has no effect without --stop-when" in capsys.readouterr().err
+    assert not (tmp_path / "logs").exists()
 
 
 def test_train_resume_missing_or_corrupt(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -548,3 +568,27 @@ def test_play_videos_show_the_step_each_episode_ended_in(
     play.main([*argv, "--env.episode-length-s", "0.1", "--gpu-ids", "None"])  # 5 steps an episode: it times out
     assert json.loads(capsys.readouterr().out)["episodes"] == 2
     assert lengths == [1, 2, 3, 4, 5, 1, 2, 3, 4, 5]  # each episode's last step, not the next one's start
+
+
+def test_a_baseline_in_a_runs_settings_names_no_checkpoint_and_keeps_off_its_video(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``--agent random --checkpoint <run>`` reported the checkpoint as played and recorded over the policy's video."""
+    [result] = run(small_train_config(iterations=1, log_root=tmp_path))
+    run_dir = Path(result.run_dir)
+    paths: list[Path] = []
+
+    class Recorder:
+        def __init__(self, env: MjEnv, camera: object, cfg: object, path: Path) -> None:
+            paths.append(path)
+            self.capture = lambda: None
+
+    monkeypatch.setattr(play, "_recorder", Recorder)
+    monkeypatch.setattr(play, "_close", lambda recorder, keep: paths[-1])
+    argv = ["cartpole-balance", "--checkpoint", str(run_dir), "--num-episodes", "1", "--gpu-ids", "None", "--video"]
+    play.main([*argv, "--agent", "random"])
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["checkpoint"] is None and shown["settings_of"] == str(run_dir / "model_1.pt")
+    play.main(argv)
+    assert json.loads(capsys.readouterr().out)["checkpoint"] == str(run_dir / "model_1.pt")
+    assert paths == [run_dir / "videos" / "play_random.mp4", run_dir / "videos" / "play.mp4"]

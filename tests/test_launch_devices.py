@@ -86,7 +86,7 @@ def test_select_auto_with_and_without_cuda() -> None:
 
     cpu = select_devices("auto", device_count=0, env={})
     assert cpu.kind == "cpu" and cpu.devices == ("cpu",)
-    assert cpu.notice == "CUDA not available; training on the CPU"
+    assert cpu.notice == "CUDA not available; running on the CPU"
     assert cpu.cuda_visible_devices == ""
 
     hidden = select_devices("auto", device_count=0, env={"CUDA_VISIBLE_DEVICES": ""})

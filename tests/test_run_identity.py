@@ -305,3 +305,43 @@ def test_a_run_recorded_before_file_contents_counted_matches_the_file_as_it_is(t
     edited = {**current, "env.motion_sha256": "0" * 64}
     assert not same_training(current, edited)
     assert differences(current, edited).startswith("the content of --env.motion (sha256 000000000000; the run's ")
+
+
+def test_a_checkpoint_to_resume_is_recorded_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recorded as typed, the same checkpoint named from another folder was "other settings" under one --run-id, and
+    ``--finish`` from another folder looked for the checkpoint there."""
+    from mjfleet.train.config import validate
+
+    monkeypatch.chdir(tmp_path)
+    relative = small_train_config(resume=Path("runs/model_3.pt"))
+    validate(relative)
+    assert relative.resume == tmp_path / "runs" / "model_3.pt"
+    absolute = small_train_config(resume=tmp_path / "runs" / "model_3.pt")
+    validate(absolute)
+    assert same_training(_settings(relative), _settings(absolute))
+    remote = small_train_config(resume=Path("wandb:team/project/abc123:model_5.pt"))
+    validate(remote)
+    assert str(remote.resume) == "wandb:team/project/abc123:model_5.pt"
+
+
+def test_resume_says_where_its_environment_differs_from_the_checkpoints(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A CPU checkpoint resumed on a GPU with only its network sizes given trained at the GPU's action scale (four
+    times the Menagerie Go1's on the CPU) without a word."""
+    trained = small_train_config(iterations=1, log_root=tmp_path / "a")
+    trained.env = dataclasses.replace(trained.env, episode_length_s=3.0)
+    run(trained)
+    [source] = _runs(tmp_path / "a")
+    other = small_train_config(iterations=1, log_root=tmp_path / "b", resume=source, num_envs=32)
+    with caplog.at_level(logging.WARNING, logger="mjfleet"):
+        plan_run(other, {}, None)
+    assert f"--resume {source / 'model_1.pt'}: its run trained in another environment: " in caplog.text
+    assert "--env.episode-length-s 5.0 (the run has 3.0); give its values as flags" in caplog.text
+    assert "num-envs" not in caplog.text  # another device's count of environments is no other environment
+    caplog.clear()
+    same = small_train_config(iterations=1, log_root=tmp_path / "b", resume=source)
+    same.env = dataclasses.replace(same.env, episode_length_s=3.0)
+    with caplog.at_level(logging.WARNING, logger="mjfleet"):
+        plan_run(same, {}, None)
+    assert "another environment" not in caplog.text

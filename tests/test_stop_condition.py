@@ -53,6 +53,14 @@ def test_parse(text: str, key: str, op: str, value: float) -> None:
     assert StopCondition.parse(text) == StopCondition(key, op, value)
 
 
+def test_a_condition_is_shown_with_every_digit_it_has() -> None:
+    """Shown rounded to 6 digits, ``--finish``'s ``--help`` offered ``return>123.457`` for ``return>123.456789``:
+    copied, another condition."""
+    assert str(StopCondition.parse("return>123.456789")) == "Eval/return > 123.456789"
+    assert str(StopCondition.parse("success>=0.9")) == "Eval/success >= 0.9"
+    assert str(StopCondition.parse("length>=100")) == "Eval/length >= 100"
+
+
 @pytest.mark.parametrize("text", ["success", "success==1", ">=0.9", "success>=", "success>=nan", "success>=inf"])
 def test_parse_rejects(text: str) -> None:
     with pytest.raises(UsageError, match="--stop-when"):

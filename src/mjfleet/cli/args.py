@@ -161,7 +161,25 @@ def _without_values(message: str, args: Sequence[str]) -> str:
         value for flag, value in zip(args, list(args)[1:], strict=False) if flag in listed and not value.startswith("-")
     }
     unknown = [item for item in listed if item not in values] or listed
-    return f"Unrecognized option{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}"
+    return f"Unrecognized option{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}{_hint(unknown[0], args)}"
+
+
+_BOOLEAN_WORDS = frozenset({"true", "false", "yes", "no", "on", "off"})
+
+
+def _hint(unknown: str, args: Sequence[str]) -> str:
+    """Why a word a user typed is no option: a value given to an on/off flag, or a condition's words unquoted."""
+    args = list(args)
+    if unknown not in args:
+        return ""
+    at = args.index(unknown)
+    flag = args[at - 1] if at > 0 else ""
+    if flag.startswith("--") and unknown.lower() in _BOOLEAN_WORDS:
+        group, dot, name = flag[2:].rpartition(".")
+        return f" ({flag} is an on/off flag and takes no value: {flag} or --{group}{dot}no-{name})"
+    if "--stop-when" in args[max(0, at - 2) : at]:
+        return " (quote the condition as one word: --stop-when 'success>=0.9')"
+    return ""
 
 
 def _one_of(items: list[str]) -> str:

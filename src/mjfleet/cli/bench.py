@@ -323,6 +323,8 @@ def main(argv: list[str] | None = None) -> None:
     cfg = parse(BenchConfig, args[1:], f"bench {task_id}")
     if not cfg.backends:
         raise UsageError("--backends needs at least one of warp, mujoco")
+    if not cfg.num_envs or not cfg.workers:
+        raise UsageError("--num-envs and --workers need at least one value each")
     if any(n < 1 for n in cfg.num_envs) or cfg.steps < 1 or cfg.train_iterations < 2 or any(w < 1 for w in cfg.workers):
         raise UsageError("--num-envs, --steps and --workers must be positive and --train-iterations at least 2")
     if cfg.workers_per_gpu < 1:

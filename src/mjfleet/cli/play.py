@@ -60,7 +60,8 @@ class PlayConfig:
     video: bool = False
     """Record an mp4 of environment 0."""
     video_path: Path | None = None
-    """Where the video goes (default: ``<run_dir>/videos/play.mp4``, or ``videos/<task>.mp4`` without a run)."""
+    """Where the video goes (default: ``<run_dir>/videos/play.mp4``, ``play_random.mp4`` or ``play_zero.mp4`` for a
+    baseline, or ``videos/<task>.mp4`` without a run)."""
     video_width: int = 640
     """Video width in pixels."""
     video_height: int = 480
@@ -211,7 +212,9 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
             steps = run_viewer(cfg.viewer, env, policy, cfg.viewer_host, cfg.viewer_port)
             return {"task": task_id, "agent": cfg.agent, "viewer": cfg.viewer, "steps": steps}
         recorder = None
-        default = (checkpoint.parent / "videos" / "play.mp4") if checkpoint else Path("videos") / f"{task_id}.mp4"
+        # A baseline in a run's settings (``--agent random --checkpoint``) keeps off the policy's video.
+        name = "play.mp4" if cfg.agent == "policy" else f"play_{cfg.agent}.mp4"
+        default = (checkpoint.parent / "videos" / name) if checkpoint else Path("videos") / f"{task_id}.mp4"
         path = cfg.video_path or default
         if cfg.video:
             recorder = _recorder(env, spec.load_task_class().video_camera, cfg, path)
@@ -222,7 +225,10 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
             if recorder is not None:
                 _close(recorder, keep=False)
             raise
-    result: dict[str, object] = {"task": task_id, "agent": cfg.agent, "checkpoint": checkpoint and str(checkpoint)}
+    played = checkpoint if cfg.agent == "policy" else None  # a baseline's checkpoint only names the run's settings
+    result: dict[str, object] = {"task": task_id, "agent": cfg.agent, "checkpoint": played and str(played)}
+    if checkpoint is not None and played is None:
+        result["settings_of"] = str(checkpoint)
     result.update(summary.as_dict())
     if recorder is not None:
         try:

@@ -50,7 +50,7 @@ def parse_gpu_ids(tokens: Sequence[str]) -> GpuRequest:
     words = [w.strip("[]()") for w in words]
     words = [w for w in words if w]
     if not words:
-        raise UsageError(f"--gpu-ids {text!r} lists no GPUs; use 'None' to train on the CPU")
+        raise UsageError(f"--gpu-ids {text!r} lists no GPUs; use 'None' to run on the CPU")
     ids: list[int] = []
     for word in words:
         if not _INT_RE.fullmatch(word):
@@ -181,7 +181,7 @@ def select_devices(request: GpuRequest, *, device_count: int, env: Mapping[str, 
                 kind="cpu",
                 devices=("cpu",),
                 cuda_visible_devices="",
-                notice=f"CUDA not available{reason}; training on the CPU",
+                notice=f"CUDA not available{reason}; running on the CPU",
             )
         indices: tuple[int, ...] = (0,)
     elif request == "all":
@@ -190,11 +190,10 @@ def select_devices(request: GpuRequest, *, device_count: int, env: Mapping[str, 
         indices = tuple(range(device_count))
     else:
         if not request:
-            raise UsageError("--gpu-ids lists no GPUs; use --gpu-ids None to train on the CPU")
+            raise UsageError("--gpu-ids lists no GPUs; use --gpu-ids None to run on the CPU")
         if device_count == 0:
             raise UsageError(
-                f"--gpu-ids {' '.join(map(str, request))}: {_no_gpu_reason(env)};"
-                " use --gpu-ids None to train on the CPU"
+                f"--gpu-ids {' '.join(map(str, request))}: {_no_gpu_reason(env)}; use --gpu-ids None to run on the CPU"
             )
         bad = [i for i in request if not 0 <= i < device_count]
         if bad:

@@ -48,6 +48,8 @@ def prepare(cfg: TrainConfig) -> Prepared:
 
     if package_of(cfg.task) != BUILTIN_PACKAGE:
         get_task(cfg.task).load_task_class()  # a package's misspelt task class: one line, before anything is created
+    if cfg.stop_when is None and cfg.stop_when_iterations is not None:
+        logger.warning("--stop-when-iterations %d has no effect without --stop-when", cfg.stop_when_iterations)
     if cfg.stop_when is not None:
         from mjfleet.envs.task import declared_stat_keys  # imports torch: only when --stop-when is given
 

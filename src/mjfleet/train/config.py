@@ -25,6 +25,7 @@ from mjfleet.render.size import check_video_size
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.evaluation.stop_condition import StopWhen, as_condition
 from mjfleet.rl.learners.registry import learner_entry, learner_names
+from mjfleet.runs.source import is_wandb_ref
 from mjfleet.runtime.devices import GpuIds
 
 MAX_CPU_WORKERS = 1024
@@ -159,6 +160,8 @@ def validate(cfg: TrainConfig) -> None:
         ("--agent.policy.actor-hidden-dims", cfg.agent.policy.actor_hidden_dims),
         ("--agent.policy.critic-hidden-dims", cfg.agent.policy.critic_hidden_dims),
     ):
+        if not dims:
+            raise UsageError(f"{flag} names no layer: the network needs at least one (e.g. {flag} 256 128)")
         if any(d < 1 for d in dims):
             raise UsageError(f"{flag}: every layer needs at least 1 unit (got {' '.join(map(str, dims))})")
     check_env(cfg.env)
@@ -226,6 +229,10 @@ def validate(cfg: TrainConfig) -> None:
     for flag, path in (("--log-root", cfg.log_root), ("--resume", cfg.resume), ("--finish", cfg.finish)):
         if path is not None and ("\x00" in str(path) or not str(path).strip()):
             raise UsageError(f"{flag} {str(path)!r} is not a usable path")
+    if cfg.resume is not None and not is_wandb_ref(cfg.resume):
+        # Recorded as typed, the same checkpoint by another spelling trained "other settings" under one --run-id,
+        # and the run's record of it was another folder's path for --finish and for remote ranks.
+        cfg.resume = cfg.resume.expanduser().absolute()
     if cfg.torchrunx_log_dir is not None and "\x00" in cfg.torchrunx_log_dir:
         raise UsageError("--torchrunx-log-dir contains a NUL character")
     if any(not h.strip() or "\x00" in h for h in cfg.hostnames):

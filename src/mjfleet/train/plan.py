@@ -205,6 +205,8 @@ def _new(cfg: TrainConfig, settings: dict[str, Any], identity: RunIdentity | Non
     """A new run: its start point (``--resume`` resolved: a missing, truncated or foreign checkpoint fails here), its
     record and the name of its directory."""
     start = plan_start(cfg)
+    if start.checkpoint is not None:
+        _say_other_environment(start.checkpoint, settings, default_settings(cfg))
     record = RunRecord(
         fingerprint=fingerprint(settings),
         settings=settings,
@@ -217,6 +219,31 @@ def _new(cfg: TrainConfig, settings: dict[str, Any], identity: RunIdentity | Non
     )
     run_dir = next_run_dir(cfg.log_root, cfg.agent.experiment_name, cfg.agent.run_name)
     return RunStart(run_dir, start, record)
+
+
+RESUMED_WHEREVER = ("env.num_envs", "env.sim.backend")
+"""Environment settings a checkpoint resumes under without a word: the device's count and engine."""
+
+
+def _say_other_environment(checkpoint: Path, settings: dict[str, Any], defaults: list[dict[str, Any]]) -> None:
+    """``--resume``: warn where this run's environment differs from the one the checkpoint's run trained in (a
+    checkpoint moved to a GPU trains at the GPU's defaults where the command gives no flag, e.g. another action
+    scale); a run without a record (a lone checkpoint) says nothing."""
+    record = RunRecord.read(checkpoint.parent)
+    if record is None or not record.settings or record.task != settings.get("task"):
+        return  # another task's checkpoint: said apart (its networks must take this task's observations)
+
+    def environment(flat: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in flat.items() if k.startswith("env.") and k not in RESUMED_WHEREVER}
+
+    trained, current = environment(record.settings), environment(settings)
+    envs = [environment(d) for d in defaults]
+    if not same_training(trained, current, envs):
+        logger.warning(
+            "--resume %s: its run trained in another environment: %s; give its values as flags to train as it did",
+            checkpoint,
+            differences(trained, current, limit=6, defaults=envs),
+        )
 
 
 def _continue(cfg: TrainConfig, run_dir: Path, record: RunRecord) -> RunStart:

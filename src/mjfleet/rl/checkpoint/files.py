@@ -72,8 +72,9 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
                 f"checkpoint {path} holds Python objects other than tensors and plain data; refusing to unpickle it"
                 " (not an mjfleet checkpoint)"
             ) from None
-        what = "corrupt or truncated" if path.suffix == ".pt" else "not a checkpoint (a model_<it>.pt file)"
-        raise UsageError(f"checkpoint {path} is {what} ({type(e).__name__})") from None
+        if path.suffix != ".pt":  # torch's words about another kind of file say nothing useful
+            raise UsageError(f"{path} is not a checkpoint: name a model_<it>.pt file or its run directory") from None
+        raise UsageError(f"checkpoint {path} is corrupt or truncated ({type(e).__name__})") from None
     if not isinstance(data, dict):
         raise UsageError(f"checkpoint {path} is not an mjfleet checkpoint")
     learner = data.get("learner", DEFAULT_LEARNER)

@@ -96,7 +96,13 @@ class StopCondition:
         return value is not None and math.isfinite(value) and _OPERATORS[self.op](value, self.value)
 
     def __str__(self) -> str:
-        return f"{self.key} {self.op} {self.value:g}"
+        return f"{self.key} {self.op} {_number(self.value)}"
+
+
+def _number(value: float) -> str:
+    """``value`` short (``0.9``, ``100``) where that is exact, else every digit it has (``123.456789``)."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
 
 
 def _parse_words(words: list[str]) -> StopCondition:
@@ -110,7 +116,7 @@ StopWhen: TypeAlias = Annotated[
         metavar="CONDITION",
         instance_from_str=_parse_words,
         is_instance=lambda value: isinstance(value, StopCondition),
-        str_from_instance=lambda condition: [f"{condition.key}{condition.op}{condition.value:g}"],
+        str_from_instance=lambda condition: [f"{condition.key}{condition.op}{_number(condition.value)}"],
     ),
 ]
 """A config field that the command line fills with a parsed :class:`StopCondition` (``success>=0.9``)."""
