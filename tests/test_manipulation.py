@@ -261,6 +261,9 @@ def test_with_no_hold_a_success_still_needs_the_cube_at_the_goal_in_the_last_ste
         (["--env.cube.half-size", "0.03", "0.01"], "--env.cube.half-size 0.03 0.01: the low end is above the high"),
         (["--env.cube.mass", "-1", "0"], "--env.cube.mass -1 0: must be above 0"),
         (["--env.hold-s", "-1"], "--env.hold-s must be at least 0 and shorter than the episode"),
+        # Drawn past the table's edge or inside it: cubes dropped at once, goals never reached, silently.
+        (["--env.cube.x", "0.75", "0.8"], "--env.cube.x 0.75 0.8: past the table, which spans -0.2 to 0.7"),
+        (["--env.goal.z", "-0.1", "0.2"], "--env.goal.z -0.1 0.2: must be above the table's top (z = 0)"),
     ],
 )
 def test_a_range_or_hold_the_lift_cannot_draw_is_one_line(flags: list[str], words: str, tmp_path: Path) -> None:
@@ -269,6 +272,14 @@ def test_a_range_or_hold_the_lift_cannot_draw_is_one_line(flags: list[str], word
     argv = ["yam-lift-cube", "--gpu-ids", "None", *flags]
     argv += ["--agent.max-iterations", "1", "--env.num-envs", "4"]  # were it not refused, it would be brief
     assert words in refused_train(argv, tmp_path / "logs")
+
+
+@needs_yam
+def test_a_reach_target_inside_the_table_is_one_line(tmp_path: Path) -> None:
+    from .helpers import refused_train
+
+    argv = ["yam-reach", "--gpu-ids", "None", "--env.target.z", "-0.2", "-0.1", "--agent.max-iterations", "1"]
+    assert "--env.target.z -0.2 -0.1: must be above the table's top (z = 0)" in refused_train(argv, tmp_path / "logs")
 
 
 @needs_yam

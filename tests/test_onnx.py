@@ -38,6 +38,17 @@ def test_the_metadata_names_the_file_timestep_when_training_takes_longer_steps()
     assert meta["physics_dt"] == pytest.approx(0.005) and meta["control_dt"] == pytest.approx(0.02)
 
 
+def test_the_metadata_gives_the_control_ranges_mujoco_clips_to() -> None:
+    """Saturated actions aim joints past their limits; the simulator clipped them in training, and without the ranges
+    a control loop could not."""
+    runner = _runner("cartpole-balance", num_envs=2)
+    meta = policy_metadata(runner.env, runner.learner.policy(), 0)
+    assert meta["ctrl_range"] == [[-1.0, 1.0]]
+    model = runner.env.sim.mj_model
+    model.actuator_ctrllimited[0] = 0
+    assert policy_metadata(runner.env, runner.learner.policy(), 0)["ctrl_range"] == [None]
+
+
 @pytest.mark.parametrize("task_id", every_task())
 def test_onnx_matches_torch_on_recorded_observations(task_id: str, tmp_path: Path) -> None:
     torch.manual_seed(0)

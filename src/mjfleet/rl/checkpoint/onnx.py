@@ -86,11 +86,28 @@ def policy_metadata(env: MjEnv, policy: ExportablePolicy, iteration: int) -> dic
         "physics_dt": float(env.step_dt) / env.cfg.sim.decimation,
         "actuator_names": actuators,
         "joint_names": joints,
+        # MuJoCo clips each control to its range: the targets the recipes give may lie past it (a deployment clips too).
+        "ctrl_range": [
+            [float(lo), float(hi)] if _ctrl_limited(model, i) else None
+            for i, (lo, hi) in enumerate(model.actuator_ctrlrange)
+        ],
     }
     if isinstance(default, torch.Tensor) and default.shape == (env.num_actions,):
         meta["default_joint_pos"] = [float(v) for v in default.tolist()]
     meta.update(env.task.export_metadata())
     return meta
+
+
+def _ctrl_limited(model: Any, actuator: int) -> bool:
+    """Whether MuJoCo clips actuator ``actuator``'s control to its ``ctrlrange`` (``ctrllimited`` "auto" reads the
+    range: limited where one is given)."""
+    import mujoco
+
+    limited = int(model.actuator_ctrllimited[actuator])
+    if limited == mujoco.mjtLimited.mjLIMITED_AUTO:
+        lo, hi = model.actuator_ctrlrange[actuator]
+        return bool(lo < hi)
+    return limited == mujoco.mjtLimited.mjLIMITED_TRUE
 
 
 def _tables_metadata(tables: ExportedTables | None) -> dict[str, Any]:

@@ -94,6 +94,26 @@ class ManipulationConfig(EnvConfig):
         self.model_files()
         build_model(resolve_arm(self.arm), self)
 
+    def check_over_table(self, flag: str, x: Range, y: Range, z: Range | None = None) -> None:
+        """Positions drawn from ``x``, ``y`` (and heights ``z``) are over the table and above its top: one line
+        naming ``flag`` (``--env.target``: ``--env.target.x``...) where they are not (a target inside the table, a
+        cube started past its edge: unreachable, or dropped at once, and trained on silently)."""
+        from mjfleet.errors import UsageError
+
+        table = self.table
+        check_ranges({f"{flag}.x": (x, None), f"{flag}.y": (y, None), f"{flag}.z": (z, None)})
+        for axis, values, low, high in (
+            ("x", x, -table.back, table.front),
+            ("y", y, -table.half_width, table.half_width),
+        ):
+            if values[0] < low or values[-1] > high:
+                raise UsageError(
+                    f"{flag}.{axis} {values[0]:g} {values[-1]:g}: past the table, which spans {low:g} to {high:g}"
+                    f" (--env.table.*)"
+                )
+        if z is not None and not z[0] > 0.0:
+            raise UsageError(f"{flag}.z {z[0]:g} {z[-1]:g}: must be above the table's top (z = 0)")
+
 
 @dataclass
 class ReachRewards:
@@ -125,6 +145,12 @@ class ReachConfig(ManipulationConfig):
     """An episode succeeds when it times out with the end-effector this close to the target (metres)."""
     rewards: ReachRewards = field(default_factory=ReachRewards)
     """Reward term weights."""
+
+    def prepare_assets(self) -> None:
+        """Where targets are drawn, checked (one line naming the flag) before the scene is built."""
+        t = self.target
+        self.check_over_table("--env.target", t.x, t.y, t.z)
+        super().prepare_assets()
 
 
 @dataclass
@@ -231,6 +257,8 @@ class LiftConfig(ManipulationConfig):
             "--env.cube.yaw": (self.cube.yaw, None),
         }
         check_ranges(ranges)
+        self.check_over_table("--env.cube", self.cube.x, self.cube.y)
+        self.check_over_table("--env.goal", self.goal.x, self.goal.y, self.goal.z)
         if not 0.0 <= self.hold_s < self.episode_length_s:
             raise UsageError(
                 f"--env.hold-s must be at least 0 and shorter than the episode ({self.episode_length_s:g} s; got"
