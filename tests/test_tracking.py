@@ -532,3 +532,23 @@ def test_training_episodes_begun_part_way_report_their_success_apart() -> None:
     means = env.stats.means(env.stats.keys, *env.stats.pop())
     assert PRIVILEGED_SUCCESS in means and ("Episode/success" in means) == bool((~started).any())
     assert _env(num_envs=1, sampling="start").task.training_start(env) is None
+
+
+@needs_g1
+def test_a_motion_longer_than_an_episode_says_what_a_success_judges(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 3-minute dance judged by 10 s episodes: its success and errors were of the first 10 s, unsaid."""
+    rows = np.loadtxt(SHIPPED_MOTION, delimiter=",")
+    long = tmp_path / "long.csv"
+    np.savetxt(long, np.concatenate([rows] * 3), delimiter=",", fmt="%.6f")  # 18.07 s
+    cfg = dataclasses.replace(get_task(TASK).env_cfg(), motion=str(long))
+    with caplog.at_level("INFO", logger="mjfleet"):
+        cfg.prepare_assets()
+    assert "the motion lasts 18 s and episodes 10 s: a success is following its first 10 s" in caplog.text
+    assert "(--env.episode-length-s 19 to judge it whole)" in caplog.text  # 543 frames at 30 per second
+    caplog.clear()
+    with caplog.at_level("INFO", logger="mjfleet"):
+        dataclasses.replace(cfg, episode_length_s=19.0).prepare_assets()
+        get_task(TASK).env_cfg().prepare_assets()  # the shipped motion: 6 s
+    assert "the motion lasts" not in caplog.text

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Self
@@ -212,7 +214,16 @@ class TrackingConfig(EnvConfig):
         model = mujoco.MjModel.from_xml_path(str(robot_file(robot)))
         self._check_bodies({model.body(b).name for b in range(model.nbody)}, robot_file(robot))
         joints = sum(1 for kind in model.jnt_type if kind == mujoco.mjtJoint.mjJNT_HINGE)
-        read_motion(self.motion_file(), joints, self.motion_fps)
+        motion = read_motion(self.motion_file(), joints, self.motion_fps)
+        if motion.duration_s > self.episode_length_s:
+            logging.getLogger(__name__).info(
+                "the motion lasts %.0f s and episodes %g s: a success is following its first %g s from its start,"
+                " as play judges it (--env.episode-length-s %.0f to judge it whole)",
+                motion.duration_s,
+                self.episode_length_s,
+                self.episode_length_s,
+                math.ceil(motion.duration_s - 1e-6),
+            )
 
     def _check_bodies(self, names: set[str], robot: Path) -> None:
         """The tracked bodies, the anchor and the end effectors are bodies of the robot, the last two tracked."""
