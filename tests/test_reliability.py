@@ -6,6 +6,7 @@ configurations are tiny and each scenario is run once.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import queue
@@ -18,6 +19,7 @@ import uuid
 from datetime import datetime
 from pathlib import Path
 
+import psutil
 import pytest
 
 from mjfleet.launch.launcher import WorkerFailure
@@ -104,10 +106,16 @@ def test_hung_worker_aborts_the_run_within_the_timeout_and_is_named(
     assert_no_processes_left(token)  # the sleeping rank was killed too
 
 
-def test_ctrl_c_on_the_launcher_checkpoints_and_resume_continues(tmp_path: Path, token: str) -> None:
+@pytest.mark.parametrize("how", ["ctrl-c", "scheduler"])
+def test_ctrl_c_on_the_launcher_checkpoints_and_resume_continues(tmp_path: Path, token: str, how: str) -> None:
+    """``ctrl-c``: SIGINT to the terminal's process group (the local agents have a session of their own);
+    ``scheduler``: SIGTERM to every process of the launch inside a SLURM allocation, as preemption or scancel sends it
+    (the agents and the workers died at once, and the run ended "failed" without the stop's checkpoint)."""
     cmd = [sys.executable, "-m", "mjfleet.cli.train", "cartpole-balance", "--gpu-ids", "None", "--cpu-workers", "2"]
     cmd += [*TINY, "--agent.max-iterations", "100000", "--agent.save-interval", "100000", "--log-root", str(tmp_path)]
     env = {k: v for k, v in os.environ.items() if k not in (FAULT_ENV, "TORCHRUNX_LOG_DIR")}
+    if how == "scheduler":
+        env["SLURM_JOB_ID"] = "4242"  # a batch script's own launch (not an srun step: train launches the workers)
     # Its own process group stands in for the terminal's foreground group: Ctrl-C signals every process in it.
     proc = subprocess.Popen(
         cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, start_new_session=True
@@ -132,7 +140,13 @@ def test_ctrl_c_on_the_launcher_checkpoints_and_resume_continues(tmp_path: Path,
                 continue
             assert line is not None, "train exited early:\n" + "".join(stderr)
             stderr.append(line)
-        os.killpg(proc.pid, signal.SIGINT)
+        if how == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            launch = psutil.Process(proc.pid)
+            for each in [launch, *launch.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    each.send_signal(signal.SIGTERM)
         proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
@@ -141,12 +155,13 @@ def test_ctrl_c_on_the_launcher_checkpoints_and_resume_continues(tmp_path: Path,
         stderr.append(line)
     output = "".join(stderr)
 
-    assert proc.returncode == 130, output
+    signum = signal.SIGINT if how == "ctrl-c" else signal.SIGTERM
+    assert proc.returncode == 128 + signum, output
     assert "Traceback" not in output
     (run_dir,) = tmp_path.glob("*/*")
     ((stopped_at, checkpoint),) = list_checkpoints(run_dir)  # only the checkpoint the stop wrote
     assert stopped_at >= 2
-    assert f"stopped by SIGINT at iteration {stopped_at} of " in _flat(output)
+    assert f"stopped by {signum.name} at iteration {stopped_at} of " in _flat(output)
     assert f"checkpoint: {checkpoint}" in _flat(output)
     assert f"finish it: train cartpole-balance --finish {run_dir}" in _flat(output)
     assert_no_processes_left(token)

@@ -379,6 +379,31 @@ def test_a_hang_names_the_silent_rank_and_its_last_iteration(tmp_path: Path) -> 
     assert "last completed iteration 2, 24 s before" in first_line and "rank 0, 2 timed out after 20 s" in first_line
 
 
+@pytest.mark.parametrize(
+    ("exc", "code"),
+    [
+        (UsageError("checkpoint model_80.pt: its networks take 5 observations, the task gives 48"), 2),
+        (NonFiniteTrainingError("the value loss is nan"), 3),
+        (ImportError("No module named 'skrl'"), 3),
+        (RuntimeError("CUDA error: an illegal memory access"), 1),
+    ],
+)
+def test_a_launched_workers_failure_exits_as_it_would_in_one_process(
+    exc: BaseException, code: int, tmp_path: Path
+) -> None:
+    """Bad input a launched worker found exited 3 ("would fail the same way", a diverged run's code) where one
+    process exits 2 (docs/guides/runs.md's table: a scheduler retries neither, but reads them apart)."""
+    from mjfleet.cli.train import _exit_code
+    from mjfleet.launch.worker_entry import failure_report
+
+    plan = LaunchPlan(device_kind="cpu", workers_per_host=2)
+    _reports(
+        tmp_path, {"kind": "started", "rank": 1, "pid": 101, "time": time.time()}, failure_report(exc) | {"rank": 1}
+    )
+    failure = build_failure(RuntimeError("exit code 1"), plan, tmp_path, None)
+    assert failure.rank == 1 and _exit_code(failure) == code
+
+
 @pytest.mark.parametrize(("quiet_s", "hinted"), [(118.0, True), (30.0, False)])
 def test_an_abort_a_collective_timeout_after_the_last_heartbeat_hints_at_nccls_watchdog(
     quiet_s: float, hinted: bool, tmp_path: Path

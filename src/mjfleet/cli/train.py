@@ -29,6 +29,7 @@ from mjfleet.errors import (
     FAILED_EXIT_CODE,
     FATAL_EXIT_CODE,
     PEER_LOST_EXIT_CODE,
+    USAGE_EXIT_CODE,
     FatalTrainingError,
     PeerFailed,
     RanksMissing,
@@ -198,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
             logger.error("%s", missing)
             raise SystemExit(PEER_LOST_EXIT_CODE) from None  # before any process group: nothing to tear down
         except (WorkerFailure, FatalTrainingError, PeerFailed) as failure:
-            code = FATAL_EXIT_CODE if _repeats(failure) else FAILED_EXIT_CODE
+            code = _exit_code(failure)
             end.close("failed", str(failure) or type(failure).__name__, code)
         except KeyboardInterrupt:
             end.close("interrupted", signal_name(stop.signum or 2), exit_code(stop.signum or 2))
@@ -264,9 +265,10 @@ class _Closing:
             ),
             wall_s=time.time() - self.began,
             detail=detail,
-            finishable=how in ("stopped", "interrupted") or (how == "failed" and code != FATAL_EXIT_CODE),
+            finishable=how in ("stopped", "interrupted") or (how == "failed" and code == FAILED_EXIT_CODE),
             prefix=command_prefix(os.environ),
             launcher=None if external is None else external.launcher,
+            env_steps=results[0].env_steps if results else None,
         )
         level = {"failed": logging.ERROR, "stopped": logging.WARNING, "interrupted": logging.WARNING}.get(how)
         if external is not None and external.rank != 0 and how != "failed":
@@ -282,11 +284,12 @@ class _Closing:
         raise SystemExit(code)
 
 
-def _repeats(failure: BaseException) -> bool:
-    """Whether a restart would fail the same way."""
+def _exit_code(failure: BaseException) -> int:
+    """2 for bad input a launched worker found (as in one process), 3 where a restart would fail the same way, else
+    1 (docs/guides/runs.md's table)."""
     if isinstance(failure, WorkerFailure):
-        return not failure.retryable
-    return isinstance(failure, FatalTrainingError)
+        return USAGE_EXIT_CODE if failure.usage_error else FAILED_EXIT_CODE if failure.retryable else FATAL_EXIT_CODE
+    return FATAL_EXIT_CODE if isinstance(failure, FatalTrainingError) else FAILED_EXIT_CODE
 
 
 def _process_start() -> float:

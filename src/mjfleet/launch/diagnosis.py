@@ -28,6 +28,8 @@ class WorkerFailure(RuntimeError):
     log_path: Path | None = None
     retryable: bool = True
     """False when a restart would fail the same way (bad input, unimportable code, a non-retryable error)."""
+    usage_error: bool = False
+    """The worker found bad input (a :class:`~mjfleet.errors.UsageError`): exit code 2, as in one process."""
     unresponsive_ranks: Sequence[int] = ()
     """Ranks that stopped participating while others timed out waiting for them in a collective."""
 
@@ -54,6 +56,7 @@ class _Diagnosis:
     unresponsive: list[int] = field(default_factory=list)
     user_facing: bool = False
     """The error line says it all: no traceback or log tail is added."""
+    usage_error: bool = False
     others_named: bool = False
     """The error already names the other ranks that failed."""
 
@@ -73,7 +76,10 @@ def _diagnose(exc: BaseException, plan: LaunchPlan, report_dir: Path, failures: 
         user_facing = bool(first.get("user_facing"))
         details = [] if user_facing else [str(x) for x in first.get("traceback", [])]
         retryable = bool(first.get("retryable", True))
-        return _Diagnosis(rank, str(first.get("error")), details, retryable=retryable, user_facing=user_facing)
+        usage = bool(first.get("usage_error"))
+        return _Diagnosis(
+            rank, str(first.get("error")), details, retryable=retryable, user_facing=user_facing, usage_error=usage
+        )
 
     started = sorted(read_reports(report_dir, "started"), key=lambda r: int(r["rank"]))
     for report in started:
@@ -226,5 +232,6 @@ def build_failure(exc: BaseException, plan: LaunchPlan, report_dir: Path, log_ru
         details=details,
         log_path=log_path,
         retryable=diagnosis.retryable,
+        usage_error=diagnosis.usage_error,
         unresponsive_ranks=diagnosis.unresponsive,
     )

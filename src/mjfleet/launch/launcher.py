@@ -337,6 +337,7 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
             result = launcher.run(WorkerEntry(fn, args, secrets))
             succeeded = True
         except (WorkerFailedError, AgentFailedError) as exc:
+            grace_s = SWEEP_GRACE_INTERRUPTED_S  # the others wait in a collective for the failed rank: nothing to await
             raise build_failure(exc, plan, report_dir, log_run_dir) from exc
         except KeyboardInterrupt:
             grace_s = SWEEP_GRACE_INTERRUPTED_S

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shlex
 import socket
 import subprocess
@@ -15,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from mjfleet.cluster.hosts import is_local_host
+from mjfleet.runtime.stop import signals_reach_every_process
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +33,13 @@ def patched_torchrunx(announce: str | None) -> Iterator[None]:
     def execute_command(command: str, hostname: str, **kwargs: Any) -> tuple[str, str]:
         if kwargs.get("return_stdout_stderr") or not is_local_host(hostname):
             return original_execute(command, hostname, **kwargs)
-        subprocess.Popen(command, shell=True, text=True, start_new_session=True)
+        if signals_reach_every_process(os.environ):
+            # A scheduler's SIGTERM reaches every process of the job, sessions apart: the agent ignores it (torch's
+            # process context would raise on it and end the workers, as the agent's death would).
+            agent = {**os.environ, "TORCHELASTIC_SIGNALS_TO_HANDLE": "SIGHUP,SIGQUIT"}
+            subprocess.Popen(f"trap '' TERM; {command}", shell=True, text=True, start_new_session=True, env=agent)
+        else:
+            subprocess.Popen(command, shell=True, text=True, start_new_session=True)
         return ("", "")
 
     # No option starts local agents apart: torchrunx runs them with Popen(shell=True) in our process group, where a

@@ -25,10 +25,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Generic, TypeVar
 
-from mjfleet.errors import exception_line, is_retryable, is_user_facing
+from mjfleet.errors import UsageError, exception_line, is_retryable, is_user_facing
 from mjfleet.runtime.context import MASTER_ADDR_ENV
 from mjfleet.runtime.peers import is_peer_failure
 from mjfleet.runtime.processes import hard_exit
+from mjfleet.runtime.stop import signals_reach_every_process
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +88,7 @@ def failure_report(exc: BaseException) -> dict[str, Any]:
         "peer_failure": is_peer_failure(exc),
         "retryable": is_retryable(exc),
         "user_facing": is_user_facing(exc),
+        "usage_error": isinstance(exc, UsageError),
     }
 
 
@@ -135,6 +137,8 @@ class WorkerEntry(Generic[T]):
     """Picklable (with the ``__name__`` torchrunx logs): runs ``fn(*args)`` in a launched worker; on any exception
     reports it and ``os._exit(1)``. SIGINT is ignored: stopping is the launcher's decision, and a stray Ctrl-C to the
     process group must not kill one rank mid-collective (a KeyboardInterrupt raised otherwise exits 130, unreported).
+    So is SIGTERM where a scheduler sends it to every process of the job (:func:`signals_reach_every_process`): the
+    launcher's stop request then has rank 0 checkpoint first.
 
     ``env``: variables set in the worker first; they travel with the function (the launcher's connection to its
     agents), never on a command line.
@@ -153,6 +157,8 @@ class WorkerEntry(Generic[T]):
             os.environ["MASTER_ADDR"] = master_addr
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            if signals_reach_every_process(os.environ):
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
         _drop_console_handlers()
         identity = _identity()
         rank = identity["rank"]

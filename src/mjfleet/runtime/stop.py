@@ -13,7 +13,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import FrameType
 
@@ -25,6 +25,14 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 REPEAT_WINDOW_S = 0.5
 """The same signal again within this many seconds is one request delivered twice, not a second one: wrappers such
 as ``uv run`` pass on a signal that reached their whole process group, and SLURM signals every process of a task."""
+
+
+def signals_reach_every_process(env: Mapping[str, str]) -> bool:
+    """Whether a SIGTERM may reach every process of a launch at once, not only the launcher: inside a SLURM
+    allocation (``SLURM_JOB_ID``), whose preemption, ``scancel`` and time limit signal all of a job's processes. Its
+    launched workers and local agents then ignore SIGTERM, so that the launcher's stop request has rank 0 checkpoint
+    first (elsewhere they keep dying of it: torch gives a SIGTERMed process 30 s before SIGKILL when a peer failed)."""
+    return bool(env.get("SLURM_JOB_ID", "").strip())
 
 
 def exit_code(signum: int) -> int:
