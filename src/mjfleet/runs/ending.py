@@ -36,7 +36,7 @@ class RunEnd:
     last_iteration: int | None
     """The last iteration this command completed (None: unknown; the newest checkpoint then tells)."""
     env_steps_per_iteration: int
-    """Over all workers."""
+    """Over all workers, in a run's first iteration."""
     wall_s: float
     """From the command's start to now."""
     detail: str = ""
@@ -48,6 +48,9 @@ class RunEnd:
     launcher: str | None = None
     """The launcher that started this command as one rank of its job (``torchrun``, ``srun``), whose own command
     continues the run; None: ``train`` itself."""
+    env_steps: int | None = None
+    """Environment steps this command simulated over all workers, as the workers counted them (the evaluation may
+    step faster near the stop); None: ``env_steps_per_iteration`` per iteration trained."""
 
 
 def command_prefix(env: Mapping[str, str]) -> str:
@@ -99,9 +102,8 @@ def _headline(end: RunEnd, last: int | None) -> str:
         steps = ""
     else:
         trained = 0 if last is None else max(0, last - end.started_at)
-        steps = (
-            f"{trained} iteration{'s' if trained != 1 else ''}, {trained * end.env_steps_per_iteration:,} env-steps in "
-        )
+        simulated = trained * end.env_steps_per_iteration if end.env_steps is None else end.env_steps
+        steps = f"{trained} iteration{'s' if trained != 1 else ''}, {simulated:,} env-steps in "
     of = f" of {end.final_iteration}" if end.final_iteration is not None else ""
     where = f"at iteration {last}{of}" if last is not None else "with no checkpoint written"
     headline = {
