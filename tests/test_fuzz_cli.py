@@ -213,6 +213,8 @@ def test_known_hostile_values_are_refused(arena: Path) -> None:
         ("--collective-timeout-s=1e300",): "--collective-timeout-s must be positive and at most",
         ("--max-restarts=-1",): "--max-restarts must be between",
         ("--cpu-workers=100000",): "--cpu-workers must be at most",
+        # Worker logs outside the run directory: found when the run directory existed already.
+        ("--cpu-workers=2", "--torchrunx-log-dir=/proc/x"): "cannot create worker log directory /proc/x",
         ("--agent.experiment-name=../../etc",): "--agent.experiment-name",
         ("--agent.run-name=a/b",): "--agent.run-name",
         ("--resume", str(arena / "truncated")): "corrupt or truncated",

@@ -64,7 +64,7 @@ def expand_nodelist(nodelist: str, flag: str) -> tuple[str, ...]:
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=SCONTROL_TIMEOUT_S, check=False)
     except FileNotFoundError:
-        raise UsageError(f"{flag}: scontrol is not on PATH (it expands SLURM_JOB_NODELIST={nodelist})") from None
+        raise UsageError(f"{flag}: scontrol is not on PATH (it expands the node list {nodelist})") from None
     except subprocess.TimeoutExpired:
         raise UsageError(f"{flag}: '{' '.join(command)}' did not answer within {SCONTROL_TIMEOUT_S:g} s") from None
     except OSError as e:

@@ -195,6 +195,21 @@ def resolve_worker_log_dir(run_dir: Path, configured: str | None, env: Mapping[s
     return Path(value).expanduser()
 
 
+def check_worker_log_dir(log_dir: Path) -> None:
+    """:class:`UsageError` unless worker logs can be written under ``log_dir`` (``--torchrunx-log-dir`` or
+    ``TORCHRUNX_LOG_DIR``): a folder is made and removed in its nearest existing ancestor, nothing stays."""
+    existing = log_dir
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".mjfleet-probe-", dir=existing))
+    except OSError as e:
+        raise UsageError(
+            f"cannot create worker log directory {log_dir}: {e.strerror or e} (--torchrunx-log-dir or"
+            f" {LOG_DIR_ENV})"
+        ) from None
+
+
 def _make_log_run_dir(log_dir: Path) -> Path:
     """Create a fresh ``<log_dir>/<timestamp>`` (suffixed if two launches share a second)."""
     stamp = datetime.datetime.now().strftime("%Y-%m-%dT%H-%M-%S")

@@ -14,6 +14,7 @@ from mjfleet.errors import UsageError
 from mjfleet.launch.launcher import (
     AgentsDidNotJoin,
     LaunchPlan,
+    check_worker_log_dir,
     gpu_sharing_hosts,
     launch,
     resolve_worker_log_dir,
@@ -67,6 +68,8 @@ def make_plan(cfg: TrainConfig, run_dir: Path, selection: DeviceSelection, hosts
         plan = dataclasses.replace(plan, workers_per_host=gpus * plan.workers_per_device, cuda_visible_devices=visible)
     if cfg.workers_per_host is not None:
         plan = dataclasses.replace(plan, workers_per_host=cfg.workers_per_host)
+    if plan.log_dir is not None and not plan.log_dir.absolute().is_relative_to(run_dir.absolute()):
+        check_worker_log_dir(plan.log_dir)  # elsewhere than the run directory: found before that exists
     if shared := gpu_sharing_hosts(plan, remote_hosts(plan.hostnames)):  # every name must resolve
         raise UsageError(
             f"--hostnames: {', '.join(shared)} are all this machine, and with one worker per GPU their workers would"
