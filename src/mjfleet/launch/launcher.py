@@ -205,8 +205,7 @@ def check_worker_log_dir(log_dir: Path) -> None:
         os.rmdir(tempfile.mkdtemp(prefix=".mjfleet-probe-", dir=existing))
     except OSError as e:
         raise UsageError(
-            f"cannot create worker log directory {log_dir}: {e.strerror or e} (--torchrunx-log-dir or"
-            f" {LOG_DIR_ENV})"
+            f"cannot create worker log directory {log_dir}: {e.strerror or e} (--torchrunx-log-dir or {LOG_DIR_ENV})"
         ) from None
 
 
