@@ -143,10 +143,13 @@ def test_the_evaluation_steps_four_times_per_step_on_the_cpu_and_once_on_a_gpu()
     default = AgentConfig()
     assert (default.evaluation_steps(on_gpu=False), default.evaluation_steps(on_gpu=True)) == (4, 1)
     assert AgentConfig(eval_steps_per_step=2).evaluation_steps(on_gpu=True) == 2
-    # 1024 training environments and 32 evaluation environments stepped 4 times: 1152 env-steps per step; where
-    # --agent.eval-envs does not divide, the evaluation rounds down.
-    assert default.stepped_envs(1024, on_gpu=False) == 1024 + 32 * 4
-    assert AgentConfig(eval_envs=10).stepped_envs(1024, on_gpu=False) == 1024 + 2 * 4
+    # 1024 training environments and 32 evaluation environments stepped 4 times: 1152 env-steps per step (once per
+    # step until the run nears its stop condition: 1056); where --agent.eval-envs does not divide, the evaluation
+    # rounds down.
+    assert default.stepped_envs(1024, on_gpu=False, evaluation_steps=4) == 1024 + 32 * 4
+    assert default.stepped_envs(1024, on_gpu=False) == 1024 + 32
+    assert AgentConfig(eval_speedup="always").stepped_envs(1024, on_gpu=False) == 1024 + 32 * 4
+    assert AgentConfig(eval_envs=10).stepped_envs(1024, on_gpu=False, evaluation_steps=4) == 1024 + 2 * 4
     assert AgentConfig(eval_envs=0).stepped_envs(1024, on_gpu=False) == 1024
     # Two CPU workers: 64 evaluation environments each, 16 stepped 4 times.
     assert default.separate_evaluation_envs(1024, on_gpu=False, world_size=2) == 16
@@ -163,7 +166,8 @@ def test_the_evaluation_comes_on_top_of_the_environments_on_every_device() -> No
     assert default.stepped_envs(1024, on_gpu=True) == 1152
     # GPU with an evaluation simulation of its own: 1024 train, 64 evaluate twice per step.
     two = AgentConfig(eval_steps_per_step=2)
-    assert (two.training_simulation_envs(1024, on_gpu=True), two.stepped_envs(1024, on_gpu=True)) == (1024, 1024 + 128)
+    assert two.training_simulation_envs(1024, on_gpu=True) == 1024
+    assert two.stepped_envs(1024, on_gpu=True, evaluation_steps=2) == 1024 + 128
     assert AgentConfig(eval_envs=0).stepped_envs(1024, on_gpu=True) == 1024
 
 
@@ -299,6 +303,7 @@ def _steady_hand_run(
     cfg.stop_when_iterations = 2
     cfg.agent.eval_envs, cfg.agent.eval_episodes, cfg.agent.eval_steps_per_step = eval_envs, 16, eval_steps
     cfg.agent.eval_confirm, cfg.agent.eval_confirm_episodes = confirm, confirm_episodes
+    cfg.agent.eval_speedup = "always"  # the training episodes never come near: stepped twice from the start
     return train_worker(cfg, None, DistributedContext(device="cpu"))
 
 
@@ -412,6 +417,7 @@ def test_evaluation_in_a_simulation_of_its_own_stepped_twice_per_step(steady_han
     cfg = small_train_config(steady_hand, num_envs=64, iterations=8, steps=25, stop_when="success>=0.9")
     cfg.stop_when_iterations = 1
     cfg.agent.eval_envs, cfg.agent.eval_episodes, cfg.agent.eval_steps_per_step = 16, 8, 2
+    cfg.agent.eval_speedup = "always"
     result = train_worker(cfg, None, DistributedContext(device="cpu"))
     # 64 environments train; the evaluation simulation holds 8, stepped twice per training step: 80 env-steps per
     # step, as 16 evaluation environments in the training simulation would take.
@@ -515,3 +521,35 @@ def test_a_continued_run_goes_on_counting_the_iterations_its_condition_held(tmp_
     assert same.condition_met_at == 4
     other = train_worker(config(10, "Episode/length>=2", first_dir), None, DistributedContext(device="cpu"))
     assert other.condition_met_at == 6
+
+
+def test_the_evaluation_steps_faster_only_near_the_condition(steady_hand: str) -> None:
+    """``--agent.eval-speedup near-stop`` (the default): once per training step until the condition's statistic
+    comes within a tenth of its threshold, on the training episodes or the evaluation window; then all its steps."""
+    # Episodes last 50 steps (1 s): near ``length>=54`` (within 5.4), never meeting it. The training episodes, begun
+    # together, first end in iteration 2: from iteration 3 the evaluation steps twice per training step.
+    cfg = small_train_config(steady_hand, num_envs=64, iterations=6, steps=25, stop_when="length>=54")
+    cfg.agent.eval_envs, cfg.agent.eval_episodes, cfg.agent.eval_steps_per_step = 16, 8, 2
+    result = train_worker(cfg, None, DistributedContext(device="cpu"))
+    totals = [0, *(r.env_steps for r in result.records)]
+    per_iteration = [b - a for a, b in itertools.pairwise(totals)]
+    # 64 training environments and the evaluation's 8 stepped once per training step (25 steps an iteration), then
+    # twice; without a condition, once throughout.
+    assert per_iteration == [1800, 1800, 2000, 2000, 2000, 2000] and result.condition_met_at is None
+    assert result.env_steps == sum(per_iteration)
+    cfg.stop_when = None
+    unconditioned = train_worker(cfg, None, DistributedContext(device="cpu"))
+    assert [r.env_steps for r in unconditioned.records] == [1800 * i for i in range(1, 7)]
+
+
+def test_a_statistic_near_the_threshold_speeds_the_evaluation_up() -> None:
+    condition = StopCondition.parse("success>=0.95")
+    assert [condition.nearly_holds(v) for v in (0.85, 0.855, 0.9, 1.0, math.nan)] == [False, True, True, True, False]
+    error = StopCondition.parse("Metrics/lin_vel_error<0.2")
+    assert [error.nearly_holds(v) for v in (0.23, 0.22, 0.1)] == [False, True, True]
+    zero = StopCondition.parse("return>0")
+    assert [zero.nearly_holds(v) for v in (-0.02, -0.01)] == [False, True]  # at least 0.01 of margin
+    spec = registry.get_task("cartpole-balance")
+    evaluation = SeparateEvaluation(MjEnv(spec.load_task_class()(spec.env_cfg()), seed=1), 4, "cpu", first_steps=1)
+    assert (evaluation.steps, evaluation.full_steps) == (1, 4)
+    assert evaluation.speed_up() and evaluation.steps == 4 and not evaluation.speed_up()

@@ -71,6 +71,10 @@ class BenchConfig:
     defaults (``--train-num-envs`` where given) and show where an iteration's time goes, part by part: the policy,
     the environment step's task work, the physics, storage, the update, for the training and the evaluation
     environments (the first iteration excluded). On a GPU each part waits for the device, which costs a little."""
+    eval_speedup: Literal["near-stop", "always"] = "near-stop"
+    """The training measurements' ``--agent.eval-speedup``: ``near-stop`` measures an iteration as a run's are until
+    it nears its ``--stop-when`` condition (the evaluation's own simulation stepped once per training step),
+    ``always`` as they are near it (stepped ``--agent.eval-steps-per-step`` times)."""
     backends: tuple[Literal["warp", "mujoco"], ...] = ("warp", "mujoco")
     """Physics backends to measure side by side, in every table (``mujoco`` runs on the CPU only and is skipped on
     a GPU)."""
@@ -279,7 +283,9 @@ def _train_config(
     env, agent = spec.env_defaults(on_cpu), spec.agent_defaults(on_cpu)
     train_cfg = TrainConfig(env=env, agent=agent, task=task_id, gpu_ids=cfg.gpu_ids)
     train_cfg.env.sim = dataclasses.replace(train_cfg.env.sim, backend=backend)
-    train_cfg.agent = dataclasses.replace(train_cfg.agent, max_iterations=cfg.train_iterations)
+    train_cfg.agent = dataclasses.replace(
+        train_cfg.agent, max_iterations=cfg.train_iterations, eval_speedup=cfg.eval_speedup
+    )
     if cfg.train_num_envs:
         train_cfg.env.num_envs = cfg.train_num_envs
     if not launched:

@@ -154,9 +154,16 @@ class AgentConfig:
     eval_steps_per_step: int | None = None
     """Steps the evaluation environments take per training step. 1: they step with the others, in the same
     simulation. Above 1: they are a simulation of their own, of ``--agent.eval-envs`` / this many environments,
-    stepped this many times per training step (the same physics), so an evaluation episode spans this many times
-    fewer iterations and ``Eval/...`` trail the policy less. None: 4 on the CPU, where a step costs in proportion to
-    the environments it advances; 1 on a GPU, where a second simulation would add its own launches to every step."""
+    stepped this many times per training step (the same physics; from when ``--agent.eval-speedup`` says), so an
+    evaluation episode spans this many times fewer iterations and ``Eval/...`` trail the policy less. None: 4 on the
+    CPU, where a step costs in proportion to the environments it advances; 1 on a GPU, where a second simulation
+    would add its own launches to every step."""
+    eval_speedup: Literal["near-stop", "always"] = "near-stop"
+    """When evaluation environments of their own take ``--agent.eval-steps-per-step`` steps per training step:
+    ``near-stop``, once the run nears its ``--stop-when`` condition (the condition's statistic on the training or the
+    evaluation episodes within a tenth of its threshold), one step per training step before that and in a run without
+    a condition (the evaluation then costs a few percent of an iteration; ``Eval/...`` trail the policy by that many
+    times more iterations until their lag decides when the run stops); ``always``, from the first iteration."""
     eval_episodes: int = 50
     """``Eval/...`` statistics are means over the most recent evaluation episodes of every worker, at least this many
     (whole iterations); ``--stop-when`` reads them once that many have ended."""
@@ -211,6 +218,11 @@ class AgentConfig:
             return self.eval_steps_per_step
         return 1 if on_gpu else CPU_EVAL_STEPS_PER_STEP
 
+    def first_evaluation_steps(self, on_gpu: bool) -> int:
+        """Steps per training step of evaluation environments of their own in a run's first iteration
+        (:attr:`eval_speedup`)."""
+        return self.evaluation_steps(on_gpu) if self.eval_speedup == "always" else 1
+
     def separate_evaluation_envs(self, num_envs: int, on_gpu: bool, world_size: int = 1) -> int:
         """Environments of the evaluation's own simulation for a worker with ``num_envs`` (:meth:`evaluation_envs`
         divided by :meth:`evaluation_steps`, at least 1), or 0 where the evaluation steps in the training simulation."""
@@ -223,18 +235,25 @@ class AgentConfig:
         separate = self.separate_evaluation_envs(num_envs, on_gpu, world_size)
         return num_envs + (0 if separate else self.evaluation_envs(num_envs, world_size))
 
-    def stepped_envs(self, num_envs: int, on_gpu: bool, world_size: int = 1) -> int:
+    def stepped_envs(
+        self, num_envs: int, on_gpu: bool, world_size: int = 1, evaluation_steps: int | None = None
+    ) -> int:
         """Environment steps a worker with ``--env.num-envs`` ``num_envs`` simulates per training step: the training
-        simulation's environments, plus the evaluation's own simulation's environments times their steps."""
+        simulation's environments, plus the evaluation's own simulation's environments times their steps
+        (``evaluation_steps``, default: a run's first iteration's)."""
         separate = self.separate_evaluation_envs(num_envs, on_gpu, world_size)
-        own = separate * self.evaluation_steps(on_gpu) if separate else 0
-        return self.training_simulation_envs(num_envs, on_gpu, world_size) + own
+        steps = self.first_evaluation_steps(on_gpu) if evaluation_steps is None else evaluation_steps
+        return self.training_simulation_envs(num_envs, on_gpu, world_size) + (separate * steps if separate else 0)
 
-    def env_steps_per_iteration(self, num_envs: int, on_gpu: bool, world_size: int = 1) -> int:
+    def env_steps_per_iteration(
+        self, num_envs: int, on_gpu: bool, world_size: int = 1, evaluation_steps: int | None = None
+    ) -> int:
         """Environment steps one iteration simulates over all ``world_size`` workers, each with ``--env.num-envs``
-        ``num_envs``, evaluation environments included: the one rule for the runner's count, the launch plan's line
-        and the run's last lines."""
-        return world_size * self.stepped_envs(num_envs, on_gpu, world_size) * self.num_steps_per_env
+        ``num_envs``, evaluation environments included (stepped ``evaluation_steps`` times per training step where
+        they are a simulation of their own; default: a run's first iteration's): the one rule for the runner's count
+        and the launch plan's line."""
+        per_step = self.stepped_envs(num_envs, on_gpu, world_size, evaluation_steps)
+        return world_size * per_step * self.num_steps_per_env
 
     def to_rsl_rl(self, multi_gpu: dict[str, int] | None = None) -> dict[str, Any]:
         """The config dict that ``rsl_rl.algorithms.PPO.construct_algorithm`` reads (and nothing else).

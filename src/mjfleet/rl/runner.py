@@ -282,6 +282,7 @@ class Runner(Saving):
                     met = check.confirms(tracker, it, self.env_steps, self.learner.act_deterministic)
                 if tracker is not None:
                     self.stop_progress = {"condition": str(tracker.condition), "streak": tracker.streak, "met": met}
+                    self._speed_up_evaluation_near(it, tracker.condition, episode, evaluation)
                 clock.tick(it, t2)
                 record = IterationRecord(
                     iteration=it,
@@ -360,6 +361,39 @@ class Runner(Saving):
             "after its update",
         )[phase]
         return (it, phase, step), f"iteration {it}, {words}"
+
+    def _speed_up_evaluation_near(
+        self, it: int, condition: StopCondition, episode: Mapping[str, float], evaluation: Mapping[str, float]
+    ) -> None:
+        """``--agent.eval-speedup near-stop``: the evaluation's own simulation takes all its steps per training step
+        from the iteration after the condition's statistic, on the training episodes or the evaluation window's, first
+        came near the threshold (every rank alike: the statistics are all-reduced)."""
+        own = self.evaluation
+        if own is None or own.steps == own.full_steps:
+            return
+        training = condition.on_training_episodes().key
+        read = [(training, episode.get(training))]
+        if self.eval_window.full:
+            read.append((condition.key, evaluation.get(condition.key)))
+        near = next(((k, v) for k, v in read if v is not None and condition.nearly_holds(v)), None)
+        if near is None:
+            return
+        own.speed_up()
+        on_gpu = self.ctx.device_kind == "cuda"
+        self.steps_per_iteration = self.agent_cfg.env_steps_per_iteration(
+            self.train_envs, on_gpu, self.ctx.world_size, own.steps
+        )
+        if self.policy_check is not None:
+            self.policy_check.steps_per_iteration = self.steps_per_iteration
+        if self.ctx.is_main:
+            logger.info(
+                "iteration %d: %s %.3g is near --stop-when %s: the evaluation steps %d times per training step from"
+                " now on",
+                it,
+                *near,
+                condition,
+                own.steps,
+            )
 
     def _resolved_condition(self) -> StopCondition | None:
         """:attr:`stop_condition` as this run can check it: a condition on the evaluation episodes reads the training

@@ -35,6 +35,7 @@ NOT_TRAINING = frozenset(
         "agent.eval_confirm",
         "agent.eval_confirm_episodes",
         "agent.eval_steps_per_step",
+        "agent.eval_speedup",
         "env.sim.threads",
         "env.sim.nconmax",
         "env.sim.njmax",

@@ -23,19 +23,27 @@ class SeparateEvaluation:
     carry its task state (curriculum levels, :mod:`mjfleet.rl.checkpoint.rank_state`); its episodes and random streams
     start afresh in a continued run."""
 
-    def __init__(self, env: MjEnv, steps: int, device: torch.device | str) -> None:
+    def __init__(self, env: MjEnv, steps: int, device: torch.device | str, first_steps: int | None = None) -> None:
         if steps < 1:
             raise ValueError(f"evaluation steps per training step must be at least 1 (got {steps})")
         env.split_evaluation(env.num_envs)
         env.role = "evaluation"
         self.env = env
-        self.steps = steps
-        """Steps of :attr:`env` per training step."""
+        self.full_steps = steps
+        """Steps of :attr:`env` per training step once :meth:`speed_up` was called."""
+        self.steps = steps if first_steps is None else min(first_steps, steps)
+        """Steps of :attr:`env` per training step now."""
         self.device = torch.device(device)
         self._obs: TensorDict = env.get_observations()
         self._fresh_task_state = env.task.state_dict()
         """The task's state as built (curriculum levels): every check of :meth:`judge` starts from it, as ``play``
         does."""
+
+    def speed_up(self) -> bool:
+        """Step :attr:`full_steps` times per training step from now on; whether that changed anything."""
+        faster = self.steps < self.full_steps
+        self.steps = self.full_steps
+        return faster
 
     @property
     def env_steps_per_step(self) -> int:

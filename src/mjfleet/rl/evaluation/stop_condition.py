@@ -95,8 +95,20 @@ class StopCondition:
         value = episode.get(self.key)
         return value is not None and math.isfinite(value) and _OPERATORS[self.op](value, self.value)
 
+    def nearly_holds(self, value: float) -> bool:
+        """Whether ``value`` of the statistic meets the condition, or would with its threshold moved a tenth of the
+        threshold's size (at least 0.01) in its favour: ``success >= 0.95`` from 0.855 on."""
+        margin = max(NEAR_SHARE * abs(self.value), 0.01)
+        if not math.isfinite(value):
+            return False
+        return value >= self.value - margin if self.op in (">", ">=") else value <= self.value + margin
+
     def __str__(self) -> str:
         return f"{self.key} {self.op} {_number(self.value)}"
+
+
+NEAR_SHARE = 0.1
+"""How near its threshold a condition's statistic counts as near (:meth:`StopCondition.nearly_holds`)."""
 
 
 def _number(value: float) -> str:
