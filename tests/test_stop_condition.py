@@ -553,3 +553,22 @@ def test_a_statistic_near_the_threshold_speeds_the_evaluation_up() -> None:
     evaluation = SeparateEvaluation(MjEnv(spec.load_task_class()(spec.env_cfg()), seed=1), 4, "cpu", first_steps=1)
     assert (evaluation.steps, evaluation.full_steps) == (1, 4)
     assert evaluation.speed_up() and evaluation.steps == 4 and not evaluation.speed_up()
+
+
+@pytest.mark.parametrize("speedup", ["near-stop", "always"])
+def test_a_policy_that_meets_the_condition_stops_once_the_window_holds_its_episodes(
+    steady_hand: str, speedup: str
+) -> None:
+    """The stop's meaning is the same whatever the evaluation's pace: a deterministic policy that meets the condition
+    stops at the first iteration whose window holds ``--agent.eval-episodes`` evaluation episodes (and whose check
+    of the current policy agrees), stepped once per training step until then or 2 times throughout."""
+    cfg = small_train_config(steady_hand, num_envs=64, iterations=10, steps=25, stop_when="success>=0.9")
+    cfg.stop_when_iterations = 1
+    cfg.agent.eval_envs, cfg.agent.eval_episodes, cfg.agent.eval_steps_per_step = 16, 8, 2
+    cfg.agent.eval_speedup = speedup  # type: ignore[assignment]
+    result = train_worker(cfg, None, DistributedContext(device="cpu"))
+    full = next(r for r in result.records if r.evaluation_episodes >= 8)
+    assert result.condition_met_at == full.iteration == result.final_iteration
+    assert full.evaluation["Eval/success"] == 1.0
+    # The training episodes (sampled actions) never succeed: the slower pace held until the window itself was full.
+    assert all(r.episode.get("Episode/success", 0.0) == 0.0 for r in result.records)
