@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 HOOK = f"{__name__}:install"
 PROBES_ENV = "MJFLEET_PROBES"
 FAULT_ENV = "MJFLEET_FAULT"
-KINDS = ("raise", "timeout", "kill", "hang", "nan", "sigint", "sigterm")
+KINDS = ("raise", "timeout", "kill", "hang", "freeze", "nan", "sigint", "sigterm")
 REPO = Path(__file__).resolve().parents[1]
 """Launched workers import this module as ``tests.instruments``: the repository root goes on their PYTHONPATH."""
 
@@ -189,5 +189,7 @@ class Faults:
                 weights[-1].view(-1)[0] = float("nan")
         if kind in ("sigint", "sigterm"):
             os.kill(os.getpid(), signal.SIGINT if kind == "sigint" else signal.SIGTERM)
+        if kind == "freeze":  # SIGSTOP: as a debugger or a suspended job leaves it, unable to answer SIGTERM
+            os.kill(os.getpid(), signal.SIGSTOP)
         while kind == "hang":
             time.sleep(3600)

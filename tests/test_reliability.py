@@ -80,11 +80,13 @@ def _log_time(log: Path, needle: str) -> float:
     raise AssertionError(f"{needle!r} not in {log}")
 
 
+@pytest.mark.parametrize("fault", ["hang", "freeze"])
 def test_hung_worker_aborts_the_run_within_the_timeout_and_is_named(
-    tmp_path: Path, token: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, token: str, monkeypatch: pytest.MonkeyPatch, fault: str
 ) -> None:
+    """``freeze``: SIGSTOPped, the rank could not answer torch's SIGTERM, which waits 30 s before its SIGKILL."""
     timeout_s = 8
-    instrument(monkeypatch, fault="hang@1:2")  # rank 1 stops participating after iteration 2
+    instrument(monkeypatch, fault=f"{fault}@1:2")  # rank 1 stops participating after iteration 2
     cfg = small_train_config(
         num_envs=32, steps=8, iterations=50, log_root=tmp_path, cpu_workers=2, collective_timeout_s=timeout_s
     )
@@ -102,8 +104,8 @@ def test_hung_worker_aborts_the_run_within_the_timeout_and_is_named(
     assert f"rank 0 timed out after {timeout_s} s" in first_line
     (rank0_log,) = tmp_path.glob("*/*/torchrunx/*/localhost[[]0[]].log")
     hung_at = _log_time(rank0_log, "it 2/50")
-    assert aborted - hung_at < timeout_s + 30, f"aborted {aborted - hung_at:.0f} s after the hang"
-    assert_no_processes_left(token)  # the sleeping rank was killed too
+    assert aborted - hung_at < timeout_s + 20, f"aborted {aborted - hung_at:.0f} s after the hang"
+    assert_no_processes_left(token)  # the sleeping or stopped rank was killed too
 
 
 @pytest.mark.parametrize("how", ["ctrl-c", "scheduler"])

@@ -19,8 +19,9 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -44,7 +45,7 @@ from mjfleet.launch.worker_entry import REPORT_DIR_ENV, WorkerEntry
 from mjfleet.launch.worker_logs import make_log_handlers, read_reports, worker_log_path
 from mjfleet.runtime.context import DEVICE_KIND_ENV, MASTER_ADDR_ENV, PG_TIMEOUT_ENV, WORKERS_PER_DEVICE_ENV
 from mjfleet.runtime.devices import DeviceSelection
-from mjfleet.runtime.processes import SWEEP_GRACE_INTERRUPTED_S, SWEEP_GRACE_S, sweep
+from mjfleet.runtime.processes import SWEEP_GRACE_INTERRUPTED_S, SWEEP_GRACE_S, kill_stopped_descendants, sweep
 from mjfleet.runtime.stop import StopRequest, signal_name
 
 logger = logging.getLogger(__name__)
@@ -284,6 +285,28 @@ class AgentsDidNotJoin(HostError):
         )
 
 
+@contextlib.contextmanager
+def _stopped_workers_killed_on_failure(report_dir: Path, period_s: float = 1.0) -> Iterator[None]:
+    """While the block runs: once a worker has reported a failure, the launch's stopped processes on this machine are
+    SIGKILLed (a frozen rank was otherwise reported 30 s after its peers timed out waiting for it)."""
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(period_s):
+            if read_reports(report_dir, "failure") and (killed := kill_stopped_descendants()):
+                logger.warning(
+                    "killing stopped launch process(es) %s after a worker failed", ", ".join(map(str, killed))
+                )
+
+    watcher = threading.Thread(target=watch, name="mjfleet-stopped-workers", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+
+
 def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest | None = None) -> list[T]:
     """Run ``fn(*args)`` (picklable; importable top-level functions are safest) on every worker of ``plan``; return
     the results by global rank. Raises :class:`WorkerFailure` when a worker raises or dies, once all are stopped.
@@ -346,7 +369,12 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
     grace_s = SWEEP_GRACE_S
     handling = own_stop.install() if own_stop is not None else contextlib.nullcontext()
     succeeded = False
-    with handling, stop.attach(report_dir, graceful), patched_torchrunx(address):
+    with (
+        handling,
+        stop.attach(report_dir, graceful),
+        patched_torchrunx(address),
+        _stopped_workers_killed_on_failure(report_dir),
+    ):
         try:
             result = launcher.run(WorkerEntry(fn, args, secrets))
             succeeded = True

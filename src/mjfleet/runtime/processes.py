@@ -60,6 +60,18 @@ def sweep(children_before: set[psutil.Process], grace_s: float) -> None:
             time.sleep(0.1)
 
 
+def kill_stopped_descendants() -> list[int]:
+    """SIGKILL this process's stopped descendants (SIGSTOP, a debugger): they can neither take part nor exit, and
+    torch gives each process it SIGTERMs after a peer failed 30 s before SIGKILL. Returns their PIDs."""
+    stopped = []
+    for proc in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if proc.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP):
+                proc.send_signal(signal.SIGKILL)
+                stopped.append(proc.pid)
+    return stopped
+
+
 def hard_exit(code: int) -> NoReturn:
     """Flush logs, give torchrunx's stdio-forwarding threads a moment, then exit immediately. The moment also lets
     the log collector store a failure report before the launcher hears of the death (and torchrunx kills it)."""
