@@ -278,6 +278,11 @@ class AgentsDidNotJoin(HostError):
 
     def message(self, limit: str) -> str:
         """The one-line message; ``limit`` says how long the agents had (a caller may name its setting)."""
+        if not remote_hosts(self.hosts):  # nothing between them to block: they started too slowly
+            return (
+                f"the torchrunx agents on this machine did not all start and join within {limit} ({self.error}); a"
+                f" loaded machine or a slow file system starts them slower: allow them longer{self.logs}"
+            )
         return (
             f"the torchrunx agents on {', '.join(self.hosts)} did not all start and join within {limit}"
             f" ({self.error}); check that every host can reach the launcher address and the others"
@@ -380,6 +385,8 @@ def launch(fn: Callable[..., T], *args: Any, plan: LaunchPlan, stop: StopRequest
             succeeded = True
         except (WorkerFailedError, AgentFailedError) as exc:
             grace_s = SWEEP_GRACE_INTERRUPTED_S  # the others wait in a collective for the failed rank: nothing to await
+            if isinstance(exc, AgentFailedError) and not read_reports(report_dir, "started"):
+                raise AgentsDidNotJoin(exc, plan, log_run_dir) from exc  # no worker ever ran
             raise build_failure(exc, plan, report_dir, log_run_dir) from exc
         except KeyboardInterrupt:
             grace_s = SWEEP_GRACE_INTERRUPTED_S
