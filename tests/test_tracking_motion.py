@@ -172,19 +172,24 @@ def test_a_relative_motion_path_is_recorded_absolute(tmp_path: Path, monkeypatch
     assert TrackingConfig().motion == ""  # the shipped motion
 
 
-@pytest.mark.parametrize("yaw_rate", [0.5, 3.0])  # headings within 30 degrees; every heading (once misread upright)
+@pytest.mark.parametrize("yaw_rate", [0.5, 0.7])  # headings within 30 and 40 degrees
 def test_a_quaternion_written_in_the_other_order_is_refused(
     model: mujoco.MjModel, tmp_path: Path, yaw_rate: float
 ) -> None:
-    """Its norm is 1 either way: read in the wrong order, the root tilted (upside down, or lying, or leaning, by its
-    heading) and training ran on it without a word."""
+    """Its norm is 1 either way: read in the wrong order, the root stood upside down and training ran on it without a
+    word. Motions that lie, roll over or turn around are read."""
     joints = _joints(model)
     rows = _trajectory(joints, yaw_rate=yaw_rate)
     wxyz = rows.copy()
     wxyz[:, 3:7] = rows[:, [6, 3, 4, 5]]
-    _refused(_csv(tmp_path, wxyz, "wxyz.csv"), joints, "upright only read as quaternions w, x, y, z", "are x, y, z, w")
+    _refused(
+        _csv(tmp_path, wxyz, "wxyz.csv"), joints, "upright throughout read as quaternions w, x, y, z", "are x, y, z, w"
+    )
     frames = rows.shape[0]
-    quat_xyzw = rows[:, None, 3:7]  # mjlab's layout is w, x, y, z
+    # mjlab's layout is w, x, y, z. Read in it, x, y, z, w of headings near the first's is a half turn about the
+    # vertical: upright, and not told apart; of headings near the opposite one, upside down.
+    yaw = np.pi + np.arctan2(rows[:, 5], rows[:, 6]) * 2
+    quat_xyzw = np.stack((0 * yaw, 0 * yaw, np.sin(yaw / 2), np.cos(yaw / 2)), axis=1)[:, None]
     np.savez(
         tmp_path / "xyzw.npz",
         fps=[30],
@@ -192,11 +197,21 @@ def test_a_quaternion_written_in_the_other_order_is_refused(
         body_pos_w=np.zeros((frames, 1, 3)),
         body_quat_w=quat_xyzw,
     )
-    _refused(tmp_path / "xyzw.npz", joints, "upright only read as quaternions x, y, z, w", "are w, x, y, z")
-    lying = rows.copy()  # a motion on its back (getting up, say): upright in neither order, and not refused
-    pitch = np.array([0.0, -np.sin(np.pi / 4), 0.0, np.cos(np.pi / 4)])
-    lying[:, 3:7] = pitch
-    assert read_motion(_csv(tmp_path, lying, "lying.csv"), joints).frames == frames
+    _refused(tmp_path / "xyzw.npz", joints, "upright throughout read as quaternions x, y, z, w", "are w, x, y, z")
+    # Correct files: on its back or its side, turned around, and rolling over once between two standing seconds.
+    half = np.sqrt(0.5)
+    for name, quat_xyzw in (
+        ("back", [0.0, -half, 0.0, half]),
+        ("side", [half, 0.0, 0.0, half]),
+        ("around", [0, 0, 1, 0]),
+    ):
+        posed = rows.copy()
+        posed[:, 3:7] = quat_xyzw
+        assert read_motion(_csv(tmp_path, posed, f"{name}.csv"), joints).frames == frames, name
+    roll = np.concatenate((np.zeros(30), np.linspace(0.0, 2 * np.pi, frames - 60), np.full(30, 2 * np.pi)))
+    cartwheel = rows.copy()
+    cartwheel[:, 3:7] = np.stack((np.sin(roll / 2), 0 * roll, 0 * roll, np.cos(roll / 2)), axis=1)
+    assert read_motion(_csv(tmp_path, cartwheel, "cartwheel.csv"), joints).frames == frames
 
 
 def test_a_spreadsheets_csv_and_other_frame_rates_are_read(model: mujoco.MjModel, tmp_path: Path) -> None:

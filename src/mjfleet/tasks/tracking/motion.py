@@ -98,14 +98,16 @@ def read_motion(path: Path, joints: int, csv_fps: float = CSV_FPS) -> Motion:
             f"motion file {path}: the root quaternion of frame {frame + 1} has norm {norms[frame]:.3f}, not 1"
         )
     root_quat = root_quat / norms[:, None]
-    # A quaternion's components in another order keep its norm, but tilt an upright root (by its heading).
+    # A quaternion's components in the other order keep its norm, but turn an upright root of many headings upside
+    # down. Read so, the root is mostly upside down and upright throughout in the other order; a motion upside down
+    # throughout on purpose reads alike (and is refused with it), one that lies, rolls over or turns around does not.
     csv = path.suffix.lower() == ".csv"
     other = root_quat[:, [1, 2, 3, 0]] if csv else root_quat[:, [3, 0, 1, 2]]  # as the other order reads
-    upright, upright_other = float(_upright(root_quat).mean()), float(_upright(other).mean())
-    if upright_other > 0.9 and upright < upright_other - 0.1:
+    if float(_upright(root_quat).mean()) < -0.5 and float(_upright(other).min()) > 0.9:
         order, written = ("x, y, z, w", "w, x, y, z") if csv else ("w, x, y, z", "x, y, z, w")
         raise UsageError(
-            f"motion file {path}: the root stands upright only read as quaternions {written}; the layout's are {order}"
+            f"motion file {path}: the root is upside down most of the time, and upright throughout read as quaternions"
+            f" {written}; the layout's are {order}"
         )
     frames, seconds = root_pos.shape[0], (root_pos.shape[0] - 1) / fps
     if not MIN_SECONDS <= seconds <= MAX_SECONDS:
