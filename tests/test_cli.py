@@ -69,6 +69,7 @@ def _usage_error(capsys: pytest.CaptureFixture[str], main: object, argv: list[st
             " --env.sim.no-use-graph)",
         ),
         (["cartpole-balance", "--stop-when", "success", ">=", "0.9"], "quote the condition as one word"),
+        (["cartpole-balance", "--resume", "~nosuchuser4242/model_5.pt"], "--resume ~nosuchuser4242/model_5.pt:"),
         (["cartpole-balance", "--agent.max-iterations", "-5"], "--agent.max-iterations"),
         (["cartpole-balance", "--env.episode-length-s", "nan"], "--env.episode-length-s must be positive"),
         (["cartpole-balance", "--env.sim.threads", "0"], "--env.sim.threads must be at least 1 (got 0;"),

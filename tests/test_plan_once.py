@@ -84,3 +84,6 @@ def test_a_run_whose_planned_directory_another_took_meanwhile_takes_the_next_nam
     # The third member planned the first free name in that second (-1), which the second took since.
     third = planned.with_name(f"{planned.name}-1")
     assert create_run_dir(third, movable=True) == planned.with_name(f"{planned.name}-2")
+    # A name whose end only looks like a suffix: a digit that is not ASCII (int() raised on it).
+    (tmp_path / "odd" / "run").mkdir(parents=True)
+    assert create_run_dir(tmp_path / "odd" / "run-\u00b2", movable=True) == tmp_path / "odd" / "run-\u00b2"

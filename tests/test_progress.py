@@ -186,3 +186,23 @@ def test_a_restarts_iterations_replace_the_lost_starts_in_the_runs_history(tmp_p
     history = read_progress(tmp_path)
     assert [(r.iteration, r.episode["start"]) for r in history] == [(1, 0), (2, 0), (3, 1), (4, 1), (5, 1)]
     assert [r.iteration for r in read_progress(tmp_path, every_start=True)] == [1, 2, 3, 4, 3, 4, 5]
+
+
+def test_the_last_lines_count_the_env_steps_of_the_iterations_this_command_trained(tmp_path: Path) -> None:
+    """After an automatic restart the workers' result covers the last attempt only: the iterations the command
+    trained (from its start) and the env-steps they took come from the run's records, whatever each one's pace."""
+    from mjfleet.cli.train import _env_steps_since
+    from mjfleet.rl.reporting.records import WorkerResult
+
+    def record(iteration: int, env_steps: int) -> IterationRecord:
+        return IterationRecord(iteration, {}, {}, 1.0, 0.1, 0.1, 0.0, env_steps=env_steps)
+
+    # Iterations 1-4 of 100 env-steps, then (the evaluation sped up) 150 each; this command started at iteration 2
+    # and was restarted after iteration 5 from the checkpoint of 4, so iteration 5 was trained twice.
+    totals = {1: 100, 2: 200, 3: 300, 4: 400, 5: 550, 6: 700}
+    for iteration in (1, 2, 3, 4, 5, 5, 6):
+        append_progress(tmp_path, record(iteration, totals[iteration]))
+    last_attempt = [WorkerResult(0, "cpu", 6, [record(5, 550), record(6, 700)])]
+    assert _env_steps_since(tmp_path, 2, last_attempt) == 500  # iterations 3-6
+    assert _env_steps_since(tmp_path, 0, last_attempt) == 700
+    assert _env_steps_since(tmp_path, 9, last_attempt) is None  # no record of the start: the plan's count stands

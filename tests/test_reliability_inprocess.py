@@ -485,3 +485,26 @@ def test_dry_run_prints_the_plan_and_creates_nothing(tmp_path: Path, capsys: pyt
     assert "launch plan: 2 workers" in out and "iterations 8..12, from" in out and "automatic restarts: 2" in out
     assert not (tmp_path / "logs").exists()
     assert json.dumps(out)  # plain text, one report
+
+
+def test_a_run_is_offered_to_finish_unless_the_same_start_would_fail_again() -> None:
+    """A rank of another launcher's job that lost a peer (138) lost its "finish it" line when bad input (2) stopped
+    being offered it."""
+    from mjfleet.cli.train import _finishable
+
+    assert _finishable("stopped", 143) and _finishable("interrupted", 130)
+    assert _finishable("failed", 1) and _finishable("failed", 138)
+    assert not _finishable("failed", 2) and not _finishable("failed", 3)
+
+
+def test_local_agents_that_do_not_join_in_time_say_so_and_name_the_setting() -> None:
+    """Agents on this machine that started too slowly read as a generic agent failure (exit 1, retried the same way
+    by --max-restarts); the message for remote hosts (firewalls) did not fit them either."""
+    from mjfleet.launch.launcher import AgentsDidNotJoin
+
+    failure = AgentsDidNotJoin(
+        RuntimeError("AgentFailedError"), LaunchPlan(device_kind="cpu", workers_per_host=2), None
+    )
+    line = failure.message("--agent-timeout-s 1")
+    assert line.startswith("the torchrunx agents on this machine did not all start and join within --agent-timeout-s 1")
+    assert "allow them longer" in line and "firewalls" not in line

@@ -345,3 +345,19 @@ def test_resume_says_where_its_environment_differs_from_the_checkpoints(
     with caplog.at_level(logging.WARNING, logger="mjfleet"):
         plan_run(same, {}, None)
     assert "another environment" not in caplog.text
+
+
+def test_a_run_that_recorded_its_checkpoint_as_typed_still_matches_from_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs recorded a relative --resume as typed before it was made absolute: their --finish, requeue or --run-id
+    from the same folder was refused as "other settings"."""
+    from mjfleet.train.config import validate
+
+    monkeypatch.chdir(tmp_path)
+    old = small_train_config(resume=Path("runs/model_3.pt"))
+    recorded = _settings(old)  # as typed: relative
+    now = small_train_config(resume=Path("runs/model_3.pt"))
+    validate(now)
+    assert recorded["resume"] == "runs/model_3.pt" and same_training(recorded, _settings(now))
+    assert differences(recorded, _settings(now)) == ""

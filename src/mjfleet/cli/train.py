@@ -41,7 +41,7 @@ from mjfleet.launch.diagnosis import WorkerFailure
 from mjfleet.rl.config import DEFAULT_LEARNER, AgentConfig
 from mjfleet.rl.evaluation.stop_condition import StopCondition
 from mjfleet.rl.learners.registry import learner_entry, learner_names
-from mjfleet.rl.reporting.records import WorkerResult
+from mjfleet.rl.reporting.records import WorkerResult, read_progress
 from mjfleet.runs.ending import Ending, RunEnd, command_prefix, ending_lines
 from mjfleet.runs.fingerprint import recorded_values
 from mjfleet.runs.record import RunRecord
@@ -265,10 +265,10 @@ class _Closing:
             ),
             wall_s=time.time() - self.began,
             detail=detail,
-            finishable=how in ("stopped", "interrupted") or (how == "failed" and code == FAILED_EXIT_CODE),
+            finishable=_finishable(how, code),
             prefix=command_prefix(os.environ),
             launcher=None if external is None else external.launcher,
-            env_steps=results[0].env_steps if results else None,
+            env_steps=_env_steps_since(run_dir, started_at, results or []),
         )
         level = {"failed": logging.ERROR, "stopped": logging.WARNING, "interrupted": logging.WARNING}.get(how)
         if external is not None and external.rank != 0 and how != "failed":
@@ -282,6 +282,23 @@ class _Closing:
         if self.prepared.external is not None and code != 0:
             hard_exit(code)
         raise SystemExit(code)
+
+
+def _finishable(how: Ending, code: int) -> bool:
+    """Whether a later start could finish the run in place: it was stopped, or failed in a way a restart may get past
+    (not bad input, 2, nor a run that cannot go on, 3; a lost peer, 138, can)."""
+    return how in ("stopped", "interrupted") or (how == "failed" and code not in (USAGE_EXIT_CODE, FATAL_EXIT_CODE))
+
+
+def _env_steps_since(run_dir: Path | None, started_at: int | None, results: list[WorkerResult]) -> int | None:
+    """The env-steps of the iterations after ``started_at``, from the run's records (restarts included: the records
+    count the run's steps); None where they do not tell."""
+    if run_dir is None or started_at is None or not results or not results[0].records:
+        return None
+    if started_at == 0:
+        return results[0].records[-1].env_steps
+    before = next((r.env_steps for r in read_progress(run_dir) if r.iteration == started_at), None)
+    return None if before is None else results[0].records[-1].env_steps - before
 
 
 def _exit_code(failure: BaseException) -> int:

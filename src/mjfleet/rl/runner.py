@@ -282,7 +282,6 @@ class Runner(Saving):
                     met = check.confirms(tracker, it, self.env_steps, self.learner.act_deterministic)
                 if tracker is not None:
                     self.stop_progress = {"condition": str(tracker.condition), "streak": tracker.streak, "met": met}
-                    self._speed_up_evaluation_near(it, tracker.condition, episode, evaluation)
                 clock.tick(it, t2)
                 record = IterationRecord(
                     iteration=it,
@@ -298,6 +297,8 @@ class Runner(Saving):
                     elapsed_s=clock.elapsed_s(t2),
                     run_elapsed_s=clock.run_elapsed_s(t2),
                 )
+                if tracker is not None:  # from the next iteration on: this one's rate is of the steps it took
+                    self._speed_up_evaluation_near(it, tracker.condition, episode, evaluation)
                 last = it == total or bool(stop) or met
                 if self.ctx.is_main:
                     self.reporter.report(

@@ -91,8 +91,14 @@ def create_run_dir(run_dir: Path, movable: bool = False) -> Path:
 def _suffixed(run_dir: Path) -> tuple[str, int]:
     """The name :func:`next_run_dir` suffixed and its suffix (``X-2`` beside an ``X``: ``("X", 2)``), so that the
     next free name after ``X-1`` is ``X-2``, not ``X-1-1``; otherwise the name itself and 0."""
-    base, dash, number = run_dir.name.rpartition("-")
-    if dash and number.isdigit() and not number.startswith("0") and (run_dir.parent / base).exists():
+    base, _, number = run_dir.name.rpartition("-")
+    if (
+        base
+        and number.isascii()
+        and number.isdigit()
+        and not number.startswith("0")
+        and (run_dir.parent / base).exists()
+    ):
         return base, int(number)
     return run_dir.name, 0
 

@@ -114,6 +114,10 @@ def _deciding(settings: dict[str, Any]) -> dict[str, Any]:
 def _recorded(recorded: dict[str, Any], current: dict[str, Any], defaults: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """``recorded`` completed with the settings added since, at the values it trained with (:func:`same_training`)."""
     filled = _deciding(recorded)
+    resume = filled.get("resume")
+    if isinstance(resume, str) and resume and not resume.startswith("wandb:") and not Path(resume).is_absolute():
+        # Recorded as typed by earlier versions: relative to the folder the run was started from, as a requeue is.
+        filled["resume"] = str(Path(resume).absolute())
     for key, value in _deciding(current).items():
         if key in filled:
             continue

@@ -199,7 +199,6 @@ def _train(
         # Installed last, so its iteration hooks see what the built-in ones did.
         finish = None if hook is None else hook(runner, WorkerHookContext(cfg, run_dir, start))
         remaining = start.final_iteration - runner.current_learning_iteration
-        steps_before = runner.env_steps
         try:
             with _watch(cfg, ctx, runner, store, launched):
                 # A restart resumes with the saved episode counters; re-randomising them would desynchronise nothing
@@ -219,7 +218,6 @@ def _train(
             device=ctx.device,
             final_iteration=runner.current_learning_iteration,
             records=list(records),
-            env_steps=runner.env_steps - steps_before,
             stop_signal=runner.stop_signal,
             condition_met_at=runner.condition_met_at,
             met_condition=None if runner.met_condition is None else str(runner.met_condition),

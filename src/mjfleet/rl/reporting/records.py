@@ -87,8 +87,6 @@ class WorkerResult:
     final_iteration: int
     records: list[IterationRecord]
     """This run's most recent iterations (at most :data:`KEPT_RECORDS`), oldest first."""
-    env_steps: int = 0
-    """Environment steps this start simulated over all ranks, evaluation environments included."""
     stop_signal: int | None = None
     """Signal number that stopped training early (after a final checkpoint), or None if it ran to the end."""
     condition_met_at: int | None = None
