@@ -593,3 +593,18 @@ def test_a_baseline_in_a_runs_settings_names_no_checkpoint_and_keeps_off_its_vid
     play.main(argv)
     assert json.loads(capsys.readouterr().out)["checkpoint"] == str(run_dir / "model_1.pt")
     assert paths == [run_dir / "videos" / "play_random.mp4", run_dir / "videos" / "play.mp4"]
+
+
+def test_a_ctrl_c_before_the_run_exists_exits_130_without_a_traceback(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While train parses and plans (seconds: imports, the robot's files), a Ctrl-C printed KeyboardInterrupt's
+    traceback and the process died of the signal."""
+
+    def interrupted(cfg: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train, "prepare", interrupted)
+    with pytest.raises(SystemExit) as exc:
+        train.main(["cartpole-balance", "--gpu-ids", "None"])
+    assert exc.value.code == 130 and "Traceback" not in capsys.readouterr().err

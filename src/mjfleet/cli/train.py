@@ -168,12 +168,14 @@ def main(argv: list[str] | None = None) -> None:
     """
     began = _process_start()
     configure_logging()
-    cfg = parse_args(sys.argv[1:] if argv is None else argv)
     try:
+        cfg = parse_args(sys.argv[1:] if argv is None else argv)
         prepared = prepare(cfg)
     except FatalTrainingError as e:  # the run it would continue failed for good
         logger.error("%s", e)
         raise SystemExit(FATAL_EXIT_CODE) from None
+    except KeyboardInterrupt:  # before anything was created: no traceback, and the code of a Ctrl-C
+        raise SystemExit(exit_code(2)) from None  # SIGINT
     external = prepared.external
     if external is not None and external.rank != 0:
         logging.getLogger("mjfleet").setLevel(logging.WARNING)  # rank 0 speaks for the job
