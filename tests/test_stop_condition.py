@@ -523,14 +523,22 @@ def test_a_continued_run_goes_on_counting_the_iterations_its_condition_held(tmp_
     assert other.condition_met_at == 6
 
 
-def test_the_evaluation_steps_faster_only_near_the_condition(steady_hand: str) -> None:
+def test_the_evaluation_steps_faster_only_near_the_condition(steady_hand: str, tmp_path: Path) -> None:
     """``--agent.eval-speedup near-stop`` (the default): once per training step until the condition's statistic
-    comes within a tenth of its threshold, on the training episodes or the evaluation window; then all its steps."""
+    comes within a tenth of its threshold, on the training episodes or the evaluation window; then all its steps,
+    in a continued run of the same condition too (its checkpoints say so)."""
     # Episodes last 50 steps (1 s): near ``length>=54`` (within 5.4), never meeting it. The training episodes, begun
     # together, first end in iteration 2: from iteration 3 the evaluation steps twice per training step.
     cfg = small_train_config(steady_hand, num_envs=64, iterations=6, steps=25, stop_when="length>=54")
     cfg.agent.eval_envs, cfg.agent.eval_episodes, cfg.agent.eval_steps_per_step = 16, 8, 2
-    result = train_worker(cfg, None, DistributedContext(device="cpu"))
+    run_dir = make_run_dir(tmp_path, "pace")
+    result = train_worker(cfg, run_dir, DistributedContext(device="cpu"))
+    continued = train_worker(
+        dataclasses.replace(cfg, resume=run_dir / "model_6.pt", agent=dataclasses.replace(cfg.agent, max_iterations=1)),
+        None,
+        DistributedContext(device="cpu"),
+    )
+    assert continued.records[0].env_steps - result.records[-1].env_steps == 2000
     totals = [0, *(r.env_steps for r in result.records)]
     per_iteration = [b - a for a, b in itertools.pairwise(totals)]
     # 64 training environments and the evaluation's 8 stepped once per training step (25 steps an iteration), then

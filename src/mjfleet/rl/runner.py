@@ -214,6 +214,8 @@ class Runner(Saving):
         if condition is not None:
             iterations = self.stop_when_iterations or condition.default_streak
             tracker, met_before = StopConditionTracker.continuing(condition, iterations, self.stop_progress)
+            if self.stop_progress.get("near"):  # the start this one continues had come near the condition
+                self._evaluate_at_full_pace()
         if (another or met_before) and self.policy_check is not None:
             self.policy_check.next_check_steps = 0
         if met_before:  # its window and streak would stop it again at once
@@ -281,7 +283,13 @@ class Runner(Saving):
                 if met and tracker is not None and check is not None and check.applies(tracker.condition):
                     met = check.confirms(tracker, it, self.env_steps, self.learner.act_deterministic)
                 if tracker is not None:
-                    self.stop_progress = {"condition": str(tracker.condition), "streak": tracker.streak, "met": met}
+                    near = bool(self.stop_progress.get("near"))
+                    self.stop_progress = {
+                        "condition": str(tracker.condition),
+                        "streak": tracker.streak,
+                        "met": met,
+                        "near": near,
+                    }
                 clock.tick(it, t2)
                 record = IterationRecord(
                     iteration=it,
@@ -363,6 +371,20 @@ class Runner(Saving):
         )[phase]
         return (it, phase, step), f"iteration {it}, {words}"
 
+    def _evaluate_at_full_pace(self) -> None:
+        """The evaluation's own simulation takes all its steps per training step from the next iteration on; the
+        checkpoints say so (a continued run of the same condition goes on at that pace)."""
+        own = self.evaluation
+        if own is None or not own.speed_up():
+            return
+        self.stop_progress["near"] = True
+        on_gpu = self.ctx.device_kind == "cuda"
+        self.steps_per_iteration = self.agent_cfg.env_steps_per_iteration(
+            self.train_envs, on_gpu, self.ctx.world_size, own.steps
+        )
+        if self.policy_check is not None:
+            self.policy_check.steps_per_iteration = self.steps_per_iteration
+
     def _speed_up_evaluation_near(
         self, it: int, condition: StopCondition, episode: Mapping[str, float], evaluation: Mapping[str, float]
     ) -> None:
@@ -379,13 +401,7 @@ class Runner(Saving):
         near = next(((k, v) for k, v in read if v is not None and condition.nearly_holds(v)), None)
         if near is None:
             return
-        own.speed_up()
-        on_gpu = self.ctx.device_kind == "cuda"
-        self.steps_per_iteration = self.agent_cfg.env_steps_per_iteration(
-            self.train_envs, on_gpu, self.ctx.world_size, own.steps
-        )
-        if self.policy_check is not None:
-            self.policy_check.steps_per_iteration = self.steps_per_iteration
+        self._evaluate_at_full_pace()
         if self.ctx.is_main:
             logger.info(
                 "iteration %d: %s %.3g is near --stop-when %s: the evaluation steps %d times per training step from"

@@ -178,6 +178,7 @@ class Saving:
                 "condition": str(progress.get("condition", "")),
                 "streak": int(progress["streak"]),
                 "met": None if met is None else bool(met),
+                "near": bool(progress.get("near", False)),
             }
             if self.policy_check is not None:
                 self.policy_check.next_check_steps = int(progress.get("next_check_steps", 0))
