@@ -45,7 +45,7 @@ from mjfleet.launch.worker_entry import REPORT_DIR_ENV, WorkerEntry
 from mjfleet.launch.worker_logs import make_log_handlers, read_reports, worker_log_path
 from mjfleet.runtime.context import DEVICE_KIND_ENV, MASTER_ADDR_ENV, PG_TIMEOUT_ENV, WORKERS_PER_DEVICE_ENV
 from mjfleet.runtime.devices import DeviceSelection
-from mjfleet.runtime.processes import SWEEP_GRACE_INTERRUPTED_S, SWEEP_GRACE_S, kill_stopped_descendants, sweep
+from mjfleet.runtime.processes import SWEEP_GRACE_INTERRUPTED_S, SWEEP_GRACE_S, kill_stopped, sweep
 from mjfleet.runtime.stop import StopRequest, signal_name
 
 logger = logging.getLogger(__name__)
@@ -298,7 +298,9 @@ def _stopped_workers_killed_on_failure(report_dir: Path, period_s: float = 1.0) 
 
     def watch() -> None:
         while not done.wait(period_s):
-            if read_reports(report_dir, "failure") and (killed := kill_stopped_descendants()):
+            if read_reports(report_dir, "failure") and (
+                killed := kill_stopped(psutil.Process().children(recursive=True))
+            ):
                 logger.warning(
                     "killing stopped launch process(es) %s after a worker failed", ", ".join(map(str, killed))
                 )

@@ -22,8 +22,9 @@ from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.divergence import NonFiniteTrainingError, divergence_message, nonfinite_quantity
 from mjfleet.rl.evaluation.policy_check import PolicyCheck
 from mjfleet.rl.evaluation.simulation import SeparateEvaluation
-from mjfleet.rl.evaluation.stop_condition import StopCondition, StopConditionTracker
-from mjfleet.rl.evaluation.window import EvaluationWindow, is_evaluation_name
+from mjfleet.rl.evaluation.stop_condition import StopCondition
+from mjfleet.rl.evaluation.stopping import Stopping
+from mjfleet.rl.evaluation.window import EvaluationWindow
 from mjfleet.rl.learners.base import Learner
 from mjfleet.rl.learners.registry import build_learner
 from mjfleet.rl.replicas import check_replicas
@@ -48,7 +49,7 @@ StepHook = Callable[["Runner"], None]
 """Called after every environment step of a rollout (e.g. to render a video frame)."""
 
 
-class Runner(Saving):
+class Runner(Saving, Stopping):
     """Trains one worker's replica of a learner (:mod:`mjfleet.rl.learners.base`: rsl-rl-lib's PPO, or skrl's PPO, SAC
     or TD3, as ``--agent.learner`` says); the loop, evaluation, checkpoints and logging are mjfleet's, for all of
     them.
@@ -206,25 +207,7 @@ class Runner(Saving):
 
         start = self.current_learning_iteration
         total = start + num_learning_iterations
-        condition = self._resolved_condition()
-        tracker, met_before = None, False
-        if another := self.stop_progress["condition"] != str(condition or ""):
-            # Another condition than the checkpoint's, or none: nothing of the old one's progress carries over.
-            self.stop_progress = {"condition": str(condition or ""), "streak": 0, "met": False}
-        if condition is not None:
-            iterations = self.stop_when_iterations or condition.default_streak
-            tracker, met_before = StopConditionTracker.continuing(condition, iterations, self.stop_progress)
-            if self.stop_progress.get("near"):  # the start this one continues had come near the condition
-                self._evaluate_at_full_pace()
-        if (another or met_before) and self.policy_check is not None:
-            self.policy_check.next_check_steps = 0
-        if met_before:  # its window and streak would stop it again at once
-            self.eval_window.clear()
-            logger.info(
-                "the condition %s held at the checkpoint this start continues from: training goes on, and the"
-                " evaluation starts afresh",
-                condition,
-            )
+        tracker = self._continue_condition()
         if self.ctx.is_main and start > 0:
             self.reporter.start_at(start + 1)
         began = time.perf_counter()
@@ -283,13 +266,7 @@ class Runner(Saving):
                 if met and tracker is not None and check is not None and check.applies(tracker.condition):
                     met = check.confirms(tracker, it, self.env_steps, self.learner.act_deterministic)
                 if tracker is not None:
-                    near = bool(self.stop_progress.get("near"))
-                    self.stop_progress = {
-                        "condition": str(tracker.condition),
-                        "streak": tracker.streak,
-                        "met": met,
-                        "near": near,
-                    }
+                    self.stop_progress.update(condition=str(tracker.condition), streak=tracker.streak, met=met)
                 clock.tick(it, t2)
                 record = IterationRecord(
                     iteration=it,
@@ -370,63 +347,6 @@ class Runner(Saving):
             "after its update",
         )[phase]
         return (it, phase, step), f"iteration {it}, {words}"
-
-    def _evaluate_at_full_pace(self) -> None:
-        """The evaluation's own simulation takes all its steps per training step from the next iteration on; the
-        checkpoints say so (a continued run of the same condition goes on at that pace)."""
-        own = self.evaluation
-        if own is None or not own.speed_up():
-            return
-        self.stop_progress["near"] = True
-        on_gpu = self.ctx.device_kind == "cuda"
-        self.steps_per_iteration = self.agent_cfg.env_steps_per_iteration(
-            self.train_envs, on_gpu, self.ctx.world_size, own.steps
-        )
-        if self.policy_check is not None:
-            self.policy_check.steps_per_iteration = self.steps_per_iteration
-
-    def _speed_up_evaluation_near(
-        self, it: int, condition: StopCondition, episode: Mapping[str, float], evaluation: Mapping[str, float]
-    ) -> None:
-        """``--agent.eval-speedup near-stop``: the evaluation's own simulation takes all its steps per training step
-        from the iteration after the condition's statistic, on the training episodes or the evaluation window's, first
-        came near the threshold (every rank alike: the statistics are all-reduced)."""
-        own = self.evaluation
-        if own is None or own.steps == own.full_steps:
-            return
-        training = condition.on_training_episodes().key
-        read = [(training, episode.get(training))]
-        if self.eval_window.full:
-            read.append((condition.key, evaluation.get(condition.key)))
-        near = next(((k, v) for k, v in read if v is not None and condition.nearly_holds(v)), None)
-        if near is None:
-            return
-        self._evaluate_at_full_pace()
-        if self.ctx.is_main:
-            logger.info(
-                "iteration %d: %s %.3g is near --stop-when %s: the evaluation steps %d times per training step from"
-                " now on",
-                it,
-                *near,
-                condition,
-                own.steps,
-            )
-
-    def _resolved_condition(self) -> StopCondition | None:
-        """:attr:`stop_condition` as this run can check it: a condition on the evaluation episodes reads the training
-        episodes' statistic where no environment evaluates (``--agent.eval-envs 0``)."""
-        condition = self.stop_condition
-        if condition is None or self.evaluates or not is_evaluation_name(condition.key):
-            return condition
-        training = condition.on_training_episodes()
-        if self.ctx.is_main:
-            logger.warning(
-                "no environment runs the deterministic policy (--agent.eval-envs 0): --stop-when reads the training"
-                " episodes' %s instead of %s",
-                training.key,
-                condition.key,
-            )
-        return training
 
     def _training(self, obs: TensorDict) -> TensorDict:
         """The training environments' rows (all of them without evaluation environments)."""

@@ -45,10 +45,9 @@ def sweep(children_before: set[psutil.Process], grace_s: float) -> None:
         with contextlib.suppress(psutil.Error):
             procs += [child, *child.children(recursive=True)]
     deadline = time.monotonic() + grace_s
-    while (left := _alive(procs)) and time.monotonic() < deadline:
-        if stopped := [p for p, s in left.items() if s in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)]:
-            logger.warning("killing stopped launch process(es) %s", ", ".join(str(p.pid) for p in stopped))
-            _signal(stopped, signal.SIGKILL)
+    while _alive(procs) and time.monotonic() < deadline:
+        if stopped := kill_stopped(procs):
+            logger.warning("killing stopped launch process(es) %s", ", ".join(map(str, stopped)))
         time.sleep(0.1)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         if not (left := list(_alive(procs))):
@@ -60,16 +59,12 @@ def sweep(children_before: set[psutil.Process], grace_s: float) -> None:
             time.sleep(0.1)
 
 
-def kill_stopped_descendants() -> list[int]:
-    """SIGKILL this process's stopped descendants (SIGSTOP, a debugger): they can neither take part nor exit, and
-    torch gives each process it SIGTERMs after a peer failed 30 s before SIGKILL. Returns their PIDs."""
-    stopped = []
-    for proc in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            if proc.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP):
-                proc.send_signal(signal.SIGKILL)
-                stopped.append(proc.pid)
-    return stopped
+def kill_stopped(procs: list[psutil.Process]) -> list[int]:
+    """SIGKILL those of ``procs`` that are stopped (SIGSTOP, a debugger): they can neither exit nor handle SIGTERM
+    (torch gives a process it SIGTERMs after a peer failed 30 s before SIGKILL). Returns their PIDs."""
+    stopped = [p for p, s in _alive(procs).items() if s in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)]
+    _signal(stopped, signal.SIGKILL)
+    return [p.pid for p in stopped]
 
 
 def hard_exit(code: int) -> NoReturn:

@@ -103,6 +103,13 @@ class StopCondition:
             return False
         return value >= self.value - margin if self.op in (">", ">=") else value <= self.value + margin
 
+    def near_statistic(self, episode: Mapping[str, float], evaluation: Mapping[str, float]) -> tuple[str, float] | None:
+        """The first of this condition's statistic on the training episodes (``episode``) and on the evaluation
+        window (``evaluation``, empty until it is full) that :meth:`nearly_holds`, by name, or None."""
+        training = self.on_training_episodes().key
+        read = ((training, episode.get(training)), (self.key, evaluation.get(self.key)))
+        return next(((k, v) for k, v in read if v is not None and self.nearly_holds(v)), None)
+
     def __str__(self) -> str:
         return f"{self.key} {self.op} {_number(self.value)}"
 
