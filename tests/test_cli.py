@@ -255,6 +255,39 @@ def test_play_random_baseline_prints_one_json_line(capsys: pytest.CaptureFixture
     assert {"mean_return", "mean_length", "success_rate", "pole_up_fraction"} <= set(summary)
 
 
+def test_console_scripts_are_the_entry_points_that_survive_a_ctrl_c_while_loading() -> None:
+    import tomllib
+
+    from mjfleet.cli import entry
+
+    scripts = tomllib.loads(Path(__file__).parents[1].joinpath("pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {
+        name: f"mjfleet.cli.entry:{name.replace('-', '_')}" for name in ("train", "play", "list-tasks", "bench")
+    }
+    assert all(callable(getattr(entry, name.replace("-", "_"))) for name in scripts)
+
+
+def test_a_ctrl_c_while_a_command_loads_or_runs_exits_130_without_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mjfleet.cli import entry
+
+    def interrupted(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(entry.importlib, "import_module", interrupted)  # torch and MuJoCo loading
+        with pytest.raises(SystemExit) as loading:
+            entry.play()
+    assert loading.value.code == 130
+    monkeypatch.setattr(play, "play", interrupted)  # the episodes playing
+    with pytest.raises(SystemExit) as playing:
+        play.main(["cartpole-balance", "--agent", "zero", "--gpu-ids", "None"])
+    assert playing.value.code == 130
+    monkeypatch.setattr(list_tasks, "task_table", interrupted)
+    with pytest.raises(SystemExit) as listing:
+        list_tasks.main()
+    assert listing.value.code == 130
+
+
 @pytest.mark.slow
 def test_console_script_error_has_no_traceback(tmp_path: Path) -> None:
     proc = subprocess.run(

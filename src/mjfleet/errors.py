@@ -19,6 +19,8 @@ FAILED_EXIT_CODE = 1
 PEER_LOST_EXIT_CODE = 138
 """One rank of another launcher's job: another rank or node was lost, or a collective timed out. Retry: the run
 continues from its newest checkpoint (the code Kubeflow's ``restartPolicy: ExitCode`` retries, 128 + SIGUSR1)."""
+INTERRUPTED_EXIT_CODE = 130
+"""Stopped by Ctrl-C (128 + SIGINT), the shell's code for it."""
 
 
 class UsageError(Exception):
@@ -84,7 +86,9 @@ def fail(message: str) -> NoReturn:
 
 
 def exits_on_usage_error(fn: Callable[P, R]) -> Callable[P, R]:
-    """Turn a :class:`UsageError` raised by a CLI entry point into a one-line message and exit 2."""
+    """Turn a :class:`UsageError` raised by a CLI entry point into a one-line message and exit 2, and a Ctrl-C that
+    reaches it into exit 130 without a traceback (the shell shows the ``^C``; what the command was doing has
+    cleaned up on the way out)."""
 
     @wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -92,5 +96,7 @@ def exits_on_usage_error(fn: Callable[P, R]) -> Callable[P, R]:
             return fn(*args, **kwargs)
         except UsageError as e:
             fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+        except KeyboardInterrupt:
+            raise SystemExit(INTERRUPTED_EXIT_CODE) from None
 
     return wrapper

@@ -5,9 +5,11 @@ from __future__ import annotations
 import sys
 
 from mjfleet.cli.args import broken_package_lines, reader_may_leave, task_table, write_out
+from mjfleet.errors import exits_on_usage_error
 from mjfleet.tasks.registry import check_robot_files
 
 
+@exits_on_usage_error
 def main() -> None:
     """Console entry point of ``list-tasks``: exit 0 even with broken packages (everything else is listed)."""
     check_robot_files()  # the packages' robot files: only what can be trained is listed
