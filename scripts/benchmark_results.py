@@ -4,7 +4,8 @@
     uv run python scripts/benchmark_results.py render --check    # exit 1 if a block disagrees with the results file
 
 Each table of the results file is one measurement: its rows, the command that printed them, the date, the commit
-measured and the machine (described under ``machines``). A table without them is refused. A guide shows the rows, the
+measured and the machine (described under ``machines``). A table without them is refused. ``command`` is a command
+or a list of them (shown each in code); what is not a command goes in ``note``. A guide shows the rows, the
 command and the machine; the date and the commit stay in the results file.
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from docs_text import ROOT, load_records, replace_block, table
+from docs_text import ROOT, load_records, replace_block, stale_exit, table
 
 RESULTS = ROOT / "docs" / "results" / "benchmarks.json"
 REQUIRED = ("name", "title", "command", "date", "commit", "machine", "columns", "rows")
@@ -29,10 +30,16 @@ BLOCK = re.compile(r"<!-- BEGIN GENERATED (" + PREFIX + r"[\w-]+):")
 
 def load(path: Path = RESULTS) -> dict[str, Any]:
     results = load_records(path, "tables", REQUIRED)
+    names: set[str] = set()
     for record in results["tables"]:
+        if record["name"] in names:
+            raise SystemExit(f"{path}: two tables are named {record['name']!r}")
+        names.add(record["name"])
         width = len(record["columns"])
         if any(len(row) != width for row in record["rows"]):
             raise SystemExit(f"{path}: table {record['name']!r} has a row without {width} cells")
+        if not all(isinstance(cell, str) for row in [record["columns"], *record["rows"]] for cell in row):
+            raise SystemExit(f"{path}: table {record['name']!r} has a cell that is not text (write figures as shown)")
     return results
 
 
@@ -43,7 +50,9 @@ def render(results: dict[str, Any], name: str) -> str:
         raise SystemExit(f"no table {name!r} in {RESULTS}")
     record = by_name[name]
     lines = [f"{record['title']}:", "", table(record["columns"], record["rows"], record.get("align", "")), ""]
-    source = f"Measured with `{record['command']}` on {results['machines'][record['machine']]}."
+    command = record["command"]
+    shown = "; ".join(f"`{c}`" for c in ([command] if isinstance(command, str) else command))
+    source = f"Measured with {shown} on {results['machines'][record['machine']]}."
     if record.get("note"):
         source += f" {record['note']}"
     lines.append(source)
@@ -76,7 +85,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     results = load()
     if args.check:
-        raise SystemExit(1 if stale(results) else 0)
+        stale_exit(stale(results), RESULTS, "benchmark_results.py")
+        return
     for path in guides():
         path.write_text(rendered(path, results))
 

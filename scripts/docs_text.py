@@ -56,7 +56,7 @@ def load_records(path: Path, key: str, required: Sequence[str]) -> dict[str, Any
     results = json.loads(path.read_text())
     kind = key.removesuffix("s")  # "run 3", "table 0"
     for i, record in enumerate(results[key]):
-        missing = [name for name in required if not record.get(name)]
+        missing = [name for name in required if record.get(name) in (None, "", [], {})]  # a 0 is a figure
         if missing:
             raise SystemExit(f"{path}: {kind} {i} has no {', '.join(missing)}")
         if record["machine"] not in results["machines"]:
@@ -64,6 +64,22 @@ def load_records(path: Path, key: str, required: Sequence[str]) -> dict[str, Any
                 f"{path}: {key} {i} names machine {record['machine']!r}, which 'machines' does not describe"
             )
     return results
+
+
+def duration(seconds: float) -> str:
+    """``68 s``, ``4:29``, ``1:00:02``."""
+    s = round(seconds)
+    if s < 120:
+        return f"{s} s"
+    hours, rest = divmod(s, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{s // 60}:{s % 60:02d}"
+
+
+def stale_exit(paths: Sequence[Path], results: Path, script: str) -> None:
+    """``render --check``: exit 1 with one line naming the files that disagree with ``results``, else return."""
+    if paths:
+        names = ", ".join(str(p.relative_to(ROOT)) for p in paths)
+        raise SystemExit(f"{names} differ from {results.relative_to(ROOT)}: run uv run python scripts/{script} render")
 
 
 def cell(text: str) -> str:

@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from docs_text import ROOT, read_block, replace_block, table
+from docs_text import ROOT, duration, read_block, replace_block, stale_exit, table
 
 RESULTS = ROOT / "docs" / "results" / "expect.json"
 SUMMARY = "expect"
@@ -42,17 +42,32 @@ DEVICES = {"cpu": "2-core CPU", "gpu": "one GPU"}
 NOT_MEASURED = "not measured"
 
 
+MEASURED_REQUIRED = {"train": ("command", "ended", "date", "commit", "machine"), "play": ("command", "success")}
+MEASURED_REQUIRED["throughput"] = ("command", "env_steps_per_s", "date", "commit", "machine")
+"""What each kind of record in a row must say (a play record's date, commit and machine are its train record's)."""
+
+
 def load(path: Path = RESULTS) -> dict[str, Any]:
-    return json.loads(path.read_text())
-
-
-def duration(seconds: float) -> str:
-    """``68 s``, ``4:29``, ``1:00:02``."""
-    s = round(seconds)
-    if s < 120:
-        return f"{s} s"
-    hours, rest = divmod(s, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{s // 60}:{s % 60:02d}"
+    """The results file; exits with one line naming the first row that a table could not show truthfully."""
+    results = json.loads(path.read_text())
+    seen: set[tuple[str, str]] = set()
+    for i, row in enumerate(results["rows"]):
+        where = f"{path}: row {i} ({row.get('task', '?')} on {row.get('device', '?')})"
+        if row.get("device") not in DEVICES:
+            raise SystemExit(f"{where} names device {row.get('device')!r}; the tables show {', '.join(DEVICES)}")
+        if (row["task"], row["device"]) in seen:
+            raise SystemExit(f"{where} repeats an earlier row of the same task and device")
+        seen.add((row["task"], row["device"]))
+        for kind, required in MEASURED_REQUIRED.items():
+            measured = row.get(kind)
+            if measured is None:
+                continue
+            missing = [name for name in required if measured.get(name) in (None, "")]
+            if missing:
+                raise SystemExit(f"{where}: its {kind} record has no {', '.join(missing)}")
+            if "machine" in required and measured["machine"] not in results["machines"]:
+                raise SystemExit(f"{where}: its {kind} record names machine {measured['machine']!r}, not in 'machines'")
+    return results
 
 
 def rate(value: float | list[float]) -> str:
@@ -73,15 +88,15 @@ def _cells(row: dict[str, Any], machines: dict[str, str]) -> list[str]:
     elif train.get("exit_s") is None:
         exit_cell = train["ended"]
     else:
-        exit_cell = duration(train["exit_s"])
-        if train["date"] < EVALUATION_SINCE:
-            exit_cell += f" {BEFORE_EVALUATION}"
+        exit_cell = duration(train["exit_s"]) + _markers(row)
         details = [f"{train['iterations']} iterations"] if train.get("iterations") is not None else []
         details += [f"{train['envs']} envs"] if train.get("envs") is not None else []
         details += [train["ended"]] if train.get("ended") not in (None, "stop condition met") else []
         exit_cell += f" ({', '.join(details)})" if details else ""
     play_cell = NOT_MEASURED if play is None else f"{play['success']:.2f}"
     rate_cell = NOT_MEASURED if throughput is None else rate(throughput["env_steps_per_s"])
+    if throughput is not None and throughput.get("envs") is not None:
+        rate_cell += f" ({throughput['envs']} envs)"
     machines_used = sorted({r["machine"] for r in (train, throughput) if r is not None})
     where_cell = " / ".join(short_machine(machines, machine) for machine in machines_used)
     return [f"`{row['task']}`", DEVICES[row["device"]], exit_cell, play_cell, rate_cell, where_cell or "-"]
@@ -112,6 +127,23 @@ EVALUATION_SINCE = "2026-11-27"
 before it read the training episodes (the policy with its action noise)."""
 MET = "stop condition met"
 BEFORE_EVALUATION = "†"
+CONFIRM_SINCE = "2026-11-28"
+"""The first date of CPU runs whose stop waited for a check of the current policy on ``--agent.eval-confirm-episodes``
+(100) fresh episodes; CPU runs dated before it checked it on ``--agent.eval-episodes`` (64 for the Go1 tasks)."""
+BEFORE_CONFIRM = "‡"
+BEFORE_CONFIRM_TEXT = (
+    f"{BEFORE_CONFIRM} Measured while the check of the current policy before a stop played `--agent.eval-episodes`"
+    " fresh episodes instead of `--agent.eval-confirm-episodes` (100): a run can now stop a few iterations later."
+)
+
+
+def _markers(row: dict[str, Any]) -> str:
+    """The footnote marks of a row's time to its exit: measured before the evaluation (†), before the 100-episode
+    check of the current policy on the CPU (‡)."""
+    date = row["train"]["date"]
+    marks = BEFORE_EVALUATION if date < EVALUATION_SINCE else ""
+    marks += BEFORE_CONFIRM if row["device"] == "cpu" and date < CONFIRM_SINCE else ""
+    return f" {marks}" if marks else ""
 
 
 def _front_cells(row: dict[str, Any] | None, notes: list[str]) -> list[str]:
@@ -120,9 +152,8 @@ def _front_cells(row: dict[str, Any] | None, notes: list[str]) -> list[str]:
     train = None if row is None else row.get("train")
     if train is None or train.get("exit_s") is None or not str(train.get("ended", "")).startswith(MET):
         return ["-", "-"]
-    time_cell = duration(train["exit_s"])
-    if train["date"] < EVALUATION_SINCE:
-        time_cell += f" {BEFORE_EVALUATION}"
+    assert row is not None
+    time_cell = duration(train["exit_s"]) + _markers(row)
     caveat = str(train["ended"])[len(MET) :].strip(" ,;")
     if caveat:
         if caveat not in notes:
@@ -163,6 +194,7 @@ def render_summary(results: dict[str, Any]) -> str:
         " more), and the success of `play` (100 episodes) with the policy it ended with; `-`: not trained to the"
         f" condition. {BEFORE_EVALUATION} Measured with an earlier version, whose `--stop-when` read the training"
         " episodes instead of the deterministic policy's evaluation episodes and stopped sooner."
+        + (f" {BEFORE_CONFIRM_TEXT}" if BEFORE_CONFIRM in front else "")
         + caveats
         + " Every figure's machine and command, and the training throughput of every task:"
         " [what to expect](docs/performance.md#what-to-expect) (generated, as this table, from"
@@ -176,7 +208,8 @@ def render_details(results: dict[str, Any]) -> str:
         "",
         f"{BEFORE_EVALUATION} Measured with an earlier version, whose `--stop-when` read the training episodes (the"
         " policy with its action noise) instead of the deterministic policy's evaluation episodes: such runs stopped"
-        " earlier and played further below the condition.",
+        " earlier and played further below the condition."
+        + (f" {BEFORE_CONFIRM_TEXT}" if BEFORE_CONFIRM in summary_table(results) else ""),
         "",
         "Machines:",
         "",
@@ -317,9 +350,7 @@ def main() -> None:
     results = load()
     if args.action == "render":
         if args.check:
-            if stale(results):
-                names = ", ".join(str(p.relative_to(ROOT)) for p in stale(results))
-                sys.exit(f"{names} differ from {RESULTS.relative_to(ROOT)}: run uv run python scripts/expect.py render")
+            stale_exit(stale(results), RESULTS, "expect.py")
             return
         write(results)
         return

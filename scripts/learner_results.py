@@ -21,13 +21,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from docs_text import ROOT, load_records, read_block, replace_block, table
+from docs_text import ROOT, duration, load_records, read_block, replace_block, stale_exit, table
 
 RESULTS = ROOT / "docs" / "results" / "learners.json"
 GUIDE = ROOT / "docs" / "learners.md"
 BLOCK = "learner-results"
-REQUIRED = ("task", "learner", "seed", "command", "date", "commit", "machine")
-"""What every record must say: which run, and where and when it was measured."""
+REQUIRED = ("task", "learner", "seed", "command", "exit_s", "play", "date", "commit", "machine")
+"""What every record must say: which run, what it measured, and where and when."""
 MORE_PLAY_REQUIRED = ("command", "episodes", "success", "by_seed", "date", "commit", "machine")
 """What a run's ``more_play`` (its checkpoint over more episodes) must say."""
 CONDITION = "success>=0.95"
@@ -36,17 +36,14 @@ CONDITION = "success>=0.95"
 def load(path: Path = RESULTS) -> dict[str, Any]:
     results = load_records(path, "runs", REQUIRED)
     for i, run in enumerate(results["runs"]):
+        if run.get("ended") == "stop condition met" and run.get("iterations") is None:
+            raise SystemExit(f"{path}: run {i} met its condition but has no iterations")
         missing = [
             key for key in MORE_PLAY_REQUIRED if key not in run.get("more_play", dict.fromkeys(MORE_PLAY_REQUIRED))
         ]
         if missing:
             raise SystemExit(f"{path}: run {i}'s more_play has no {', '.join(missing)}")
     return results
-
-
-def duration(seconds: float) -> str:
-    s = round(seconds)
-    return f"{s} s" if s < 120 else f"{s // 60}:{s % 60:02d}"
 
 
 def render(results: dict[str, Any]) -> str:
@@ -92,15 +89,21 @@ def more_play_line(run: dict[str, Any]) -> str:
     )
 
 
-def stale(results: dict[str, Any]) -> bool:
-    return read_block(GUIDE.read_text(), BLOCK) != render(results).strip()
+def stale(results: dict[str, Any]) -> list[Path]:
+    """The guide, where its block differs from what ``results`` renders to."""
+    return [GUIDE] if read_block(GUIDE.read_text(), BLOCK) != render(results).strip() else []
 
 
 def add(results: dict[str, Any], tsv: Path, commit: str, machine: str, date: str, note: str) -> None:
-    for line in tsv.read_text().splitlines():
+    for number, line in enumerate(tsv.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
         fields = line.split("\t")
         if len(fields) != 7:
-            continue
+            raise SystemExit(
+                f"{tsv}:{number}: {len(fields)} tab-separated fields, not the 7 of task, learner, seed, iterations,"
+                " seconds, play success, exit code"
+            )
         task, learner, seed, iterations, exit_s, play, code = fields
         run = {
             "task": task,
@@ -135,7 +138,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     results = load()
     if args.action == "render" and args.check:
-        raise SystemExit(1 if stale(results) else 0)
+        stale_exit(stale(results), RESULTS, "learner_results.py")
+        return
     if args.action == "add":
         if args.machine not in results["machines"]:
             raise SystemExit(f"--machine {args.machine}: describe it in {RESULTS}'s 'machines' first")

@@ -82,6 +82,25 @@ def test_a_measurement_replaces_its_row_and_names_a_new_machine(tmp_path: Path) 
     assert expect.stale(results)  # README.md no longer matches
 
 
+def test_a_row_the_tables_could_not_show_truthfully_is_refused_in_one_line(tmp_path: Path) -> None:
+    expect = load_script(SCRIPTS / "expect.py")
+    results = expect.load()
+    measured = next(i for i, row in enumerate(results["rows"]) if row.get("train") and row.get("throughput"))
+    path = tmp_path / "expect.json"
+    for change, message in (
+        (lambda rows: rows[measured]["train"].update(machine="nowhere"), "train record names machine 'nowhere'"),
+        (lambda rows: rows[measured]["throughput"].pop("commit"), "its throughput record has no commit"),
+        (lambda rows: rows[measured]["train"].pop("ended"), "its train record has no ended"),
+        (lambda rows: rows.append(dict(rows[measured])), "repeats an earlier row of the same task and device"),
+        (lambda rows: rows[measured].update(device="tpu"), "names device 'tpu'"),
+    ):
+        broken = json.loads(json.dumps(results))
+        change(broken["rows"])
+        path.write_text(json.dumps(broken))
+        with pytest.raises(SystemExit, match=message):
+            expect.load(path)
+
+
 def test_the_commands_a_measurement_runs_parse_with_the_real_parsers() -> None:
     from mjfleet.cli.args import parse
     from mjfleet.cli.bench import BenchConfig
@@ -123,6 +142,8 @@ def test_readme_marks_each_time_measured_before_stop_when_read_the_evaluation() 
         time_cell = cells[1 if row["device"] == "cpu" else 3]
         before = train["date"] < expect.EVALUATION_SINCE
         assert (expect.BEFORE_EVALUATION in time_cell) == before, (row["task"], row["device"], time_cell)
+        before_confirm = row["device"] == "cpu" and train["date"] < expect.CONFIRM_SINCE
+        assert (expect.BEFORE_CONFIRM in time_cell) == before_confirm, (row["task"], row["device"], time_cell)
     assert (
         "Measured with an earlier version, whose `--stop-when` read the training episodes"
         in (Path(__file__).parents[1] / "README.md").read_text()
@@ -170,6 +191,16 @@ def test_a_benchmark_table_without_its_provenance_is_refused(tmp_path: Path) -> 
     path.write_text(json.dumps(results))
     with pytest.raises(SystemExit, match="has no commit"):
         bench.load(path)
+    results = json.loads(bench.RESULTS.read_text())
+    for change, message in (
+        (lambda tables: tables.append(dict(tables[0])), "two tables are named"),
+        (lambda tables: tables[0]["rows"][0].__setitem__(1, 0.95), "has a cell that is not text"),
+    ):
+        broken = json.loads(json.dumps(results))
+        change(broken["tables"])
+        path.write_text(json.dumps(broken))
+        with pytest.raises(SystemExit, match=message):
+            bench.load(path)
 
 
 DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")

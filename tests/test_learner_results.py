@@ -51,3 +51,23 @@ def test_a_checkpoint_played_over_more_episodes_is_shown_under_the_table_and_say
     path.write_text(json.dumps({**results, "runs": [run]}))
     with pytest.raises(SystemExit, match="more_play has no commit"):
         results_script.load(path)
+
+
+def test_a_seed_of_0_is_a_seed_and_a_run_without_its_time_or_play_or_a_short_line_is_refused(tmp_path: Path) -> None:
+    results_script = load_script(SCRIPTS / "learner_results.py")
+    results = results_script.load()
+    run = {**results["runs"][0], "seed": 0}
+    path = tmp_path / "learners.json"
+    path.write_text(json.dumps({**results, "runs": [run]}))
+    assert results_script.load(path)["runs"][0]["seed"] == 0
+    for field in ("exit_s", "play"):
+        path.write_text(json.dumps({**results, "runs": [{k: v for k, v in run.items() if k != field}]}))
+        with pytest.raises(SystemExit, match=f"run 0 has no {field}"):
+            results_script.load(path)
+    assert "1:06:40" in results_script.render({**results, "runs": [{**run, "exit_s": 4000}]})  # as the other tables
+    tsv = tmp_path / "runs.tsv"
+    tsv.write_text(
+        "cartpole-balance\tskrl-sac\t42\t1027\t135.2\t1.0\t0\ncartpole-balance skrl-td3 42 1610 142.5 1.0 0\n"
+    )
+    with pytest.raises(SystemExit, match=r"runs.tsv:2: 1 tab-separated fields, not the 7"):
+        results_script.add(results, tsv, "abc1234", run["machine"], "2026-12-06", "")
