@@ -5,12 +5,14 @@ docs/performance.md, and filled by running the commands.
     uv run python scripts/expect.py render --check               # exit 1 if README.md or the docs disagree with it
     uv run python scripts/expect.py fill --device cpu --dry-run  # the commands a measurement would run, nothing run
     uv run python scripts/expect.py fill --device cpu --tasks go1-velocity-flat    # measure, record, render
+    python scripts/expect.py fill --device gpu --limit-s 300 --rows-out rows.jsonl     # where the results go back
+    uv run python scripts/expect.py add-rows rows.jsonl          # record rows measured elsewhere, and render
 
-``fill`` runs, per task: ``train <task> --gpu-ids None|0 --stop-when <condition>`` timed from the command to its exit
-(a fresh log root), ``play <task>`` of the checkpoint it ended with, and ``bench <task> --skip-steps`` for the PPO
-training env-steps/s; then it records the figures with the date, the commit (``-dirty`` with uncommitted changes) and
-the machine, and renders the tables. Long: minutes to hours per task on a CPU. ``tests/test_docs_generated.py``
-fails when README.md or the docs differ from the results file.
+``fill`` runs, per task: ``train <task> --gpu-ids None|0 --stop-when <condition>`` timed from the command to its exit (a
+fresh log root), ``play <task>`` of the checkpoint it ended with, and ``bench <task> --skip-steps`` for the PPO training
+env-steps/s; then it records the figures with the date, the commit (``-dirty`` with uncommitted changes;
+``MJFLEET_COMMIT`` where the checkout is a copy without git) and the machine, and renders the tables. Long: minutes to
+hours per task on a CPU. ``tests/test_docs_generated.py`` fails when README.md or the docs differ from the results file.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -253,49 +257,80 @@ def commands(task: str, device: str, stop_when: str, log_root: str) -> dict[str,
     }
 
 
-def _run(command: str) -> tuple[float, str]:
-    """Run ``command`` with this environment's console scripts; its seconds from start to exit and its stdout."""
+COMMANDS = {"train": "mjfleet.cli.train", "play": "mjfleet.cli.play", "bench": "mjfleet.cli.bench"}
+"""The module of each command: run with this interpreter's ``-m``, which needs no console scripts beside it (an
+offline install's folder may have none)."""
+GRACE_S = 60
+"""After its time limit a command gets SIGTERM (train checkpoints and exits); SIGKILL this much later."""
+
+
+def _run(command: str, limit_s: float | None = None) -> tuple[float, str, bool]:
+    """Run ``command`` with this interpreter; its seconds from start to exit, its stdout and whether its time limit
+    stopped it (train only: another command past its limit is an error)."""
     words = shlex.split(command)
-    program = Path(sys.executable).with_name(words[0])
     start = time.monotonic()
-    done = subprocess.run([str(program), *words[1:]], stdout=subprocess.PIPE, text=True, check=False)
+    proc = subprocess.Popen([sys.executable, "-m", COMMANDS[words[0]], *words[1:]], stdout=subprocess.PIPE, text=True)
+    try:
+        out, _ = proc.communicate(timeout=limit_s)
+        limited = False
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            out, _ = proc.communicate(timeout=GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        limited = True
     seconds = time.monotonic() - start
-    if done.returncode not in (0,):
-        raise SystemExit(f"{command} exited {done.returncode}")
-    return seconds, done.stdout
+    if limited and words[0] != "train":
+        raise SystemExit(f"{command} did not end within its limit of {limit_s:g} s")
+    if proc.returncode != 0 and not limited:
+        raise SystemExit(f"{command} exited {proc.returncode}")
+    return seconds, out, limited
 
 
 def _commit() -> str:
+    """``MJFLEET_COMMIT`` where set (a copy of the checkout without ``.git``), else git's short hash (``-dirty`` with
+    changes to the code)."""
+    if os.environ.get("MJFLEET_COMMIT"):
+        return os.environ["MJFLEET_COMMIT"]
+
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
 
-    return git("rev-parse", "--short", "HEAD") + (
-        # The results file and the pages rendered from it change while a fill runs; the code measured does not.
-        "-dirty" if git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs", ":!README.md") else ""
-    )
+    try:
+        return git("rev-parse", "--short", "HEAD") + (
+            # The results file and the pages rendered from it change while a fill runs; the code measured does not.
+            "-dirty" if git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs", ":!README.md") else ""
+        )
+    except (OSError, subprocess.CalledProcessError):
+        raise SystemExit("this checkout has no git history: set MJFLEET_COMMIT to the commit it is a copy of") from None
 
 
-def measure(task: str, device: str, stop_when: str) -> dict[str, Any]:
-    """Run the three commands for one task; the row for the results file."""
+def measure(task: str, device: str, stop_when: str, limit_s: float | None = None) -> dict[str, Any]:
+    """Run the three commands for one task (train stopped after ``limit_s``, the others failing past it); the row
+    for the results file."""
     from mjfleet.runs.record import RunRecord
 
     today = datetime.datetime.now(datetime.UTC).date().isoformat()
     commit = _commit()
     with tempfile.TemporaryDirectory(prefix="mjfleet-expect-") as log_root:
         run = commands(task, device, stop_when, log_root)
-        exit_s, _ = _run(run["train"])
+        exit_s, _, limited = _run(run["train"], limit_s)
         (run_dir,) = [p.parent for p in Path(log_root).glob("*/*/job.json")]
         record = RunRecord.read(run_dir)
         ended = (record.ended if record is not None else None) or {}
-        _, out = _run(run["play"])
+        _, out, _ = _run(run["play"], limit_s)
         summary = json.loads(out.strip().splitlines()[-1])
-        _run(run["throughput"])
+        _run(run["throughput"], limit_s)
         bench = json.loads((Path(log_root) / "bench.json").read_text())
     machine = bench["machine"]
     measured = {"date": today, "commit": commit, "machine": machine}
     shown = {kind: command.replace(f" --log-root {log_root}", "") for kind, command in run.items()}
     shown["throughput"] = shown["throughput"].split(" --json ")[0]
     how = {"finished": "all iterations", "condition": "stop condition met"}.get(ended.get("how", ""), "stopped")
+    if limited:
+        how = f"stopped at the time limit of {limit_s:g} s"
     return {
         "task": task,
         "device": device,
@@ -330,6 +365,18 @@ def record(results: dict[str, Any], row: dict[str, Any]) -> None:
     rows[at] = row
 
 
+def add_rows(results: dict[str, Any], path: Path) -> None:
+    """Record the rows of a ``fill --rows-out`` file; exits with one line where the results would no longer pass
+    :func:`load`'s checks."""
+    for line in path.read_text().splitlines():
+        if line.strip():
+            record(results, json.loads(line))
+    with tempfile.TemporaryDirectory() as folder:
+        check = Path(folder) / "expect.json"
+        check.write_text(json.dumps(results))
+        load(check)
+
+
 def write(results: dict[str, Any]) -> None:
     RESULTS.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     for path in TARGETS:
@@ -346,8 +393,16 @@ def main() -> None:
     fill.add_argument("--tasks", nargs="*", help="task ids (default: every task of the results file)")
     fill.add_argument("--stop-when", default="success>=0.95", help="the condition that ends each training run")
     fill.add_argument("--dry-run", "--list", action="store_true", help="print the commands, run nothing")
+    fill.add_argument("--limit-s", type=float, help="seconds per command (train: then stopped, and recorded so)")
+    fill.add_argument("--rows-out", type=Path, help="also append each measured row to this file, one JSON per line")
+    rows = sub.add_parser("add-rows", help="record the rows a fill appended to --rows-out elsewhere, and render")
+    rows.add_argument("file", type=Path)
     args = parser.parse_args()
     results = load()
+    if args.action == "add-rows":
+        add_rows(results, args.file)
+        write(results)
+        return
     if args.action == "render":
         if args.check:
             stale_exit(stale(results), RESULTS, "expect.py")
@@ -364,7 +419,11 @@ def main() -> None:
             print("\n".join(commands(task, args.device, args.stop_when, "<log_root>").values()))
             continue
         print(f"measuring {task} on the {args.device} ({platform.node()})", flush=True)
-        record(results, measure(task, args.device, args.stop_when))
+        row = measure(task, args.device, args.stop_when, args.limit_s)
+        if args.rows_out is not None:
+            with args.rows_out.open("a") as rows_file:  # the row as measured: its machine by description
+                rows_file.write(json.dumps(row) + "\n")
+        record(results, json.loads(json.dumps(row)))
         write(results)  # after every task: an interrupted fill keeps what it measured
 
 

@@ -40,14 +40,20 @@ iterations=${MJFLEET_ACCEPTANCE_ITERATIONS:-4}
 echo "runner: $runner"
 echo "results: $out"
 
+# Ctrl-C or SIGTERM (a session's stop) ends the phase that runs and every later one.
+stopping=0
+trap 'stopping=1' INT TERM
+
 # One phase: its command, log file and a time limit (a hung phase must not stall the whole acceptance run).
 phase() {
   local name=$1 limit=$2; shift 2
   echo "+ $*"
   if ((dry_run)); then return 0; fi
+  if ((stopping)); then echo "  skipped: stopped"; echo "$name stopped 0" >>"$out/phases.txt"; return; fi
   local start=$SECONDS code
   timeout --kill-after=30 "$limit" "$@" >"$out/$name.log" 2>&1
   code=$?
+  ((code == 130 || code == 143)) && stopping=1  # stopped from outside, not by its limit (124)
   echo "$name $code $((SECONDS - start))" >>"$out/phases.txt"
   if ((code == 0)); then echo "  ok in $((SECONDS - start)) s ($out/$name.log)"
   else echo "  FAILED (exit $code) in $((SECONDS - start)) s; last lines of $out/$name.log:"; tail -n 15 "$out/$name.log"; fi

@@ -3,8 +3,9 @@
 
     python scripts/gpu_summary.py RESULTS_DIR
 
-Reads ``RESULTS_DIR/phases.txt`` (``name exit_code seconds`` per line), ``pytest-gpu.xml`` (JUnit) and
-``bench-<task>.json`` (written by ``bench --json``). Standard library only, plus torch where installed (CUDA version).
+Reads ``RESULTS_DIR/phases.txt`` (``name exit_code seconds`` per line; ``stopped`` for a phase not run),
+``pytest-gpu.xml`` (JUnit) and ``bench-<task>.json`` (written by ``bench --json``). Standard library only, plus torch
+where installed (CUDA version).
 """
 
 from __future__ import annotations
@@ -53,15 +54,21 @@ def versions_line() -> str:
     return "versions: " + ", ".join(found)
 
 
-def read_phases(out: Path) -> list[tuple[str, int, int]]:
+def read_phases(out: Path) -> list[tuple[str, int | None, int]]:
+    """``(name, exit code, seconds)`` of every phase; the code None for a phase not run because the script was
+    stopped (``name stopped 0``)."""
     path = out / "phases.txt"
     if not path.is_file():
         return []
-    phases = []
+    phases: list[tuple[str, int | None, int]] = []
     for line in path.read_text().splitlines():
         name, code, seconds = line.split()
-        phases.append((name, int(code), int(seconds)))
+        phases.append((name, None if code == "stopped" else int(code), int(seconds)))
     return phases
+
+
+def _outcome(code: int | None) -> str:
+    return "not run (stopped)" if code is None else "ok" if code == 0 else f"FAILED ({code})"
 
 
 MORE_GPUS = "needs two CUDA GPUs"
@@ -132,7 +139,9 @@ def summarize(out: Path) -> tuple[str, bool]:
     phases = read_phases(out)
     if not phases:
         problems.append("no phases ran")
-    problems += [f"{name} exited {code}" for name, code, _ in phases if code != 0]
+    problems += [
+        f"{name} {'not run (stopped)' if code is None else f'exited {code}'}" for name, code, _ in phases if code != 0
+    ]
     counts = read_pytest(out)
     if counts is None:
         problems.append("no pytest report")
@@ -155,10 +164,18 @@ def summarize(out: Path) -> tuple[str, bool]:
         rows += bench_rows(report)
     for name, code, _ in phases:  # a bench phase that ended before its first table
         if name.startswith("bench-") and not (out / f"{name}.json").is_file():
-            rows.append((name.removeprefix("bench-"), "bench", "-", "-", f"no measurements (exit {code})"))
+            rows.append(
+                (
+                    name.removeprefix("bench-"),
+                    "bench",
+                    "-",
+                    "-",
+                    "no measurements (" + ("stopped" if code is None else f"exit {code}") + ")",
+                )
+            )
     lines = ["GPU acceptance summary", gpu_line(), versions_line()]
     lines += [f"bench machine: {m}" for m in sorted(machines)]
-    lines.append("phases: " + "; ".join(f"{n} {'ok' if c == 0 else f'FAILED ({c})'} {s} s" for n, c, s in phases))
+    lines.append("phases: " + "; ".join(f"{n} {_outcome(c)} {s} s" for n, c, s in phases))
     lines.append(tests)
     if rows:
         lines += ["", table(("task", "measurement", "envs/worker", "env-steps/s", "comparison"), rows)]

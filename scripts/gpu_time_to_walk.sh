@@ -53,12 +53,16 @@ for n in "$limit" "$play_limit" "$fresh_limit" ${budget:+"$budget"} "${num_envs[
   [[ $n =~ ^[0-9]+$ ]] || { echo "error: expected a whole number, got '$n'" >&2; exit 2; }
 done
 
-# The plan: every phase with its limit, in order (train-<task>-<label>, play-<task>-<label>).
+# The plan: every phase with its limit, in order (train-<task>-<label>, play-<task>-<label>): every task's first rows
+# (fresh and warm, then its first env count) before any task's further env counts, so that a budget or a stop that
+# cuts the sweep short leaves the rows that matter most.
 plan=()
-for task in "${tasks[@]}"; do
-  if [[ $fresh == 1 ]]; then plan+=("train-$task-fresh $fresh_limit" "play-$task-fresh $play_limit" \
-    "train-$task-warm $fresh_limit" "play-$task-warm $play_limit"); fi
-  for n in "${num_envs[@]}"; do plan+=("train-$task-$n $limit" "play-$task-$n $play_limit"); done
+if [[ $fresh == 1 ]]; then
+  for task in "${tasks[@]}"; do plan+=("train-$task-fresh $fresh_limit" "play-$task-fresh $play_limit" \
+    "train-$task-warm $fresh_limit" "play-$task-warm $play_limit"); done
+fi
+for n in "${num_envs[@]}"; do
+  for task in "${tasks[@]}"; do plan+=("train-$task-$n $limit" "play-$task-$n $play_limit"); done
 done
 bound=0
 for p in "${plan[@]}"; do bound=$((bound + ${p##* })); done
@@ -106,6 +110,10 @@ quoted() {
 
 now() { local t=${EPOCHREALTIME:-$(date +%s.%N)}; echo "${t/,/.}"; }
 
+# Ctrl-C or SIGTERM (a session's stop) ends the phase that runs (train checkpoints and exits) and every later one.
+stopping=0
+trap 'stopping=1' INT TERM
+
 # One phase: its command with a time limit, output to <name>.log (play: its JSON line to <name>.json), and a line
 # `name exit_code start end` in phases.txt. The summary is rewritten after it, so a cut-short sweep keeps its rows.
 phase() {
@@ -115,6 +123,10 @@ phase() {
   echo "+ $shown"
   if ((dry_run)); then return 0; fi
   printf '%s\t%s\n' "$name" "$shown" >>"$out/commands.txt"
+  if ((stopping)); then
+    echo "  skipped: stopped"; echo "$name stopped - -" >>"$out/phases.txt"
+    return 1
+  fi
   if [[ -n $budget ]] && ((SECONDS + limit > budget)); then
     echo "  skipped: $limit s no longer fit the budget of $budget s"; echo "$name skipped - -" >>"$out/phases.txt"
     return 1
@@ -125,6 +137,7 @@ phase() {
   timeout --kill-after="$grace" "$limit" "$@" >"$stdout" 2>"$out/$name.log.err"
   code=$?
   end=$(now)
+  ((code == 130 || code == 143)) && stopping=1  # the phase was stopped from outside, not by its limit (124)
   if [[ $stdout != "$out/$name.log" ]]; then mv "$out/$name.log.err" "$out/$name.log"
   else cat "$out/$name.log.err" >>"$stdout"; rm -f "$out/$name.log.err"; fi
   echo "$name $code $start $end" >>"$out/phases.txt"
@@ -151,6 +164,7 @@ train_and_play() {
   local root=$out/runs/$task-$label ckpt
   phase "train-$task-$label" "$limit" "$@" --log-root "$root"
   if ((dry_run)); then ckpt="<newest model_*.pt under $root>"
+  elif ((stopping)); then ckpt="-"  # not played: phase records it as stopped
   else
     ckpt=$(newest_checkpoint "$root")
     if [[ -z $ckpt ]]; then
@@ -163,20 +177,30 @@ train_and_play() {
     --gpu-ids 0 --checkpoint "$ckpt" --num-episodes 100
 }
 
-for task in "${tasks[@]}"; do
+# The environment of a task's runs: with MJFLEET_WALK_FRESH=1, Warp's kernel cache and the CUDA driver's JIT cache
+# in folders of its own, empty before its fresh run; the warm run finds them filled, and its sweep keeps them, so the
+# sweep's first row compiles nothing either.
+task_env() {
   run_env=()
   if [[ $fresh == 1 ]]; then
-    # Warp's kernel cache and the CUDA driver's JIT cache in new folders: nothing compiled for this task yet. The
-    # second run finds them filled by the first; the sweep keeps them, so its first row compiles nothing either.
-    caches=$out/caches/$task
+    local caches=$out/caches/$1
     run_env=(env "WARP_CACHE_PATH=$caches/warp" "CUDA_CACHE_PATH=$caches/cuda")
     ((dry_run)) || mkdir -p "$caches/warp" "$caches/cuda"
+  fi
+}
+
+if [[ $fresh == 1 ]]; then
+  for task in "${tasks[@]}"; do
+    task_env "$task"
     for label in fresh warm; do
       train_and_play "$task" "$label" "$fresh_limit" ${run_env[@]+"${run_env[@]}"} "${py[@]}" -m mjfleet.cli.train \
         "$task" --gpu-ids 0 --stop-when "$stop_when"
     done
-  fi
-  for n in "${num_envs[@]}"; do
+  done
+fi
+for n in "${num_envs[@]}"; do
+  for task in "${tasks[@]}"; do
+    task_env "$task"
     train_and_play "$task" "$n" "$limit" ${run_env[@]+"${run_env[@]}"} "${py[@]}" -m mjfleet.cli.train "$task" \
       --gpu-ids 0 --env.num-envs "$n" --stop-when "$stop_when" ${train_args[@]+"${train_args[@]}"}
   done

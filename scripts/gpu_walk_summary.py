@@ -5,12 +5,12 @@ none failed (a training run stopped at its time limit is a result, not a failure
 
     python scripts/gpu_walk_summary.py [--quiet] RESULTS_DIR
 
-Reads ``plan.txt`` (``name limit_s`` per line, in order), ``phases.txt`` (``name exit_code start end``, epoch
-seconds; ``name skipped - -`` or ``name no-checkpoint - -`` for a phase that did not run), ``commands.txt``,
-``about.txt``, each ``train-<task>-<label>.log`` (its start-up line and last lines), the run's ``job.json`` and
-``progress.jsonl`` (one record per iteration) under ``runs/<task>-<label>/`` and each ``play-<task>-<label>.json``
-(``play``'s JSON line). Nothing is estimated: a figure the files do not hold is ``-``. Standard library only, plus what
-``gpu_summary.py`` uses for the GPU line.
+Reads ``plan.txt`` (``name limit_s`` per line, in order), ``phases.txt`` (``name exit_code start end``, epoch seconds;
+``name skipped - -`` (budget), ``name stopped - -`` or ``name no-checkpoint - -`` for a phase that did not run),
+``commands.txt``, ``about.txt``, each ``train-<task>-<label>.log`` (its start-up line and last lines), the run's
+``job.json`` and ``progress.jsonl`` (one record per iteration) under ``runs/<task>-<label>/`` and each
+``play-<task>-<label>.json`` (``play``'s JSON line). Nothing is estimated: a figure the files do not hold is ``-``.
+Standard library only, plus what ``gpu_summary.py`` uses for the GPU line.
 """
 
 from __future__ import annotations
@@ -158,6 +158,8 @@ def _how(train: Phase, log: TrainLog, job: dict | None) -> str:
         return "not run" if log.headline is None and not log.iterations else "no exit recorded (the script stopped)"
     if train.status == "skipped":
         return "skipped: its limit no longer fit the budget"
+    if train.status == "stopped":
+        return "skipped: the script was stopped"
     ended = (job or {}).get("ended") or {}
     how = ended.get("how")
     if how == "condition":
@@ -211,6 +213,8 @@ def _play(play: Phase, result: dict | None) -> tuple[str, str]:
         return "no checkpoint", "-"
     if play.status == "skipped":
         return "skipped (budget)", "-"
+    if play.status == "stopped":
+        return "skipped (stopped)", "-"
     if play.code == TIMEOUT:
         return f"time limit ({play.limit} s)", "-"
     return f"failed (exit {play.status})", "-"
@@ -342,7 +346,7 @@ def summarize(out: Path) -> tuple[str, bool]:
 
 def _problem(phase: Phase) -> bool:
     """Not run, or failed; a training run stopped by its time limit is a result (it did not walk in time)."""
-    if phase.status is None or phase.status in ("skipped", "no-checkpoint"):
+    if phase.status is None or phase.status in ("skipped", "stopped", "no-checkpoint"):
         return True
     code = phase.code
     return code != 0 and not (code == TIMEOUT and phase.name.startswith("train-"))

@@ -101,6 +101,39 @@ def test_a_row_the_tables_could_not_show_truthfully_is_refused_in_one_line(tmp_p
             expect.load(path)
 
 
+def test_a_fill_runs_where_there_are_no_console_scripts_and_no_git_and_its_rows_can_be_added_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expect = load_script(SCRIPTS / "expect.py")
+    # The commands run as this interpreter's modules (an offline install's folder may hold no console scripts).
+    seconds, out, limited = expect._run("play cartpole-balance --gpu-ids None --agent zero --num-episodes 2")
+    assert json.loads(out.strip().splitlines()[-1])["episodes"] == 2 and seconds > 0 and not limited
+    monkeypatch.setenv("MJFLEET_COMMIT", "abc1234")  # a copy of the checkout without .git
+    assert expect._commit() == "abc1234"
+    results = expect.load()
+    measured = {"date": "2027-01-02", "commit": "abc1234", "machine": "one NVIDIA H100 80GB HBM3 (test)"}
+    row = {
+        "task": "cartpole-swingup",
+        "device": "gpu",
+        "train": {
+            "command": "train cartpole-swingup --gpu-ids 0",
+            "exit_s": 30,
+            "ended": "stop condition met",
+            **measured,
+        },
+        "play": {"command": "play cartpole-swingup --gpu-ids 0", "success": 1.0},
+        "throughput": {"command": "bench cartpole-swingup", "env_steps_per_s": 391234, **measured},
+    }
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps(row) + "\n")
+    expect.add_rows(results, rows)
+    (swingup,) = [r for r in results["rows"] if (r["task"], r["device"]) == ("cartpole-swingup", "gpu")]
+    assert results["machines"][swingup["throughput"]["machine"]] == measured["machine"]
+    rows.write_text(json.dumps({**row, "train": {**row["train"], "commit": ""}}) + "\n")
+    with pytest.raises(SystemExit, match="its train record has no commit"):
+        expect.add_rows(expect.load(), rows)
+
+
 def test_the_commands_a_measurement_runs_parse_with_the_real_parsers() -> None:
     from mjfleet.cli.args import parse
     from mjfleet.cli.bench import BenchConfig

@@ -194,3 +194,13 @@ def test_bench_workers_per_gpu_needs_a_gpu() -> None:
     argv = ["cartpole-balance", "--gpu-ids", "None", "--workers", "1", "2", "--workers-per-gpu", "2"]
     code, _, err = run_main(bench.main, argv)
     assert code == 2 and err.count("\n") == 1 and "--workers-per-gpu 2 needs a GPU" in err, err
+
+
+def test_phases_not_run_because_the_script_was_stopped_are_said_so(tmp_path: Path) -> None:
+    (tmp_path / "phases.txt").write_text("pytest-gpu 130 41\nbench-go1-velocity-flat stopped 0\n")
+    text, ok = _summary_module().summarize(tmp_path)
+    assert not ok
+    assert "pytest-gpu FAILED (130) 41 s; bench-go1-velocity-flat not run (stopped) 0 s" in text
+    assert any(
+        line.startswith("go1-velocity-flat") and "no measurements (stopped)" in line for line in text.splitlines()
+    )

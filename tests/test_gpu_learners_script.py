@@ -36,7 +36,7 @@ def test_script_parses_has_help_and_refuses_what_it_does_not_know(tmp_path: Path
     assert _script(tmp_path, "--bogus").returncode == 2
     unknown = _script(tmp_path, "--dry-run", MJFLEET_LEARNERS="rsl-rl-ppo skrl-a2c")
     assert unknown.returncode == 2 and "unknown learner 'skrl-a2c'" in unknown.stderr
-    assert "(registered: rsl-rl-ppo skrl-ppo skrl-sac skrl-td3)" in unknown.stderr  # the registry's names
+    assert "(registered: skrl-sac skrl-td3 rsl-rl-ppo skrl-ppo)" in unknown.stderr  # the off-policy ones first
     assert _script(tmp_path, "--dry-run", MJFLEET_LEARNERS_LIMIT_S="soon").returncode == 2
 
 
@@ -46,27 +46,44 @@ def test_dry_run_prints_one_sweep_per_learner_with_its_flags(tmp_path: Path) -> 
     assert not (tmp_path / "out").exists(), "--dry-run runs and creates nothing"
     lines = done.stdout.splitlines()
     out = tmp_path / "out"
-    # 4 learners x 2 tasks x (300 s per train + 45 s per play).
-    assert any(line.startswith("plan: 4 learners (rsl-rl-ppo skrl-ppo skrl-sac skrl-td3) x 2 tasks") for line in lines)
-    assert any("at most 2760 s" in line for line in lines)
+    # 4 learners x 3 tasks x (300 s per train + 45 s per play); the off-policy learners first.
+    learners = ("skrl-sac", "skrl-td3", "rsl-rl-ppo", "skrl-ppo")
+    tasks = ("go1-velocity-flat", "unitree-go1-velocity-flat", "unitree-g1-velocity-flat")
+    assert any(line.startswith(f"plan: 4 learners ({' '.join(learners)}) x 3 tasks") for line in lines)
+    assert any("at most 4140 s" in line for line in lines)
     trains = [line for line in lines if " -m mjfleet.cli.train " in line]
     plays = [line for line in lines if " -m mjfleet.cli.play " in line]
-    assert len(trains) == len(plays) == 8
+    assert len(trains) == len(plays) == 12
     python = tmp_path / "bin" / "python3"
-    for learner in ("rsl-rl-ppo", "skrl-ppo", "skrl-sac", "skrl-td3"):
-        for task in ("unitree-go1-velocity-flat", "unitree-g1-velocity-flat"):
-            [train] = [t for t in trains if f"--agent.learner {learner} " in t and f" {task} " in t]
-            assert train.startswith(f"+ {python} -m mjfleet.cli.train {task} --gpu-ids 0 --env.num-envs 4096")
-            assert "--stop-when 'success>=0.95'" in train
-            assert train.endswith(f"--log-root {out}/{learner}/runs/{task}-4096")
+    order = []
+    for train in trains:
+        learner = train.split("--agent.learner ")[1].split()[0]
+        task = train.split(" -m mjfleet.cli.train ")[1].split()[0]
+        order.append((learner, task))
+        assert train.startswith(f"+ {python} -m mjfleet.cli.train {task} --gpu-ids 0 --env.num-envs 4096")
+        assert "--stop-when 'success>=0.95'" in train
+        assert train.endswith(f"--log-root {out}/{learner}/runs/{task}-4096")
+    assert order == [(learner, task) for learner in learners for task in tasks]
     sac = [t for t in trains if "skrl-sac" in t]
     assert all("--agent.sac.batch-size 8192 --agent.sac.gradient-steps 32" in t for t in sac)
     assert not any("--agent.sac." in t or "--agent.td3." in t for t in trains if "-ppo " in t)
     summaries = [line for line in lines if "scripts/gpu_walk_summary.py" in line]
-    assert summaries == [
-        f"+ {python} scripts/gpu_walk_summary.py {out}/{learner}"
-        for learner in ("rsl-rl-ppo", "skrl-ppo", "skrl-sac", "skrl-td3")
-    ]
+    assert summaries == [f"+ {python} scripts/gpu_walk_summary.py {out}/{learner}" for learner in learners]
+
+
+def test_a_task_with_an_off_policy_recipe_keeps_it(tmp_path: Path) -> None:
+    env = {"MJFLEET_LEARNERS": "skrl-sac rsl-rl-ppo", "MJFLEET_LEARNERS_TASKS": "cartpole-balance go1-velocity-flat"}
+    done = _script(tmp_path, "--dry-run", **env)
+    assert done.returncode == 0, done.stderr
+    trains = [line for line in done.stdout.splitlines() if " -m mjfleet.cli.train " in line]
+    out = tmp_path / "out"
+    [legged] = [t for t in trains if "skrl-sac" in t and " go1-velocity-flat " in t]
+    assert "--agent.sac.batch-size 8192" in legged and legged.endswith(f"{out}/skrl-sac/runs/go1-velocity-flat-4096")
+    [cartpole] = [t for t in trains if "skrl-sac" in t and " cartpole-balance " in t]
+    assert "--agent.sac." not in cartpole  # its own recipe, not the legged robots' starting points
+    assert cartpole.endswith(f"--agent.learner skrl-sac --log-root {out}/skrl-sac-recipe/runs/cartpole-balance-4096")
+    ppo = [t for t in trains if "rsl-rl-ppo" in t]
+    assert len(ppo) == 2 and all(f"{out}/rsl-rl-ppo/runs/" in t for t in ppo)  # one sweep: PPO has no settings here
 
 
 def test_settings_and_learners_can_be_replaced(tmp_path: Path) -> None:

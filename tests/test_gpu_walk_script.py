@@ -206,6 +206,7 @@ mode=$(cat "$d/mode")
 if [[ $mode == fail ]]; then cat "$d/log" >&2; exit 1; fi
 mkdir -p "$run"
 touch "$run/model_9.pt" "$run/model_10.pt" "$run/model_x.pt"  # the newest is 10, not 9
+if [[ $mode == interrupted ]]; then cp "$d/job.json" "$run/job.json"; cat "$d/log" >&2; exit 130; fi  # a Ctrl-C
 if [[ -f $d/progress.jsonl ]]; then cp "$d/progress.jsonl" "$run/progress.jsonl"; fi
 if [[ $mode == slow ]]; then
   echo '{"fingerprint": "0000000000000000", "settings": {}, "task": "t", "final_iteration": 1500}' >"$run/job.json"
@@ -292,6 +293,53 @@ def test_a_sweep_with_a_stand_in_interpreter(tmp_path: Path) -> None:
         "-m mjfleet.cli.train go1-velocity-flat --gpu-ids 0 --env.num-envs 1024 --stop-when 'success>=0.95'"
         " --log-root <out>/runs/go1-velocity-flat-1024`" in text
     )
+
+
+def test_a_phase_stopped_from_outside_stops_the_sweep(tmp_path: Path) -> None:
+    """A Ctrl-C or a session's SIGTERM ends the phase that runs; no later phase starts (each was a minute or more)."""
+    data = tmp_path / "data"
+    rows = [(1, 5.0, 2.0e5), (2, 6.0, 3.1e5)]
+    stopped = _end("stopped", 1024, 2, 6.0, "SIGINT")
+    _prepare(data, "1024", "interrupted", train_log(1024, rows, stopped), job(1024, "stopped", 2), (1024, rows))
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_PYTHON.replace("__DATA__", str(data)))
+    fake.chmod(0o755)
+    done = _script(tmp_path, MJFLEET_PYTHON=str(fake), MJFLEET_WALK_NUM_ENVS="1024 4096")
+    phases = [line.split()[:2] for line in (tmp_path / "out" / "phases.txt").read_text().splitlines()]
+    assert phases == [
+        ["train-go1-velocity-flat-1024", "130"],
+        ["play-go1-velocity-flat-1024", "stopped"],
+        ["train-go1-velocity-flat-4096", "stopped"],
+        ["play-go1-velocity-flat-4096", "stopped"],
+    ], done.stdout + done.stderr
+    assert not (data / "4096").exists()  # never prepared: a start would have failed on it
+    text, ok = _summary().summarize(tmp_path / "out")
+    assert not ok and "skipped: the script was stopped" in text and "skipped (stopped)" in text
+
+
+def test_every_task_s_first_rows_come_before_any_task_s_further_env_counts(tmp_path: Path) -> None:
+    tasks = "go1-velocity-flat unitree-go1-velocity-flat"
+    done = _script(tmp_path, "--dry-run", MJFLEET_WALK_TASKS=tasks, MJFLEET_WALK_NUM_ENVS="1024 4096")
+    assert done.returncode == 0, done.stderr
+    roots = [line.rsplit("/runs/", 1)[1] for line in done.stdout.splitlines() if " -m mjfleet.cli.train " in line]
+    assert roots == [
+        "go1-velocity-flat-1024",
+        "unitree-go1-velocity-flat-1024",
+        "go1-velocity-flat-4096",
+        "unitree-go1-velocity-flat-4096",
+    ]
+    done = _script(
+        tmp_path, "--dry-run", MJFLEET_WALK_TASKS=tasks, MJFLEET_WALK_NUM_ENVS="4096", MJFLEET_WALK_FRESH="1"
+    )
+    roots = [line.rsplit("/runs/", 1)[1] for line in done.stdout.splitlines() if " -m mjfleet.cli.train " in line]
+    assert roots == [
+        "go1-velocity-flat-fresh",
+        "go1-velocity-flat-warm",
+        "unitree-go1-velocity-flat-fresh",
+        "unitree-go1-velocity-flat-warm",
+        "go1-velocity-flat-4096",
+        "unitree-go1-velocity-flat-4096",
+    ]
 
 
 def _results(tmp_path: Path) -> Path:
