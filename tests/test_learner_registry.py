@@ -68,3 +68,16 @@ def test_an_unknown_learner_is_one_line_listing_the_registered_ones(toy: None, t
     assert code == 2
     (line,) = [line for line in err.splitlines() if line.startswith("error:")]
     assert "--agent.learner must be one of" in line and "toy-ppo" in line and "skrl-td3" in line
+
+
+def test_a_package_off_policy_learner_gets_the_replay_buffer_checks_of_the_settings_it_reads(tmp_path: Path) -> None:
+    entry = dataclasses.replace(ENTRY, name="toy-sac", off_policy=True, settings="sac")
+    register(entry)
+    try:
+        argv = ["cartpole-balance", "--gpu-ids", "None", "--agent.learner", "toy-sac", "--env.num-envs", "4"]
+        argv += ["--agent.sac.buffer-per-env", "8", "--agent.sac.batch-size", "64", "--log-root", str(tmp_path)]
+        code, _, err = run_main(train.main, argv)
+    finally:
+        unregister(entry.name)
+    assert code == 2 and "--agent.sac.batch-size 64 is larger than the replay buffer it samples from" in err, err
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())

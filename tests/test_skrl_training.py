@@ -399,3 +399,31 @@ def test_td3_draws_its_exploration_noise_without_reading_it_back() -> None:
         for (obs, _), (_, actions) in itertools.pairwise(seen):
             noisy = actions - policy(obs).clamp(-clip, clip)
             assert 0.03 < float(noisy.std()) < 0.3  # the noise of --agent.td3.exploration-noise (0.1)
+
+
+@pytest.mark.parametrize("learner", ["skrl-sac", "skrl-td3"])
+def test_a_played_off_policy_checkpoint_builds_no_replay_buffer_of_the_training_size(
+    learner: str, tmp_path: Path
+) -> None:
+    from mjfleet.rl.evaluation.episodes import load_policy
+
+    cfg = skrl_config(learner, num_envs=16, steps=4)
+    trained = Runner(make_env(num_envs=16), cfg.agent, CPU, tmp_path)
+    trained.learn(1)
+    checkpoint = trained.save_checkpoint()
+    assert checkpoint is not None and trained.learner.agent.memory.memory_size == 1000  # type: ignore[attr-defined]
+    built: list[Runner] = []
+    real_init = Runner.__init__
+
+    def remember(self: Runner, *args: object, **kwargs: object) -> None:
+        real_init(self, *args, **kwargs)  # type: ignore[arg-type]
+        built.append(self)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Runner, "__init__", remember)
+        policy = load_policy(checkpoint, make_env(num_envs=64), cfg.agent, "cpu")
+    (played,) = built
+    assert played.learner.agent.memory.memory_size == 1  # type: ignore[attr-defined]
+    trained_actor = trained.get_inference_policy("cpu")
+    obs = make_env(num_envs=64).get_observations()
+    assert torch.equal(policy(obs), trained_actor(obs))  # the same policy, whatever the buffer

@@ -304,7 +304,9 @@ def _check_off_policy(cfg: TrainConfig) -> None:
                 " one worker's replay buffer"
             )
         buffer = cfg.env.num_envs * c.buffer_per_env
-        if cfg.agent.learner == f"skrl-{group}" and c.batch_size > buffer:  # (the other learner's are not built)
+        entry = learner_entry(cfg.agent.learner)
+        builds = entry.off_policy and entry.settings == group  # (a group no learner of the run reads builds nothing)
+        if builds and c.batch_size > buffer:
             raise UsageError(
                 f"{flag}.batch-size {c.batch_size} is larger than the replay buffer it samples from (--env.num-envs *"
                 f" {flag}.buffer-per-env: {buffer})"

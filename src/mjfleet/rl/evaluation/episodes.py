@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from tensordict import TensorDict
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.rl.checkpoint.files import is_onnx
+from mjfleet.rl.learners.registry import learner_entry
 
 if TYPE_CHECKING:
     from mjfleet.rl.config import AgentConfig
@@ -44,9 +46,20 @@ def load_policy(checkpoint: Path, env: MjEnv, agent_cfg: AgentConfig, device: st
     from mjfleet.rl.runner import Runner
     from mjfleet.runtime.context import DistributedContext
 
-    runner = Runner(env, agent_cfg, DistributedContext(device=device), run_dir=None)
+    runner = Runner(env, _without_replay(agent_cfg), DistributedContext(device=device), run_dir=None)
     runner.load(str(checkpoint), evaluate=True)  # play's --seed decides resets, not the training run's RNGs
     return runner.get_inference_policy(device)  # type: ignore[return-value]
+
+
+def _without_replay(agent_cfg: AgentConfig) -> AgentConfig:
+    """``agent_cfg`` with an off-policy learner's replay buffer at one transition per environment: playing a checkpoint
+    learns nothing, and a buffer of the training size for each of play's environments is gigabytes at thousands."""
+    entry = learner_entry(agent_cfg.learner)
+    name = entry.settings if entry.off_policy else None
+    group = getattr(agent_cfg, name, None) if name else None
+    if name is None or group is None or not hasattr(group, "buffer_per_env"):
+        return agent_cfg
+    return dataclasses.replace(agent_cfg, **{name: dataclasses.replace(group, buffer_per_env=1)})
 
 
 @dataclass
