@@ -317,22 +317,23 @@ def test_a_phase_stopped_from_outside_stops_the_sweep(tmp_path: Path) -> None:
     assert not ok and "skipped: the script was stopped" in text and "skipped (stopped)" in text
 
 
+def _train_roots(tmp_path: Path, **env: str) -> list[str]:
+    """The log roots of the training runs a dry run prints, in order (``<task>-<label>``)."""
+    done = _script(tmp_path, "--dry-run", **env)
+    assert done.returncode == 0, done.stderr
+    return [line.rsplit("/runs/", 1)[1] for line in done.stdout.splitlines() if " -m mjfleet.cli.train " in line]
+
+
 def test_every_task_s_first_rows_come_before_any_task_s_further_env_counts(tmp_path: Path) -> None:
     tasks = "go1-velocity-flat unitree-go1-velocity-flat"
-    done = _script(tmp_path, "--dry-run", MJFLEET_WALK_TASKS=tasks, MJFLEET_WALK_NUM_ENVS="1024 4096")
-    assert done.returncode == 0, done.stderr
-    roots = [line.rsplit("/runs/", 1)[1] for line in done.stdout.splitlines() if " -m mjfleet.cli.train " in line]
-    assert roots == [
+    assert _train_roots(tmp_path, MJFLEET_WALK_TASKS=tasks, MJFLEET_WALK_NUM_ENVS="1024 4096") == [
         "go1-velocity-flat-1024",
         "unitree-go1-velocity-flat-1024",
         "go1-velocity-flat-4096",
         "unitree-go1-velocity-flat-4096",
     ]
-    done = _script(
-        tmp_path, "--dry-run", MJFLEET_WALK_TASKS=tasks, MJFLEET_WALK_NUM_ENVS="4096", MJFLEET_WALK_FRESH="1"
-    )
-    roots = [line.rsplit("/runs/", 1)[1] for line in done.stdout.splitlines() if " -m mjfleet.cli.train " in line]
-    assert roots == [
+    fresh = {"MJFLEET_WALK_TASKS": tasks, "MJFLEET_WALK_NUM_ENVS": "4096", "MJFLEET_WALK_FRESH": "1"}
+    assert _train_roots(tmp_path, **fresh) == [
         "go1-velocity-flat-fresh",
         "go1-velocity-flat-warm",
         "unitree-go1-velocity-flat-fresh",
