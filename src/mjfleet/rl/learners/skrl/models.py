@@ -122,7 +122,8 @@ class GaussianActor(UniformWarmUp, GaussianMixin, Model):
 
     @property
     def action_std(self) -> float:
-        """Mean standard deviation of the sampled actions."""
+        """Mean standard deviation of the Gaussian the actions are drawn from (with ``limit``: before the squash, after
+        which the actions spread less, the more so near the limits)."""
         return float(self.log_std_parameter.detach().clamp(self._g_min_log_std, self._g_max_log_std).exp().mean())
 
 
