@@ -427,3 +427,27 @@ def test_a_played_off_policy_checkpoint_builds_no_replay_buffer_of_the_training_
     trained_actor = trained.get_inference_policy("cpu")
     obs = make_env(num_envs=64).get_observations()
     assert torch.equal(policy(obs), trained_actor(obs))  # the same policy, whatever the buffer
+
+
+def test_sac_reads_its_statistics_to_the_host_in_one_gradient_step_of_an_update_and_learns_the_same() -> None:
+    from mjfleet.rl.learners.skrl.algorithms import SkrlSac
+
+    def trained(update_agent: object) -> tuple[dict[str, torch.Tensor], list[str]]:
+        torch.manual_seed(0)
+        cfg = skrl_config("skrl-sac", num_envs=16, steps=4)
+        runner = Runner(make_env(num_envs=16), cfg.agent, CPU, None)
+        learner = runner.learner
+        assert isinstance(learner, SkrlSac) and learner.agent.cfg.gradient_steps == 4
+        learner._update_agent = update_agent.__get__(learner)  # type: ignore[attr-defined,method-assign]
+        tracked: list[str] = []
+        real_track = learner.agent.track_data
+        learner.agent.track_data = lambda tag, value: (tracked.append(tag), real_track(tag, value))[-1]  # type: ignore[method-assign]
+        runner.learn(2)
+        modules = {"policy": learner.agent.policy, "critic": learner.agent.critic_1}
+        state = {f"{m}.{k}": t.clone() for m, module in modules.items() for k, t in module.state_dict().items()}  # type: ignore[union-attr]
+        return state, tracked
+
+    split, split_tracked = trained(SkrlSac._update_agent)
+    whole, whole_tracked = trained(SkrlLearner._update_agent)  # one call of every gradient step, tracked
+    assert split.keys() == whole.keys() and all(torch.equal(split[k], whole[k]) for k in split)
+    assert whole_tracked.count("Loss / Critic loss") == 2 * 4 and split_tracked.count("Loss / Critic loss") == 2

@@ -17,7 +17,9 @@ with it progress, evaluation, checkpoints and the run's identity. What it adds a
   its warm-up (``random_steps`` of random actions, ``learning_starts`` steps before the first update) counts again
   from the step it resumed at;
 - the losses come from the agent's ``tracking_data``, which SAC fills only while its ``write_interval`` is positive:
-  it is, for the update alone (while collecting, skrl would add statistics that cost device syncs every step);
+  it is for the last gradient step of an update alone (while collecting, and in the other gradient steps, skrl
+  would read a dozen statistics to the host each step: device syncs on a GPU; TD3 reads its own in every gradient
+  step, which mjfleet leaves as skrl has it);
 - TD3's exploration noise is drawn by :class:`SkrlTd3` as skrl draws it, without skrl's three statistics of it read
   back to the host in every step;
 - PPO bootstraps time-outs (skrl's ``time_limit_bootstrap``) and never stops an epoch early on the KL divergence: one
@@ -88,6 +90,20 @@ class SkrlSac(SkrlLearner):
     replays = True
     learning_rate_flag = "--agent.sac.learning-rate"
     agent: SAC
+
+    def _update_agent(self) -> None:
+        """The gradient steps of an update, all but the last with skrl's statistics off: each statistic it tracks is a
+        read to the host (about a dozen per gradient step, each a device sync on a GPU); the losses reported are the
+        last step's. The same computation as one call of all the steps."""
+        agent, steps = self.agent, self.agent.cfg.gradient_steps
+        try:
+            if steps > 1:
+                agent.write_interval, agent.cfg.gradient_steps = 0, steps - 1
+                agent.update(timestep=self.timestep, timesteps=0)
+            agent.write_interval, agent.cfg.gradient_steps = 1, 1
+            agent.update(timestep=self.timestep, timesteps=0)
+        finally:
+            agent.cfg.gradient_steps = steps
 
     def _extra_state(self) -> dict[str, Any]:
         if not self.agent.cfg.learn_entropy:

@@ -110,9 +110,8 @@ class SkrlLearner(Learner):
             return {}
         agent = self.agent
         agent.enable_models_training_mode(True)
-        agent.write_interval = 1  # SAC tracks its losses only while it writes them (see the module docstring)
         try:
-            agent.update(timestep=self.timestep, timesteps=0)
+            self._update_agent()
         finally:
             agent.write_interval = 0
             agent.enable_models_training_mode(False)
@@ -123,6 +122,11 @@ class SkrlLearner(Learner):
                 losses[name] = float(sum(values) / len(values))
         agent.tracking_data.clear()
         return losses
+
+    def _update_agent(self) -> None:
+        """One ``Agent.update``, its statistics tracked (SAC tracks its losses only while it writes them)."""
+        self.agent.write_interval = 1
+        self.agent.update(timestep=self.timestep, timesteps=0)
 
     def train_mode(self) -> None:
         self.agent.enable_training_mode(True)
