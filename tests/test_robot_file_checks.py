@@ -17,7 +17,7 @@ import pytest
 from mjfleet.errors import UsageError
 from mjfleet.tasks.locomotion.check import robot_problems
 from mjfleet.tasks.locomotion.config import LocomotionConfig
-from mjfleet.tasks.locomotion.robots import BUILTIN_ROBOTS, GO1, UNITREE_G1, RobotSpec
+from mjfleet.tasks.locomotion.robots import BUILTIN_ROBOTS, GO1, UNITREE_G1, RobotSpec, Servo, Zone
 from mjfleet.tasks.locomotion.sources import robot_file
 
 FIXTURE = Path(__file__).with_name("fixtures") / "menagerie"
@@ -257,3 +257,24 @@ def test_a_relative_robot_file_is_recorded_absolute(tmp_path: Path, monkeypatch:
     assert LocomotionConfig(robot="robots/go1.xml").robot == str(tmp_path / "robots" / "go1.xml")
     assert TrackingConfig(robot="g1.xml").robot == str(tmp_path / "g1.xml")
     assert LocomotionConfig(robot="menagerie:unitree_go1").robot == "menagerie:unitree_go1"  # a name stays a name
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"feet": "lf_foot"}, "feet must be a tuple of names, not the string 'lf_foot' (a tuple of one needs a"),
+        ({"terminal_contacts": "chassis"}, "terminal_contacts must be a tuple of names, not the string 'chassis'"),
+        ({"zones": Zone("lf_foot", body="lf_shin")}, "zones must be a tuple of Zone(...) (got Zone(name='lf_foot'"),
+        ({"servos": Servo(".*", 20.0, 1.0, 5.0)}, "servos must be a tuple of Servo(...) (got Servo(joints='.*'"),
+        ({"home": (".*_knee", -1.4)}, "home must be (pattern, angle) pairs, not one pair ('.*_knee', -1.4)"),
+        ({"home": ((".*_knee", "-1.4"),)}, "home must be (pattern, angle in radians) pairs (got ('.*_knee', '-1.4'))"),
+    ],
+)
+def test_a_record_field_of_the_wrong_python_shape_is_said_as_the_record_is_made(
+    fields: dict[str, object], problem: str
+) -> None:
+    base: dict[str, object] = {"name": "boxdog", "source": "boxdog.xml", "base_body": "chassis", "feet": ("lf_foot",)}
+    base |= {"undesired_contacts": (), "terminal_contacts": ("chassis",), "deviation_joints": ()}
+    with pytest.raises(TypeError, match=re.escape(f"robot record 'boxdog': {problem}")):
+        RobotSpec(**{**base, **fields})  # type: ignore[arg-type]
+    assert RobotSpec(**base).home == ()  # type: ignore[arg-type]

@@ -164,6 +164,12 @@ BROKEN = {
         "limp-walk",
         "task 'limp-walk' trains robot record 'limp', which no installed package returns (return it from the source",
     ),
+    "record-shape": (
+        _limp_package(f"source={GO1_XML!r}, base_body='trunk', home=(('.*_calf_joint', -1.4))"),
+        "limp-walk",
+        "cannot import mjfleet_fake_limp:tasks (TypeError: robot record 'limp': home must be (pattern, angle) pairs,"
+        " not one pair ('.*_calf_joint', -1.4) (a tuple of one needs a trailing comma",
+    ),
     "relative-source": (
         _limp_package("source='limp.xml', base_body='trunk'"),
         "limp-walk",

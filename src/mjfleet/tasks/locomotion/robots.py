@@ -96,6 +96,11 @@ class RobotSpec:
     description: str = ""
     """One line about the model, for ``list-tasks`` and the docs."""
 
+    def __post_init__(self) -> None:
+        problem = _shape_problem(self)
+        if problem:
+            raise TypeError(f"robot record {self.name!r}: {problem}")
+
     @property
     def asset(self) -> Path | None:
         """The MJCF file of a built-in robot (None for the others, whose file must be found first)."""
@@ -126,6 +131,34 @@ class RobotSpec:
     def watched(self) -> tuple[str, ...]:
         """Every zone with a ground contact sensor, once each, feet first."""
         return tuple(dict.fromkeys((*self.feet, *self.undesired_contacts, *self.terminal_contacts)))
+
+
+_NAMES = ("feet", "undesired_contacts", "terminal_contacts", "deviation_joints")
+"""The record's fields that are tuples of names."""
+
+
+def _shape_problem(robot: RobotSpec) -> str:
+    """What of the record is not of the Python shape its fields take (a pair without the trailing comma of a one-item
+    tuple is the usual slip), or ``""``: found as the record is made, before a name in it is looked up."""
+    one = "a tuple of one needs a trailing comma"
+    for field in _NAMES:
+        value = getattr(robot, field)
+        if isinstance(value, str):
+            return f"{field} must be a tuple of names, not the string {value!r} ({one}: ({value!r},))"
+        if not all(isinstance(name, str) for name in value):
+            return f"{field} must be a tuple of names (got {value!r})"
+    for field, kind in (("zones", Zone), ("servos", Servo)):
+        items = getattr(robot, field)
+        if isinstance(items, kind) or not all(isinstance(item, kind) for item in items):
+            return f"{field} must be a tuple of {kind.__name__}(...) (got {items!r}; {one})"
+    pairs = robot.home
+    if pairs and isinstance(pairs[0], str):
+        return f"home must be (pattern, angle) pairs, not one pair {pairs!r} ({one}: ({pairs!r},))"
+    for pair in pairs:
+        ok = isinstance(pair, tuple | list) and len(pair) == 2 and isinstance(pair[0], str)
+        if not ok or isinstance(pair[1], bool) or not isinstance(pair[1], int | float):
+            return f"home must be (pattern, angle in radians) pairs (got {pair!r})"
+    return ""
 
 
 GO1 = RobotSpec(
