@@ -12,6 +12,7 @@ from tensordict import TensorDict
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.episode_stats import EpisodeStats
+from mjfleet.errors import UsageError
 from mjfleet.tasks.cartpole.cartpole import CartpoleTask, balance_config
 
 from .conftest import make_env
@@ -249,7 +250,7 @@ def test_observations_of_the_wrong_shape_name_the_task_and_the_group(groups: obj
         def observations(self, env: MjEnv) -> dict[str, torch.Tensor]:
             return groups(env, super().observations(env))  # type: ignore[operator]
 
-    with pytest.raises(ValueError, match=r"Wrong\.observations\(\) .*" + message):
+    with pytest.raises(UsageError, match=r"Wrong\.observations\(\) .*" + message):
         MjEnv(Wrong(dataclasses.replace(balance_config(), num_envs=4)))
 
 

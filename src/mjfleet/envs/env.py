@@ -19,6 +19,7 @@ from mjfleet.envs.task import (
     Task,
     episode_stat_keys,
 )
+from mjfleet.errors import UsageError
 from mjfleet.profiling import part
 from mjfleet.sim.factory import create_simulation
 
@@ -276,18 +277,19 @@ class MjEnv(VecEnv):
 
     def _check_observations(self, groups: dict[str, torch.Tensor]) -> None:
         """Each group a ``(num_envs, size)`` float tensor (checked once, when built: the learners' own errors
-        about a wrong one name neither the task nor the group)."""
+        about a wrong one name neither the task nor the group). A task's mistake, one line (:class:`UsageError`)."""
         name = f"{type(self.task).__name__}.observations()"
         if "policy" not in groups:
-            raise ValueError(f"{name} returned the groups {sorted(groups)}; a 'policy' group is required")
+            raise UsageError(f"{name} returned the groups {sorted(groups)}; a 'policy' group is required")
         for group, value in groups.items():
             shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
             if not (isinstance(value, torch.Tensor) and value.dim() == 2 and value.shape[0] == self.num_envs):
-                raise ValueError(
+                raise UsageError(
                     f"{name} group {group!r} must be a (num_envs, size) = ({self.num_envs}, size) tensor, got {shape}"
+                    f" ({self.num_envs}: the environments of the simulation being built)"
                 )
             if not value.is_floating_point():
-                raise ValueError(f"{name} group {group!r} must be a float tensor, got {value.dtype}")
+                raise UsageError(f"{name} group {group!r} must be a float tensor, got {value.dtype}")
 
     def refresh_observations(self) -> TensorDict:
         """The observation groups of the current state, computed again (after something between steps changed what
