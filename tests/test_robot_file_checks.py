@@ -99,13 +99,14 @@ def test_a_menagerie_root_copy_without_a_foot_names_the_body_and_the_zone(
     monkeypatch.setenv("MENAGERIE_ROOT", str(tmp_path))
     message = _prepare_error("unitree_go1")
     assert message.startswith(f"--env.robot unitree_go1 ({tmp_path / 'unitree_go1' / 'go1.xml'}) lacks what")
-    assert "no body 'FR_calf' (zone 'FR_foot''s contact sensor; closest: " in message
+    assert "no body 'FR_calf' (the contact sensor of zone 'FR_foot'; closest: " in message
     assert "; and 0 more" not in message
     # A foot sphere taken out: the body is there, the collision geom the zone watches is not.
     no_sphere = _without(GO1_XML, r'\s*<geom name="RL" type="sphere"[^>]*/>')
     (tmp_path / "unitree_go1" / "go1.xml").write_text(no_sphere)
-    assert "body 'RL_calf' has no collision geom of type sphere (zone 'RL_foot''s contact sensor watches them)" in (
-        _prepare_error("unitree_go1")
+    assert (
+        "body 'RL_calf' has no collision geom of type sphere (the contact sensor of zone 'RL_foot' watches them)"
+        in (_prepare_error("unitree_go1"))
     )
 
 
@@ -127,7 +128,7 @@ def test_records_with_servos_and_named_geoms_are_checked_too(monkeypatch: pytest
         spec.delete(key)
     assert robot_problems(go1, spec) == [
         "body 'trunk' has no free joint as the file's first joint (the floating base)",
-        "no geom 'FR_foot' (zone 'FR_foot''s contact sensor; closest: 'RR_foot', 'RL_foot')",
+        "no geom 'FR_foot' (the contact sensor of zone 'FR_foot'; closest: 'RR_foot', 'RL_foot')",
         "no keyframe 'home' (the record takes the initial pose from it; the file has none)",
     ]
 
@@ -278,3 +279,13 @@ def test_a_record_field_of_the_wrong_python_shape_is_said_as_the_record_is_made(
     with pytest.raises(TypeError, match=re.escape(f"robot record 'boxdog': {problem}")):
         RobotSpec(**{**base, **fields})  # type: ignore[arg-type]
     assert RobotSpec(**base).home == ()  # type: ignore[arg-type]
+
+
+def test_a_home_keyframe_outside_the_joint_or_control_ranges_is_one_line(tmp_path: Path) -> None:
+    # The first calf (the fixture: range [-2.8, -0.9]) bent the wrong way in the pose, then in the targets alone.
+    pose = GO1_XML.replace('qpos="0 0 0.27 1 0 0 0 0 0.9 -1.8', 'qpos="0 0 0.27 1 0 0 0 0 0.9 1.4', 1)
+    message = _prepare_error(str(_write(tmp_path, pose)))
+    assert "keyframe 'home' puts joint 'FR_calf_joint' at 1.4, outside its range [-2.8, -0.9]" in message
+    targets = GO1_XML.replace('ctrl="0 0.9 -1.8', 'ctrl="0 0.9 1.4', 1)
+    message = _prepare_error(str(_write(tmp_path, targets)))
+    assert "keyframe 'home' aims actuator 'FR_calf' at 1.4, outside its control range [-2.8, -0.9]" in message

@@ -118,6 +118,43 @@ def robot_problems(robot: RobotSpec, spec: mujoco.MjSpec) -> list[str]:
             problems.append(f"no keyframe 'home' (the record takes the initial pose from it; the file has {has})")
         elif not robot.servos and m.nu and len(spec.key("home").ctrl) == 0:
             problems.append("keyframe 'home' has no ctrl (the record takes the servo targets of the pose from it)")
+        else:
+            problems += _keyframe_problems(m, joints, driven, ctrl=not robot.servos)
+    return problems
+
+
+def _keyframe_problems(m: mujoco.MjModel, joints: list[str], driven: list[int], ctrl: bool) -> list[str]:
+    """Angles of the file's ``home`` keyframe outside their joint's range, and (``ctrl``: the file's own actuators)
+    servo targets outside their actuator's control range or their joint's: resets start from the pose, and the
+    task's default joint positions (what actions are offsets from, and what an ONNX sidecar names) are the targets."""
+    key, problems = m.key("home"), []
+    for j in driven:
+        low, high = m.jnt_range[j]
+        angle = float(key.qpos[m.jnt_qposadr[j]])
+        if m.jnt_limited[j] and not low - 1e-9 <= angle <= high + 1e-9:
+            problems.append(
+                f"keyframe 'home' puts joint {joints[j]!r} at {angle:g}, outside its range [{low:g}, {high:g}]"
+            )
+    if not ctrl or len(key.ctrl) != m.nu:
+        return problems
+    for a in range(m.nu):
+        target, name = float(key.ctrl[a]), m.actuator(a).name or f"#{a}"
+        low, high = m.actuator_ctrlrange[a]
+        if m.actuator_ctrllimited[a] and not low - 1e-9 <= target <= high + 1e-9:
+            problems.append(
+                f"keyframe 'home' aims actuator {name!r} at {target:g}, outside its control range [{low:g}, {high:g}]"
+            )
+            continue
+        j = int(m.actuator_trnid[a, 0])
+        on_joint = (
+            int(m.actuator_trntype[a]) == mujoco.mjtTrn.mjTRN_JOINT and j in driven and m.actuator_gear[a, 0] == 1
+        )
+        if on_joint and m.jnt_limited[j] and not m.jnt_range[j][0] - 1e-9 <= target <= m.jnt_range[j][1] + 1e-9:
+            low, high = m.jnt_range[j]
+            problems.append(
+                f"keyframe 'home' aims actuator {name!r} at {target:g}, outside the range [{low:g}, {high:g}] of its"
+                f" joint {joints[j]!r}"
+            )
     return problems
 
 
@@ -170,7 +207,7 @@ def _closest(name: str, have: list[str]) -> str:
 def _zone_problem(m: mujoco.MjModel, robot: RobotSpec, name: str, bodies: list[str]) -> str:
     """What zone ``name`` lacks: its geom, or its body and a collision geom there (as ``contacts.zone_geoms`` finds)."""
     zone = robot.zone(name)
-    role = f"zone {name!r}'s contact sensor"
+    role = f"the contact sensor of zone {name!r}"
     if zone.geom:
         geoms = _names(m, mujoco.mjtObj.mjOBJ_GEOM, m.ngeom)
         if zone.geom not in geoms:
