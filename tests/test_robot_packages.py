@@ -293,3 +293,17 @@ def test_list_tasks_says_how_to_get_a_package_tasks_menagerie_files(
     code, out, _ = run_main(lambda argv: list_tasks.main(), [])
     (row,) = [line for line in out.splitlines() if line.startswith("limp-walk ")]
     assert code == 0 and row.endswith("Limps. [package mjfleet-fake-limp]")
+
+
+def test_an_unknown_id_names_an_unreadable_package_before_the_spelling_hint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reload_registry: None
+) -> None:
+    (tmp_path / "site").mkdir()
+    _install_fake(tmp_path / "site", BROKEN["import"][0])
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    code, _, err = run_main(train.main, ["limp-walk", "--gpu-ids", "None", "--dry-run"])
+    (line,) = err.splitlines()
+    assert code == 2 and line.startswith(
+        "error: unknown task 'limp-walk'; package 'mjfleet-fake-limp': cannot import mjfleet_fake_limp:tasks"
+    )
+    assert line.endswith("run list-tasks to see them") or "did you mean" in line.split("ModuleNotFoundError")[1]

@@ -342,5 +342,6 @@ def get_task(task_id: str) -> TaskSpec:
         raise UsageError(f"task {task_id!r} comes from {broken_line(owner)}")
     close = difflib.get_close_matches(task_id, tasks, n=3, cutoff=0.4)
     hint = f"did you mean {', '.join(close)}?" if close else "run list-tasks to see them"
-    unread = "".join(f"; {broken_line(p)}" for p, b in sorted(_BROKEN.items()) if not b.task_ids)
-    raise UsageError(f"unknown task {task_id!r}; {hint}{unread}")
+    # A package that could not be read may be where the id comes from: its problem first, the spelling hint after.
+    unread = "".join(f"{broken_line(p)}; " for p, b in sorted(_BROKEN.items()) if not b.task_ids)
+    raise UsageError(f"unknown task {task_id!r}; {unread}{hint}")
