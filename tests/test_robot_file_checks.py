@@ -289,3 +289,10 @@ def test_a_home_keyframe_outside_the_joint_or_control_ranges_is_one_line(tmp_pat
     targets = GO1_XML.replace('ctrl="0 0.9 -1.8', 'ctrl="0 0.9 1.4', 1)
     message = _prepare_error(str(_write(tmp_path, targets)))
     assert "keyframe 'home' aims actuator 'FR_calf' at 1.4, outside its control range [-2.8, -0.9]" in message
+
+
+def test_a_keyframe_ctrl_without_the_actuators_it_was_written_for_says_the_count(tmp_path: Path) -> None:
+    no_actuators = _without(GO1_XML, r"\s*<actuator>.*?</actuator>")
+    message = _prepare_error(str(_write(tmp_path, no_actuators)))
+    assert "invalid ctrl size" in message
+    assert "(a keyframe's ctrl has one value per actuator; the file has 0 actuators)" in message

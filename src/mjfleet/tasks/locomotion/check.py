@@ -49,7 +49,10 @@ def robot_problems(robot: RobotSpec, spec: mujoco.MjSpec) -> list[str]:
     try:
         m = spec.compile()
     except Exception as e:  # e.g. a mesh file that is not there
-        return [f"MuJoCo cannot compile it ({mujoco_message(e)})"]
+        said = mujoco_message(e)
+        if "invalid ctrl size" in said:  # MuJoCo's words say nothing of where the count comes from
+            said += f" (a keyframe's ctrl has one value per actuator; the file has {len(spec.actuators)} actuators)"
+        return [f"MuJoCo cannot compile it ({said})"]
     bodies = _names(m, mujoco.mjtObj.mjOBJ_BODY, m.nbody)
     joints = [
         name or f"#{j} (unnamed, in body {bodies[int(m.jnt_bodyid[j])]!r}: name it)"
