@@ -41,8 +41,7 @@ echo "runner: $runner"
 echo "results: $out"
 
 # Ctrl-C or SIGTERM (a session's stop) ends the phase that runs and every later one.
-stopping=0
-trap 'stopping=1' INT TERM
+source "$repo/scripts/stoppable.sh"  # sets stopping; stoppable CMD...
 
 # One phase: its command, log file and a time limit (a hung phase must not stall the whole acceptance run).
 phase() {
@@ -51,7 +50,7 @@ phase() {
   if ((dry_run)); then return 0; fi
   if ((stopping)); then echo "  skipped: stopped"; echo "$name stopped 0" >>"$out/phases.txt"; return; fi
   local start=$SECONDS code
-  timeout --kill-after=30 "$limit" "$@" >"$out/$name.log" 2>&1
+  stoppable timeout --kill-after=30 "$limit" "$@" >"$out/$name.log" 2>&1
   code=$?
   ((code == 130 || code == 143)) && stopping=1  # stopped from outside, not by its limit (124)
   echo "$name $code $((SECONDS - start))" >>"$out/phases.txt"

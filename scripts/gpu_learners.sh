@@ -67,8 +67,7 @@ echo "plan: ${#learners[@]} learners (${learners[*]}) x ${#task_list[@]} tasks (
   "$bound s (the sum of their limits)${budget:+; budget $budget s}"
 
 failed=0
-stopping=0
-trap 'stopping=1' INT TERM
+source "$repo/scripts/stoppable.sh"  # sets stopping; stoppable CMD... (the sweep passes a stop on to its phase)
 sweeps=()
 # One sweep of gpu_time_to_walk.sh: <learner> on <tasks> with <settings>, into <folder>.
 sweep() {
@@ -83,7 +82,7 @@ sweep() {
   MJFLEET_WALK_OUT="$out/$folder" MJFLEET_WALK_TASKS="$sweep_tasks" MJFLEET_WALK_NUM_ENVS="$num_envs" \
     MJFLEET_WALK_LIMIT_S="$limit" MJFLEET_WALK_PLAY_LIMIT_S="$play_limit" MJFLEET_WALK_FRESH=0 \
     MJFLEET_WALK_BUDGET_S="$left" MJFLEET_WALK_TRAIN_ARGS="--agent.learner $learner $settings" \
-    "$BASH" "$repo/scripts/gpu_time_to_walk.sh" ${dry_run[@]+"${dry_run[@]}"}
+    stoppable "$BASH" "$repo/scripts/gpu_time_to_walk.sh" ${dry_run[@]+"${dry_run[@]}"}
   local code=$?
   ((code == 130 || code == 143)) && stopping=1
   ((code == 0)) || failed=1

@@ -111,8 +111,7 @@ quoted() {
 now() { local t=${EPOCHREALTIME:-$(date +%s.%N)}; echo "${t/,/.}"; }
 
 # Ctrl-C or SIGTERM (a session's stop) ends the phase that runs (train checkpoints and exits) and every later one.
-stopping=0
-trap 'stopping=1' INT TERM
+source "$repo/scripts/stoppable.sh"  # sets stopping; stoppable CMD...
 
 # One phase: its command with a time limit, output to <name>.log (play: its JSON line to <name>.json), and a line
 # `name exit_code start end` in phases.txt. The summary is rewritten after it, so a cut-short sweep keeps its rows.
@@ -134,7 +133,7 @@ phase() {
   local start end code stdout=$out/$name.log
   [[ $name == play-* ]] && stdout=$out/$name.json
   start=$(now)
-  timeout --kill-after="$grace" "$limit" "$@" >"$stdout" 2>"$out/$name.log.err"
+  stoppable timeout --kill-after="$grace" "$limit" "$@" >"$stdout" 2>"$out/$name.log.err"
   code=$?
   end=$(now)
   ((code == 130 || code == 143)) && stopping=1  # the phase was stopped from outside, not by its limit (124)

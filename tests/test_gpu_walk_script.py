@@ -9,8 +9,10 @@ import dataclasses
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -315,6 +317,38 @@ def test_a_phase_stopped_from_outside_stops_the_sweep(tmp_path: Path) -> None:
     assert not (data / "4096").exists()  # never prepared: a start would have failed on it
     text, ok = _summary().summarize(tmp_path / "out")
     assert not ok and "skipped: the script was stopped" in text and "skipped (stopped)" in text
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_the_script_reaches_the_training_it_runs(tmp_path: Path, signum: int) -> None:
+    """A Ctrl-C (SIGINT to the script alone: timeout(1) keeps its command in a process group of its own) or a
+    SIGTERM ends the running train at once, which checkpoints and exits; nothing later starts."""
+    data = tmp_path / "data"
+    rows = [(1, 5.0, 2.0e5), (2, 6.0, 3.1e5)]
+    stopped = _end("stopped", 1024, 2, 6.0, "SIGTERM")
+    _prepare(data, "1024", "slow", train_log(1024, rows, stopped), job(1024, "stopped", 2), (1024, rows))
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_PYTHON.replace("__DATA__", str(data)))
+    fake.chmod(0o755)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "MJFLEET_WALK_OUT": str(tmp_path / "out")}
+    env |= {"MJFLEET_PYTHON": str(fake), "MJFLEET_WALK_NUM_ENVS": "1024 4096", "MJFLEET_WALK_LIMIT_S": "60"}
+    script = subprocess.Popen([BASH, str(SCRIPT)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    started = data / "1024" / "seen"
+    deadline = time.monotonic() + 30
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)  # the stand-in's trap is set
+    began = time.monotonic()
+    script.send_signal(signum)
+    out, _ = script.communicate(timeout=30)
+    assert time.monotonic() - began < 10, out  # the stand-in would sleep 30 s
+    phases = [line.split()[:2] for line in (tmp_path / "out" / "phases.txt").read_text().splitlines()]
+    assert phases == [
+        ["train-go1-velocity-flat-1024", "143"],
+        ["play-go1-velocity-flat-1024", "stopped"],
+        ["train-go1-velocity-flat-4096", "stopped"],
+        ["play-go1-velocity-flat-4096", "stopped"],
+    ], out
 
 
 def _train_roots(tmp_path: Path, **env: str) -> list[str]:
