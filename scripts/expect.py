@@ -308,8 +308,8 @@ def _commit() -> str:
 
 
 def measure(task: str, device: str, stop_when: str, limit_s: float | None = None) -> dict[str, Any]:
-    """Run the three commands for one task (train stopped after ``limit_s``, the others failing past it); the row
-    for the results file."""
+    """Run the three commands for one task (train stopped after ``limit_s``, and recorded so); the row for the results
+    file."""
     from mjfleet.runs.record import RunRecord
 
     today = datetime.datetime.now(datetime.UTC).date().isoformat()
@@ -320,9 +320,9 @@ def measure(task: str, device: str, stop_when: str, limit_s: float | None = None
         (run_dir,) = [p.parent for p in Path(log_root).glob("*/*/job.json")]
         record = RunRecord.read(run_dir)
         ended = (record.ended if record is not None else None) or {}
-        _, out, _ = _run(run["play"], limit_s)
+        _, out, _ = _run(run["play"])
         summary = json.loads(out.strip().splitlines()[-1])
-        _run(run["throughput"], limit_s)
+        _run(run["throughput"])
         bench = json.loads((Path(log_root) / "bench.json").read_text())
     machine = bench["machine"]
     measured = {"date": today, "commit": commit, "machine": machine}
@@ -361,7 +361,9 @@ def record(results: dict[str, Any], row: dict[str, Any]) -> None:
             machines[key] = description
         row[kind]["machine"] = key
     rows: list[dict[str, Any]] = results["rows"]
-    at = next(i for i, r in enumerate(rows) if (r["task"], r["device"]) == (row["task"], row["device"]))
+    at = next((i for i, r in enumerate(rows) if (r["task"], r["device"]) == (row["task"], row["device"])), None)
+    if at is None:
+        raise SystemExit(f"no row of {row['task']} on the {row['device']} in {RESULTS.relative_to(ROOT)} to replace")
     rows[at] = row
 
 
@@ -393,7 +395,7 @@ def main() -> None:
     fill.add_argument("--tasks", nargs="*", help="task ids (default: every task of the results file)")
     fill.add_argument("--stop-when", default="success>=0.95", help="the condition that ends each training run")
     fill.add_argument("--dry-run", "--list", action="store_true", help="print the commands, run nothing")
-    fill.add_argument("--limit-s", type=float, help="seconds per command (train: then stopped, and recorded so)")
+    fill.add_argument("--limit-s", type=float, help="seconds for each training run (then stopped, and recorded so)")
     fill.add_argument("--rows-out", type=Path, help="also append each measured row to this file, one JSON per line")
     rows = sub.add_parser("add-rows", help="record the rows a fill appended to --rows-out elsewhere, and render")
     rows.add_argument("file", type=Path)

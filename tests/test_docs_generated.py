@@ -132,6 +132,9 @@ def test_a_fill_runs_where_there_are_no_console_scripts_and_no_git_and_its_rows_
     rows.write_text(json.dumps({**row, "train": {**row["train"], "commit": ""}}) + "\n")
     with pytest.raises(SystemExit, match="its train record has no commit"):
         expect.add_rows(expect.load(), rows)
+    rows.write_text(json.dumps({**row, "task": "walker-run"}) + "\n")
+    with pytest.raises(SystemExit, match=r"no row of walker-run on the gpu in docs/results/expect\.json to replace"):
+        expect.add_rows(expect.load(), rows)
 
 
 def test_the_commands_a_measurement_runs_parse_with_the_real_parsers() -> None:

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import mujoco
+import numpy as np
 import pytest
 
 from mjfleet.errors import UsageError
@@ -269,6 +270,7 @@ def test_a_relative_robot_file_is_recorded_absolute(tmp_path: Path, monkeypatch:
         ({"servos": Servo(".*", 20.0, 1.0, 5.0)}, "servos must be a tuple of Servo(...) (got Servo(joints='.*'"),
         ({"home": (".*_knee", -1.4)}, "home must be (pattern, angle) pairs, not one pair ('.*_knee', -1.4)"),
         ({"home": ((".*_knee", "-1.4"),)}, "home must be (pattern, angle in radians) pairs (got ('.*_knee', '-1.4'))"),
+        ({"home": {".*_knee": -1.4}}, "home must be a tuple of (pattern, angle) pairs (got {'.*_knee': -1.4})"),
     ],
 )
 def test_a_record_field_of_the_wrong_python_shape_is_said_as_the_record_is_made(
@@ -279,6 +281,7 @@ def test_a_record_field_of_the_wrong_python_shape_is_said_as_the_record_is_made(
     with pytest.raises(TypeError, match=re.escape(f"robot record 'boxdog': {problem}")):
         RobotSpec(**{**base, **fields})  # type: ignore[arg-type]
     assert RobotSpec(**base).home == ()  # type: ignore[arg-type]
+    assert RobotSpec(**base, home=[[".*_knee", np.float32(-1.4)]]).home  # type: ignore[arg-type]  # lists, NumPy
 
 
 def test_a_home_keyframe_outside_the_joint_or_control_ranges_is_one_line(tmp_path: Path) -> None:

@@ -126,6 +126,10 @@ def robot_problems(robot: RobotSpec, spec: mujoco.MjSpec) -> list[str]:
     return problems
 
 
+_SLACK = 1e-6
+"""Radians a keyframe value may lie past a range bound: ranges written in degrees convert with rounding."""
+
+
 def _keyframe_problems(m: mujoco.MjModel, joints: list[str], driven: list[int], ctrl: bool) -> list[str]:
     """Angles of the file's ``home`` keyframe outside their joint's range, and (``ctrl``: the file's own actuators)
     servo targets outside their actuator's control range or their joint's: resets start from the pose, and the
@@ -134,29 +138,30 @@ def _keyframe_problems(m: mujoco.MjModel, joints: list[str], driven: list[int], 
     for j in driven:
         low, high = m.jnt_range[j]
         angle = float(key.qpos[m.jnt_qposadr[j]])
-        if m.jnt_limited[j] and not low - 1e-9 <= angle <= high + 1e-9:
+        if m.jnt_limited[j] and not low - _SLACK <= angle <= high + _SLACK:
             problems.append(
-                f"keyframe 'home' puts joint {joints[j]!r} at {angle:g}, outside its range [{low:g}, {high:g}]"
+                f"keyframe 'home' puts joint {joints[j]!r} at {angle:.9g}, outside its range [{low:.9g}, {high:.9g}]"
             )
     if not ctrl or len(key.ctrl) != m.nu:
         return problems
     for a in range(m.nu):
         target, name = float(key.ctrl[a]), m.actuator(a).name or f"#{a}"
         low, high = m.actuator_ctrlrange[a]
-        if m.actuator_ctrllimited[a] and not low - 1e-9 <= target <= high + 1e-9:
+        if m.actuator_ctrllimited[a] and not low - _SLACK <= target <= high + _SLACK:
             problems.append(
-                f"keyframe 'home' aims actuator {name!r} at {target:g}, outside its control range [{low:g}, {high:g}]"
+                f"keyframe 'home' aims actuator {name!r} at {target:.9g}, outside its control range"
+                f" [{low:.9g}, {high:.9g}]"
             )
             continue
         j = int(m.actuator_trnid[a, 0])
         on_joint = (
             int(m.actuator_trntype[a]) == mujoco.mjtTrn.mjTRN_JOINT and j in driven and m.actuator_gear[a, 0] == 1
         )
-        if on_joint and m.jnt_limited[j] and not m.jnt_range[j][0] - 1e-9 <= target <= m.jnt_range[j][1] + 1e-9:
+        if on_joint and m.jnt_limited[j] and not m.jnt_range[j][0] - _SLACK <= target <= m.jnt_range[j][1] + _SLACK:
             low, high = m.jnt_range[j]
             problems.append(
-                f"keyframe 'home' aims actuator {name!r} at {target:g}, outside the range [{low:g}, {high:g}] of its"
-                f" joint {joints[j]!r}"
+                f"keyframe 'home' aims actuator {name!r} at {target:.9g}, outside the range [{low:.9g}, {high:.9g}]"
+                f" of its joint {joints[j]!r}"
             )
     return problems
 

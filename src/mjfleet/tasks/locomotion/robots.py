@@ -8,6 +8,7 @@ the record to it.
 
 from __future__ import annotations
 
+import numbers
 import os
 import re
 from dataclasses import dataclass
@@ -152,11 +153,13 @@ def _shape_problem(robot: RobotSpec) -> str:
         if isinstance(items, kind) or not all(isinstance(item, kind) for item in items):
             return f"{field} must be a tuple of {kind.__name__}(...) (got {items!r}; {one})"
     pairs = robot.home
+    if not isinstance(pairs, tuple | list):
+        return f"home must be a tuple of (pattern, angle) pairs (got {pairs!r})"
     if pairs and isinstance(pairs[0], str):
         return f"home must be (pattern, angle) pairs, not one pair {pairs!r} ({one}: ({pairs!r},))"
     for pair in pairs:
         ok = isinstance(pair, tuple | list) and len(pair) == 2 and isinstance(pair[0], str)
-        if not ok or isinstance(pair[1], bool) or not isinstance(pair[1], int | float):
+        if not ok or isinstance(pair[1], bool) or not isinstance(pair[1], numbers.Real):
             return f"home must be (pattern, angle in radians) pairs (got {pair!r})"
     return ""
 
