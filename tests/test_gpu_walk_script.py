@@ -297,15 +297,21 @@ def test_a_sweep_with_a_stand_in_interpreter(tmp_path: Path) -> None:
     )
 
 
-def test_a_phase_stopped_from_outside_stops_the_sweep(tmp_path: Path) -> None:
-    """A Ctrl-C or a session's SIGTERM ends the phase that runs; no later phase starts (each was a minute or more)."""
+def _stopped_stand_in(tmp_path: Path, mode: str, signal_name: str) -> tuple[Path, Path]:
+    """The stand-in's data (its 1024-environment train stopped by ``signal_name`` in ``mode``) and interpreter."""
     data = tmp_path / "data"
     rows = [(1, 5.0, 2.0e5), (2, 6.0, 3.1e5)]
-    stopped = _end("stopped", 1024, 2, 6.0, "SIGINT")
-    _prepare(data, "1024", "interrupted", train_log(1024, rows, stopped), job(1024, "stopped", 2), (1024, rows))
+    stopped = _end("stopped", 1024, 2, 6.0, signal_name)
+    _prepare(data, "1024", mode, train_log(1024, rows, stopped), job(1024, "stopped", 2), (1024, rows))
     fake = tmp_path / "python"
     fake.write_text(FAKE_PYTHON.replace("__DATA__", str(data)))
     fake.chmod(0o755)
+    return data, fake
+
+
+def test_a_phase_stopped_from_outside_stops_the_sweep(tmp_path: Path) -> None:
+    """A Ctrl-C or a session's SIGTERM ends the phase that runs; no later phase starts (each was a minute or more)."""
+    data, fake = _stopped_stand_in(tmp_path, "interrupted", "SIGINT")
     done = _script(tmp_path, MJFLEET_PYTHON=str(fake), MJFLEET_WALK_NUM_ENVS="1024 4096")
     phases = [line.split()[:2] for line in (tmp_path / "out" / "phases.txt").read_text().splitlines()]
     assert phases == [
@@ -323,13 +329,7 @@ def test_a_phase_stopped_from_outside_stops_the_sweep(tmp_path: Path) -> None:
 def test_a_signal_to_the_script_reaches_the_training_it_runs(tmp_path: Path, signum: int) -> None:
     """A Ctrl-C (SIGINT to the script alone: timeout(1) keeps its command in a process group of its own) or a
     SIGTERM ends the running train at once, which checkpoints and exits; nothing later starts."""
-    data = tmp_path / "data"
-    rows = [(1, 5.0, 2.0e5), (2, 6.0, 3.1e5)]
-    stopped = _end("stopped", 1024, 2, 6.0, "SIGTERM")
-    _prepare(data, "1024", "slow", train_log(1024, rows, stopped), job(1024, "stopped", 2), (1024, rows))
-    fake = tmp_path / "python"
-    fake.write_text(FAKE_PYTHON.replace("__DATA__", str(data)))
-    fake.chmod(0o755)
+    data, fake = _stopped_stand_in(tmp_path, "slow", "SIGTERM")
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "MJFLEET_WALK_OUT": str(tmp_path / "out")}
     env |= {"MJFLEET_PYTHON": str(fake), "MJFLEET_WALK_NUM_ENVS": "1024 4096", "MJFLEET_WALK_LIMIT_S": "60"}
     script = subprocess.Popen([BASH, str(SCRIPT)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
