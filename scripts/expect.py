@@ -46,8 +46,11 @@ DEVICES = {"cpu": "2-core CPU", "gpu": "one GPU"}
 NOT_MEASURED = "not measured"
 
 
-MEASURED_REQUIRED = {"train": ("command", "ended", "date", "commit", "machine"), "play": ("command", "success")}
-MEASURED_REQUIRED["throughput"] = ("command", "env_steps_per_s", "date", "commit", "machine")
+MEASURED_REQUIRED = {
+    "train": ("command", "ended", "date", "commit", "machine"),
+    "play": ("command", "success"),
+    "throughput": ("command", "env_steps_per_s", "date", "commit", "machine"),
+}
 """What each kind of record in a row must say (a play record's date, commit and machine are its train record's)."""
 
 
@@ -265,8 +268,8 @@ GRACE_S = 60
 
 
 def _run(command: str, limit_s: float | None = None) -> tuple[float, str, bool]:
-    """Run ``command`` with this interpreter; its seconds from start to exit, its stdout and whether its time limit
-    stopped it (train only: another command past its limit is an error)."""
+    """Run ``command`` with this interpreter; its seconds from start to exit, its stdout and whether ``limit_s``
+    stopped it (with SIGTERM: a training run checkpoints and exits)."""
     words = shlex.split(command)
     start = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", COMMANDS[words[0]], *words[1:]], stdout=subprocess.PIPE, text=True)
@@ -282,8 +285,6 @@ def _run(command: str, limit_s: float | None = None) -> tuple[float, str, bool]:
             out, _ = proc.communicate()
         limited = True
     seconds = time.monotonic() - start
-    if limited and words[0] != "train":
-        raise SystemExit(f"{command} did not end within its limit of {limit_s:g} s")
     if proc.returncode != 0 and not limited:
         raise SystemExit(f"{command} exited {proc.returncode}")
     return seconds, out, limited

@@ -257,7 +257,7 @@ def test_a_sweep_with_a_stand_in_interpreter(tmp_path: Path) -> None:
     done = _script(tmp_path, MJFLEET_WALK_FRESH="1", **env)
     assert done.returncode == 0, done.stdout + done.stderr  # the stand-in's summary call
     out = tmp_path / "out"
-    phases = [line.split()[:2] for line in (out / "phases.txt").read_text().splitlines()]
+    phases = _phases(out)
     assert phases == [
         ["train-go1-velocity-flat-fresh", "0"],
         ["play-go1-velocity-flat-fresh", "0"],
@@ -297,6 +297,11 @@ def test_a_sweep_with_a_stand_in_interpreter(tmp_path: Path) -> None:
     )
 
 
+def _phases(out: Path) -> list[list[str]]:
+    """Each phase's name and outcome, in the order ``phases.txt`` records them."""
+    return [line.split()[:2] for line in (out / "phases.txt").read_text().splitlines()]
+
+
 def _stopped_stand_in(tmp_path: Path, mode: str, signal_name: str) -> tuple[Path, Path]:
     """The stand-in's data (its 1024-environment train stopped by ``signal_name`` in ``mode``) and interpreter."""
     data = tmp_path / "data"
@@ -313,7 +318,7 @@ def test_a_phase_stopped_from_outside_stops_the_sweep(tmp_path: Path) -> None:
     """A Ctrl-C or a session's SIGTERM ends the phase that runs; no later phase starts (each was a minute or more)."""
     data, fake = _stopped_stand_in(tmp_path, "interrupted", "SIGINT")
     done = _script(tmp_path, MJFLEET_PYTHON=str(fake), MJFLEET_WALK_NUM_ENVS="1024 4096")
-    phases = [line.split()[:2] for line in (tmp_path / "out" / "phases.txt").read_text().splitlines()]
+    phases = _phases(tmp_path / "out")
     assert phases == [
         ["train-go1-velocity-flat-1024", "130"],
         ["play-go1-velocity-flat-1024", "stopped"],
@@ -342,7 +347,7 @@ def test_a_signal_to_the_script_reaches_the_training_it_runs(tmp_path: Path, sig
     script.send_signal(signum)
     out, _ = script.communicate(timeout=30)
     assert time.monotonic() - began < 10, out  # the stand-in would sleep 30 s
-    phases = [line.split()[:2] for line in (tmp_path / "out" / "phases.txt").read_text().splitlines()]
+    phases = _phases(tmp_path / "out")
     assert phases == [
         ["train-go1-velocity-flat-1024", "143"],
         ["play-go1-velocity-flat-1024", "stopped"],

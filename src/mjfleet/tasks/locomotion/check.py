@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import mujoco
@@ -130,6 +131,12 @@ _SLACK = 1e-6
 """Radians a keyframe value may lie past a range bound: ranges written in degrees convert with rounding."""
 
 
+def _outside(value: float, bounds: Sequence[float]) -> bool:
+    """Whether ``value`` lies past the range ``(low, high)`` by more than :data:`_SLACK`."""
+    low, high = bounds
+    return not low - _SLACK <= value <= high + _SLACK
+
+
 def _keyframe_problems(m: mujoco.MjModel, joints: list[str], driven: list[int], ctrl: bool) -> list[str]:
     """Angles of the file's ``home`` keyframe outside their joint's range, and (``ctrl``: the file's own actuators)
     servo targets outside their actuator's control range or their joint's: resets start from the pose, and the
@@ -138,7 +145,7 @@ def _keyframe_problems(m: mujoco.MjModel, joints: list[str], driven: list[int], 
     for j in driven:
         low, high = m.jnt_range[j]
         angle = float(key.qpos[m.jnt_qposadr[j]])
-        if m.jnt_limited[j] and not low - _SLACK <= angle <= high + _SLACK:
+        if m.jnt_limited[j] and _outside(angle, m.jnt_range[j]):
             problems.append(
                 f"keyframe 'home' puts joint {joints[j]!r} at {angle:.9g}, outside its range [{low:.9g}, {high:.9g}]"
             )
@@ -147,7 +154,7 @@ def _keyframe_problems(m: mujoco.MjModel, joints: list[str], driven: list[int], 
     for a in range(m.nu):
         target, name = float(key.ctrl[a]), m.actuator(a).name or f"#{a}"
         low, high = m.actuator_ctrlrange[a]
-        if m.actuator_ctrllimited[a] and not low - _SLACK <= target <= high + _SLACK:
+        if m.actuator_ctrllimited[a] and _outside(target, m.actuator_ctrlrange[a]):
             problems.append(
                 f"keyframe 'home' aims actuator {name!r} at {target:.9g}, outside its control range"
                 f" [{low:.9g}, {high:.9g}]"
@@ -157,7 +164,7 @@ def _keyframe_problems(m: mujoco.MjModel, joints: list[str], driven: list[int], 
         on_joint = (
             int(m.actuator_trntype[a]) == mujoco.mjtTrn.mjTRN_JOINT and j in driven and m.actuator_gear[a, 0] == 1
         )
-        if on_joint and m.jnt_limited[j] and not m.jnt_range[j][0] - _SLACK <= target <= m.jnt_range[j][1] + _SLACK:
+        if on_joint and m.jnt_limited[j] and _outside(target, m.jnt_range[j]):
             low, high = m.jnt_range[j]
             problems.append(
                 f"keyframe 'home' aims actuator {name!r} at {target:.9g}, outside the range [{low:.9g}, {high:.9g}]"
