@@ -32,14 +32,13 @@ def _env(num_envs: int = 4, **overrides: object) -> MjEnv:
     return MjEnv(TrackingTask(cfg), seed=0)
 
 
-def _tally(num_envs: int, failed_bin: int, share: float) -> tuple[MjEnv, TrackingTask]:
-    """An environment whose adaptive sampling counted ``share`` failures in ``failed_bin`` and none elsewhere."""
-    env = _env(num_envs=num_envs)
-    task = env.task
+def _tally(num_envs: int, failed_bin: int, share: float) -> TrackingTask:
+    """A task whose adaptive sampling counted ``share`` failures in ``failed_bin`` and none elsewhere."""
+    task = _env(num_envs=num_envs).task
     assert isinstance(task, TrackingTask)
-    task._failures.zero_()
-    task._failures[failed_bin] = share
-    return env, task
+    task.starts.failures.zero_()
+    task.starts.failures[failed_bin] = share
+    return task
 
 
 @needs_g1
@@ -188,13 +187,13 @@ def test_on_a_fixed_base_copying_the_reference_tracks_the_whole_motion() -> None
 
 @needs_g1
 def test_adaptive_sampling_starts_more_episodes_where_they_failed() -> None:
-    env, task = _tally(8, 3, 0.5)  # every failure in the motion's fourth second
-    frames = task._start_frames(6000, env.device, env.generator)
-    shares = torch.bincount(task.bin_of(frames), minlength=task._bins).float() / frames.numel()
-    even = task.cfg.adaptive_uniform / task._bins
+    task = _tally(8, 3, 0.5)  # every failure in the motion's fourth second
+    frames = task.starts.draw(6000)
+    shares = torch.bincount(task.starts.bin_of(frames), minlength=task.starts.bins).float() / frames.numel()
+    even = task.cfg.adaptive_uniform / task.starts.bins
     assert abs(float(shares[3]) - (1 - task.cfg.adaptive_uniform + even)) < 0.02, shares
     # Every other second keeps its even share of the starts, however the failures are counted: none is forgotten.
-    assert all(abs(float(shares[b]) - even) < 0.01 for b in range(task._bins) if b != 3), shares
+    assert all(abs(float(shares[b]) - even) < 0.01 for b in range(task.starts.bins) if b != 3), shares
     assert int(frames.max()) < task.reference.frames - 1
 
 
@@ -203,13 +202,13 @@ def test_the_failure_tally_is_a_running_average_of_each_batch_of_ended_episodes(
     env = _env(num_envs=8, adaptive_decay=0.01)
     task = env.task
     assert isinstance(task, TrackingTask)
-    task._failures.zero_()
+    task.starts.failures.zero_()
     task.frame[:] = 0  # every episode ends in the motion's first second, half of them by a termination
     env.terminated[:] = torch.arange(8) % 2 == 0
     ids = torch.arange(8, device=env.device)
     for _ in range(1000):
-        task._count_failures(env, ids)
-    assert abs(float(task._failures[0]) - 4.0) < 0.25 and float(task._failures[1:].abs().sum()) == 0.0
+        task.starts.count(task.frame[ids], env.terminated[ids])
+    assert abs(float(task.starts.failures[0]) - 4.0) < 0.25 and float(task.starts.failures[1:].abs().sum()) == 0.0
 
 
 @pytest.mark.parametrize(
@@ -231,14 +230,14 @@ def test_tracking_settings_out_of_range_are_one_line_errors_before_the_run(
 @needs_g1
 def test_a_restart_mid_episode_counts_no_failure() -> None:
     """A check of the policy restarts every episode mid-way (``reset_all``): the tally learns nothing from it."""
-    _, task = _tally(8, 2, 0.75)
+    task = _tally(8, 2, 0.75)
     env = _env(num_envs=8)
     fresh = env.task
     assert isinstance(fresh, TrackingTask)
     fresh.load_state_dict(task.state_dict())
     env.terminated[:] = True  # the last step's flags, of episodes that already reset
     env.reset_all()
-    assert torch.equal(fresh._failures, task._failures)
+    assert torch.equal(fresh.starts.failures, task.starts.failures)
 
 
 @needs_g1
@@ -263,17 +262,17 @@ def test_observation_noise_is_mjlabs_on_the_policys_robot_terms_and_off_by_defau
 
 @needs_g1
 def test_a_continued_run_keeps_the_failure_tally_of_the_run_it_continues() -> None:
-    _, task = _tally(8, 2, 0.75)
+    task = _tally(8, 2, 0.75)
     saved = task.state_dict()
     fresh = _env(num_envs=4).task  # another number of environments: the tally is per second of the motion
     assert isinstance(fresh, TrackingTask)
     fresh.load_state_dict(saved)
-    assert torch.equal(fresh._failures, task._failures)
-    fresh.load_state_dict({"failures": torch.ones(task._bins + 1)})  # another motion's bins: left as it was
-    assert torch.equal(fresh._failures, task._failures)
-    other = {"failures": torch.ones(task._bins), "motion_sha256": "0" * 64}  # another motion with as many bins
+    assert torch.equal(fresh.starts.failures, task.starts.failures)
+    fresh.load_state_dict({"failures": torch.ones(task.starts.bins + 1)})  # another motion's bins: left as it was
+    assert torch.equal(fresh.starts.failures, task.starts.failures)
+    other = {"failures": torch.ones(task.starts.bins), "motion_sha256": "0" * 64}  # another motion with as many bins
     fresh.load_state_dict(other)
-    assert torch.equal(fresh._failures, task._failures)
+    assert torch.equal(fresh.starts.failures, task.starts.failures)
 
 
 @needs_g1
@@ -302,11 +301,11 @@ def test_evaluation_rows_of_the_training_simulation_start_as_play_and_leave_the_
     task = env.task
     assert isinstance(task, TrackingTask)
     env.split_evaluation(4)
-    task._failures.zero_()
+    task.starts.failures.zero_()
     task.frame[:] = 30  # every episode ends in the motion's second second, the evaluation's by a termination
     env.terminated[:] = torch.arange(8) >= 4
     env._reset_envs(torch.arange(8, device=env.device))
-    assert float(task._failures.abs().sum()) == 0.0
+    assert float(task.starts.failures.abs().sum()) == 0.0
     assert task.frame[4:].tolist() == [0, 0, 0, 0] and bool((task.frame[:4] > 0).any())
     ref = task.reference
     torch.testing.assert_close(env.sim.qpos[4:, 0:3], ref.root_pos[0].expand(4, -1))

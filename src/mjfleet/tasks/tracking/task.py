@@ -9,7 +9,6 @@ shared by all environments, which hold only their frame index.
 
 from __future__ import annotations
 
-import math
 from typing import Any, ClassVar
 
 import mujoco
@@ -39,6 +38,7 @@ from mjfleet.tasks.locomotion.sources import resolve_robot
 from mjfleet.tasks.tracking.config import TrackingConfig
 from mjfleet.tasks.tracking.motion import kinematics, read_motion, resample
 from mjfleet.tasks.tracking.reference import Reference
+from mjfleet.tasks.tracking.sampling import StartSampler
 
 MOTION_END = "motion_end"
 """The time-out of an episode that reached the motion's last frame."""
@@ -108,11 +108,12 @@ class TrackingTask(Task[TrackingConfig]):
         """The frame each environment's episode began at."""
         self._gathered: dict[str, torch.Tensor] = {}
         """What :meth:`_ref` and :meth:`robot_bodies` gathered for the current frames and state."""
-        self._bins = max(1, math.ceil(self.reference.frames * self.dt))  # one per second of the motion
-        self._failures = torch.zeros(self._bins, device=dev)
+        self.starts = StartSampler(
+            cfg.sampling, self.reference.frames, self.dt, cfg.adaptive_uniform, cfg.adaptive_decay, dev, env.generator
+        )
+        """Where training episodes start, and the adaptive sampling's failure tally."""
         self._errors = {k: torch.zeros(n, device=dev) for k in self.metric_names()}
         self._steps = torch.zeros(n, device=dev)
-        self._generator = env.generator
         self.randomizer = DomainRandomizer(cfg.randomization, env.sim, self._root_body, env.generator, m.nu)
         # Without pushes, none draws its timers: the random stream stays that of the measured defaults.
         self.pushes = (
@@ -231,8 +232,9 @@ class TrackingTask(Task[TrackingConfig]):
         # first frame on the reference's root; their failures say nothing of where training fails.
         training = env_ids < env.first_eval_env if env.first_eval_env < env.num_envs else None
         if env.episodes_ended:  # not a restart mid-way: an episode cut short did not fail there
-            self._count_failures(env, env_ids if training is None else env_ids[training])
-        frame = self._start_frames(n, dev, g)
+            counted = env_ids if training is None else env_ids[training]
+            self.starts.count(self.frame[counted], env.terminated[counted])
+        frame = self.starts.draw(n)
         if training is not None:
             frame = torch.where(training, frame, 0)
         self.frame[env_ids] = frame
@@ -277,20 +279,6 @@ class TrackingTask(Task[TrackingConfig]):
         if cfg.randomization.on_reset:
             self.randomizer.apply(env_ids)
 
-    def _start_frames(self, n: int, dev: torch.device, g: torch.Generator) -> torch.Tensor:
-        frames = self.reference.frames
-        if self.cfg.sampling == "start":
-            return torch.zeros(n, dtype=torch.long, device=dev)
-        if self.cfg.sampling == "uniform":
-            return torch.randint(0, frames - 1, (n,), device=dev, generator=g)
-        total = self._failures.sum()
-        failed = self._failures / total if total > 0 else torch.full_like(self._failures, 1.0 / self._bins)
-        share = self.cfg.adaptive_uniform
-        weights = (1.0 - share) * failed + share / self._bins  # every bin keeps its even share: none is forgotten
-        bins = torch.multinomial(weights, n, replacement=True, generator=g)
-        within = torch.rand(n, device=dev, generator=g)
-        return ((bins + within) / self._bins * (frames - 1)).long().clamp(max=frames - 2)
-
     def training_start(self, env: MjEnv) -> torch.Tensor | None:
         """Episodes that began after the motion's first frame: finishing the rest of a motion is not ``play``'s
         success (which follows it from its start), so their successes are reported apart."""
@@ -298,20 +286,6 @@ class TrackingTask(Task[TrackingConfig]):
 
     def has_training_starts(self) -> bool:
         return self.cfg.sampling != "start"
-
-    def bin_of(self, frames: torch.Tensor) -> torch.Tensor:
-        """The adaptive sampling's bin of each frame: the motion in as many bins of equal length as it has started
-        seconds (mjlab's count), so each bin spans at most a second."""
-        return (frames * self._bins // (self.reference.frames - 1)).clamp(max=self._bins - 1)
-
-    def _count_failures(self, env: MjEnv, env_ids: torch.Tensor) -> None:
-        """The adaptive sampling's tally: a running average, per bin, of the episodes that failed there per batch of
-        ended episodes (this one weighs ``adaptive_decay``)."""
-        if self.cfg.sampling != "adaptive":
-            return
-        failed = env.terminated[env_ids]
-        counts = torch.zeros_like(self._failures).index_add_(0, self.bin_of(self.frame[env_ids]), failed.float())
-        self._failures.lerp_(counts, self.cfg.adaptive_decay)
 
     # --- rewards -----------------------------------------------------------------------------------------------
     def reward_anchor_pos(self, env: MjEnv) -> torch.Tensor:
@@ -431,13 +405,11 @@ class TrackingTask(Task[TrackingConfig]):
     def state_dict(self) -> dict[str, Any]:
         """The adaptive sampling's failure tally: a continued run starts its episodes where this one failed, not
         evenly over the motion (saved in checkpoints; another motion's tally has other bins and is not loaded)."""
-        return {"failures": self._failures.detach().cpu().clone(), "motion_sha256": self.motion.sha256}
+        return {**self.starts.state_dict(), "motion_sha256": self.motion.sha256}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        failures = state.get("failures")
-        same_motion = state.get("motion_sha256", self.motion.sha256) == self.motion.sha256
-        if isinstance(failures, torch.Tensor) and failures.shape == self._failures.shape and same_motion:
-            self._failures.copy_(failures.to(self._failures.device))
+        if state.get("motion_sha256", self.motion.sha256) == self.motion.sha256:
+            self.starts.load_state_dict(state)
 
     def export_index(self, env: MjEnv) -> torch.Tensor:
         return self.frame

@@ -1,0 +1,74 @@
+"""Where a tracking task's training episodes start in the motion (``--env.sampling``): at its first frame, anywhere,
+or, adaptively, more often in the seconds where episodes fail (BeyondMimic's sampling)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import torch
+
+
+class StartSampler:
+    """Start frames for training episodes, and the adaptive sampling's tally of where episodes failed.
+
+    The motion is cut into as many bins of equal length as it has started seconds (mjlab's count), so each bin spans
+    at most a second; ``failures`` holds, per bin, a running average of the episodes that failed there per batch of
+    ended episodes.
+    """
+
+    def __init__(
+        self,
+        mode: Literal["adaptive", "uniform", "start"],
+        frames: int,
+        dt: float,
+        uniform_share: float,
+        decay: float,
+        device: torch.device,
+        generator: torch.Generator,
+    ) -> None:
+        self.mode = mode
+        self.frames = frames
+        """Frames of the motion at the control rate."""
+        self.bins = max(1, math.ceil(frames * dt))
+        """Bins of the motion, one per started second."""
+        self.failures = torch.zeros(self.bins, device=device)
+        """Per bin, the running average of failed episodes per batch of ended ones."""
+        self._uniform_share, self._decay = uniform_share, decay
+        self._device, self._generator = device, generator
+
+    def draw(self, n: int) -> torch.Tensor:
+        """``n`` start frames, each before the motion's last frame."""
+        dev, g = self._device, self._generator
+        if self.mode == "start":
+            return torch.zeros(n, dtype=torch.long, device=dev)
+        if self.mode == "uniform":
+            return torch.randint(0, self.frames - 1, (n,), device=dev, generator=g)
+        total = self.failures.sum()
+        failed = self.failures / total if total > 0 else torch.full_like(self.failures, 1.0 / self.bins)
+        share = self._uniform_share
+        weights = (1.0 - share) * failed + share / self.bins  # every bin keeps its even share: none is forgotten
+        bins = torch.multinomial(weights, n, replacement=True, generator=g)
+        within = torch.rand(n, device=dev, generator=g)
+        return ((bins + within) / self.bins * (self.frames - 1)).long().clamp(max=self.frames - 2)
+
+    def bin_of(self, frames: torch.Tensor) -> torch.Tensor:
+        """The bin of each of ``frames``."""
+        return (frames * self.bins // (self.frames - 1)).clamp(max=self.bins - 1)
+
+    def count(self, frames: torch.Tensor, failed: torch.Tensor) -> None:
+        """Fold one batch of ended episodes into the tally: the frames they ended at and whether each failed (this
+        batch weighs ``decay``). Only the adaptive sampling keeps a tally."""
+        if self.mode != "adaptive":
+            return
+        counts = torch.zeros_like(self.failures).index_add_(0, self.bin_of(frames), failed.float())
+        self.failures.lerp_(counts, self._decay)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"failures": self.failures.detach().cpu().clone()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """The tally of ``state`` where it has as many bins (another motion's is left out by the caller)."""
+        failures = state.get("failures")
+        if isinstance(failures, torch.Tensor) and failures.shape == self.failures.shape:
+            self.failures.copy_(failures.to(self.failures.device))
