@@ -351,12 +351,21 @@ def measure(task: str, device: str, stop_when: str, limit_s: float | None = None
     }
 
 
-def record(results: dict[str, Any], row: dict[str, Any]) -> None:
-    """Put ``row`` in place of the task's row on its device; its machine is named by its description."""
+def check_machine(results: dict[str, Any], machine: str | None) -> None:
+    """One line where ``machine`` is given but not a key of the results' machines."""
+    if machine is not None and machine not in results["machines"]:
+        known = ", ".join(results["machines"])
+        raise SystemExit(f"--machine {machine}: not one of the machines in {RESULTS.relative_to(ROOT)} ({known})")
+
+
+def record(results: dict[str, Any], row: dict[str, Any], machine: str | None = None) -> None:
+    """Put ``row`` in place of the task's row on its device; its machine is ``machine`` (a key of the results'
+    machines, described there by hand) or else named by the description ``bench`` gave it."""
     machines: dict[str, str] = results["machines"]
+    check_machine(results, machine)
     for kind in ("train", "throughput"):
         description = row[kind]["machine"]
-        key = next((k for k, v in machines.items() if v == description), None)
+        key = machine or next((k for k, v in machines.items() if v == description), None)
         if key is None:
             key = re.sub(r"[^a-z0-9]+", "-", description.lower()).strip("-")[:40]
             machines[key] = description
@@ -368,12 +377,12 @@ def record(results: dict[str, Any], row: dict[str, Any]) -> None:
     rows[at] = row
 
 
-def add_rows(results: dict[str, Any], path: Path) -> None:
+def add_rows(results: dict[str, Any], path: Path, machine: str | None = None) -> None:
     """Record the rows of a ``fill --rows-out`` file; exits with one line where the results would no longer pass
     :func:`load`'s checks."""
     for line in path.read_text().splitlines():
         if line.strip():
-            record(results, json.loads(line))
+            record(results, json.loads(line), machine)
     with tempfile.TemporaryDirectory() as folder:
         check = Path(folder) / "expect.json"
         check.write_text(json.dumps(results))
@@ -400,10 +409,15 @@ def main() -> None:
     fill.add_argument("--rows-out", type=Path, help="also append each measured row to this file, one JSON per line")
     rows = sub.add_parser("add-rows", help="record the rows a fill appended to --rows-out elsewhere, and render")
     rows.add_argument("file", type=Path)
+    for command in (fill, rows):
+        command.add_argument(
+            "--machine", help="the key of the results' machine this is (default: a new one, as bench describes it)"
+        )
     args = parser.parse_args()
     results = load()
+    check_machine(results, getattr(args, "machine", None))  # before a fill measures for minutes
     if args.action == "add-rows":
-        add_rows(results, args.file)
+        add_rows(results, args.file, args.machine)
         write(results)
         return
     if args.action == "render":
@@ -426,7 +440,7 @@ def main() -> None:
         if args.rows_out is not None:
             with args.rows_out.open("a") as rows_file:  # the row as measured: its machine by description
                 rows_file.write(json.dumps(row) + "\n")
-        record(results, json.loads(json.dumps(row)))
+        record(results, json.loads(json.dumps(row)), args.machine)
         write(results)  # after every task: an interrupted fill keeps what it measured
 
 

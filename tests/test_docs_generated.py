@@ -82,6 +82,27 @@ def test_a_measurement_replaces_its_row_and_names_a_new_machine(tmp_path: Path) 
     assert expect.stale(results)  # README.md no longer matches
 
 
+def test_a_measurement_can_name_a_machine_the_results_already_describe() -> None:
+    expect = load_script(SCRIPTS / "expect.py")
+    results = expect.load()
+    known = next(iter(results["machines"]))
+    measured = {"date": "2027-01-02", "commit": "abc1234", "machine": "Intel(R) Xeon(R) Processor (2 cores)"}
+    row = {
+        "task": "cartpole-balance",
+        "device": "cpu",
+        "train": {"command": "train cartpole-balance --gpu-ids None", "exit_s": 11, "iterations": 18, **measured},
+        "play": {"command": "play cartpole-balance --gpu-ids None", "success": 1.0},
+        "throughput": {"command": "bench cartpole-balance", "env_steps_per_s": 99999, **measured},
+    }
+    machines = dict(results["machines"])
+    expect.record(results, json.loads(json.dumps(row)), known)
+    (balance,) = [r for r in results["rows"] if (r["task"], r["device"]) == ("cartpole-balance", "cpu")]
+    assert balance["train"]["machine"] == balance["throughput"]["machine"] == known
+    assert results["machines"] == machines  # no machine added for bench's description
+    with pytest.raises(SystemExit, match=r"^--machine nowhere: not one of the machines in docs/results/expect.json \("):
+        expect.record(results, row, "nowhere")
+
+
 def test_a_row_the_tables_could_not_show_truthfully_is_refused_in_one_line(tmp_path: Path) -> None:
     expect = load_script(SCRIPTS / "expect.py")
     results = expect.load()
