@@ -107,6 +107,10 @@ def test_srun_tasks_make_a_rank_meeting_on_the_first_node() -> None:
         ({"WORLD_SIZE": "2"}, "WORLD_SIZE=2 is set but RANK is not"),
         ({"RANK": "0"}, "RANK=0 is set but WORLD_SIZE is not"),
         ({"LOCAL_RANK": "0"}, "LOCAL_RANK=0 is set but RANK is not"),
+        (
+            {k: v for k, v in TORCHRUN.items() if k != "LOCAL_WORLD_SIZE"},
+            "LOCAL_RANK=1 is set but LOCAL_WORLD_SIZE is not: every rank needs how many ranks share its node",
+        ),
         ({"RANK": "2", "WORLD_SIZE": "2"}, "RANK=2 is out of range for WORLD_SIZE=2"),
         ({"RANK": "one", "WORLD_SIZE": "2"}, "RANK='one' is not an integer"),
         ({**TORCHRUN, "LOCAL_RANK": "2"}, "LOCAL_RANK=2 is out of range for LOCAL_WORLD_SIZE=2"),

@@ -73,7 +73,14 @@ class Ranks:
                 )
         rank, world = env_int(env, "RANK"), env_int(env, "WORLD_SIZE")
         local_rank = env_int(env, "LOCAL_RANK", 0)
-        local_world = env_int(env, "LOCAL_WORLD_SIZE", 1 if "LOCAL_RANK" not in env else max(local_rank + 1, 1))
+        if world > 1 and env.get("LOCAL_RANK", "").strip() and not env.get("LOCAL_WORLD_SIZE", "").strip():
+            # Each rank would guess its node's rank count from its own LOCAL_RANK, and ranks of one node would choose
+            # their GPUs (or refuse) differently: one refusing while the others wait for it.
+            raise UsageError(
+                f"LOCAL_RANK={env['LOCAL_RANK']} is set but LOCAL_WORLD_SIZE is not: every rank needs how many ranks"
+                " share its node to choose its GPU as the others do; set LOCAL_WORLD_SIZE (torchrun sets both)"
+            )
+        local_world = env_int(env, "LOCAL_WORLD_SIZE", 1)
         check_ranks(rank, world, local_rank, local_world, ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"))
         return cls(rank, local_rank, world, local_world, env_int(env, "GROUP_RANK", rank // local_world))
 
