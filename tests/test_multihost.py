@@ -6,7 +6,9 @@ a shared file system) and process table, so leftover processes are found on both
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -15,11 +17,13 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 import torchrunx
 
 import mjfleet
 from mjfleet.cluster.hosts import check_host
+from mjfleet.rl.checkpoint.files import list_checkpoints
 from tests.helpers import ONE_PASS_UPDATE, TOKEN_ENV, assert_no_processes_left
 from tests.twohost import NamespaceHost, namespace_host, unavailable
 
@@ -205,3 +209,51 @@ def test_preflight_names_missing_project_directory_and_interpreter(host: Namespa
         paths = os.pathsep.join(str(Path(m.__file__).parents[1]) for m in (mjfleet, torchrunx))
         assert check_host(*args, Path.cwd(), str(no_site), env={"PYTHONPATH": paths}) is None
     assert_namespace_empty(host)
+
+
+def test_a_schedulers_sigterm_to_every_process_on_both_hosts_checkpoints_and_stops(
+    host: NamespaceHost, tmp_path: Path
+) -> None:
+    """Inside a SLURM allocation, preemption, ``scancel`` and the time limit SIGTERM every process of the job on every
+    node, the remote agents and workers too: they ignore it, as the local ones do, so that the launcher's stop has
+    rank 0 checkpoint (the remote agent died of it, its worker with it, and the run ended "failed")."""
+    me = socket.gethostname()
+    token = uuid.uuid4().hex
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": host.ifname, TOKEN_ENV: token, "SLURM_JOB_ID": "4242"}
+    env.pop("MJFLEET_LAUNCHER_ADDRESS", None)
+    command = [sys.executable, "-m", "mjfleet.cli.train", "cartpole-balance", "--gpu-ids", "None", "--cpu-workers", "1"]
+    command += [
+        "--hostnames",
+        me,
+        host.address,
+        "--ssh-config",
+        str(host.ssh_config),
+        "--log-root",
+        str(tmp_path / "logs"),
+    ]
+    command += [*SMALL, "--agent.max-iterations", "100000", "--agent.save-interval", "100000"]
+    proc = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not list(tmp_path.glob("logs/*/*/torchrunx/*/*[[]0[]].log")) or not any(
+            "it 2/" in log.read_text() for log in tmp_path.glob(f"logs/*/*/torchrunx/*/{me}[[]0[]].log")
+        ):
+            assert proc.poll() is None and time.monotonic() < deadline, "training did not reach iteration 2"
+            time.sleep(0.5)
+        remote = host.processes()  # the SSH session, the agent and its worker (the SSH server's excepted)
+        assert remote, "nothing runs on the remote host"
+        launch = psutil.Process(proc.pid)
+        for each in [launch, *launch.children(recursive=True), *map(psutil.Process, remote)]:  # at once, both hosts
+            with contextlib.suppress(psutil.Error):
+                each.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, stderr
+    assert "Traceback" not in stderr, stderr
+    (run_dir,) = tmp_path.glob("logs/*/*")
+    ((stopped_at, _),) = list_checkpoints(run_dir)  # the checkpoint the stop wrote
+    assert stopped_at >= 2
+    assert "stopped by SIGTERM at iteration" in " ".join(stderr.split())
+    assert_nothing_left(host, token)

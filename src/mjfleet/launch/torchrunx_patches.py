@@ -20,6 +20,9 @@ from mjfleet.runtime.stop import signals_reach_every_process
 
 logger = logging.getLogger(__name__)
 
+AGENT_SIGNALS = {"TORCHELASTIC_SIGNALS_TO_HANDLE": "SIGHUP,SIGQUIT"}
+"""The signals an agent's torch process context turns into the end of its workers, SIGTERM left out."""
+
 
 @contextlib.contextmanager
 def patched_torchrunx(announce: str | None) -> Iterator[None]:
@@ -31,12 +34,18 @@ def patched_torchrunx(announce: str | None) -> Iterator[None]:
     original_socket = launcher.socket  # pyright: ignore[reportPrivateImportUsage]
 
     def execute_command(command: str, hostname: str, **kwargs: Any) -> tuple[str, str]:
-        if kwargs.get("return_stdout_stderr") or not is_local_host(hostname):
+        if kwargs.get("return_stdout_stderr"):
             return original_execute(command, hostname, **kwargs)
-        if signals_reach_every_process(os.environ):
-            # A scheduler's SIGTERM reaches every process of the job, sessions apart: the agent ignores it (torch's
-            # process context would raise on it and end the workers, as the agent's death would).
-            agent = {**os.environ, "TORCHELASTIC_SIGNALS_TO_HANDLE": "SIGHUP,SIGQUIT"}
+        # A scheduler's SIGTERM reaches every process of the job on every node, sessions apart: the agents ignore it
+        # (torch's process context would raise on it and end the workers, as the agent's death would).
+        ignoring = signals_reach_every_process(os.environ)
+        if not is_local_host(hostname):
+            if ignoring:  # the remote shell exports nothing of ours but what the command says
+                exports = " ".join(f"{name}={value}" for name, value in AGENT_SIGNALS.items())
+                command = f"trap '' TERM; export {exports}; {command}"
+            return original_execute(command, hostname, **kwargs)
+        if ignoring:
+            agent = {**os.environ, **AGENT_SIGNALS}
             subprocess.Popen(f"trap '' TERM; {command}", shell=True, text=True, start_new_session=True, env=agent)
         else:
             subprocess.Popen(command, shell=True, text=True, start_new_session=True)

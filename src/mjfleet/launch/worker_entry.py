@@ -148,6 +148,8 @@ class WorkerEntry(Generic[T]):
         self.fn = fn
         self.args = args
         self.env = dict(env or {})
+        # Decided where the launch starts: a remote host's worker does not see the allocation's variables.
+        self.ignore_sigterm = signals_reach_every_process(os.environ)
         self.__name__ = getattr(fn, "__name__", type(fn).__name__)
 
     def __call__(self) -> T:
@@ -157,7 +159,7 @@ class WorkerEntry(Generic[T]):
             os.environ["MASTER_ADDR"] = master_addr
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            if signals_reach_every_process(os.environ):
+            if self.ignore_sigterm:
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
         _drop_console_handlers()
         identity = _identity()
