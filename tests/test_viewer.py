@@ -402,8 +402,9 @@ def test_the_policy_sees_a_held_command_at_the_first_step_after_the_slider_moved
     assert torch.allclose(seen[-1][:, 0], torch.tensor(0.9))
 
 
-def test_the_web_viewer_draws_the_shown_environments_own_cube() -> None:
-    """The lift's cube size is drawn per environment: the browser kept the first environment's first cube."""
+def test_the_web_viewer_draws_the_shown_environments_own_cube_and_sends_nothing_else_again() -> None:
+    """The lift's cube size is drawn per environment: the browser kept the first environment's first cube. Another
+    environment's cube is the only mesh sent again (every mesh was: the arm's are most of the scene's bytes)."""
     from .helpers import missing_files
 
     if missing_files("yam-lift-cube") is not None:
@@ -414,7 +415,7 @@ def test_the_web_viewer_draws_the_shown_environments_own_cube() -> None:
     cube = env.task._cube_geom  # type: ignore[attr-defined]
 
     def drawn(viewer: WebViewer) -> float:
-        (handle,) = [h for h in viewer.scene._meshes if h.name.endswith(f"/geom{cube}")]
+        (handle,) = [h for h in viewer.scene._meshes.values() if h.name.endswith(f"/geom{cube}")]
         return float(np.abs(handle.vertices).max())
 
     viewer = WebViewer(env, zero_policy(env), host="127.0.0.1", port=0, paused=True)
@@ -422,10 +423,14 @@ def test_the_web_viewer_draws_the_shown_environments_own_cube() -> None:
         sizes = env.sim.model_field("geom_size")[:, cube, 0].tolist()  # drawn by the session's reset
         assert len(set(sizes)) == 3
         assert drawn(viewer) == pytest.approx(sizes[0], rel=1e-4)
+        before = dict(viewer.scene._meshes)
         viewer.session.show_env(2)
         viewer.session.tick()
         viewer.scene.draw()
         assert drawn(viewer) == pytest.approx(sizes[2], rel=1e-4)
+        after = viewer.scene._meshes
+        assert after.keys() == before.keys() and len(before) > 1
+        assert [g for g in after if after[g] is not before[g]] == [cube]
     finally:
         viewer.close()
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import mujoco
@@ -131,10 +132,11 @@ def _local_shape(model: mujoco.MjModel, geom: int) -> tuple[np.ndarray, np.ndarr
     return None
 
 
-def geom_meshes(model: mujoco.MjModel) -> list[GeomMesh]:
-    """Every visible geom (groups 0-2, not fully transparent) as a triangle mesh in its body's frame."""
+def geom_meshes(model: mujoco.MjModel, geoms: Iterable[int] | None = None) -> list[GeomMesh]:
+    """Every visible geom (groups 0-2, not fully transparent) as a triangle mesh in its body's frame; of ``geoms``
+    only, where given."""
     meshes = []
-    for geom in range(model.ngeom):
+    for geom in range(model.ngeom) if geoms is None else geoms:
         rgba = np.asarray(model.geom_rgba[geom], dtype=float)
         material = int(model.geom_matid[geom])
         if material >= 0:

@@ -16,6 +16,7 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import mujoco
@@ -40,9 +41,9 @@ def _rgb(rgba: tuple[float, float, float, float]) -> tuple[int, int, int]:
     return int(rgba[0] * 255), int(rgba[1] * 255), int(rgba[2] * 255)
 
 
-def _shapes(model: mujoco.MjModel) -> bytes:
-    """What the geoms' meshes are made of that randomization changes per environment: sizes, placement, colours."""
-    return b"".join(a.tobytes() for a in (model.geom_size, model.geom_pos, model.geom_quat, model.geom_rgba))
+def _shapes(model: mujoco.MjModel) -> np.ndarray:
+    """Per geom, what its mesh is made of that randomization changes per environment: size, placement, colour."""
+    return np.concatenate([model.geom_size, model.geom_pos, model.geom_quat, model.geom_rgba], axis=1)
 
 
 class WebScene:
@@ -55,33 +56,31 @@ class WebScene:
         model = session.model
         self.bodies = sorted({m.body for m in geom_meshes(model) if m.body != 0})
         self._frames = {b: server.scene.add_frame(f"/world/body{b}", show_axes=False) for b in self.bodies}
-        self._meshes: list[Any] = []
-        self._shapes = b""
-        self._add_meshes()
+        self._meshes: dict[int, Any] = {}
+        """Per drawn geom, its mesh's scene handle."""
+        self._shapes = _shapes(model)
+        self._add_meshes(range(model.ngeom))
         self.follow = bool(model.njnt) and int(model.jnt_type[0]) == mujoco.mjtJoint.mjJNT_FREE
         """Keep the shown environment's root body above the scene origin (the camera follows it); on for floating
         bases."""
         self.draw()
         self._place_camera()
 
-    def _add_meshes(self) -> None:
-        """The geoms' meshes as the shown environment's model has them, in place of those drawn so far."""
-        model = self.session.model
-        self._shapes = _shapes(model)
-        for handle in self._meshes:
-            handle.remove()
-        self._meshes = []
-        for mesh in geom_meshes(model):
+    def _add_meshes(self, geoms: Iterable[int]) -> None:
+        """The meshes of ``geoms`` as the shown environment's model has them, in place of those drawn so far."""
+        geoms = list(geoms)
+        for geom in geoms:
+            if (handle := self._meshes.pop(geom, None)) is not None:
+                handle.remove()
+        for mesh in geom_meshes(self.session.model, geoms):
             parent = "/world" if mesh.body == 0 else f"/world/body{mesh.body}"
-            self._meshes.append(
-                self.server.scene.add_mesh_simple(
-                    f"{parent}/geom{mesh.geom}",  # ids: unique even where names are missing
-                    mesh.vertices,
-                    mesh.faces,
-                    color=_rgb(mesh.rgba),
-                    opacity=None if mesh.rgba[3] >= 1.0 else mesh.rgba[3],
-                    side="double",
-                )
+            self._meshes[mesh.geom] = self.server.scene.add_mesh_simple(
+                f"{parent}/geom{mesh.geom}",  # ids: unique even where names are missing
+                mesh.vertices,
+                mesh.faces,
+                color=_rgb(mesh.rgba),
+                opacity=None if mesh.rgba[3] >= 1.0 else mesh.rgba[3],
+                side="double",
             )
 
     def _place_camera(self) -> None:
@@ -103,8 +102,11 @@ class WebScene:
     def draw(self) -> None:
         """Move the body frames to the shown environment's poses; the meshes again where its geoms differ from those
         drawn (another environment shown, a reset that drew a randomized size)."""
-        if _shapes(self.session.model) != self._shapes:
-            self._add_meshes()
+        shapes = _shapes(self.session.model)
+        changed = np.flatnonzero((shapes != self._shapes).any(axis=1))
+        if changed.size:  # only those geoms: a robot's meshes are megabytes to every browser
+            self._shapes = shapes
+            self._add_meshes(int(g) for g in changed)
         pos, quat = self.session.body_poses()
         anchor = pos[self.bodies[0]] if self.follow and self.bodies else np.zeros(3)
         with self.server.atomic():
