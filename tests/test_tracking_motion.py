@@ -5,6 +5,8 @@ the G1-named test fixture, so without Menagerie's files)."""
 
 from __future__ import annotations
 
+import os
+import warnings
 from pathlib import Path
 
 import mujoco
@@ -12,7 +14,7 @@ import numpy as np
 import pytest
 
 from mjfleet.errors import UsageError
-from mjfleet.tasks.tracking.motion import CSV_FPS, kinematics, read_motion, resample
+from mjfleet.tasks.tracking.motion import CSV_FPS, check_on_robot, kinematics, read_motion, resample
 
 G1_FIXTURE = Path(__file__).with_name("fixtures") / "menagerie" / "unitree_g1" / "g1.xml"
 
@@ -92,7 +94,9 @@ def test_the_npz_of_a_csv_gives_the_same_reference(model: mujoco.MjModel, tmp_pa
         body_lin_vel_w=from_csv.body_lin_vel,
         body_ang_vel_w=from_csv.body_ang_vel,
     )
-    from_npz = kinematics(model, resample(read_motion(npz, joints), 50.0))
+    read = read_motion(npz, joints)
+    check_on_robot(model, read)  # its body positions are where the robot puts them
+    from_npz = kinematics(model, resample(read, 50.0))
     for name in ("joint_pos", "joint_vel", "body_pos", "body_quat", "body_lin_vel", "body_ang_vel"):
         assert np.allclose(getattr(from_npz, name), getattr(from_csv, name), atol=1e-9), name
 
@@ -158,6 +162,60 @@ def test_every_bad_file_is_one_line_naming_it_and_what_is_wrong(model: mujoco.Mj
     _refused(tmp_path / "folder.csv", joints, "is a directory")
     (tmp_path / "walk.bvh").write_text("HIERARCHY")
     _refused(tmp_path / "walk.bvh", joints, "not a .csv")
+    os.mkfifo(tmp_path / "pipe.csv")
+    _refused(tmp_path / "pipe.csv", joints, "is not a regular file")
+    # Spreadsheet and hand-written mistakes, each said as it is (all were "a header?").
+    for name, change, words in (
+        ("trailing.csv", lambda line: line + ",", "line 1 ends with a comma (an empty column)"),
+        ("semicolons.csv", lambda line: line.replace(",", ";"), "line 1 separates its numbers by semicolons"),
+        ("spaces.csv", lambda line: line.replace(",", " "), "line 1 separates its numbers by spaces"),
+    ):
+        lines = _csv(tmp_path, rows, name).read_text().splitlines()
+        (tmp_path / name).write_text("\n".join(change(line) for line in lines) + "\n")
+        _refused(tmp_path / name, joints, words)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's warnings of an empty mean came before the line
+        np.savez(
+            tmp_path / "no_frames.npz",
+            fps=[50],
+            joint_pos=np.zeros((0, joints)),
+            body_pos_w=np.zeros((0, 1, 3)),
+            body_quat_w=np.zeros((0, 1, 4)),
+        )
+        _refused(tmp_path / "no_frames.npz", joints, "0 frames at 50 per second, shorter than 1 s")
+
+
+def test_joint_angles_in_degrees_are_refused_on_the_robot(model: mujoco.MjModel, tmp_path: Path) -> None:
+    """Read as radians they trained without a word, every episode ending at its first step."""
+    joints = _joints(model)
+    rows = _trajectory(joints)
+    check_on_robot(model, read_motion(_csv(tmp_path, rows), joints))
+    degrees = rows.copy()
+    degrees[:, 7:] = np.degrees(rows[:, 7:])
+    motion = read_motion(_csv(tmp_path, degrees, "degrees.csv"), joints)
+    with pytest.raises(UsageError, match=r"beyond its range \[.*\] \(the layout's angles are radians\)$") as e:
+        check_on_robot(model, motion)
+    assert str(tmp_path / "degrees.csv") in str(e.value) and "\n" not in str(e.value)
+
+
+def test_an_npz_with_root_quaternions_x_y_z_w_is_refused_where_its_bodies_say_so(
+    model: mujoco.MjModel, tmp_path: Path
+) -> None:
+    """Written x, y, z, w (scipy's order), the upright root of headings near the first's reads upright as w, x, y,
+    z, turned half round: the robot tracked the motion facing backwards. The file's own body positions tell."""
+    joints = _joints(model)
+    walk = kinematics(model, resample(read_motion(_csv(tmp_path, _trajectory(joints)), joints), 50.0))
+    npz = tmp_path / "scipy_order.npz"
+    quat_xyzw = walk.body_quat[..., [1, 2, 3, 0]]
+    np.savez(npz, fps=[50], joint_pos=walk.joint_pos, body_pos_w=walk.body_pos, body_quat_w=quat_xyzw)
+    motion = read_motion(npz, joints)  # upright either way: not told apart by the root alone
+    with pytest.raises(UsageError, match="body_pos_w puts the bodies where the robot does with the root quaternions"):
+        check_on_robot(model, motion)
+    other_robot = tmp_path / "other_robot.npz"  # another model's bodies: nothing to compare
+    np.savez(
+        other_robot, fps=[50], joint_pos=walk.joint_pos, body_pos_w=walk.body_pos[:, :3], body_quat_w=quat_xyzw[:, :3]
+    )
+    check_on_robot(model, read_motion(other_robot, joints))
 
 
 def test_a_relative_motion_path_is_recorded_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

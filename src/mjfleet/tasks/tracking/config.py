@@ -180,7 +180,7 @@ class TrackingConfig(EnvConfig):
         created."""
         from mjfleet.errors import UsageError
         from mjfleet.tasks.locomotion.sources import resolve_robot, robot_file
-        from mjfleet.tasks.tracking.motion import FPS_RANGE, read_motion
+        from mjfleet.tasks.tracking.motion import FPS_RANGE, check_on_robot, read_motion
 
         if not FPS_RANGE[0] <= self.motion_fps <= FPS_RANGE[1]:
             raise UsageError(
@@ -215,6 +215,7 @@ class TrackingConfig(EnvConfig):
         self._check_bodies({model.body(b).name for b in range(model.nbody)}, robot_file(robot))
         joints = sum(1 for kind in model.jnt_type if kind == mujoco.mjtJoint.mjJNT_HINGE)
         motion = read_motion(self.motion_file(), joints, self.motion_fps)
+        check_on_robot(model, motion)
         if motion.duration_s > self.episode_length_s:
             logging.getLogger(__name__).info(
                 "the motion lasts %.0f s and episodes %g s: a success is following its first %g s from its start,"

@@ -56,6 +56,9 @@ class Motion:
     """The file it was read from."""
     sha256: str
     """The file's content digest: another motion under the same name is another run."""
+    body_pos: np.ndarray | None = None
+    """``(frames, bodies, 3)``: the file's own body positions (an npz's ``body_pos_w``; None for a CSV), read only to
+    check the root's quaternion order (:func:`check_on_robot`)."""
 
     @property
     def frames(self) -> int:
@@ -72,15 +75,17 @@ def read_motion(path: Path, joints: int, csv_fps: float = CSV_FPS) -> Motion:
     hinge joints, checked."""
     path = Path(path).expanduser()
     if not path.is_file():
-        raise UsageError(f"motion file {path} {'is a directory' if path.is_dir() else 'does not exist'}")
+        what = "is a directory" if path.is_dir() else "is not a regular file" if path.exists() else "does not exist"
+        raise UsageError(f"motion file {path} {what}")
     try:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError as e:
         raise UsageError(f"motion file {path}: cannot be read ({e.strerror or type(e).__name__})") from None
+    body_pos = None
     if path.suffix.lower() == ".csv":
         fps, root_pos, root_quat, joint_pos = _read_csv(path, joints, csv_fps)
     elif path.suffix.lower() == ".npz":
-        fps, root_pos, root_quat, joint_pos = _read_npz(path, joints)
+        fps, root_pos, root_quat, joint_pos, body_pos = _read_npz(path, joints)
     else:
         raise UsageError(f"motion file {path}: not a .csv (retargeted G1 layout) or an .npz (mjlab's csv_to_npz)")
     # Frames are counted from 1, as the lines of a CSV are.
@@ -98,6 +103,12 @@ def read_motion(path: Path, joints: int, csv_fps: float = CSV_FPS) -> Motion:
             f"motion file {path}: the root quaternion of frame {frame + 1} has norm {norms[frame]:.3f}, not 1"
         )
     root_quat = root_quat / norms[:, None]
+    frames, seconds = root_pos.shape[0], (root_pos.shape[0] - 1) / fps
+    if not MIN_SECONDS <= seconds <= MAX_SECONDS:
+        bound = f"shorter than {MIN_SECONDS:g} s" if seconds < MIN_SECONDS else f"longer than {MAX_SECONDS:g} s"
+        raise UsageError(
+            f"motion file {path}: {frames} frame{'s' if frames != 1 else ''} at {fps:g} per second, {bound}"
+        )
     # A quaternion's components in the other order keep its norm, but turn an upright root of many headings upside
     # down. Read so, the root is mostly upside down and upright throughout in the other order; a motion upside down
     # throughout on purpose reads alike (and is refused with it), one that lies, rolls over or turns around does not.
@@ -109,13 +120,61 @@ def read_motion(path: Path, joints: int, csv_fps: float = CSV_FPS) -> Motion:
             f"motion file {path}: the root is upside down most of the time, and upright throughout read as quaternions"
             f" {written}; the layout's are {order}"
         )
-    frames, seconds = root_pos.shape[0], (root_pos.shape[0] - 1) / fps
-    if not MIN_SECONDS <= seconds <= MAX_SECONDS:
-        bound = f"shorter than {MIN_SECONDS:g} s" if seconds < MIN_SECONDS else f"longer than {MAX_SECONDS:g} s"
+    return Motion(fps, root_pos, root_quat, joint_pos, path, digest, body_pos)
+
+
+JOINT_RANGE_SLACK = 1.0
+"""Radians a motion's joint angle may pass its joint's range by (a retargeting's overshoot) before the file is refused:
+an angle in degrees passes it by tens."""
+BODY_MATCH = 0.01
+"""Metres: an npz's body positions put where the robot's kinematics puts them (on average), a quaternion order fits."""
+
+
+def check_on_robot(model: mujoco.MjModel, motion: Motion) -> None:
+    """What the robot's model can tell of the file: joint angles within reach of the joints' ranges (degrees are
+    not), and an npz's root quaternions in the layout's order (the file's own body positions are where the robot's
+    kinematics puts the bodies in that order, and not only in the other; where both fit alike, a turn about the
+    vertical, the order cannot be told). One line (:class:`UsageError`) where not."""
+    path = motion.path
+    hinges = [j for j in range(model.njnt) if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE]
+    for column, joint in enumerate(hinges):
+        if not model.jnt_limited[joint]:
+            continue
+        low, high = model.jnt_range[joint]
+        angles = motion.joint_pos[:, column]
+        beyond = np.maximum(low - angles, angles - high)
+        frame = int(np.argmax(beyond))
+        if beyond[frame] > JOINT_RANGE_SLACK:
+            raise UsageError(
+                f"motion file {path}: {model.joint(joint).name} is at {angles[frame]:.3g} rad in frame {frame + 1},"
+                f" {beyond[frame]:.3g} rad beyond its range [{low:.3g}, {high:.3g}] (the layout's angles are radians)"
+            )
+    if motion.body_pos is None or motion.body_pos.shape[1] != model.nbody - 1:
+        return  # a CSV, or another model's bodies
+    frames = np.unique(np.linspace(0, motion.frames - 1, 8).astype(np.int64))
+    as_read = _body_offset(model, motion, motion.root_quat, hinges, frames)
+    other = _body_offset(model, motion, motion.root_quat[:, [3, 0, 1, 2]], hinges, frames)  # read as x, y, z, w
+    if other < BODY_MATCH < as_read:
         raise UsageError(
-            f"motion file {path}: {frames} frame{'s' if frames != 1 else ''} at {fps:g} per second, {bound}"
+            f"motion file {path}: body_pos_w puts the bodies where the robot does with the root quaternions read as"
+            f" x, y, z, w ({as_read * 100:.0f} cm from them as w, x, y, z); the layout's are w, x, y, z"
         )
-    return Motion(fps, root_pos, root_quat, joint_pos, path, digest)
+
+
+def _body_offset(
+    model: mujoco.MjModel, motion: Motion, root_quat: np.ndarray, hinges: list[int], frames: np.ndarray
+) -> float:
+    """Mean distance (metres) of the file's body positions from the robot's, at ``frames``, the root at
+    ``root_quat``."""
+    assert motion.body_pos is not None
+    data = mujoco.MjData(model)
+    distances = []
+    for frame in frames:
+        data.qpos[0:3], data.qpos[3:7] = motion.root_pos[frame], root_quat[frame]
+        data.qpos[model.jnt_qposadr[hinges]] = motion.joint_pos[frame]
+        mujoco.mj_kinematics(model, data)
+        distances.append(np.linalg.norm(data.xpos[1:] - motion.body_pos[frame], axis=-1).mean())
+    return float(np.mean(distances))
 
 
 def _upright(quat: np.ndarray) -> np.ndarray:
@@ -152,21 +211,33 @@ def _first_bad_line(lines: list[tuple[int, str]], columns: int, layout: str) -> 
     for number, line in lines:
         cells = line.split(",")
         shown = line if len(line) <= 60 else line[:57] + "..."
-        try:
-            [float(cell) for cell in cells]
-        except ValueError:
-            header = " (a header? the layout has none)" if number == lines[0][0] else ""
+        if not _numbers(cells):
+            if _numbers(cells[:-1]) and not cells[-1].strip():
+                return f"line {number} ends with a comma (an empty column): {shown!r}"
+            for separator, name in ((";", "semicolons"), ("\t", "tabs"), (" ", "spaces")):
+                if separator in line and _numbers(line.replace(separator, " ").split()):
+                    return f"line {number} separates its numbers by {name}, not commas: {shown!r}"
+            words = any(not _numbers([cell]) and any(c.isalpha() for c in cell) for cell in cells)
+            header = " (a header? the layout has none)" if words and number == lines[0][0] else ""
             return f"line {number} is not numbers separated by commas: {shown!r}{header}"
         if len(cells) != columns:
             return f"line {number} has {len(cells)} columns, {layout}"
     return "not a table of numbers separated by commas"
 
 
+def _numbers(cells: list[str]) -> bool:
+    """Whether every cell (and there is one) reads as a number."""
+    try:
+        return bool(cells) and all(isinstance(float(cell), float) for cell in cells)
+    except ValueError:
+        return False
+
+
 NPZ_KEYS = ("fps", "joint_pos", "body_pos_w", "body_quat_w")
 """What an npz motion must hold (mjlab's ``csv_to_npz`` writes these and the velocities, which are not read)."""
 
 
-def _read_npz(path: Path, joints: int) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+def _read_npz(path: Path, joints: int) -> tuple[float, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     with path.open("rb") as f:
         magic = f.read(6)
     if magic == b"\x93NUMPY":
@@ -205,7 +276,7 @@ def _read_npz(path: Path, joints: int) -> tuple[float, np.ndarray, np.ndarray, n
             f"motion file {path}: body_pos_w {body_pos.shape} and body_quat_w {body_quat.shape} are not {frames} frames"
             " of positions (3) and quaternions (4) of the same bodies, the root first"
         )
-    return fps, body_pos[:, 0], body_quat[:, 0], joint_pos
+    return fps, body_pos[:, 0], body_quat[:, 0], joint_pos, body_pos
 
 
 def resample(motion: Motion, fps: float) -> Motion:
