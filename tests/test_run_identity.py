@@ -175,7 +175,7 @@ def test_finish_continues_an_interrupted_run_in_place(tmp_path: Path) -> None:
     (run_dir / ".model_2.pt.x1y2.tmp").write_bytes(b"half a checkpoint")  # a write killed half-way
     # A changed training setting is refused in one line; --finish alone takes every setting from the run.
     code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(run_dir), "--seed", "6"])
-    assert code == 2 and "--seed 6 (the run has 5)" in err, err
+    assert code == 2 and "--seed 6 (the run has 5)" in err and "(leave the flags out)" in err, err
     code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(run_dir)])
     assert code == 0, err
     assert _runs(tmp_path) == [run_dir] and (run_dir / "model_3.pt").is_file()

@@ -491,6 +491,10 @@ def test_the_same_motion_file_with_other_frames_is_another_run(tmp_path: Path) -
         UsageError, match=r"other settings: the content of --env\.motion \(sha256 [0-9a-f]{12}; the run"
     ):
         plan_run(cfg, {}, None)
+    # Finishing it names the file to put back, not flags to leave out (none was given).
+    finish = dataclasses.replace(cfg, finish=run_dir, run_id=None)
+    with pytest.raises(UsageError, match=r"finishing trains the run as it began \(the files as they were\), --resume"):
+        plan_run(finish, {}, None)
 
 
 @needs_g1

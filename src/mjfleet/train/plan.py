@@ -40,7 +40,15 @@ from mjfleet.rl.checkpoint.files import (
     resolve_checkpoint,
 )
 from mjfleet.runs.directory import check_log_root, create_run_dir, next_run_dir, remove_stale_temporaries
-from mjfleet.runs.fingerprint import content_digests, differences, fingerprint, same_training, training_settings
+from mjfleet.runs.fingerprint import (
+    DIGEST,
+    content_digests,
+    differences,
+    differing,
+    fingerprint,
+    same_training,
+    training_settings,
+)
 from mjfleet.runs.identity import RunIdentity, run_identity
 from mjfleet.runs.record import RunRecord, runs_of
 from mjfleet.runs.source import DOWNLOAD_DIR, fetch, is_wandb_ref
@@ -182,9 +190,14 @@ def _finish(cfg: TrainConfig, settings: dict[str, Any], defaults: list[dict[str,
         raise UsageError(f"--finish {run_dir} is a run of {record.task}, not {cfg.task}: train {record.task} --finish")
     if not same_training(record.settings, settings, defaults):
         differ = differences(record.settings, settings, defaults=defaults)
+        files = [key.endswith(DIGEST) for key in differing(record.settings, settings, defaults)]
+        # A flag given is left out; a file whose content changed since is put back as it was.
+        remedy = " and ".join(
+            ([] if all(files) else ["leave the flags out"]) + (["the files as they were"] if any(files) else [])
+        )
         raise UsageError(
             f"--finish {run_dir}: these settings differ from the run's: {differ};"
-            " finishing trains the run as it began (leave them out), --resume starts a new run from it"
+            f" finishing trains the run as it began ({remedy}), --resume starts a new run from it"
         )
     end = record.start_iteration + cfg.agent.max_iterations
     if end == record.final_iteration:
