@@ -446,6 +446,31 @@ def test_the_exported_graph_reads_the_motion_at_the_frame_the_control_loop_count
 
 
 @needs_g1
+def test_an_onnx_policy_played_on_another_motion_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Without its run's settings beside it, play runs an ONNX file on the task's defaults: the shipped motion, not the
+    one the graph carries, without a word."""
+    from mjfleet.rl.checkpoint.onnx import export_policy, policy_metadata
+    from mjfleet.rl.evaluation.episodes import load_policy
+    from mjfleet.rl.runner import Runner
+    from mjfleet.runtime.context import DistributedContext
+
+    standing = tmp_path / "standing.csv"
+    standing.write_text((SHIPPED_MOTION.read_text().splitlines()[0] + "\n") * 60)
+    env = _env(num_envs=2, motion=str(standing))
+    agent = get_task(TASK).agent_cfg()
+    policy = Runner(env, agent, DistributedContext(device="cpu"), run_dir=None).learner.policy()
+    path = export_policy(policy, tmp_path / "model_0.onnx", policy_metadata(env, policy, 0), env.task.export_tables())
+    with caplog.at_level("WARNING"):
+        load_policy(path, env, agent, "cpu")
+        assert not caplog.records  # its own motion
+        load_policy(path, _env(num_envs=2), agent, "cpu")
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith(f'{path}: exported with motion {{"file": "standing.csv", "frames": ') and (
+        f'played with {{"file": "{SHIPPED_MOTION.name}"' in line
+    ), line
+
+
+@needs_g1
 def test_videos_draw_the_reference_as_a_ghost_over_the_robot() -> None:
     from mjfleet.render.video import WorldVideo
 

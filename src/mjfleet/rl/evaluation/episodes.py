@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,6 +35,18 @@ def zero_policy(env: MjEnv) -> Policy:
     return lambda obs: torch.zeros(env.num_envs, env.num_actions, device=env.device)
 
 
+def task_differences(exported: dict[str, object], task: dict[str, object]) -> list[str]:
+    """Where the task an ONNX policy was exported from differs from the one it plays in (what the task writes into
+    the sidecar: a tracking task's motion, a filter's coefficients): an ONNX file played without its run's settings
+    beside it runs on the task's defaults, another motion, without a word."""
+    task = json.loads(json.dumps(task))  # as the sidecar has it: lists, not tuples
+    return [
+        f"exported with {key} {json.dumps(exported[key])}, played with {json.dumps(value)}"
+        for key, value in task.items()
+        if key in exported and exported[key] != value
+    ]
+
+
 def load_policy(checkpoint: Path, env: MjEnv, agent_cfg: AgentConfig, device: str) -> Policy:
     """The deterministic policy of ``checkpoint`` for ``env``: onnxruntime for ``.onnx``, else the torch actor."""
     if is_onnx(checkpoint):
@@ -41,6 +54,8 @@ def load_policy(checkpoint: Path, env: MjEnv, agent_cfg: AgentConfig, device: st
 
         onnx_policy = OnnxPolicy(checkpoint, index=lambda: env.task.export_index(env))
         onnx_policy.check_compatible(env.get_observations(), env.num_actions)
+        for line in task_differences(onnx_policy.metadata, env.task.export_metadata()):
+            logger.warning("%s: %s", checkpoint, line)
         return onnx_policy
 
     from mjfleet.rl.runner import Runner
