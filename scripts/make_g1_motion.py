@@ -105,6 +105,8 @@ def main() -> None:
     args = parser.parse_args()
     keys = MOTIONS[args.motion]
     out: Path = args.out
+    if out.suffix.lower() != ".csv":  # the tracking task reads a file by its ending
+        parser.error(f"--out {out}: the motion is written in the CSV layout; name the file .csv")
     m = build_model(UNITREE_G1, None)
     d = mujoco.MjData(m)
     home = m.key("home").qpos.copy()
