@@ -60,18 +60,24 @@ def test_the_results_file_has_a_cpu_and_a_gpu_row_for_every_task_and_each_figure
                 assert record["date"] and record["commit"] and record["command"].split()[1] == row["task"], row
 
 
+def _cpu_row(
+    task: str, measured: dict[str, str], exit_s: int, iterations: int, env_steps_per_s: int
+) -> dict[str, object]:
+    """A row as ``expect.py fill`` measures it on the CPU, succeeding in every ``play`` episode."""
+    return {
+        "task": task,
+        "device": "cpu",
+        "train": {"command": f"train {task} --gpu-ids None", "exit_s": exit_s, "iterations": iterations, **measured},
+        "play": {"command": f"play {task} --gpu-ids None", "success": 1.0},
+        "throughput": {"command": f"bench {task}", "env_steps_per_s": env_steps_per_s, **measured},
+    }
+
+
 def test_a_measurement_replaces_its_row_and_names_a_new_machine(tmp_path: Path) -> None:
     expect = load_script(SCRIPTS / "expect.py")
     results = expect.load()
     measured = {"date": "2027-01-02", "commit": "abc1234", "machine": "AMD Ryzen 9 (16 cores); torch 2.15.0"}
-    row = {
-        "task": "cartpole-swingup",
-        "device": "cpu",
-        "train": {"command": "train cartpole-swingup --gpu-ids None", "exit_s": 95, "iterations": 150, **measured},
-        "play": {"command": "play cartpole-swingup --gpu-ids None", "success": 1.0},
-        "throughput": {"command": "bench cartpole-swingup", "env_steps_per_s": 51234, **measured},
-    }
-    expect.record(results, row)
+    expect.record(results, _cpu_row("cartpole-swingup", measured, exit_s=95, iterations=150, env_steps_per_s=51234))
     (swingup,) = [r for r in results["rows"] if (r["task"], r["device"]) == ("cartpole-swingup", "cpu")]
     assert swingup["train"]["machine"] == "amd-ryzen-9-16-cores-torch-2-15-0"
     assert results["machines"][swingup["train"]["machine"]] == measured["machine"]
@@ -87,13 +93,7 @@ def test_a_measurement_can_name_a_machine_the_results_already_describe() -> None
     results = expect.load()
     known = next(iter(results["machines"]))
     measured = {"date": "2027-01-02", "commit": "abc1234", "machine": "Intel(R) Xeon(R) Processor (2 cores)"}
-    row = {
-        "task": "cartpole-balance",
-        "device": "cpu",
-        "train": {"command": "train cartpole-balance --gpu-ids None", "exit_s": 11, "iterations": 18, **measured},
-        "play": {"command": "play cartpole-balance --gpu-ids None", "success": 1.0},
-        "throughput": {"command": "bench cartpole-balance", "env_steps_per_s": 99999, **measured},
-    }
+    row = _cpu_row("cartpole-balance", measured, exit_s=11, iterations=18, env_steps_per_s=99999)
     machines = dict(results["machines"])
     expect.record(results, json.loads(json.dumps(row)), known)
     (balance,) = [r for r in results["rows"] if (r["task"], r["device"]) == ("cartpole-balance", "cpu")]
