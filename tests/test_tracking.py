@@ -446,7 +446,7 @@ def test_the_exported_graph_reads_the_motion_at_the_frame_the_control_loop_count
 
 
 @needs_g1
-def test_an_onnx_policy_played_on_another_motion_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_policy_played_on_another_motion_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Without its run's settings beside it, play runs an ONNX file on the task's defaults: the shipped motion, not the
     one the graph carries, without a word."""
     from mjfleet.rl.checkpoint.onnx import export_policy, policy_metadata
@@ -468,6 +468,17 @@ def test_an_onnx_policy_played_on_another_motion_says_so(tmp_path: Path, caplog:
     assert line.startswith(f'{path}: exported with motion {{"file": "standing.csv", "frames": ') and (
         f'played with {{"file": "{SHIPPED_MOTION.name}"' in line
     ), line
+    # A checkpoint says it as well: its task state names the motion by its digest.
+    (tmp_path / "run").mkdir()
+    checkpoint = Runner(env, agent, DistributedContext(device="cpu"), run_dir=tmp_path / "run").save_checkpoint()
+    assert checkpoint is not None
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        load_policy(checkpoint, _env(num_envs=2, motion=str(standing)), agent, "cpu")
+        assert not caplog.records
+        load_policy(checkpoint, _env(num_envs=2), agent, "cpu")
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith("the policy trained on another motion (sha256 "), line
 
 
 @needs_g1

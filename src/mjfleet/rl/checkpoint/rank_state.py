@@ -116,7 +116,25 @@ def restore_shared_state(env: MjEnv, states: Any) -> None:
     but none of its random streams or episode counters, which follow the evaluation's own seed."""
     if isinstance(states, list) and states:
         env.common_step_counter = int(states[0].get("common_step_counter", env.common_step_counter))
+        _say_other_task_files(env, states[0].get("task_state") or {})
         _load_task_state(env, states[0], "saved rank 0")
+
+
+def _say_other_task_files(env: MjEnv, saved: dict[str, Any]) -> None:
+    """A warning per content digest in the checkpoint's task state (``<name>_sha256``: a tracking task's motion) that
+    is not this task's: a checkpoint evaluated without its run's settings plays on the task's defaults."""
+    current = env.task.state_dict()
+    for key, value in saved.items():
+        other = current.get(key)
+        if key.endswith("_sha256") and isinstance(value, str) and isinstance(other, str) and value != other:
+            name = key.removesuffix("_sha256")
+            logger.warning(
+                "the policy trained on another %s (sha256 %s) than this task's (%s): pass the run's own (its settings"
+                " are in its params/ folder)",
+                name,
+                value[:12],
+                other[:12],
+            )
 
 
 def _load_task_state(env: MjEnv, state: dict[str, Any], source: str, key: str = "task_state") -> None:
