@@ -156,9 +156,8 @@ def differences(
 ) -> str:
     """The settings that differ, as flags with both values: ``--seed 2 (the run has 1), --env.num-envs ...``
     (``defaults`` as for :func:`same_training`)."""
-    keys = differing(recorded, current, defaults)
     recorded, current = _recorded(recorded, current, defaults), _deciding(current)
-    parts = [_difference(k, current.get(k, _ABSENT), recorded.get(k, _ABSENT)) for k in keys]
+    parts = [_difference(k, current.get(k, _ABSENT), recorded.get(k, _ABSENT)) for k in _keys(recorded, current)]
     more = f" and {len(parts) - limit} more" if len(parts) > limit else ""
     return ", ".join(parts[:limit]) + more
 
@@ -166,7 +165,10 @@ def differences(
 def differing(recorded: dict[str, Any], current: dict[str, Any], defaults: Sequence[dict[str, Any]] = ()) -> list[str]:
     """The keys of the settings that differ (``defaults`` as for :func:`same_training`), the task, seed and
     ``--resume`` before nested settings; a file's content digest ends with :data:`DIGEST`."""
-    recorded, current = _recorded(recorded, current, defaults), _deciding(current)
+    return _keys(_recorded(recorded, current, defaults), _deciding(current))
+
+
+def _keys(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
     differ = [k for k in recorded.keys() | current.keys() if recorded.get(k, _ABSENT) != current.get(k, _ABSENT)]
     return sorted(differ, key=lambda k: (k.count("."), k))
 

@@ -228,9 +228,10 @@ def _first_bad_line(lines: list[tuple[int, str]], columns: int, layout: str) -> 
 def _numbers(cells: list[str]) -> bool:
     """Whether every cell (and there is one) reads as a number."""
     try:
-        return bool(cells) and all(isinstance(float(cell), float) for cell in cells)
+        [float(cell) for cell in cells]
     except ValueError:
         return False
+    return bool(cells)
 
 
 NPZ_KEYS = ("fps", "joint_pos", "body_pos_w", "body_quat_w")
