@@ -544,7 +544,9 @@ def test_the_start_line_and_help_name_every_default_that_differs_on_the_cpu(caps
 
 
 @pytest.mark.slow
-def test_resuming_another_tasks_checkpoint_is_one_line_and_says_whose_it_is(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [1, 2], ids=["in-process", "launched"])
+def test_resuming_another_tasks_checkpoint_is_one_line_and_says_whose_it_is(tmp_path: Path, workers: int) -> None:
+    """Launched workers find the bad input as the process itself does: one line, exit 2, no run directory left."""
     from .helpers import run_main
 
     tiny = ["--gpu-ids", "None", "--env.num-envs", "16", "--agent.num-steps-per-env", "8", "--agent.eval-envs", "0"]
@@ -555,7 +557,7 @@ def test_resuming_another_tasks_checkpoint_is_one_line_and_says_whose_it_is(tmp_
     (checkpoint,) = tmp_path.glob("cartpole_balance/*/model_1.pt")
     go1 = ["go1-velocity-flat", *tiny, "--agent.max-iterations", "1", "--log-root", str(tmp_path / "go1")]
     go1 += ["--agent.policy.actor-hidden-dims", "64", "64", "--agent.policy.critic-hidden-dims", "64", "64"]
-    code, _, err = run_main(train.main, [*go1, "--resume", str(checkpoint)])
+    code, _, err = run_main(train.main, [*go1, "--cpu-workers", str(workers), "--resume", str(checkpoint)])
     assert code == 2, err
     (line,) = [x for x in err.strip().splitlines() if x.startswith("error:")]
     assert "its networks do not fit this task's observations and actions (size mismatch for" in line

@@ -304,10 +304,10 @@ def _env_steps_since(run_dir: Path | None, started_at: int | None, results: list
 
 
 def _exit_code(failure: BaseException) -> int:
-    """2 for bad input a launched worker found (as in one process), 3 where a restart would fail the same way, else
-    1 (docs/guides/runs.md's table)."""
+    """3 where a restart would fail the same way, else 1 (docs/guides/runs.md's table; bad input a launched worker
+    found is a :class:`~mjfleet.errors.UsageError` by then, 2, as in one process)."""
     if isinstance(failure, WorkerFailure):
-        return USAGE_EXIT_CODE if failure.usage_error else FAILED_EXIT_CODE if failure.retryable else FATAL_EXIT_CODE
+        return FAILED_EXIT_CODE if failure.retryable else FATAL_EXIT_CODE
     return FATAL_EXIT_CODE if isinstance(failure, FatalTrainingError) else FAILED_EXIT_CODE
 
 

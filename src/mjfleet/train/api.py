@@ -21,6 +21,7 @@ from pathlib import Path
 from mjfleet.cluster.hosts import is_own_address, resolve
 from mjfleet.cluster.slurm import expand_nodelist, resolve_hostnames
 from mjfleet.errors import UsageError
+from mjfleet.launch.diagnosis import WorkerFailure
 from mjfleet.rl.checkpoint.files import list_checkpoints
 from mjfleet.rl.reporting.records import WorkerResult
 from mjfleet.runtime.devices import DeviceSelection, describe_gpu_request, local_gpu_count, select_devices
@@ -158,7 +159,8 @@ def run(
     A :class:`TrainConfig` is prepared first. ``stop`` (installed by the caller) lets the first SIGINT/SIGTERM stop
     training cleanly after the current iteration. ``started`` is told the run directory once it exists (under
     another launcher rank 0 chooses it after the ranks met). Raises :class:`~mjfleet.errors.UsageError` for
-    invalid input (in-process, removing a run directory it created while it holds no checkpoint),
+    invalid input (found in this process or by a launched worker; a run directory this start created is removed while
+    it holds no checkpoint),
     :class:`~mjfleet.launch.diagnosis.WorkerFailure` when a launched worker failed and
     :class:`~mjfleet.errors.FatalTrainingError` when training in this process cannot go on.
     """
@@ -190,18 +192,35 @@ def run(
             return supervise(cfg, run_dir, prepared.launch_plan, prepared.run.start, stop)
         return [_train_in_process(prepared, run_dir, stop)]
     except UsageError:
-        # Bad input found by the worker in this process (a checkpoint whose networks do not fit the task): a run
-        # directory this start created holds no run until its first checkpoint. A launch's keeps the logs its
-        # error names (a host that cannot take part).
-        if prepared.launch_plan is None and not prepared.run.continues and not list_checkpoints(run_dir):
-            shutil.rmtree(run_dir, ignore_errors=True)
-            # The folders made for it (the experiment's, the log root), where nothing else went into them.
-            with contextlib.suppress(OSError):
-                for folder in run_dir.parents:
-                    if folder == existing:
-                        break
-                    folder.rmdir()
+        # Bad input found by the worker in this process (a checkpoint whose networks do not fit the task). A launch's
+        # keeps the logs its error names (a host that cannot take part).
+        if prepared.launch_plan is None:
+            _remove_unborn_run(prepared, run_dir, existing)
         raise
+    except WorkerFailure as failure:
+        if not failure.usage_error:
+            raise
+        # Bad input a launched worker found: as in one process, its one line and no run left behind (the line
+        # says it all; the worker logs under the run directory go with it).
+        _remove_unborn_run(prepared, run_dir, existing)
+        plan = prepared.launch_plan
+        assert plan is not None
+        where = f"{plan.locate(failure.rank)[0]}: " if failure.rank is not None and len(plan.hostnames) > 1 else ""
+        raise UsageError(f"{where}{failure.error}") from failure
+
+
+def _remove_unborn_run(prepared: Prepared, run_dir: Path, existing: Path) -> None:
+    """Remove a run directory this start created while it holds no checkpoint (no run until the first one), and the
+    folders made for it (the experiment's, the log root) where nothing else went into them."""
+    assert prepared.run is not None
+    if prepared.run.continues or list_checkpoints(run_dir):
+        return
+    shutil.rmtree(run_dir, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        for folder in run_dir.parents:
+            if folder == existing:
+                break
+            folder.rmdir()
 
 
 def _train_in_process(prepared: Prepared, run_dir: Path, stop: StopRequest | None) -> WorkerResult:
