@@ -28,7 +28,7 @@ from mjfleet.errors import UsageError
 from mjfleet.rl.evaluation.episodes import Policy, zero_policy
 from mjfleet.tasks.cartpole.cartpole import CartpoleTask
 from mjfleet.viewer.display import check_display
-from mjfleet.viewer.geometry import geom_meshes
+from mjfleet.viewer.geometry import GeomMesh, geom_meshes
 from mjfleet.viewer.session import ViewerSession
 
 from .conftest import make_env
@@ -402,15 +402,27 @@ def test_the_policy_sees_a_held_command_at_the_first_step_after_the_slider_moved
     assert torch.allclose(seen[-1][:, 0], torch.tensor(0.9))
 
 
-def test_the_web_viewer_draws_the_shown_environments_own_cube_and_sends_nothing_else_again() -> None:
+def test_the_web_viewer_draws_the_shown_environments_own_cube_and_sends_nothing_else_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The lift's cube size is drawn per environment: the browser kept the first environment's first cube. Another
-    environment's cube is the only mesh sent again (every mesh was: the arm's are most of the scene's bytes)."""
+    environment's cube is the only mesh sent again (every mesh was: the arm's are most of the scene's bytes), and
+    the start builds each geom's mesh once (it built them all twice)."""
     from .helpers import missing_files
 
     if missing_files("yam-lift-cube") is not None:
         pytest.skip(str(missing_files("yam-lift-cube")))
+    from mjfleet.viewer import web
     from mjfleet.viewer.web import WebViewer
 
+    built: list[int] = []
+
+    def counted(model: object, geoms: object = None) -> list[GeomMesh]:
+        meshes = geom_meshes(model, geoms)  # type: ignore[arg-type]
+        built.extend(m.geom for m in meshes)
+        return meshes
+
+    monkeypatch.setattr(web, "geom_meshes", counted)
     env = make_env("yam-lift-cube", num_envs=3)
     cube = env.task._cube_geom  # type: ignore[attr-defined]
 
@@ -420,6 +432,7 @@ def test_the_web_viewer_draws_the_shown_environments_own_cube_and_sends_nothing_
 
     viewer = WebViewer(env, zero_policy(env), host="127.0.0.1", port=0, paused=True)
     try:
+        assert sorted(built) == sorted(set(built)) and cube in built
         sizes = env.sim.model_field("geom_size")[:, cube, 0].tolist()  # drawn by the session's reset
         assert len(set(sizes)) == 3
         assert drawn(viewer) == pytest.approx(sizes[0], rel=1e-4)

@@ -25,7 +25,7 @@ import viser
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.rl.evaluation.episodes import Policy
-from mjfleet.viewer.geometry import geom_meshes
+from mjfleet.viewer.geometry import GeomMesh, geom_meshes
 from mjfleet.viewer.session import ViewerSession
 
 logger = logging.getLogger(__name__)
@@ -54,25 +54,28 @@ class WebScene:
         self.session = session
         self.root = server.scene.add_frame("/world", show_axes=False)
         model = session.model
-        self.bodies = sorted({m.body for m in geom_meshes(model) if m.body != 0})
+        meshes = geom_meshes(model)  # built once: a robot's meshes take a while
+        self.bodies = sorted({m.body for m in meshes if m.body != 0})
         self._frames = {b: server.scene.add_frame(f"/world/body{b}", show_axes=False) for b in self.bodies}
         self._meshes: dict[int, Any] = {}
         """Per drawn geom, its mesh's scene handle."""
         self._shapes = _shapes(model)
-        self._add_meshes(range(model.ngeom))
+        self._add_meshes(meshes)
         self.follow = bool(model.njnt) and int(model.jnt_type[0]) == mujoco.mjtJoint.mjJNT_FREE
         """Keep the shown environment's root body above the scene origin (the camera follows it); on for floating
         bases."""
         self.draw()
         self._place_camera()
 
-    def _add_meshes(self, geoms: Iterable[int]) -> None:
+    def _replace_meshes(self, geoms: list[int]) -> None:
         """The meshes of ``geoms`` as the shown environment's model has them, in place of those drawn so far."""
-        geoms = list(geoms)
         for geom in geoms:
             if (handle := self._meshes.pop(geom, None)) is not None:
                 handle.remove()
-        for mesh in geom_meshes(self.session.model, geoms):
+        self._add_meshes(geom_meshes(self.session.model, geoms))
+
+    def _add_meshes(self, meshes: Iterable[GeomMesh]) -> None:
+        for mesh in meshes:
             parent = "/world" if mesh.body == 0 else f"/world/body{mesh.body}"
             self._meshes[mesh.geom] = self.server.scene.add_mesh_simple(
                 f"{parent}/geom{mesh.geom}",  # ids: unique even where names are missing
@@ -106,7 +109,7 @@ class WebScene:
         changed = np.flatnonzero((shapes != self._shapes).any(axis=1))
         if changed.size:  # only those geoms: a robot's meshes are megabytes to every browser
             self._shapes = shapes
-            self._add_meshes(int(g) for g in changed)
+            self._replace_meshes([int(g) for g in changed])
         pos, quat = self.session.body_poses()
         anchor = pos[self.bodies[0]] if self.follow and self.bodies else np.zeros(3)
         with self.server.atomic():
