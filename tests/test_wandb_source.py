@@ -67,6 +67,12 @@ def test_fetch_newest_named_and_missing(tmp_path: Path) -> None:
     assert onnx.with_name("model_100.onnx.json").is_file()
     with pytest.raises(UsageError, match=r"has no file model_7\.pt \(checkpoints: model_50\.pt, model_100\.pt"):
         fetch("wandb:me/proj/r1:7", tmp_path, files)
+    # The newest are listed, whatever order the run's storage lists them in (as text: model_300 before model_50).
+    many = ApiRunFiles(_ApiRun({f"model_{i}.pt": b"" for i in sorted(map(str, range(50, 350, 50)))}))
+    with pytest.raises(
+        UsageError, match=r"\(checkpoints: model_100\.pt, model_150\.pt, model_200\.pt, model_250\.pt, model_300\.pt\)"
+    ):
+        fetch("wandb:me/proj/r1:7", tmp_path, many)
     with pytest.raises(UsageError, match=r"holds no model_<iteration>\.pt"):
         fetch("wandb:me/proj/r1", tmp_path, ApiRunFiles(_ApiRun({"output.log": b""})))
 

@@ -40,6 +40,7 @@ DOWNLOAD_DIR = ".wandb_downloads"
 PARAMS = ("params/env.yaml", "params/agent.yaml", "params/run.yaml", "params/model_files.yaml")
 _PART_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _MODEL_RE = re.compile(r"^model_(\d+)\.pt$")
+_ITERATION_RE = re.compile(r"_(\d+)\.(?:pt|onnx)$")
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,7 @@ def fetch(text: str, download_root: Path, files: RunFiles | None = None) -> Path
         raise UsageError(f"cannot list the files of W&B run {ref.path}: {reason}") from None
     name = ref.file if ref.file is not None else _newest_checkpoint(names, ref)
     if name not in names:
-        checkpoints = [n for n in names if _MODEL_RE.match(n) or n.endswith(".onnx")]
+        checkpoints = sorted((n for n in names if _MODEL_RE.match(n) or n.endswith(".onnx")), key=_by_iteration)
         shown = ", ".join(checkpoints[-5:]) or "none"
         raise UsageError(f"W&B run {ref.path} has no file {name} (checkpoints: {shown})")
     dest = download_root / ref.entity / ref.project / ref.run
@@ -178,6 +179,13 @@ def fetch(text: str, download_root: Path, files: RunFiles | None = None) -> Path
         raise UsageError(f"cannot download {name} of W&B run {ref.path} to {dest}: {reason}") from None
     logger.info("fetched %s of W&B run %s to %s", name, ref.path, dest)
     return dest / name
+
+
+def _by_iteration(name: str) -> tuple[int, bool, str]:
+    """Checkpoints oldest first (a listing's text order puts model_50 after model_300), each iteration's ``.pt``
+    before its ONNX file; files without an iteration before them."""
+    match = _ITERATION_RE.search(name)
+    return (int(match.group(1)) if match else -1, name.endswith(".onnx"), name)
 
 
 def _newest_checkpoint(names: list[str], ref: WandbRef) -> str:
