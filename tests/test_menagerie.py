@@ -238,6 +238,13 @@ def test_a_menagerie_root_without_the_robot_says_what_it_lacks(tmp_path: Path, m
     (tmp_path / "unitree_go1" / "xmls").mkdir(parents=True)
     with pytest.raises(UsageError, match=r"has no unitree_go1/go1.xml .* --env.robot <path to the XML>"):
         robot_file(UNITREE_GO1)
+    # An arm has no --env.robot: its record names the file (mjlab's YAM is i2rt_yam/xmls/yam.xml).
+    from mjfleet.tasks.manipulation.sources import arm_file, resolve_arm
+
+    (tmp_path / "i2rt_yam" / "xmls").mkdir(parents=True)
+    with pytest.raises(UsageError, match=r"has no i2rt_yam/yam.xml .*register an arm record") as error:
+        arm_file(resolve_arm("yam"))
+    assert "--env.robot" not in str(error.value)
 
 
 def test_a_copy_named_by_menagerie_root_trains_without_the_network(

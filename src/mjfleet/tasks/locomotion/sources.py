@@ -61,8 +61,13 @@ def robot_file(robot: RobotSpec) -> Path:
     return menagerie_file(robot.source)
 
 
-def menagerie_file(source: str) -> Path:
-    """The MJCF of ``menagerie:<robot>[/<entry>]`` on disk, downloaded into the cache if it is not there yet."""
+ROBOT_PATH_HINT = "pass another layout's file as --env.robot <path to the XML>"
+"""What a legged task takes instead of a Menagerie copy in another layout."""
+
+
+def menagerie_file(source: str, other_layout: str = ROBOT_PATH_HINT) -> Path:
+    """The MJCF of ``menagerie:<robot>[/<entry>]`` on disk, downloaded into the cache if it is not there yet;
+    ``other_layout`` tells how the task takes a copy laid out otherwise (a MENAGERIE_ROOT without the file)."""
     import mujoco_menagerie as mm
 
     name, _, entry = source.removeprefix(MENAGERIE_PREFIX).partition("/")
@@ -71,7 +76,7 @@ def menagerie_file(source: str) -> Path:
         file = model.entry(entry or model.default_model).file
         cache = mm.Cache()
         if cache.root is not None:
-            return _checkout_file(cache.root, name, file)
+            return _checkout_file(cache.root, name, file, other_layout)
         return model.path(cache, progress=None) / file
     except mm.MenagerieError as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -80,7 +85,7 @@ def menagerie_file(source: str) -> Path:
         ) from e
 
 
-def _checkout_file(root: Path, name: str, file: str) -> Path:
+def _checkout_file(root: Path, name: str, file: str, other_layout: str) -> Path:
     """``<root>/<name>/<file>`` of the copy that MENAGERIE_ROOT names, or one line saying what that folder lacks."""
     folder = root / name
     if not folder.is_dir():
@@ -90,10 +95,10 @@ def _checkout_file(root: Path, name: str, file: str) -> Path:
         raise UsageError(f"MENAGERIE_ROOT={root} has no folder {name}/{instead or '; ' + copy_hint(name)}")
     path = folder / file
     if not path.is_file():
-        # e.g. mjlab's asset tree, whose go1.xml is in unitree_go1/xmls/: such a file is passed as a path instead.
+        # e.g. mjlab's asset tree, whose go1.xml is in unitree_go1/xmls/: such a file is taken another way.
         raise UsageError(
             f"MENAGERIE_ROOT={root} has no {name}/{file} (the Menagerie layout <root>/{name}/{file}); copy Menagerie's"
-            f" folder there ({CLOSED_NETWORK_DOC}), or pass another layout's file as --env.robot <path to the XML>"
+            f" folder there ({CLOSED_NETWORK_DOC}), or {other_layout}"
         )
     return path
 

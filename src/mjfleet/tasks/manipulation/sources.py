@@ -8,6 +8,9 @@ from mjfleet.tasks.locomotion.sources import menagerie_file
 from mjfleet.tasks.manipulation.arms import ArmSpec
 from mjfleet.tasks.registry import all_arms
 
+OTHER_LAYOUT = "register an arm record whose source is another layout's file (docs/manipulation.md: your own arm)"
+"""What an arm task takes instead of a Menagerie copy in another layout: arms are records, not ``--env`` paths."""
+
 
 def resolve_arm(name: str) -> ArmSpec:
     """The registered arm record called ``name`` (``--env.arm``): mjfleet's own or an installed package's."""
@@ -22,7 +25,7 @@ def resolve_arm(name: str) -> ArmSpec:
 def arm_file(arm: ArmSpec) -> str:
     """The arm's MJCF on disk (a Menagerie model is downloaded into the cache if missing)."""
     if arm.path is None:
-        return str(menagerie_file(arm.source))
+        return str(menagerie_file(arm.source, OTHER_LAYOUT))
     if not arm.path.is_file():
         raise UsageError(f"arm {arm.name!r}: no such MJCF file {arm.source!r}")
     return str(arm.path)
