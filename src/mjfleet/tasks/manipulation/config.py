@@ -219,8 +219,8 @@ class LiftConfig(ManipulationConfig):
     precise_std: float = 0.05
     """Distance scale of ``lift_precise`` (metres)."""
     pinch_tolerance: float | None = 0.003
-    """A grasp (the ``grasp`` and ``height`` terms, ``Metrics/grasped_fraction``) counts only while the fingers'
-    opening, read from the arm record's ``grasp_pose``, is the cube's width within this (metres): closed fingertips
+    """A grasp (the ``grasp`` and ``height`` terms, ``Metrics/grasped_fraction``) counts only while the fingers' half
+    opening, read from the arm record's ``grasp_pose``, is the cube's half edge within this (metres): closed fingertips
     pressing on the cube from above touch it too, but do not hold it. None, or an arm without ``grasp_pose``: every
     fingertip touching the cube is enough."""
     rise_span: float = 0.05

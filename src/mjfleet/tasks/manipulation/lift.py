@@ -181,7 +181,7 @@ class LiftCubeTask(ArmTask[LiftConfig]):
 
     def grasped(self, env: MjEnv) -> torch.Tensor:
         """Whether every fingertip zone touches the cube (read from the physics step's contact sensors) with the
-        fingers as far apart as the cube is wide (``pinch_tolerance``)."""
+        fingers' half opening the cube's half edge (``pinch_tolerance``)."""
         touch = torch.all(env.sim.sensordata[:, self._grasp_adr] > 0, dim=-1)
         if self._pinch_tolerance is None:
             return touch
