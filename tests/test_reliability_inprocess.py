@@ -22,6 +22,7 @@ from mjfleet.launch.diagnosis import WorkerFailure, build_failure
 from mjfleet.launch.launcher import LaunchPlan
 from mjfleet.launch.worker_logs import write_report
 from mjfleet.rl.checkpoint.files import list_checkpoints, load_checkpoint, resolve_checkpoint, save_atomic
+from mjfleet.rl.checkpoint.saving import CheckpointWriteError
 from mjfleet.rl.divergence import NonFiniteTrainingError
 from mjfleet.rl.runner import Runner
 from mjfleet.runs import start as start_module
@@ -151,6 +152,34 @@ def test_nan_stops_the_run_keeps_the_last_good_checkpoint_and_exits_3(
     assert [i for i, _ in list_checkpoints(run_dir)] == [1, 2]
     assert f"run directory: {run_dir}" in message and "finish it" not in message
     assert json.loads((run_dir / "job.json").read_text())["ended"]["how"] == "failed"  # never continued
+
+
+def test_a_full_disk_exits_3_keeps_the_last_checkpoint_and_offers_to_finish_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No automatic restart (it would fail the same way until space is freed), but the run is not over: its ending
+    offers --finish, and job.json does not record it as failed (the ending left --finish out)."""
+    import errno
+
+    from mjfleet.rl.checkpoint import saving
+
+    real_save = saving.save_atomic
+
+    def save_until_full(payload: object, path: Path) -> None:
+        if Path(path).name == "model_2.pt":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_save(payload, path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(saving, "save_atomic", save_until_full)
+    argv = ["cartpole-balance", *TINY, "--agent.max-iterations", "4", "--agent.save-interval", "1"]
+    code, err = _main([*argv, "--log-root", str(tmp_path)])
+    assert code == 3
+    (run_dir,) = tmp_path.glob("*/*")
+    said = _flat(err)
+    assert "cannot write checkpoint" in said and "No space left on device" in said
+    assert f"{run_dir / 'model_1.pt'} is intact" in said
+    assert f"finish it: train cartpole-balance --finish {run_dir}" in said
+    assert json.loads((run_dir / "job.json").read_text()).get("ended") is None  # not recorded as failed
 
 
 def test_a_nan_loss_is_caught_before_anything_is_saved(tmp_path: Path) -> None:
@@ -380,19 +409,21 @@ def test_a_hang_names_the_silent_rank_and_its_last_iteration(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize(
-    ("exc", "code"),
+    ("exc", "code", "finishable"),
     [
-        (UsageError("checkpoint model_80.pt: its networks take 5 observations, the task gives 48"), 2),
-        (NonFiniteTrainingError("the value loss is nan"), 3),
-        (ImportError("No module named 'skrl'"), 3),
-        (RuntimeError("CUDA error: an illegal memory access"), 1),
+        (UsageError("checkpoint model_80.pt: its networks take 5 observations, the task gives 48"), 2, False),
+        (NonFiniteTrainingError("the value loss is nan"), 3, False),
+        (CheckpointWriteError("cannot write checkpoint model_9.pt: No space left on device"), 3, True),
+        (ImportError("No module named 'skrl'"), 3, True),
+        (RuntimeError("CUDA error: an illegal memory access"), 1, True),
     ],
 )
 def test_a_launched_workers_failure_exits_as_it_would_in_one_process(
-    exc: BaseException, code: int, tmp_path: Path
+    exc: BaseException, code: int, finishable: bool, tmp_path: Path
 ) -> None:
     """Bad input a launched worker found exited 3 ("would fail the same way", a diverged run's code) where one
-    process exits 2 (docs/guides/runs.md's table: a scheduler retries neither, but reads them apart)."""
+    process exits 2 (docs/guides/runs.md's table: a scheduler retries neither, but reads them apart). A full disk
+    is not retried either, but the run's ending offers --finish, as in one process."""
     from mjfleet.cli.train import _exit_code
     from mjfleet.launch.worker_entry import failure_report
 
@@ -401,7 +432,7 @@ def test_a_launched_workers_failure_exits_as_it_would_in_one_process(
         tmp_path, {"kind": "started", "rank": 1, "pid": 101, "time": time.time()}, failure_report(exc) | {"rank": 1}
     )
     failure = build_failure(RuntimeError("exit code 1"), plan, tmp_path, None)
-    assert failure.rank == 1 and _exit_code(failure) == code
+    assert failure.rank == 1 and _exit_code(failure) == code and failure.finishable == finishable
 
 
 @pytest.mark.parametrize(("quiet_s", "hinted"), [(118.0, True), (30.0, False)])

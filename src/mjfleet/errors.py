@@ -74,6 +74,14 @@ def is_retryable(exc: BaseException) -> bool:
     return not isinstance(exc, UsageError | FatalTrainingError | ImportError)
 
 
+def is_finishable(exc: BaseException) -> bool:
+    """Whether ``--finish`` may take the run on after ``exc`` once its cause outside the run is mended (a full disk, a
+    module installed, a crash): not bad input, not a training failure that would repeat (a divergence)."""
+    if isinstance(exc, FatalTrainingError):
+        return not exc.repeats
+    return not isinstance(exc, UsageError)
+
+
 def is_user_facing(exc: BaseException) -> bool:
     """Whether the message of ``exc`` says everything (its traceback would only distract)."""
     return isinstance(exc, UsageError | FatalTrainingError | PeerFailed)

@@ -36,6 +36,7 @@ from mjfleet.errors import (
     UsageError,
     exception_line,
     exits_on_usage_error,
+    is_finishable,
 )
 from mjfleet.launch.diagnosis import WorkerFailure
 from mjfleet.rl.config import DEFAULT_LEARNER, AgentConfig
@@ -202,7 +203,8 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(PEER_LOST_EXIT_CODE) from None  # before any process group: nothing to tear down
         except (WorkerFailure, FatalTrainingError, PeerFailed) as failure:
             code = _exit_code(failure)
-            end.close("failed", str(failure) or type(failure).__name__, code)
+            finishable = failure.finishable if isinstance(failure, WorkerFailure) else is_finishable(failure)
+            end.close("failed", str(failure) or type(failure).__name__, code, finishable=finishable)
         except KeyboardInterrupt:
             end.close("interrupted", signal_name(stop.signum or 2), exit_code(stop.signum or 2))
         except Exception as e:
@@ -238,9 +240,17 @@ class _Closing:
     def __init__(self, prepared: Prepared, began: float, run_dirs: list[Path]) -> None:
         self.prepared, self.began, self.run_dirs = prepared, began, run_dirs
 
-    def close(self, how: Ending, detail: str, code: int, results: list[WorkerResult] | None = None) -> NoReturn:
+    def close(
+        self,
+        how: Ending,
+        detail: str,
+        code: int,
+        results: list[WorkerResult] | None = None,
+        finishable: bool | None = None,
+    ) -> NoReturn:
         """Log the last lines (``detail``: its first line goes into the first; a failure's further lines, such as a
-        worker's last error lines and hints, follow it) and exit with ``code``."""
+        worker's last error lines and hints, follow it) and exit with ``code``; ``finishable``: whether they offer
+        ``--finish`` (by default as ``code`` says)."""
         detail, *more = detail.splitlines() or [""]
         cfg, run, external = self.prepared.cfg, self.prepared.run, self.prepared.external
         run_dir = self.run_dirs[-1] if self.run_dirs else None
@@ -267,7 +277,7 @@ class _Closing:
             ),
             wall_s=time.time() - self.began,
             detail=detail,
-            finishable=_finishable(how, code),
+            finishable=_finishable(how, code) if finishable is None else finishable,
             prefix=command_prefix(os.environ),
             launcher=None if external is None else external.launcher,
             env_steps=_env_steps_since(run_dir, started_at, results or []),
@@ -304,10 +314,11 @@ def _env_steps_since(run_dir: Path | None, started_at: int | None, results: list
 
 
 def _exit_code(failure: BaseException) -> int:
-    """3 where a restart would fail the same way, else 1 (docs/guides/runs.md's table; bad input a launched worker
-    found is a :class:`~mjfleet.errors.UsageError` by then, 2, as in one process)."""
+    """2 for bad input a launched worker found (as in one process; :func:`mjfleet.train.api.run` raises it as a
+    :class:`~mjfleet.errors.UsageError`), 3 where a restart would fail the same way, else 1 (docs/guides/runs.md's
+    table)."""
     if isinstance(failure, WorkerFailure):
-        return FAILED_EXIT_CODE if failure.retryable else FATAL_EXIT_CODE
+        return USAGE_EXIT_CODE if failure.usage_error else FAILED_EXIT_CODE if failure.retryable else FATAL_EXIT_CODE
     return FATAL_EXIT_CODE if isinstance(failure, FatalTrainingError) else FAILED_EXIT_CODE
 
 

@@ -30,6 +30,8 @@ class WorkerFailure(RuntimeError):
     """False when a restart would fail the same way (bad input, unimportable code, a non-retryable error)."""
     usage_error: bool = False
     """The worker found bad input (a :class:`~mjfleet.errors.UsageError`): exit code 2, as in one process."""
+    finishable: bool = True
+    """Whether ``--finish`` may take the run on once the cause is mended (:func:`mjfleet.errors.is_finishable`)."""
     unresponsive_ranks: Sequence[int] = ()
     """Ranks that stopped participating while others timed out waiting for them in a collective."""
 
@@ -57,6 +59,7 @@ class _Diagnosis:
     user_facing: bool = False
     """The error line says it all: no traceback or log tail is added."""
     usage_error: bool = False
+    finishable: bool = True
     others_named: bool = False
     """The error already names the other ranks that failed."""
 
@@ -78,7 +81,13 @@ def _diagnose(exc: BaseException, plan: LaunchPlan, report_dir: Path, failures: 
         retryable = bool(first.get("retryable", True))
         usage = bool(first.get("usage_error"))
         return _Diagnosis(
-            rank, str(first.get("error")), details, retryable=retryable, user_facing=user_facing, usage_error=usage
+            rank,
+            str(first.get("error")),
+            details,
+            retryable=retryable,
+            user_facing=user_facing,
+            usage_error=usage,
+            finishable=bool(first.get("finishable", True)),
         )
 
     started = sorted(read_reports(report_dir, "started"), key=lambda r: int(r["rank"]))
@@ -233,5 +242,6 @@ def build_failure(exc: BaseException, plan: LaunchPlan, report_dir: Path, log_ru
         log_path=log_path,
         retryable=diagnosis.retryable,
         usage_error=diagnosis.usage_error,
+        finishable=diagnosis.finishable,
         unresponsive_ranks=diagnosis.unresponsive,
     )

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Generic, TypeVar
 
-from mjfleet.errors import UsageError, exception_line, is_retryable, is_user_facing
+from mjfleet.errors import UsageError, exception_line, is_finishable, is_retryable, is_user_facing
 from mjfleet.runtime.context import MASTER_ADDR_ENV
 from mjfleet.runtime.peers import is_peer_failure
 from mjfleet.runtime.processes import hard_exit
@@ -87,6 +87,7 @@ def failure_report(exc: BaseException) -> dict[str, Any]:
         "traceback": lines[-TRACEBACK_LINES:],
         "peer_failure": is_peer_failure(exc),
         "retryable": is_retryable(exc),
+        "finishable": is_finishable(exc),
         "user_facing": is_user_facing(exc),
         "usage_error": isinstance(exc, UsageError),
     }
