@@ -42,6 +42,25 @@ def test_a_name_registered_twice_is_refused(toy: None) -> None:
         register(ENTRY.__class__(**{**ENTRY.__dict__, "label": "OTHER"}))
 
 
+def test_a_learner_whose_class_has_another_name_than_its_entry_is_refused_when_built() -> None:
+    """Its checkpoints would name a learner nobody registered: play, --resume and --finish would refuse them."""
+    from mjfleet.rl.learners.registry import build_learner
+    from mjfleet.runtime.context import DistributedContext
+
+    from .conftest import make_env
+
+    misnamed = dataclasses.replace(ENTRY, name="toy-misnamed")
+    register(misnamed)
+    try:
+        cfg = small_train_config()
+        cfg.agent.learner = "toy-misnamed"
+        env = make_env("cartpole-balance", num_envs=4)
+        with pytest.raises(TypeError, match="builds a ToyPpo named 'toy-ppo': set its class's name = 'toy-misnamed'"):
+            build_learner(env, cfg.agent, DistributedContext(device="cpu"), 4)
+    finally:
+        unregister(misnamed.name)
+
+
 @pytest.mark.slow
 def test_a_learner_of_ones_own_trains_continues_and_plays(toy: None, tmp_path: Path) -> None:
     argv = ["cartpole-balance", "--gpu-ids", "None", "--env.num-envs", "32", "--agent.num-steps-per-env", "8"]

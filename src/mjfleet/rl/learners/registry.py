@@ -77,8 +77,19 @@ def learner_entry(name: str) -> LearnerEntry:
 
 
 def build_learner(env: MjEnv, agent_cfg: AgentConfig, ctx: DistributedContext, train_envs: int) -> Learner:
-    """The learner ``--agent.learner`` names, for the first ``train_envs`` environments of ``env``."""
-    return learner_entry(agent_cfg.learner).factory()(env, agent_cfg, ctx, train_envs)
+    """The learner ``--agent.learner`` names, for the first ``train_envs`` environments of ``env``.
+
+    Its class's ``name`` must be the entry's: checkpoints record the learner by it, and ``play``, ``--resume`` and
+    ``--finish`` look that name up here.
+    """
+    entry = learner_entry(agent_cfg.learner)
+    learner = entry.factory()(env, agent_cfg, ctx, train_envs)
+    if getattr(learner, "name", None) != entry.name:
+        raise TypeError(
+            f"learner {entry.name!r} builds a {type(learner).__name__} named {getattr(learner, 'name', None)!r}:"
+            f" set its class's name = {entry.name!r} (checkpoints record it)"
+        )
+    return learner
 
 
 def network_state(entry: LearnerEntry, data: dict[str, Any], role: str) -> dict[str, Any]:
