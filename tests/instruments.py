@@ -21,7 +21,8 @@ install it in every worker of a run started from this process, in-process or lau
   - ``hang``: stop participating (sleep forever) while the other ranks wait in the next collective;
   - ``nan``: overwrite one weight of the actor's output layer with NaN, so the next iteration's losses are not
     finite (like a diverging update would leave them);
-  - ``sigint`` / ``sigterm``: send that signal to its own process (in-process runs: like pressing Ctrl-C).
+  - ``sigint`` / ``sigterm``: send that signal to its own process (in-process runs: like pressing Ctrl-C);
+  - ``nospace``: the disk fills: every later checkpoint write of its process fails as a full disk does.
 
   Each fault fires once per run directory (a marker file there remembers it), so an automatic restart, which
   continues in the same directory, gets past it. Runs without a run directory fire it every time.
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 HOOK = f"{__name__}:install"
 PROBES_ENV = "MJFLEET_PROBES"
 FAULT_ENV = "MJFLEET_FAULT"
-KINDS = ("raise", "timeout", "kill", "hang", "freeze", "nan", "sigint", "sigterm")
+KINDS = ("raise", "timeout", "kill", "hang", "freeze", "nan", "sigint", "sigterm", "nospace")
 REPO = Path(__file__).resolve().parents[1]
 """Launched workers import this module as ``tests.instruments``: the repository root goes on their PYTHONPATH."""
 
@@ -189,6 +190,15 @@ class Faults:
                 weights[-1].view(-1)[0] = float("nan")
         if kind in ("sigint", "sigterm"):
             os.kill(os.getpid(), signal.SIGINT if kind == "sigint" else signal.SIGTERM)
+        if kind == "nospace":
+            import errno
+
+            from mjfleet.rl.checkpoint import saving
+
+            def full(payload: object, path: Path) -> None:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+            saving.save_atomic = full  # type: ignore[assignment]
         if kind == "freeze":  # SIGSTOP: as a debugger or a suspended job leaves it, unable to answer SIGTERM
             os.kill(os.getpid(), signal.SIGSTOP)
         while kind == "hang":

@@ -560,10 +560,28 @@ def test_resuming_another_tasks_checkpoint_is_one_line_and_says_whose_it_is(tmp_
     code, _, err = run_main(train.main, [*go1, "--cpu-workers", str(workers), "--resume", str(checkpoint)])
     assert code == 2, err
     (line,) = [x for x in err.strip().splitlines() if x.startswith("error:")]
-    assert "its networks do not fit this task's observations and actions (size mismatch for" in line
+    assert line.startswith(f"error: checkpoint {checkpoint}: its networks do not fit this task's observations and")
+    assert "(size mismatch for" in line
     assert "Traceback" not in err
     assert "a checkpoint of cartpole-balance, resumed as go1-velocity-flat" in " ".join(err.split())
     assert not (tmp_path / "go1").exists(), "the rejected run's directory and the folders made for it are removed"
+
+
+def test_a_rejected_start_keeps_a_run_directory_that_records_an_earlier_attempts_failure(tmp_path: Path) -> None:
+    """A relaunch that finds bad input (a download that failed) must not delete the record of why the first attempt
+    failed: its restarts.log and worker logs."""
+    from types import SimpleNamespace
+
+    experiment = tmp_path / "logs" / "exp"
+    for name, restarted in (("kept", True), ("removed", False)):
+        run_dir = experiment / name
+        (run_dir / "torchrunx").mkdir(parents=True)
+        if restarted:
+            (run_dir / train_supervisor.RESTART_LOG).write_text("restart 1 of 1: worker rank 0 failed: ...\n")
+        prepared = SimpleNamespace(run=SimpleNamespace(continues=False))
+        api._remove_unborn_run(prepared, run_dir, tmp_path)  # type: ignore[arg-type]
+        assert run_dir.exists() == restarted, name
+    assert experiment.exists()  # the kept run is still in it
 
 
 def test_play_without_a_checkpoint_says_null_and_a_video_it_cannot_render_is_one_line(

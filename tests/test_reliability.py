@@ -170,3 +170,22 @@ def test_ctrl_c_on_the_launcher_checkpoints_and_resume_continues(tmp_path: Path,
 
     resumed = run(small_train_config(num_envs=32, steps=8, iterations=2, log_root=tmp_path / "2", resume=run_dir))
     assert [r.iteration for r in resumed[0].records] == [stopped_at + 1, stopped_at + 2]
+
+
+def test_a_full_disk_in_a_launched_run_exits_3_and_offers_to_finish_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rank 0's disk fills after its first iteration: not restarted (it would fail the same way until space is freed),
+    but the run is not over, and its ending says how to finish it, as in one process."""
+    from mjfleet.cli import train
+
+    from .helpers import run_main
+
+    instrument(monkeypatch, fault="nospace@0:1")
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--cpu-workers", "2", *TINY, "--agent.max-iterations", "4"]
+    code, out, err = run_main(train.main, [*argv, "--agent.save-interval", "1", "--log-root", str(tmp_path)])
+    assert code == 3, err
+    (run_dir,) = tmp_path.glob("*/*")
+    said = _flat(out + err)
+    assert "cannot write checkpoint" in said and "No space left on device" in said
+    assert f"finish it: train cartpole-balance --finish {run_dir}" in said

@@ -32,6 +32,8 @@ class WorkerFailure(RuntimeError):
     """The worker found bad input (a :class:`~mjfleet.errors.UsageError`): exit code 2, as in one process."""
     finishable: bool = True
     """Whether ``--finish`` may take the run on once the cause is mended (:func:`mjfleet.errors.is_finishable`)."""
+    user_message: str = ""
+    """A usage error's own message, whole and without its type (what one process prints)."""
     unresponsive_ranks: Sequence[int] = ()
     """Ranks that stopped participating while others timed out waiting for them in a collective."""
 
@@ -60,6 +62,7 @@ class _Diagnosis:
     """The error line says it all: no traceback or log tail is added."""
     usage_error: bool = False
     finishable: bool = True
+    user_message: str = ""
     others_named: bool = False
     """The error already names the other ranks that failed."""
 
@@ -87,7 +90,8 @@ def _diagnose(exc: BaseException, plan: LaunchPlan, report_dir: Path, failures: 
             retryable=retryable,
             user_facing=user_facing,
             usage_error=usage,
-            finishable=bool(first.get("finishable", True)),
+            finishable=bool(first.get("finishable", retryable)),  # a report without it: as its exit code said
+            user_message=str(first.get("message", "")),
         )
 
     started = sorted(read_reports(report_dir, "started"), key=lambda r: int(r["rank"]))
@@ -243,5 +247,6 @@ def build_failure(exc: BaseException, plan: LaunchPlan, report_dir: Path, log_ru
         retryable=diagnosis.retryable,
         usage_error=diagnosis.usage_error,
         finishable=diagnosis.finishable,
+        user_message=diagnosis.user_message,
         unresponsive_ranks=diagnosis.unresponsive,
     )

@@ -90,6 +90,8 @@ def failure_report(exc: BaseException) -> dict[str, Any]:
         "finishable": is_finishable(exc),
         "user_facing": is_user_facing(exc),
         "usage_error": isinstance(exc, UsageError),
+        # Bad input's own words, whole and without the type: what one process prints for it.
+        "message": str(exc).strip() if isinstance(exc, UsageError) else "",
     }
 
 

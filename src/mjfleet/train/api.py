@@ -206,14 +206,17 @@ def run(
         plan = prepared.launch_plan
         assert plan is not None
         where = f"{plan.locate(failure.rank)[0]}: " if failure.rank is not None and len(plan.hostnames) > 1 else ""
-        raise UsageError(f"{where}{failure.error}") from failure
+        raise UsageError(f"{where}{failure.user_message or failure.error}") from failure
 
 
 def _remove_unborn_run(prepared: Prepared, run_dir: Path, existing: Path) -> None:
-    """Remove a run directory this start created while it holds no checkpoint (no run until the first one), and the
-    folders made for it (the experiment's, the log root) where nothing else went into them."""
+    """Remove a run directory this start created while it holds no checkpoint (no run until the first one) nor the
+    record of an earlier attempt's failure (``restarts.log``), and the folders made for it (the experiment's, the log
+    root) where nothing else went into them."""
+    from mjfleet.train.supervisor import RESTART_LOG
+
     assert prepared.run is not None
-    if prepared.run.continues or list_checkpoints(run_dir):
+    if prepared.run.continues or list_checkpoints(run_dir) or (run_dir / RESTART_LOG).exists():
         return
     shutil.rmtree(run_dir, ignore_errors=True)
     with contextlib.suppress(OSError):
