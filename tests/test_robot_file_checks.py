@@ -18,7 +18,7 @@ import pytest
 from mjfleet.errors import UsageError
 from mjfleet.tasks.locomotion.check import robot_problems
 from mjfleet.tasks.locomotion.config import LocomotionConfig
-from mjfleet.tasks.locomotion.robots import BUILTIN_ROBOTS, GO1, UNITREE_G1, RobotSpec, Servo, Zone
+from mjfleet.tasks.locomotion.robots import BUILTIN_ROBOTS, GO1, UNITREE_G1, UNITREE_GO1, RobotSpec, Servo, Zone
 from mjfleet.tasks.locomotion.sources import robot_file
 
 FIXTURE = Path(__file__).with_name("fixtures") / "menagerie"
@@ -205,6 +205,39 @@ def test_building_the_task_checks_the_file_as_well(tmp_path: Path) -> None:
     path = _write(tmp_path, NO_KEYFRAME)
     with pytest.raises(UsageError, match=r"^robot 'unitree_go1' \(.*go1.xml\) lacks .* no keyframe 'home'"):
         LocomotionTask(LocomotionConfig(robot=str(path)))
+
+
+def test_a_record_without_timestep_on_a_file_of_another_step_is_warned(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The fixture's Go1 keeps MuJoCo's default 2 ms step: with a record that sets no timestep, the task's 4 physics
+    steps per control step make 125 Hz control, which is said once, with the record's and the flag's remedies."""
+    from mjfleet.envs.env import MjEnv
+    from mjfleet.tasks.locomotion import task as locomotion
+    from mjfleet.tasks.registry import get_task
+
+    monkeypatch.setenv("MENAGERIE_ROOT", str(FIXTURE))
+    untimed = dataclasses.replace(UNITREE_GO1, timestep=0.0)
+    monkeypatch.setattr(locomotion, "resolve_robot", lambda value: untimed)
+    monkeypatch.setattr(locomotion, "_said_rates", set())
+    cfg = get_task("unitree-go1-velocity-flat").env_cfg()
+    assert isinstance(cfg, LocomotionConfig)
+    cfg = dataclasses.replace(cfg, num_envs=2)
+
+    def warnings(decimation: int) -> list[str]:
+        caplog.clear()
+        sim = dataclasses.replace(cfg.sim, decimation=decimation, backend="mujoco")
+        MjEnv(locomotion.LocomotionTask(dataclasses.replace(cfg, sim=sim)), device="cpu")
+        return [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+
+    (line,) = warnings(4)
+    assert line.startswith(
+        "robot 'unitree_go1': the record sets no timestep, so the file's physics step (2 ms) with 4 physics steps per"
+        " control step makes 125 Hz control, not the 50 Hz the task's settings are tuned for; set timestep=0.005"
+        " in its record or --env.sim.decimation 10"
+    )
+    assert warnings(4) == []  # said once per robot and rate
+    assert warnings(10) == []  # 50 Hz
 
 
 BROKEN = GO1_XML.replace('<site name="imu"/>', '<site name="imu"', 1)
