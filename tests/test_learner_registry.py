@@ -61,6 +61,25 @@ def test_a_learner_whose_class_has_another_name_than_its_entry_is_refused_when_b
         unregister(misnamed.name)
 
 
+def test_an_off_policy_learner_that_does_not_ask_for_final_observations_is_refused_when_built() -> None:
+    """Its replay buffer would bootstrap every time-out from the next episode's first observation, without a word."""
+    from mjfleet.rl.learners.registry import build_learner
+    from mjfleet.runtime.context import DistributedContext
+
+    from .conftest import make_env
+
+    replaying = dataclasses.replace(ENTRY, off_policy=True, settings="sac")
+    register(replaying)
+    try:
+        cfg = small_train_config()
+        cfg.agent.learner = replaying.name
+        env = make_env("cartpole-balance", num_envs=4)
+        with pytest.raises(TypeError, match="registered off_policy, but ToyPpo does not ask for the observations"):
+            build_learner(env, cfg.agent, DistributedContext(device="cpu"), 4)
+    finally:
+        unregister(replaying.name)
+
+
 @pytest.mark.slow
 def test_a_learner_of_ones_own_trains_continues_and_plays(toy: None, tmp_path: Path) -> None:
     argv = ["cartpole-balance", "--gpu-ids", "None", "--env.num-envs", "32", "--agent.num-steps-per-env", "8"]

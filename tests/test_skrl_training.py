@@ -402,7 +402,7 @@ def test_td3_draws_its_exploration_noise_without_reading_it_back() -> None:
 
 
 @pytest.mark.parametrize("learner", ["skrl-sac", "skrl-td3"])
-def test_a_played_off_policy_checkpoint_builds_no_replay_buffer_of_the_training_size(
+def test_a_played_off_policy_checkpoint_builds_no_replay_buffer_of_the_training_size_nor_final_observations(
     learner: str, tmp_path: Path
 ) -> None:
     from mjfleet.rl.evaluation.episodes import load_policy
@@ -419,11 +419,15 @@ def test_a_played_off_policy_checkpoint_builds_no_replay_buffer_of_the_training_
         real_init(self, *args, **kwargs)  # type: ignore[arg-type]
         built.append(self)
 
+    played_env = make_env(num_envs=64)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Runner, "__init__", remember)
-        policy = load_policy(checkpoint, make_env(num_envs=64), cfg.agent, "cpu")
+        policy = load_policy(checkpoint, played_env, cfg.agent, "cpu")
     (played,) = built
     assert played.learner.agent.memory.memory_size == 1  # type: ignore[attr-defined]
+    # Nor the observations episodes end in, which only a learner's memory reads: computing them draws the task's
+    # observation noise, so play's episodes would differ from the ONNX file's at the same --seed.
+    assert trained.env.final_observations and not played_env.final_observations
     trained_actor = trained.get_inference_policy("cpu")
     obs = make_env(num_envs=64).get_observations()
     assert torch.equal(policy(obs), trained_actor(obs))  # the same policy, whatever the buffer

@@ -63,6 +63,9 @@ def load_policy(checkpoint: Path, env: MjEnv, agent_cfg: AgentConfig, device: st
 
     runner = Runner(env, _without_replay(agent_cfg), DistributedContext(device=device), run_dir=None)
     runner.load(str(checkpoint), evaluate=True)  # play's --seed decides resets, not the training run's RNGs
+    # No learner's memory reads them here; computing them would draw the task's observation noise once more at every
+    # episode's end, and play's episodes would differ from the exported file's at the same --seed.
+    env.final_observations = False
     return runner.get_inference_policy(device)  # type: ignore[return-value]
 
 

@@ -80,7 +80,7 @@ def build_learner(env: MjEnv, agent_cfg: AgentConfig, ctx: DistributedContext, t
     """The learner ``--agent.learner`` names, for the first ``train_envs`` environments of ``env``.
 
     Its class's ``name`` must be the entry's: checkpoints record the learner by it, and ``play``, ``--resume`` and
-    ``--finish`` look that name up here.
+    ``--finish`` look that name up here. An off-policy entry's class must ask for ``final_observations``.
     """
     entry = learner_entry(agent_cfg.learner)
     learner = entry.factory()(env, agent_cfg, ctx, train_envs)
@@ -88,6 +88,13 @@ def build_learner(env: MjEnv, agent_cfg: AgentConfig, ctx: DistributedContext, t
         raise TypeError(
             f"learner {entry.name!r} builds a {type(learner).__name__} named {getattr(learner, 'name', None)!r}:"
             f" set its class's name = {entry.name!r} (checkpoints record it)"
+        )
+    if entry.off_policy and not learner.final_observations:
+        raise TypeError(
+            f"learner {entry.name!r} is registered off_policy, but {type(learner).__name__} does not ask for the"
+            " observations episodes end in: set its class's final_observations = True (the environments reset"
+            " inside the step, and a replay buffer would bootstrap a time-out from the next episode's first"
+            " observation)"
         )
     return learner
 
