@@ -13,7 +13,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "mjfleet"
 
-CORE = {"errors", "console", "config_io", "files", "__init__"}
+CORE = {"errors", "console", "config_io", "files", "paths", "__init__"}
 """Top-level helper modules every package may use; they import no other mjfleet package."""
 
 ALLOWED: dict[str, set[str]] = {

@@ -292,6 +292,8 @@ def test_a_relative_robot_file_is_recorded_absolute(tmp_path: Path, monkeypatch:
     assert LocomotionConfig(robot="robots/go1.xml").robot == str(tmp_path / "robots" / "go1.xml")
     assert TrackingConfig(robot="g1.xml").robot == str(tmp_path / "g1.xml")
     assert LocomotionConfig(robot="menagerie:unitree_go1").robot == "menagerie:unitree_go1"  # a name stays a name
+    with pytest.raises(UsageError, match=r"^--env.robot ~no-such-user-here/go1.xml: Could not determine home"):
+        LocomotionConfig(robot="~no-such-user-here/go1.xml")  # was Path.expanduser's traceback
 
 
 @pytest.mark.parametrize(

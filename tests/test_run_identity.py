@@ -97,6 +97,8 @@ def test_the_fingerprint_holds_what_is_trained_not_how_or_where() -> None:
         assert fingerprint(_settings(changed)) != same
     said = differences(_settings(base), _settings(dataclasses.replace(base, seed=2)))
     assert said == "--seed 2 (the run has 1)"
+    # An empty setting (the tracking task's shipped motion) is said as one, not as a blank: "(the run has )".
+    assert differences({"env.motion": ""}, {"env.motion": "/m.csv"}) == "--env.motion /m.csv (the run has '')"
 
 
 def test_run_id_continues_its_run_and_refuses_other_settings(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import torch
 
 from mjfleet.cli import train
 from mjfleet.envs.env import MjEnv
+from mjfleet.errors import UsageError
 from mjfleet.tasks.registry import get_task
 from mjfleet.tasks.tracking.config import SHIPPED_MOTION, TrackingConfig
 from mjfleet.tasks.tracking.task import TrackingTask
@@ -591,3 +592,19 @@ def test_a_motion_longer_than_an_episode_says_what_a_success_judges(
         dataclasses.replace(cfg, episode_length_s=19.0).prepare_assets()
         get_task(TASK).env_cfg().prepare_assets()  # the shipped motion: 6 s
     assert "the motion lasts" not in caplog.text
+
+
+@needs_g1
+def test_building_the_task_checks_the_motion_on_the_robot_as_train_does(tmp_path: Path) -> None:
+    """``play`` and the viewer build the task without train's checks: a motion in degrees played on with a joint
+    error of 79 rad, and a CSV frame rate of 0 was a ZeroDivisionError."""
+    rows = np.loadtxt(SHIPPED_MOTION, delimiter=",", ndmin=2)
+    rows[:, 7:] = np.degrees(rows[:, 7:])
+    degrees = tmp_path / "degrees.csv"
+    np.savetxt(degrees, rows, delimiter=",")
+    cfg = dataclasses.replace(get_task(TASK).env_cfg(), num_envs=2)
+    assert isinstance(cfg, TrackingConfig)
+    with pytest.raises(UsageError, match=r"degrees.csv: .* beyond its range .*\(the layout's angles are radians\)$"):
+        TrackingTask(dataclasses.replace(cfg, motion=str(degrees)))
+    with pytest.raises(UsageError, match=r"^--env.motion-fps must be between 1 and 1000 \(got 0\)$"):
+        TrackingTask(dataclasses.replace(cfg, motion_fps=0.0))

@@ -130,7 +130,14 @@ def test_every_bad_file_is_one_line_naming_it_and_what_is_wrong(model: mujoco.Mj
     ragged.write_text("\n".join([*lines[:4], lines[4] + ",0.5", *lines[5:]]))
     _refused(ragged, joints, "line 5 has 37 columns, the layout has 36")
     (tmp_path / "binary.csv").write_bytes(b"\xff\xfe\x00\x81")
-    _refused(tmp_path / "binary.csv", joints, "not a text file")
+    _refused(tmp_path / "binary.csv", joints, "not UTF-8 text")
+    (tmp_path / "latin1.csv").write_bytes("# export de la m\u00e9thode\n".encode("latin-1"))  # a Windows export
+    _refused(tmp_path / "latin1.csv", joints, "not UTF-8 text (a text file of another encoding: save it as UTF-8)")
+    for rate in (0.0, -30.0, float("nan")):  # the CSV's rate: play and the viewer read it here too (0 crashed there)
+        with pytest.raises(UsageError, match=r"^--env.motion-fps must be between 1 and 1000 \(got"):
+            read_motion(_csv(tmp_path, rows), joints, rate)
+    with pytest.raises(UsageError, match=r"^motion file ~no-such-user-here/m.csv: Could not determine home"):
+        read_motion(Path("~no-such-user-here/m.csv"), joints)
     np.savez(tmp_path / "partial.npz", fps=[50], joint_pos=rows[:, 7:])
     _refused(tmp_path / "partial.npz", joints, "no body_pos_w, body_quat_w")
     frames = rows.shape[0]
@@ -155,6 +162,8 @@ def test_every_bad_file_is_one_line_naming_it_and_what_is_wrong(model: mujoco.Mj
     _refused(tmp_path / "one_array.npz", joints, "holds one array (an .npy file?)")
     (tmp_path / "text.npz").write_text("fps,30\n")
     _refused(tmp_path / "text.npz", joints, "not an npz (a zip archive of named arrays)")
+    np.savez(tmp_path / "complex.npz", fps=[50], joint_pos=rows[:, 7:] + 1j, body_pos_w=pos, body_quat_w=quat)
+    _refused(tmp_path / "complex.npz", joints, "joint_pos holds complex128 values, not real numbers")  # was cut
     objects = {"fps": np.array([{"fps": 30}], dtype=object), "body_pos_w": pos, "body_quat_w": quat}
     np.savez(tmp_path / "objects.npz", joint_pos=rows[:, 7:], **objects)
     _refused(tmp_path / "objects.npz", joints, "not a readable npz (Object arrays cannot be loaded")
@@ -228,6 +237,12 @@ def test_a_relative_motion_path_is_recorded_absolute(tmp_path: Path, monkeypatch
         cfg.motion == str(tmp_path / "motions" / "mine.csv") and cfg.motion_file() == tmp_path / "motions" / "mine.csv"
     )
     assert TrackingConfig().motion == ""  # the shipped motion
+    # Named by its path, the shipped motion is the default's run (it was "other settings", said as "the run has ").
+    from mjfleet.tasks.tracking.config import SHIPPED_MOTION
+
+    assert TrackingConfig(motion=str(SHIPPED_MOTION)).motion == ""
+    with pytest.raises(UsageError, match=r"^--env.motion ~no-such-user-here/m.csv: Could not determine home"):
+        TrackingConfig(motion="~no-such-user-here/m.csv")
 
 
 @pytest.mark.parametrize("yaw_rate", [0.5, 0.7])  # headings within 30 and 40 degrees

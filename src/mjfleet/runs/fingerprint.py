@@ -188,4 +188,6 @@ def _flag(key: str) -> str:
 
 
 def _show(value: Any) -> str:
-    return "nothing" if value is _ABSENT else flag_value(value)
+    if value is _ABSENT:
+        return "nothing"
+    return "''" if value == "" else flag_value(value)  # an empty setting (the shipped motion): not a blank

@@ -21,6 +21,7 @@ import tyro
 
 from mjfleet.envs.config import EnvConfig, check_env
 from mjfleet.errors import UsageError
+from mjfleet.paths import absolute_path
 from mjfleet.render.size import check_video_size
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.evaluation.stop_condition import StopWhen, as_condition
@@ -232,10 +233,7 @@ def validate(cfg: TrainConfig) -> None:
     if cfg.resume is not None and not is_wandb_ref(cfg.resume):
         # Recorded as typed, the same checkpoint by another spelling trained "other settings" under one --run-id,
         # and the run's record of it was another folder's path for --finish and for remote ranks.
-        try:
-            cfg.resume = cfg.resume.expanduser().absolute()
-        except RuntimeError as e:  # ~user of no such user
-            raise UsageError(f"--resume {cfg.resume}: {e}") from None
+        cfg.resume = absolute_path(cfg.resume, "--resume")
     if cfg.torchrunx_log_dir is not None and "\x00" in cfg.torchrunx_log_dir:
         raise UsageError("--torchrunx-log-dir contains a NUL character")
     if any(not h.strip() or "\x00" in h for h in cfg.hostnames):

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from mjfleet.paths import absolute_path
+
 ASSETS = Path(__file__).with_name("assets")
 
 GeomKind = Literal["sphere", "capsule", "box", "cylinder", "ellipsoid", "mesh"]
@@ -28,7 +30,7 @@ def names_robot_file(value: str) -> bool:
 def absolute_robot_path(value: str) -> str:
     """``--env.robot``, made absolute where it names an MJCF file: as typed, a relative path is the folder's the
     command ran in, and ``play`` of the run or its restart from elsewhere would look for another file."""
-    return str(Path(value).expanduser().absolute()) if names_robot_file(value) else value
+    return str(absolute_path(value, "--env.robot")) if names_robot_file(value) else value
 
 
 @dataclass(frozen=True)

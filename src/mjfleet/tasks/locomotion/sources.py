@@ -13,6 +13,7 @@ import dataclasses
 from pathlib import Path
 
 from mjfleet.errors import UsageError, mujoco_message
+from mjfleet.paths import absolute_path
 from mjfleet.tasks.locomotion.robots import RobotSpec, names_robot_file
 from mjfleet.tasks.registry import all_robots
 
@@ -123,7 +124,7 @@ def resolve_robot(value: str) -> RobotSpec:
             )
         return found[0]
     if names_robot_file(value):
-        path = Path(value).expanduser()
+        path = absolute_path(value, "--env.robot")
         if not path.is_file():
             raise UsageError(f"--env.robot {value!r}: no such MJCF file")
         return _record_for_file(path, robots)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Literal, Self
 
 from mjfleet.envs.config import EnvConfig, check_at_least
+from mjfleet.paths import absolute_path
 from mjfleet.tasks.locomotion.config import RandomizationConfig
 from mjfleet.tasks.locomotion.robots import absolute_robot_path
 
@@ -151,7 +152,9 @@ class TrackingConfig(EnvConfig):
         # A relative path is the folder's the command ran in: stored as it was typed, play of the run from
         # elsewhere would look for another file.
         if self.motion:
-            self.motion = str(Path(self.motion).expanduser().absolute())
+            self.motion = str(absolute_path(self.motion, "--env.motion"))
+            if Path(self.motion) == SHIPPED_MOTION.absolute():  # named by its path: the same run as the default's
+                self.motion = ""
         self.robot = absolute_robot_path(self.robot)
 
     def motion_file(self) -> Path:
@@ -180,12 +183,8 @@ class TrackingConfig(EnvConfig):
         created."""
         from mjfleet.errors import UsageError
         from mjfleet.tasks.locomotion.sources import resolve_robot, robot_file
-        from mjfleet.tasks.tracking.motion import FPS_RANGE, check_on_robot, read_motion
+        from mjfleet.tasks.tracking.motion import check_on_robot, read_motion
 
-        if not FPS_RANGE[0] <= self.motion_fps <= FPS_RANGE[1]:
-            raise UsageError(
-                f"--env.motion-fps must be between {FPS_RANGE[0]:g} and {FPS_RANGE[1]:g} (got {self.motion_fps:g})"
-            )
         if not 0.0 <= self.adaptive_uniform <= 1.0:
             raise UsageError(f"--env.adaptive-uniform must be between 0 and 1 (got {self.adaptive_uniform})")
         if not 0.0 < self.adaptive_decay <= 1.0:

@@ -26,6 +26,7 @@ import mujoco
 import numpy as np
 
 from mjfleet.errors import UsageError
+from mjfleet.paths import absolute_path
 
 CSV_FPS = 30.0
 """Frames per second of the retargeted CSV layout (the LAFAN1 retargeting's; other tools' CSVs may have others)."""
@@ -73,7 +74,9 @@ class Motion:
 def read_motion(path: Path, joints: int, csv_fps: float = CSV_FPS) -> Motion:
     """The motion in ``path`` (``.csv`` at ``csv_fps`` frames per second, or ``.npz``) of a robot with ``joints``
     hinge joints, checked."""
-    path = Path(path).expanduser()
+    if not FPS_RANGE[0] <= csv_fps <= FPS_RANGE[1]:  # NaN too; here, so that play and the viewer check it as train does
+        raise UsageError(f"--env.motion-fps must be between {FPS_RANGE[0]:g} and {FPS_RANGE[1]:g} (got {csv_fps:g})")
+    path = absolute_path(path, "motion file")
     if not path.is_file():
         what = "is a directory" if path.is_dir() else "is not a regular file" if path.exists() else "does not exist"
         raise UsageError(f"motion file {path} {what}")
@@ -186,7 +189,9 @@ def _read_csv(path: Path, joints: int, fps: float) -> tuple[float, np.ndarray, n
     try:
         text = path.read_text(encoding="utf-8-sig")  # a spreadsheet's "CSV UTF-8" begins with a byte-order mark
     except UnicodeDecodeError:
-        raise UsageError(f"motion file {path}: not a text file") from None
+        raise UsageError(
+            f"motion file {path}: not UTF-8 text (a text file of another encoding: save it as UTF-8)"
+        ) from None
     # (line number from 1, its values): blank lines and comments (#) are not frames
     lines = [(n, line.split("#", 1)[0].strip()) for n, line in enumerate(text.splitlines(), 1)]
     lines = [(n, line) for n, line in lines if line]
@@ -250,13 +255,17 @@ def _read_npz(path: Path, joints: int) -> tuple[float, np.ndarray, np.ndarray, n
         missing = [key for key in NPZ_KEYS if key not in data.files]
         if missing:
             raise UsageError(f"motion file {path}: no {', '.join(missing)} (mjlab's csv_to_npz writes {NPZ_KEYS})")
-        rate = np.asarray(data["fps"]).reshape(-1)
+        arrays = {key: np.asarray(data[key]) for key in NPZ_KEYS}
+        for key, array in arrays.items():
+            if array.dtype.kind not in "iuf":  # complex numbers would lose their imaginary part without a word
+                raise UsageError(f"motion file {path}: {key} holds {array.dtype} values, not real numbers")
+        rate = arrays["fps"].reshape(-1)
         if rate.size != 1:
             raise UsageError(f"motion file {path}: fps holds {rate.size} values, not one frame rate")
         fps = float(rate[0])
-        joint_pos = np.asarray(data["joint_pos"], dtype=np.float64)
-        body_pos = np.asarray(data["body_pos_w"], dtype=np.float64)
-        body_quat = np.asarray(data["body_quat_w"], dtype=np.float64)
+        joint_pos, body_pos, body_quat = (
+            arrays[key].astype(np.float64) for key in ("joint_pos", "body_pos_w", "body_quat_w")
+        )
     except UsageError:
         raise
     except Exception as e:

@@ -36,7 +36,7 @@ from mjfleet.tasks.locomotion.rotations import (
 )
 from mjfleet.tasks.locomotion.sources import resolve_robot
 from mjfleet.tasks.tracking.config import TrackingConfig
-from mjfleet.tasks.tracking.motion import kinematics, read_motion, resample
+from mjfleet.tasks.tracking.motion import check_on_robot, kinematics, read_motion, resample
 from mjfleet.tasks.tracking.reference import Reference
 from mjfleet.tasks.tracking.sampling import StartSampler
 
@@ -57,6 +57,8 @@ class TrackingTask(Task[TrackingConfig]):
         movable_centre_of_mass(self._model, self.robot.base_body, cfg.randomization)
         self._joints = [j for j in range(self._model.njnt) if self._model.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE]
         self.motion = read_motion(cfg.motion_file(), len(self._joints), cfg.motion_fps)
+        # Also here, not only in prepare_assets: play and the viewer build the task without train's checks.
+        check_on_robot(self._model, self.motion)
 
     def build_model(self) -> mujoco.MjModel:
         return self._model

@@ -1,0 +1,17 @@
+"""Paths a user types, as a run records them: ``~`` expanded and absolute, one line where that cannot be done."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mjfleet.errors import UsageError
+
+
+def absolute_path(value: str | Path, flag: str) -> Path:
+    """``value`` with ``~`` expanded, made absolute against the folder the command runs in (as typed, a relative path
+    is another file for ``play`` of the run from elsewhere, or for a restart); a ``~user`` of no such user is one
+    line naming ``flag`` (:class:`UsageError`), not the traceback ``Path.expanduser`` raises."""
+    try:
+        return Path(value).expanduser().absolute()
+    except RuntimeError as e:  # "Could not determine home directory."
+        raise UsageError(f"{flag} {value}: {e}") from None
