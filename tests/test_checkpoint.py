@@ -125,3 +125,28 @@ def test_play_and_resume_pick_the_same_newest_run_where_names_and_modification_t
         _, cfg, _ = play.parse_args(["cartpole-balance", "--log-root", str(tmp_path), *extra])
         assert cfg.checkpoint is not None and resolve_play_checkpoint(cfg.checkpoint) == expected
         assert cfg.env.episode_length_s == 3.5
+
+
+def test_a_checkpoint_edited_by_hand_is_one_line(tmp_path: Path) -> None:
+    """Its iteration not a count (a run went on at iteration -4), or layers its networks do not have (torch's
+    "Missing key(s)" came as a traceback after the run directory existed)."""
+    from mjfleet.rl.runner import Runner
+    from mjfleet.runtime.context import DistributedContext
+
+    from .conftest import make_env
+
+    for it in ("abc", -5, True):
+        path = tmp_path / "model_7.pt"
+        save_atomic({**PAYLOAD, "iter": it}, path)
+        with pytest.raises(UsageError, match=r"model_7.pt: its iteration .* is not a count of iterations$"):
+            load_checkpoint(path)
+    cfg = small_train_config(num_envs=8, steps=4)
+    runner = Runner(make_env(num_envs=8), cfg.agent, DistributedContext(device="cpu"), tmp_path)
+    saved = runner.save_checkpoint()
+    assert saved is not None
+    data = torch.load(saved, weights_only=True)
+    data["actor_state_dict"].pop(next(iter(data["actor_state_dict"])))
+    torch.save(data, saved)
+    other = Runner(make_env(num_envs=8), cfg.agent, DistributedContext(device="cpu"), None)
+    with pytest.raises(UsageError, match=r"model_0.pt: its networks are not this run's \(Missing key\(s\)"):
+        other.load(str(saved))

@@ -63,6 +63,8 @@ def _usage_error(capsys: pytest.CaptureFixture[str], main: object, argv: list[st
         (["cartpole-balance", "--gpu-ids", "0", "0"], "more than once"),
         (["cartpole-balance", "--env.num-envs", "0"], "--env.num-envs must be at least 1"),
         (["cartpole-balance", "--env.num-envs", "many"], "'many' (expected --env.num-envs INT)"),
+        # rsl-rl-lib's ValueError came from the worker, after the run directory existed.
+        (["cartpole-balance", "--agent.policy.activation", "nonsense"], "invalid choice 'nonsense' for argument"),
         (
             ["cartpole-balance", "--env.sim.use-graph", "False"],
             "False (--env.sim.use-graph is an on/off flag and takes no value: --env.sim.use-graph or"
@@ -186,6 +188,9 @@ def test_play_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     assert "at least 1" in _usage_error(
         capsys, play.main, ["cartpole-balance", "--agent", "zero", "--num-episodes", "0"]
     )
+    assert "--seed must be between 0 and 4294967295 (got 99999999999)" in _usage_error(  # was torch's traceback
+        capsys, play.main, ["cartpole-balance", "--agent", "zero", "--gpu-ids", "None", "--seed", "99999999999"]
+    )
     zero = ["cartpole-balance", "--agent", "zero", "--gpu-ids", "None"]
     assert "--env.sim.decimation must be at least 1" in _usage_error(
         capsys, play.main, [*zero, "--env.sim.decimation", "0"]
@@ -241,11 +246,17 @@ def test_bench_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
 
 
 def test_list_tasks_prints_ids_and_descriptions(capsys: pytest.CaptureFixture[str]) -> None:
-    list_tasks.main()
+    list_tasks.main([])
     out = capsys.readouterr().out.splitlines()
     ids = [line.split()[0] for line in out]
     assert {"cartpole-balance", "cartpole-swingup"} <= set(ids)
     assert all(len(line.split(maxsplit=1)) == 2 for line in out)
+    # An argument is refused (a train flag typed here printed the table as if taken); --help says what it does.
+    assert "list-tasks takes no arguments (got --bogus extra)" in _usage_error(
+        capsys, list_tasks.main, ["--bogus", "extra"]
+    )
+    list_tasks.main(["--help"])
+    assert capsys.readouterr().out.startswith("usage: list-tasks (no options)")
 
 
 def test_play_random_baseline_prints_one_json_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -284,7 +295,7 @@ def test_a_ctrl_c_while_a_command_loads_or_runs_exits_130_without_a_traceback(mo
     assert playing.value.code == 130
     monkeypatch.setattr(list_tasks, "task_table", interrupted)
     with pytest.raises(SystemExit) as listing:
-        list_tasks.main()
+        list_tasks.main([])
     assert listing.value.code == 130
 
 
@@ -497,8 +508,9 @@ def test_the_planned_run_is_the_one_that_runs(tmp_path: Path, monkeypatch: pytes
     assert run(prepared) == ["done"]  # type: ignore[comparison-overlap]
     assert launched == [(prepared.run.run_dir, prepared.launch_plan)] and launched[0][1] is prepared.launch_plan
     assert prepared.run.run_dir.is_dir()
-    with pytest.raises(UsageError, match="already exists"):
-        run(prepared)  # its directory exists now: never two runs in one directory
+    run(prepared)  # its directory exists now: never two runs in one directory, the second takes the next name
+    moved = prepared.run.run_dir.with_name(f"{prepared.run.run_dir.name}-1")
+    assert launched[1][0] == moved and getattr(launched[1][1], "log_dir") == moved / "torchrunx"
 
 
 def test_an_off_policy_learner_takes_the_tasks_recipe_and_flags_still_win(capsys: pytest.CaptureFixture[str]) -> None:

@@ -128,6 +128,30 @@ def test_nonfinite_world_is_reset_alone_and_counted() -> None:
     assert means["Episode_Termination/nonfinite"] == 1.0
 
 
+def test_a_diverged_worlds_task_metrics_stay_out_of_the_statistics() -> None:
+    """On a GPU a diverged world's state is NaN until its reset, so were its task metrics: one such episode made the
+    iteration's Metrics/* mean, and the evaluation window that --stop-when reads, NaN."""
+    env = make_env(num_envs=4)
+    env.split_evaluation(2)
+    env.step(torch.zeros(4, 1))
+    measured = env.task.episode_metrics
+
+    def read_off_garbage(env_: object, env_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {k: torch.where(env.sim.nonfinite_worlds()[env_ids], float("nan"), 1.0) for k in measured(env, env_ids)}
+
+    env.task.episode_metrics = read_off_garbage  # type: ignore[method-assign]
+    env.sim.qpos[[0, 2], 1] = 1.2  # one training and one evaluation episode fall: finite
+    env.sim.qvel[[1, 3], 1] = float("nan")  # and one of each diverges
+    _, _, dones, extras = env.step(torch.zeros(4, 1))
+    assert dones.all() and extras["episodes"][1]["Episode_Termination/nonfinite"].tolist() == [0.0, 1.0, 0.0, 1.0]
+    assert extras["episodes"][1]["Episode_Termination/pole_fallen"].tolist() == [1.0, 0.0, 1.0, 0.0]  # nonfinite alone
+    for stats in (env.stats, env.eval_stats):
+        sums, counts = stats.pop()
+        means = stats.means(stats.keys, sums, counts)
+        assert means["Metrics/pole_up_fraction"] == 1.0  # the fallen episode's alone
+        assert means["Episode_Termination/nonfinite"] == 0.5  # the diverged one still counts as an episode
+
+
 def test_a_finite_explosion_is_a_divergence_too() -> None:
     env = make_env(num_envs=3)
     env.step(torch.zeros(3, 1))
@@ -193,6 +217,16 @@ def test_a_task_time_out_is_a_time_out_with_its_own_statistic() -> None:
     assert values["Episode_Termination/pole_fallen"].tolist() == [0.0, 1.0]
     assert values["Episode_Termination/time_out"].tolist() == [0.0, 0.0]  # the episode-length limit only
     assert set(env.stats.keys) >= {"Episode_Termination/right_of_centre", "Episode_Termination/time_out"}
+    # The length limit in the step a task's time-out comes: the episode ends under the task's name alone (it was
+    # counted under both, the shares of the ends adding up to more than 1).
+    env.reset_all()
+    env.episode_length_buf[:] = env.max_episode_length - 1
+    env.sim.qpos[:, 0] = torch.tensor([0.5, -0.5, -0.5, -0.5])
+    _, _, dones, extras = env.step(torch.zeros(4, 1))
+    assert dones.all() and extras["time_outs"].all()
+    values = extras["episodes"][1]
+    assert values["Episode_Termination/right_of_centre"].tolist() == [1.0, 0.0, 0.0, 0.0]
+    assert values["Episode_Termination/time_out"].tolist() == [0.0, 1.0, 1.0, 1.0]
 
 
 class _UndeclaredTimeOut(CartpoleTask):

@@ -267,6 +267,8 @@ def test_dry_run_under_torchrun_names_the_rank(launched_env: pytest.MonkeyPatch,
         ("peer", 138, "lost another rank of the job: DistNetworkError: Connection closed by peer"),
         # Another library's timeout is this rank's own failure: not the code a launcher retries.
         ("timeout", 1, "rank 0 failed"),
+        # Bad input found once the ranks met (rank 0's refusal, shared): its one line, and the rank exits at once too.
+        ("usage", 2, "error: --run-id exp trains other settings"),
     ],
 )
 def test_a_failing_rank_exits_at_once_with_a_code_its_launcher_can_act_on(
@@ -287,9 +289,14 @@ def test_a_failing_rank_exits_at_once_with_a_code_its_launcher_can_act_on(
             raise dist.DistNetworkError("Connection closed by peer [127.0.0.1]:41234")
         if error == "timeout":
             raise TimeoutError("HTTPSConnectionPool(host='api.wandb.ai', port=443): Read timed out.")
+        if error == "usage":
+            raise UsageError("--run-id exp trains other settings")
         raise RuntimeError(error)
 
+    exited_at_once: list[int] = []
+
     def exit_now(code: int) -> None:  # the real one ends the process at once, pytest with it
+        exited_at_once.append(code)
         raise SystemExit(code)
 
     launched_env.setattr(train, "run", fails)
@@ -297,6 +304,7 @@ def test_a_failing_rank_exits_at_once_with_a_code_its_launcher_can_act_on(
     with pytest.raises(SystemExit) as exited:
         train.main(["cartpole-balance", "--gpu-ids", "None", "--log-root", str(tmp_path)])
     assert exited.value.code == code
+    assert exited_at_once == [code]  # not through the interpreter's exit: NCCL or gloo teardown can hang there
     err = " ".join(capsys.readouterr().err.split())
     assert says in err
     if error.startswith("NCCL"):

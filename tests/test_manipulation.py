@@ -556,7 +556,7 @@ def test_an_arm_from_a_package_lists_builds_and_trains(arm_package: None, tmp_pa
 
     assert registry.all_arms()["mini"].path == MINI_ARM and "yam" in registry.all_arms()
     assert registry.package_of("mini-reach") == "mjfleet-fake-arm" and registry.broken_packages() == {}
-    _, out, _ = run_main(lambda argv: list_tasks.main(), [])
+    _, out, _ = run_main(list_tasks.main, [])
     rows = {line.split()[0]: line for line in out.splitlines()}
     assert rows["mini-lift-cube"].endswith("[package mjfleet-fake-arm]")
 

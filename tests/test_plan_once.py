@@ -87,3 +87,27 @@ def test_a_run_whose_planned_directory_another_took_meanwhile_takes_the_next_nam
     # A name whose end only looks like a suffix: a digit that is not ASCII (int() raised on it).
     (tmp_path / "odd" / "run").mkdir(parents=True)
     assert create_run_dir(tmp_path / "odd" / "run-\u00b2", movable=True) == tmp_path / "odd" / "run-\u00b2"
+
+
+def test_a_launched_run_whose_planned_directory_another_took_meanwhile_takes_the_next_name_and_logs_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job array's members launched in the same second: the later one was refused (exit 2) because its launch plan
+    already named worker logs under the planned path."""
+    from mjfleet.train import run, supervisor
+
+    prepared = prepare(small_train_config(log_root=tmp_path, cpu_workers=2))
+    assert prepared.run is not None and prepared.launch_plan is not None
+    planned = prepared.run.run_dir
+    assert prepared.launch_plan.log_dir == planned / "torchrunx"
+    planned.mkdir(parents=True)  # the other member's
+    seen: dict[str, object] = {}
+
+    def launched(cfg: object, run_dir: Path, plan: object, *rest: object) -> list[object]:
+        seen.update(run_dir=run_dir, plan=plan)
+        return []
+
+    monkeypatch.setattr(supervisor, "supervise", launched)
+    run(prepared)
+    moved = planned.with_name(f"{planned.name}-1")
+    assert seen["run_dir"] == moved and seen["plan"].log_dir == moved / "torchrunx"

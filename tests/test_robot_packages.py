@@ -58,7 +58,7 @@ def test_the_example_package_adds_its_robot_and_tasks_through_its_entry_point() 
 
 
 def test_list_tasks_names_the_package_of_its_tasks(capsys: pytest.CaptureFixture[str]) -> None:
-    list_tasks.main()
+    list_tasks.main([])
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
     for task_id in TROTTER_TASKS:
         assert rows[task_id].endswith("[package mjfleet-trotter]")
@@ -234,7 +234,7 @@ def test_a_broken_package_is_one_line_and_leaves_the_other_tasks_alone(
         assert error.startswith("error: ") and line in error
     assert not logs.exists()
 
-    code, out, err = run_main(lambda argv: list_tasks.main(), [])
+    code, out, err = run_main(list_tasks.main, [])
     assert code == 0
     (warning,) = err.splitlines()
     assert warning.startswith(f"warning: {line}") and warning.endswith("; its tasks are not loaded")
@@ -269,7 +269,7 @@ def test_list_tasks_checks_the_robot_files_of_packages(
     _install_fake(tmp_path, module)
     monkeypatch.syspath_prepend(str(tmp_path))
     assert task_id in registry.all_tasks()  # registered, its file not checked yet: loading needs no MuJoCo
-    code, out, err = run_main(lambda argv: list_tasks.main(), [])
+    code, out, err = run_main(list_tasks.main, [])
     assert code == 0 and task_id not in out
     assert err.startswith(f"warning: package 'mjfleet-fake-limp': {problem}")
     assert task_id not in registry.all_tasks() and "limp" not in registry.all_robots()
@@ -283,14 +283,14 @@ def test_list_tasks_says_how_to_get_a_package_tasks_menagerie_files(
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("MENAGERIE_ROOT", str(tmp_path / "menagerie"))
     (tmp_path / "menagerie").mkdir()
-    code, out, err = run_main(lambda argv: list_tasks.main(), [])
+    code, out, err = run_main(list_tasks.main, [])
     assert code == 0 and err == ""
     rows = {line.split()[0]: line for line in out.splitlines()}
     hint = "[not on disk: uv run mujoco-menagerie prefetch limp_bot]"
     assert rows["limp-walk"].endswith(f"Limps. {hint} [package mjfleet-fake-limp]")
     assert "not on disk" not in rows["trotter-velocity-flat"]
     (tmp_path / "menagerie" / "limp_bot").mkdir()
-    code, out, _ = run_main(lambda argv: list_tasks.main(), [])
+    code, out, _ = run_main(list_tasks.main, [])
     (row,) = [line for line in out.splitlines() if line.startswith("limp-walk ")]
     assert code == 0 and row.endswith("Limps. [package mjfleet-fake-limp]")
 

@@ -187,6 +187,49 @@ def test_finish_continues_an_interrupted_run_in_place(tmp_path: Path) -> None:
     assert code == 2 and "not a run directory" in err
 
 
+def test_finish_as_a_rank_of_another_launcher_leaves_out_the_own_launchers_recorded_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run started by train.sbatch (--hostnames slurm --max-restarts 2) finished under torchrun was refused for
+    flags its user never typed there ("--hostnames is for mjfleet's own launcher")."""
+    from mjfleet.tasks.registry import get_task
+    from mjfleet.train.external import OWN_LAUNCHER_FIELDS
+
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--env.num-envs", "16", "--agent.max-iterations", "2"]
+    run(train.parse_args([*argv, "--log-root", str(tmp_path)]), _stopped_after_first_iteration())
+    [run_dir] = _runs(tmp_path)
+    recorded = run_dir / "params" / "run.yaml"
+    recorded.write_text(recorded.read_text() + "max_restarts: 2\nhostnames: [slurm]\ncpu_workers: 4\n")
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"):
+        monkeypatch.delenv(name, raising=False)
+    own = train.recorded_config(get_task("cartpole-balance"), run_dir)
+    assert (own.max_restarts, own.hostnames, own.cpu_workers) == (2, ("slurm",), 4)  # its own launcher: the same job
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    ranked = train.recorded_config(get_task("cartpole-balance"), run_dir)
+    assert (ranked.max_restarts, ranked.hostnames, ranked.cpu_workers) == (0, (), 1)
+    assert all(hasattr(ranked, name) for name in OWN_LAUNCHER_FIELDS)
+
+
+def test_finish_of_a_run_it_cannot_write_or_read_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both were tracebacks: PermissionError writing the run's record, yaml's ParserError reading its settings."""
+    from mjfleet.train import plan
+
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--env.num-envs", "16", "--agent.max-iterations", "2"]
+    run(train.parse_args([*argv, "--log-root", str(tmp_path)]), _stopped_after_first_iteration())
+    [run_dir] = _runs(tmp_path)
+    real_access = plan.os.access
+    with monkeypatch.context() as patch:  # root writes anywhere a mode allows none: the check is what is tested
+        patch.setattr(plan.os, "access", lambda path, mode: Path(path) != run_dir and real_access(path, mode))
+        code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(run_dir)])
+    assert code == 2 and f"--finish {run_dir}: the run directory is not writable" in err, err
+    settings = run_dir / "params" / "agent.yaml"
+    settings.write_text(settings.read_text() + "foo: [unclosed\n")  # edited by hand
+    code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(run_dir)])
+    assert code == 2 and f"{settings} cannot be read as YAML (expected ',' or ']'" in err, err
+    assert "Traceback" not in err and _runs(tmp_path) == [run_dir]
+
+
 def test_an_old_record_without_settings_is_never_continued(tmp_path: Path) -> None:
     run_dir = tmp_path / "cartpole_balance" / "2026-01-01_00-00-00"
     run_dir.mkdir(parents=True)

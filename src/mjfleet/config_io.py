@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 
 import yaml
 
+from mjfleet.errors import UsageError
+
 T = TypeVar("T")
 
 
@@ -81,8 +83,23 @@ def flag_value(value: Any) -> str:
 
 
 def load_yaml(path: Path) -> dict[str, Any]:
-    """A YAML mapping, or an empty dict when the file is absent."""
+    """A YAML mapping, or an empty dict when the file is absent; a file that cannot be read as YAML (edited by hand,
+    damaged) is one line naming it (:class:`~mjfleet.errors.UsageError`)."""
     if not path.is_file():
         return {}
-    data = yaml.safe_load(path.read_text())
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise UsageError(f"{path} cannot be read as YAML ({yaml_problem(e)})") from None
     return data if isinstance(data, dict) else {}
+
+
+def yaml_problem(error: Exception) -> str:
+    """What is wrong with a YAML file, in a few words and where: ``expected ',' or ']' at line 3``."""
+    if isinstance(error, OSError):
+        return error.strerror or type(error).__name__
+    if isinstance(error, UnicodeDecodeError):
+        return "not UTF-8 text"
+    mark = getattr(error, "problem_mark", None)
+    where = f" at line {mark.line + 1}" if mark is not None else ""
+    return f"{getattr(error, 'problem', None) or type(error).__name__}{where}"

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import sys
 
-from mjfleet.cli.args import broken_package_lines, reader_may_leave, task_table, write_out
-from mjfleet.errors import exits_on_usage_error
+from mjfleet.cli.args import broken_package_lines, reader_may_leave, task_table, wants_help, write_out
+from mjfleet.errors import UsageError, exits_on_usage_error
 from mjfleet.tasks.registry import check_robot_files
+
+USAGE = "usage: list-tasks (no options): every task id with its one-line description"
 
 
 @exits_on_usage_error
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Console entry point of ``list-tasks``: exit 0 even with broken packages (everything else is listed)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if wants_help(argv):
+        write_out(USAGE + "\n")
+        return
+    if argv:  # a flag meant for train (or a typo) would print the table as if it had been taken
+        raise UsageError(f"list-tasks takes no arguments (got {' '.join(argv)}); {USAGE}")
     check_robot_files()  # the packages' robot files: only what can be trained is listed
     write_out(task_table())
     with reader_may_leave():

@@ -131,6 +131,8 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
     cfg = parse(PlayConfig, rest, prog, default)
     if cfg.num_episodes < 1 or cfg.env.num_envs < 1:
         raise UsageError("--num-episodes and --env.num-envs must be at least 1")
+    if not 0 <= cfg.seed <= 2**32 - 1:  # NumPy's seeds fit in 32 bits (torch's OverflowError came from the run)
+        raise UsageError(f"--seed must be between 0 and {2**32 - 1} (got {cfg.seed})")
     check_env(cfg.env)
     if cfg.video:
         check_video_size(cfg.video_width, cfg.video_height)

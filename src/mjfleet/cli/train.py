@@ -54,6 +54,7 @@ from mjfleet.runtime.stop import StopRequest, exit_code, signal_name
 from mjfleet.tasks.registry import get_task
 from mjfleet.tasks.spec import TaskSpec
 from mjfleet.train import Prepared, TrainConfig, describe, prepare, run
+from mjfleet.train.external import OWN_LAUNCHER_FIELDS, started_by_another_launcher
 
 logger = logging.getLogger("mjfleet.train")
 
@@ -109,6 +110,11 @@ def recorded_config(spec: TaskSpec, run_dir: Path) -> TrainConfig:
     env = update_dataclass(spec.env_cfg(), recorded_values(load_yaml(params / "env.yaml"), "env"))
     agent = update_dataclass(spec.agent_cfg(), recorded_values(load_yaml(params / "agent.yaml"), "agent"))
     values = load_yaml(params / "run.yaml")
+    if started_by_another_launcher(os.environ):
+        # Finished as a rank of torchrun's or srun's job: that launcher decides what mjfleet's own decided at the
+        # run's start (refused there as if typed: "--hostnames is for mjfleet's own launcher").
+        for name in OWN_LAUNCHER_FIELDS:
+            values.pop(name, None)
     stop_when = values.pop("stop_when", None)
     cfg = update_dataclass(TrainConfig(env=env, agent=agent, task=spec.id), values)
     cfg.stop_when = StopCondition(**stop_when) if isinstance(stop_when, dict) else None
@@ -196,8 +202,14 @@ def main(argv: list[str] | None = None) -> None:
     with stop.install():
         try:
             results = run(prepared, stop, started=run_dirs.append)
-        except UsageError:
-            raise
+        except UsageError as e:
+            if external is None:
+                raise
+            # One rank of another launcher's job (rank 0's refusal shared with every rank, a checkpoint that does not
+            # fit): its one line, and this rank exits now, as on any failure: NCCL or gloo teardown at exit can hang.
+            sys.stderr.write(f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}\n")
+            sys.stderr.flush()
+            end.exit(USAGE_EXIT_CODE)
         except RanksMissing as missing:  # a rank late, rescheduled or failed first: the launcher's to retry
             logger.error("%s", missing)
             raise SystemExit(PEER_LOST_EXIT_CODE) from None  # before any process group: nothing to tear down

@@ -154,7 +154,16 @@ class MjEnv(VecEnv):
         extras: dict[str, Any] = {"time_outs": time_outs}
         reset_ids = dones.nonzero(as_tuple=False).squeeze(-1)
         if reset_ids.numel() > 0:
-            ended = {**terms, **ends, "time_out": limit}
+            # A diverged world's end is nonfinite alone (its task flags read garbage, or MuJoCo's reset pose: a
+            # "fall"), and time_out the length limit alone, not where a time-out of the task came with it.
+            task_time_out = torch.zeros_like(limit)
+            for flag in ends.values():
+                task_time_out |= flag
+            ended = {
+                **{name: flag & ~nonfinite for name, flag in terms.items()},
+                **ends,
+                "time_out": limit & ~task_time_out,
+            }
             extras["episodes"] = (reset_ids, self._finish_episodes(reset_ids, ended, nonfinite, time_outs))
             final = self._observations() if self.final_observations else None
             self._reset_envs(reset_ids, ended=True)
@@ -245,8 +254,9 @@ class MjEnv(VecEnv):
         for name, flag in ended.items():
             values[f"Episode_Termination/{name}"] = flag[env_ids].float()
         values[f"Episode_Termination/{TERMINATION_NONFINITE}"] = nonfinite[env_ids].float()
-        for name, metric in self.task.episode_metrics(self, env_ids).items():
-            values[f"Metrics/{name}"] = metric.float()
+        # A diverged world's task metrics are read off garbage (NaN on a GPU): its episode counts, they do not.
+        metrics = {f"Metrics/{name}": m.float() for name, m in self.task.episode_metrics(self, env_ids).items()}
+        finite = ~nonfinite[env_ids]
         evaluating = env_ids >= self.first_eval_env
         started = self.task.training_start(self) if self._privileged_starts else None
         if started is None:
@@ -258,9 +268,12 @@ class MjEnv(VecEnv):
             self.stats.add_many({"Episode/success": success}, ~evaluating & ~privileged)
             self.stats.add_many({PRIVILEGED_SUCCESS: success}, ~evaluating & privileged)
             values["Episode/success"] = success
+        self.stats.add_many(metrics, ~evaluating & finite)
         if self.first_eval_env < self.num_envs:
-            self.eval_stats.add_many(values, evaluating & self.from_reset[env_ids])
-        return values
+            judged = evaluating & self.from_reset[env_ids]
+            self.eval_stats.add_many(values, judged)
+            self.eval_stats.add_many(metrics, judged & finite)
+        return {**values, **metrics}
 
     # --- rewards and observations ------------------------------------------------------------------------------
     def _reward(self, nonfinite: torch.Tensor) -> torch.Tensor:

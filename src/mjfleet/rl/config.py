@@ -14,6 +14,12 @@ condition read from the deterministic policy stopped as early, in total, as the 
 (17:02 against 17:08), where stepping once per training step took 19:29."""
 
 
+Activation = Literal[
+    "elu", "selu", "relu", "crelu", "lrelu", "tanh", "sigmoid", "softplus", "gelu", "swish", "mish", "identity"
+]
+"""The activations rsl-rl-lib's ``resolve_nn_activation`` knows (the skrl learners' networks use it too)."""
+
+
 @dataclass
 class PolicyConfig:
     """Actor and critic networks."""
@@ -22,8 +28,8 @@ class PolicyConfig:
     """Hidden layer sizes of the actor MLP."""
     critic_hidden_dims: tuple[int, ...] = (128, 128)
     """Hidden layer sizes of the critic MLP."""
-    activation: str = "elu"
-    """Activation function of both MLPs."""
+    activation: Activation = "elu"
+    """Activation function of both MLPs (rsl-rl-lib's names)."""
     init_std: float = 1.0
     """Initial standard deviation of the Gaussian action noise."""
     obs_normalization: bool = True

@@ -7,11 +7,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from mjfleet.config_io import yaml_problem
+
+logger = logging.getLogger(__name__)
 
 FILE = Path("params") / "model_files.yaml"
 """Where in a run directory the record is (beside the run's other settings)."""
@@ -60,11 +65,19 @@ def record(run_dir: Path, files: list[ModelFile]) -> None:
 
 
 def recorded(run_dir: Path) -> list[ModelFile] | None:
-    """The files a run trained on, or None for a run that has no record (older runs)."""
+    """The files a run trained on, or None for a run that has no record (older runs) or one that cannot be read
+    (warned: it only serves the warnings of :func:`differences`)."""
     target = run_dir / FILE
     if not target.is_file():
         return None
-    return [ModelFile(str(entry["path"]), str(entry["sha256"])) for entry in yaml.safe_load(target.read_text()) or []]
+    try:
+        return [
+            ModelFile(str(entry["path"]), str(entry["sha256"])) for entry in yaml.safe_load(target.read_text()) or []
+        ]
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError) as e:
+        problem = yaml_problem(e) if not isinstance(e, KeyError | TypeError) else "not a list of path and sha256"
+        logger.warning("%s cannot be read (%s): the robot files are not compared with the run's", target, problem)
+        return None
 
 
 def differences(trained: list[ModelFile], loaded: list[ModelFile]) -> list[str]:

@@ -12,6 +12,7 @@ second, and a launcher process loads only torchrunx (workers import the simulato
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import shutil
@@ -22,6 +23,7 @@ from mjfleet.cluster.hosts import is_own_address, resolve
 from mjfleet.cluster.slurm import expand_nodelist, resolve_hostnames
 from mjfleet.errors import UsageError
 from mjfleet.launch.diagnosis import WorkerFailure
+from mjfleet.launch.launcher import LaunchPlan
 from mjfleet.rl.checkpoint.files import list_checkpoints
 from mjfleet.rl.reporting.records import WorkerResult
 from mjfleet.runtime.devices import DeviceSelection, describe_gpu_request, local_gpu_count, select_devices
@@ -178,8 +180,12 @@ def run(
         report_nothing_left(prepared.run)
         return []
     existing = next(p for p in prepared.run.run_dir.parents if p.exists())  # what was there before this start
-    # A launch plan has put its worker logs under the planned path: only a run in this process may take another.
-    run_dir = open_run_dir(prepared.run, movable=prepared.launch_plan is None)
+    # Another run named in the same second (a sweep's members, a job array) may have taken the planned name: the next
+    # free one, and the worker logs that a launch plan put under the planned path go under it too.
+    planned = prepared.run
+    run_dir = open_run_dir(planned, movable=True)
+    if prepared.launch_plan is not None and run_dir != planned.run_dir:
+        prepared = dataclasses.replace(prepared, launch_plan=_moved(prepared.launch_plan, planned.run_dir, run_dir))
     if started is not None:
         started(run_dir)
     try:
@@ -189,7 +195,7 @@ def run(
             from mjfleet.train.supervisor import supervise
 
             logger.info(_describe_workers(prepared))
-            return supervise(cfg, run_dir, prepared.launch_plan, prepared.run.start, stop)
+            return supervise(cfg, run_dir, prepared.launch_plan, planned.start, stop)
         return [_train_in_process(prepared, run_dir, stop)]
     except UsageError:
         # Bad input found by the worker in this process (a checkpoint whose networks do not fit the task). A launch's
@@ -207,6 +213,13 @@ def run(
         assert plan is not None
         where = f"{plan.locate(failure.rank)[0]}: " if failure.rank is not None and len(plan.hostnames) > 1 else ""
         raise UsageError(f"{where}{failure.user_message or failure.error}") from failure
+
+
+def _moved(plan: LaunchPlan, planned: Path, run_dir: Path) -> LaunchPlan:
+    """``plan`` with its worker log folder under ``run_dir`` where it was under the ``planned`` run directory."""
+    if plan.log_dir is None or not plan.log_dir.is_relative_to(planned):
+        return plan
+    return dataclasses.replace(plan, log_dir=run_dir / plan.log_dir.relative_to(planned))
 
 
 def _remove_unborn_run(prepared: Prepared, run_dir: Path, existing: Path) -> None:

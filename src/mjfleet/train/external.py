@@ -90,11 +90,25 @@ def detect_external_job(
 
     Raises :class:`UsageError` for variables that contradict each other.
     """
-    if any(env.get(name, "").strip() for name in TORCHRUN_VARS):
+    if _torchrun_vars(env):
         return _torchrun_job(env)
-    if env.get("SLURM_STEP_NUM_TASKS", "").strip() and env_int(env, "SLURM_STEP_NUM_TASKS") > 1:
+    if _srun_step(env):
         return _srun_job(env, expand_nodelist)
     return None
+
+
+def started_by_another_launcher(env: Mapping[str, str]) -> bool:
+    """Whether torchrun or a multi-task srun step started this process (:func:`detect_external_job`'s test, without
+    reading the job)."""
+    return _torchrun_vars(env) or _srun_step(env)
+
+
+def _torchrun_vars(env: Mapping[str, str]) -> bool:
+    return any(env.get(name, "").strip() for name in TORCHRUN_VARS)
+
+
+def _srun_step(env: Mapping[str, str]) -> bool:
+    return bool(env.get("SLURM_STEP_NUM_TASKS", "").strip()) and env_int(env, "SLURM_STEP_NUM_TASKS") > 1
 
 
 def _torchrun_job(env: Mapping[str, str]) -> ExternalJob:
@@ -278,6 +292,22 @@ def wait_for_rendezvous(job: ExternalJob, timeout_s: float) -> None:
 def this_host() -> str:
     """This machine's name, for the job's roll call."""
     return os.environ.get("HOSTNAME") or socket.gethostname()
+
+
+OWN_LAUNCHER_FIELDS = (
+    "cpu_workers",
+    "workers_per_gpu",
+    "hostnames",
+    "workers_per_host",
+    "max_restarts",
+    "launcher",
+    "launcher_address",
+    "ssh_config",
+    "torchrunx_log_dir",
+    "agent_timeout_s",
+)
+"""The settings of mjfleet's own launcher (:func:`check_external_options` refuses them under another): a run they
+started that is finished as a rank of another launcher's job does not take them from its record."""
 
 
 def check_external_options(cfg: TrainConfig, job: ExternalJob) -> None:

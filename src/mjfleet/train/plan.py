@@ -129,6 +129,9 @@ def plan_run(
     # --finish writes into the run it names, wherever it now is (copied from another machine, say), not under the
     # log root it recorded.
     check_log_root(experiment_dir if cfg.finish is None else cfg.finish.parent)
+    if cfg.finish is not None and cfg.finish.is_dir() and not os.access(cfg.finish, os.W_OK | os.X_OK):
+        # Its parent was writable: the write of the run's record failed with PermissionError's traceback.
+        raise UsageError(f"--finish {cfg.finish}: the run directory is not writable (the run goes on writing there)")
     settings = training_settings(plain(dataclasses.asdict(cfg))) | content_digests(cfg.env.content_files())
     if cfg.finish is not None:
         return _finish(cfg, settings, default_settings(cfg))

@@ -83,6 +83,9 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     missing = [k for k in learner_entry(learner).checkpoint_keys if k not in data]
     if missing:
         raise UsageError(f"checkpoint {path} is not an mjfleet/rsl_rl checkpoint (missing {', '.join(missing)})")
+    it = data.get("iter", 0)
+    if isinstance(it, bool) or not isinstance(it, int) or it < 0:  # a run would go on from it at iteration "abc"
+        raise UsageError(f"checkpoint {path}: its iteration {it!r} is not a count of iterations")
     return data
 
 

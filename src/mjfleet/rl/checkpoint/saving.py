@@ -148,12 +148,18 @@ class Saving:
         try:
             self.learner.load_state_dict(data)
         except RuntimeError as e:  # torch's "size mismatch for <tensor>: ..." lines: networks of another task
-            mismatch = next((line.strip() for line in str(e).splitlines() if "size mismatch" in line), None)
-            if mismatch is None:
+            lines = [line.strip() for line in str(e).splitlines()]
+            mismatch = next((line for line in lines if "size mismatch" in line), None)
+            if mismatch is not None:
+                raise UsageError(
+                    f"checkpoint {path}: its networks do not fit this task's observations and actions ({mismatch})"
+                ) from None
+            keys = next((line for line in lines if line.startswith(("Missing key(s)", "Unexpected key(s)"))), None)
+            if keys is None:
                 raise
-            raise UsageError(
-                f"checkpoint {path}: its networks do not fit this task's observations and actions ({mismatch})"
-            ) from None
+            # Other layers than this run's networks have (an edited file, another network shape, another library).
+            words = keys if len(keys) <= 200 else keys[:197] + "..."
+            raise UsageError(f"checkpoint {path}: its networks are not this run's ({words})") from None
         if not evaluate and (notice := self.learner.continued_notice()):
             logger.info("%s", notice)
         if own_learning_rate and configured:

@@ -117,6 +117,9 @@ class CommandCurriculum:
         """The listed environments' episodes ended: those ``counted`` (training ones) add their tracking, summed and
         divided by the full episode length (a fall forfeits the rest); every listed one starts afresh."""
         weight = counted.float()
-        self._sum += torch.sum(self._tracking[env_ids] / self.episode_steps * weight)
+        # A diverged world tracked nothing (its kernel read NaN, which times a weight of 0 is still NaN: one lost the
+        # whole window's promotion).
+        tracked = torch.nan_to_num(self._tracking[env_ids], nan=0.0, posinf=0.0, neginf=0.0)
+        self._sum += torch.sum(torch.where(counted, tracked / self.episode_steps, 0.0))
         self._count += torch.sum(weight)
         self._tracking[env_ids] = 0.0
