@@ -4,12 +4,10 @@
 
 from __future__ import annotations
 
-import math
 from abc import abstractmethod
 from typing import Any, ClassVar, TypeVar
 
 import mujoco
-import numpy as np
 import torch
 
 from mjfleet.envs.env import MjEnv
@@ -85,13 +83,6 @@ class ArmTask(Task[CfgT]):
         self._filtered = alpha < 1
         # Per actuator: the filter's share of the new target (the gripper's: all of it).
         self._alpha = torch.where(self._gripper, 1.0, alpha)
-        limited = m.actuator_ctrllimited.astype(bool)
-        low_ctrl = np.where(limited, m.actuator_ctrlrange[:, 0], -np.inf)
-        high_ctrl = np.where(limited, m.actuator_ctrlrange[:, 1], np.inf)
-        self._ctrl_low, self._ctrl_high = (
-            torch.as_tensor(v, dtype=torch.float32, device=dev) for v in (low_ctrl, high_ctrl)
-        )
-        """Per actuator, the control range MuJoCo clamps a servo target to: the filter aims within it."""
         self.targets = self.default_joint_pos.expand(env.num_envs, -1).clone()
         """Each environment's servo targets, in actuator order (``--env.action-filter``)."""
         self.ee_site = torch.as_tensor([int(m.site(self.arm.ee_site).id)], device=dev)
@@ -143,22 +134,16 @@ class ArmTask(Task[CfgT]):
 
     def export_metadata(self) -> dict[str, Any]:
         """How the control loop turns actions into servo targets: the sidecar's per-actuator ``action_scale`` (the
-        gripper's is half its control range) and, below 1, the filter every arm target passes through, aimed within
-        each actuator's ``ctrl_range`` (``None``: unlimited)."""
+        gripper's is half its control range) and, below 1, the filter every arm target passes through."""
         if not self._filtered:
             return {"joint_targets": "default_joint_pos + action_scale * clip(action)"}
         return {
             "joint_targets": (
-                "targets += action_filter * (clip(default_joint_pos + action_scale * clip(action), ctrl_low,"
-                " ctrl_high) - targets) at every control step (the gripper's filter 1: it takes its target at once),"
-                " targets starting where the servos are aimed when the loop starts (default_joint_pos at the home"
-                " pose)"
+                "targets += action_filter * (default_joint_pos + action_scale * clip(action) - targets) at every"
+                " control step (the gripper's filter 1: it takes its target at once), targets starting where the"
+                " servos are aimed when the loop starts (default_joint_pos at the home pose)"
             ),
             "action_filter": [float(a) for a in self._alpha.tolist()],
-            "ctrl_range": [
-                [float(lo) if math.isfinite(lo) else None, float(hi) if math.isfinite(hi) else None]
-                for lo, hi in zip(self._ctrl_low.tolist(), self._ctrl_high.tolist(), strict=True)
-            ],
         }
 
     def apply_actions(self, env: MjEnv, actions: torch.Tensor) -> None:
@@ -167,9 +152,6 @@ class ArmTask(Task[CfgT]):
             torch.addcmul(self.default_joint_pos, actions, self.action_scale, out=env.sim.ctrl)
             return
         aimed = torch.addcmul(self.default_joint_pos, actions, self.action_scale)
-        # Within the control range: a target beyond it (an action of 10 aims 5 rad from home) would wind the filter
-        # up, and the servo would hold at its limit for many steps after the policy turned back.
-        aimed = torch.minimum(torch.maximum(aimed, self._ctrl_low), self._ctrl_high)
         self.targets.lerp_(aimed, self._alpha)
         env.sim.ctrl[:] = self.targets
 
