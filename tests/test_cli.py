@@ -510,7 +510,7 @@ def test_the_planned_run_is_the_one_that_runs(tmp_path: Path, monkeypatch: pytes
     assert prepared.run.run_dir.is_dir()
     run(prepared)  # its directory exists now: never two runs in one directory, the second takes the next name
     moved = prepared.run.run_dir.with_name(f"{prepared.run.run_dir.name}-1")
-    assert launched[1][0] == moved and getattr(launched[1][1], "log_dir") == moved / "torchrunx"
+    assert launched[1][0] == moved and launched[1][1].log_dir == moved / "torchrunx"
 
 
 def test_an_off_policy_learner_takes_the_tasks_recipe_and_flags_still_win(capsys: pytest.CaptureFixture[str]) -> None:
