@@ -178,6 +178,20 @@ def test_train_resume_with_other_networks(capsys: pytest.CaptureFixture[str], tm
     assert normalises_observations({**nets, "learner": "my-ppo", "iter": 3}) is None
 
 
+def test_a_policy_without_its_runs_settings_plays_on_the_tasks_defaults(tmp_path: Path) -> None:
+    """An exported policy copied into a folder of its own: the settings of runs that predate a setting (the lift
+    unfiltered, the G1 at one action scale for every joint) were taken for the missing record."""
+    lone = tmp_path / "policy.onnx"
+    lone.write_bytes(b"an exported graph")  # parsing reads no graph
+    for task, setting, of_old_runs in (
+        ("yam-lift-cube", "action_filter", 1.0),
+        ("unitree-g1-tracking", "action_scale_of_force", 0.0),
+    ):
+        _, cfg, _ = play.parse_args([task, "--gpu-ids", "None", "--checkpoint", str(lone)])
+        default = getattr(get_task(task).env_cfg(), setting)
+        assert default != of_old_runs and getattr(cfg.env, setting) == default, task
+
+
 def test_play_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     no_runs = ["cartpole-balance", "--log-root", str(tmp_path)]
     assert "no trained run of cartpole-balance" in _usage_error(capsys, play.main, no_runs)

@@ -152,6 +152,30 @@ def test_a_diverged_worlds_task_metrics_stay_out_of_the_statistics() -> None:
         assert means["Episode_Termination/nonfinite"] == 0.5  # the diverged one still counts as an episode
 
 
+def test_plays_metrics_leave_out_a_diverged_episode_too() -> None:
+    import math
+
+    from mjfleet.rl.evaluation.episodes import evaluate
+
+    env = make_env(num_envs=4)
+    measured = env.task.episode_metrics
+
+    def read_off_garbage(env_: object, env_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {k: torch.where(env.sim.nonfinite_worlds()[env_ids], float("nan"), 1.0) for k in measured(env, env_ids)}
+
+    env.task.episode_metrics = read_off_garbage  # type: ignore[method-assign]
+    steps = [0]
+
+    def policy(obs: object) -> torch.Tensor:
+        steps[0] += 1
+        if steps[0] == 1:
+            env.sim.qvel[1, 1] = float("nan")  # world 1 diverges in its first step
+        return torch.zeros(4, 1)
+
+    summary = evaluate(env, policy, num_episodes=4)
+    assert summary.episodes == 4 and summary.metrics["pole_up_fraction"] == 1.0 and math.isfinite(summary.mean_return)
+
+
 def test_a_finite_explosion_is_a_divergence_too() -> None:
     env = make_env(num_envs=3)
     env.step(torch.zeros(3, 1))

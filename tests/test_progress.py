@@ -167,6 +167,9 @@ def test_a_run_writes_one_json_line_per_iteration(tmp_path: Path) -> None:
     assert [r["env_steps"] for r in records] == [16 * 8, 2 * 16 * 8, 3 * 16 * 8]
     assert all(r["env_steps_per_s"] > 0 and r["elapsed_s"] > 0 for r in records)
     assert read_progress(run_dir) == result.records  # the numbers the worker returns and the console line says
+    # Where it went on from, said apart: a rank of torchrun's job counted the iterations it trained from its first
+    # record, and the result keeps the last 1,000 (a 3,000-iteration run "trained 1000 iterations").
+    assert result.start_iteration == 0
 
 
 def test_a_restarts_iterations_replace_the_lost_starts_in_the_runs_history(tmp_path: Path) -> None:
@@ -179,8 +182,8 @@ def test_a_restarts_iterations_replace_the_lost_starts_in_the_runs_history(tmp_p
     for iteration in (1, 2, 3, 4):
         append_progress(tmp_path, record(iteration, "first"))
     with (tmp_path / PROGRESS_FILE).open("a") as f:
-        f.write('{"iteration": 5, "losses"')  # the killed process's last line, cut short
-        f.write("\n")
+        f.write('{"iteration": 5, "losses"')  # the killed process's last line, cut short (no newline: the restart's
+        # first record went onto it, and both were skipped)
     for iteration in (3, 4, 5):
         append_progress(tmp_path, record(iteration, "restart"))
     history = read_progress(tmp_path)
@@ -206,3 +209,17 @@ def test_the_last_lines_count_the_env_steps_of_the_iterations_this_command_train
     assert _env_steps_since(tmp_path, 2, last_attempt) == 500  # iterations 3-6
     assert _env_steps_since(tmp_path, 0, last_attempt) == 700
     assert _env_steps_since(tmp_path, 9, last_attempt) is None  # no record of the start: the plan's count stands
+
+
+def test_a_restart_from_scratch_replaces_the_first_starts_curves(tmp_path: Path) -> None:
+    """A worker lost before the run's first checkpoint: the restart trains from iteration 1 in the same directory,
+    and TensorBoard showed both starts' curves over each other (only a start from a checkpoint said where it began)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run_dir = make_run_dir(tmp_path, "progress", "restart")
+    train_worker(small_train_config(num_envs=16, steps=8, iterations=3), run_dir, CPU)
+    train_worker(small_train_config(num_envs=16, steps=8, iterations=2), run_dir, CPU)  # from scratch, as relaunched
+    events = EventAccumulator(str(run_dir))
+    events.Reload()
+    key = next(tag for tag in events.Tags()["scalars"] if tag.startswith("Loss/"))
+    assert [e.step for e in events.Scalars(key)] == [1, 2]

@@ -113,9 +113,14 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
     if checkpoint is None and source.agent == "policy":
         run_dir = checkpoint = newest_run(source.log_root / agent_cfg.experiment_name)
     if run_dir is not None:
-        env_cfg = update_dataclass(env_cfg, recorded_values(load_yaml(run_dir / "params" / "env.yaml"), "env"))
-        agent_cfg = update_dataclass(agent_cfg, recorded_values(load_yaml(run_dir / "params" / "agent.yaml"), "agent"))
-        if not (run_dir / "params" / "agent.yaml").is_file() and checkpoint is not None:
+        # Read back where recorded: without them (a policy copied elsewhere) the task's defaults hold, not those of
+        # the runs that predate a setting (ADDED: the lift unfiltered, the G1 at one action scale for every joint).
+        env_yaml, agent_yaml = run_dir / "params" / "env.yaml", run_dir / "params" / "agent.yaml"
+        if env_yaml.is_file():
+            env_cfg = update_dataclass(env_cfg, recorded_values(load_yaml(env_yaml), "env"))
+        if agent_yaml.is_file():
+            agent_cfg = update_dataclass(agent_cfg, recorded_values(load_yaml(agent_yaml), "agent"))
+        elif checkpoint is not None:
             agent_cfg = _learners_defaults(spec, checkpoint, agent_cfg)
     # A policy, and a baseline beside it, is judged on the robot file as shipped, whatever contact model it trained
     # on, from the starts and on the command ranges the task judges (flags can say else).

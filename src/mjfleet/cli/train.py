@@ -274,7 +274,9 @@ class _Closing:
         else:
             workers = self.prepared.launch_plan.world_size if self.prepared.launch_plan is not None else 1
         started_at = run.start.start_iteration if run is not None else None
-        if started_at is None and results and results[0].records:
+        if started_at is None and results:  # a rank of another launcher's job: rank 0 planned the start
+            started_at = results[0].start_iteration
+        if started_at is None and results and results[0].records:  # a result from before it was said
             started_at = results[0].records[0].iteration - 1
         final = record.final_iteration if record is not None else (run.start.final_iteration if run else None)
         end = RunEnd(

@@ -208,7 +208,7 @@ class Runner(Saving, Stopping):
         start = self.current_learning_iteration
         total = start + num_learning_iterations
         tracker = self._continue_condition()
-        if self.ctx.is_main and start > 0:
+        if self.ctx.is_main:  # from scratch too: a restart before the first checkpoint trains iteration 1 again
             self.reporter.start_at(start + 1)
         began = time.perf_counter()
         clock = IterationClock(began, start + 1, total, self.previous_elapsed_s)

@@ -218,6 +218,7 @@ def _train(
             device=ctx.device,
             final_iteration=runner.current_learning_iteration,
             records=list(records),
+            start_iteration=start.start_iteration,
             stop_signal=runner.stop_signal,
             condition_met_at=runner.condition_met_at,
             met_condition=None if runner.met_condition is None else str(runner.met_condition),

@@ -14,6 +14,7 @@ import torch
 from tensordict import TensorDict
 
 from mjfleet.envs.env import MjEnv
+from mjfleet.envs.task import TERMINATION_NONFINITE
 from mjfleet.rl.checkpoint.files import is_onnx
 from mjfleet.rl.learners.registry import learner_entry
 
@@ -138,7 +139,14 @@ def evaluate(
         raise RuntimeError("no episode finished; is the episode length finite?")
     merged = {k: torch.cat(v)[:num_episodes].double() for k, v in collected.items()}
     n = int(merged["Episode/return"].numel())
-    metrics = {k.split("/", 1)[1]: float(v.mean()) for k, v in merged.items() if k.startswith("Metrics/")}
+    # A diverged world's metrics read its garbage state (NaN on a GPU): its episode counts, they do not.
+    diverged = merged.get(f"Episode_Termination/{TERMINATION_NONFINITE}")
+    finite = torch.ones(n, dtype=torch.bool) if diverged is None else diverged == 0
+    metrics = {
+        k.split("/", 1)[1]: float(v[finite].mean())
+        for k, v in merged.items()
+        if k.startswith("Metrics/") and bool(finite.any())
+    }
     return EvaluationSummary(
         episodes=n,
         mean_return=float(merged["Episode/return"].mean()),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,9 +47,15 @@ class IterationRecord:
 
 
 def append_progress(run_dir: Path, record: IterationRecord) -> None:
-    """Append ``record`` to ``<run_dir>/progress.jsonl`` as one JSON line (its fields by name), flushed at once."""
-    with (run_dir / PROGRESS_FILE).open("a") as f:
-        f.write(json.dumps(dataclasses.asdict(record)) + "\n")
+    """Append ``record`` to ``<run_dir>/progress.jsonl`` as one JSON line (its fields by name), flushed at once; a
+    last line a killed process cut short is ended first, so that this record is a line of its own."""
+    line = (json.dumps(dataclasses.asdict(record)) + "\n").encode()
+    with (run_dir / PROGRESS_FILE).open("ab+") as f:
+        if f.seek(0, os.SEEK_END) > 0:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                line = b"\n" + line
+        f.write(line)
 
 
 def read_progress(run_dir: Path, every_start: bool = False) -> list[IterationRecord]:
@@ -87,6 +94,8 @@ class WorkerResult:
     final_iteration: int
     records: list[IterationRecord]
     """This run's most recent iterations (at most :data:`KEPT_RECORDS`), oldest first."""
+    start_iteration: int | None = None
+    """The iteration this start went on from (0: from scratch): the records above may begin later."""
     stop_signal: int | None = None
     """Signal number that stopped training early (after a final checkpoint), or None if it ran to the end."""
     condition_met_at: int | None = None
