@@ -542,6 +542,22 @@ def test_env_curriculum_promotes_far_walkers_and_demotes_laggards() -> None:
     torch.testing.assert_close(env.sim.qpos[:2, 2] - ground, torch.full((2,), task.spawn_base_height + 0.02))
 
 
+def test_a_diverged_world_is_not_promoted() -> None:
+    """MuJoCo C sets a diverged world back at the grid's origin, metres from where it spawned: read as a walk, that
+    promoted it a level."""
+    terrain = TerrainConfig(kind="rough", max_init_level=0, spawn_jitter=0.0, **SMALL_TERRAIN)  # type: ignore[arg-type]
+    env = make_loco_env("go1-velocity-rough", num_envs=2, terrain=terrain)
+    task = _task(env)
+    assert task.curriculum is not None
+    task.curriculum.levels[:] = torch.tensor([1, 1])
+    env.step(torch.zeros(2, env.num_actions))
+    env.sim.qpos[:, 0] += 3.0  # both 3 m from their spawn points
+    env.sim.qvel[1, 0] = 1e5  # and world 1 diverged there (a finite explosion, as MuJoCo C leaves one)
+    _, _, dones, extras = env.step(torch.zeros(2, env.num_actions))
+    assert dones.tolist() == [False, True] and extras["episodes"][1]["Episode_Termination/nonfinite"].tolist() == [1.0]
+    assert task.curriculum.levels.tolist() == [1, 0]  # it fell
+
+
 def test_a_restart_mid_episode_moves_no_level() -> None:
     """A check of the current policy restores the levels and restarts every robot mid-episode (``reset_all``): no
     episode ended there, so none is promoted or demoted (they were, by the distance walked so far)."""

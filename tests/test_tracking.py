@@ -210,6 +210,11 @@ def test_the_failure_tally_is_a_running_average_of_each_batch_of_ended_episodes(
     for _ in range(1000):
         task.starts.count(task.frame[ids], env.terminated[ids])
     assert abs(float(task.starts.failures[0]) - 4.0) < 0.25 and float(task.starts.failures[1:].abs().sum()) == 0.0
+    # A step that ended no training episode (evaluation rows alone, on a GPU) is no batch: the tally stays.
+    before = task.starts.failures.clone()
+    none = ids[:0]
+    task.starts.count(task.frame[none], env.terminated[none])
+    assert torch.equal(task.starts.failures, before)
 
 
 @pytest.mark.parametrize(

@@ -70,6 +70,9 @@ class MjEnv(VecEnv):
         self.terminated = torch.zeros(n, dtype=torch.bool, device=dev)
         """Worlds whose episode terminates this step (a task condition or diverged physics), set after
         ``task.terminations`` and before the reward terms, which may read it; time-outs are not terminations."""
+        self.diverged = torch.zeros(n, dtype=torch.bool, device=dev)
+        """Worlds whose physics diverged this step (their state is garbage, or MuJoCo's reset pose), set with
+        :attr:`terminated`: what a task learns from an episode's end at its reset (a curriculum) leaves them out."""
 
         self.task.setup(self)
         self._task_terminations = tuple(task.termination_names())
@@ -123,7 +126,7 @@ class MjEnv(VecEnv):
         self.episode_length_buf += 1
         self.common_step_counter += 1
 
-        nonfinite = self.sim.nonfinite_worlds()
+        nonfinite = self.diverged = self.sim.nonfinite_worlds()
         self.task.after_step(self)
         terms = self.task.terminations(self)
         if tuple(terms) != self._task_terminations:  # a few hundred nanoseconds, no device sync

@@ -246,7 +246,10 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
             steps = self._steps[env_ids].clamp(min=1.0)
             asked = self._commanded[env_ids] * torch.where(fell, env.max_episode_length / steps, 1.0)
             if env.episodes_ended:  # a restart mid-way (a check of the policy from fresh starts) judges nothing
-                self.curriculum.update(env_ids, self._walked[env_ids], asked)
+                # A diverged world walked nowhere (MuJoCo C puts it back at the grid's origin, metres away, which
+                # read as a walk up a level): it fell.
+                walked = torch.where(env.diverged[env_ids], 0.0, self._walked[env_ids])
+                self.curriculum.update(env_ids, walked, asked)
             xy, ground = self.curriculum.spawn(env_ids)
             xy = xy + (torch.rand(n, 2, device=dev, generator=g) * 2 - 1) * cfg.terrain.spawn_jitter
 

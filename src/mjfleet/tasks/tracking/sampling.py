@@ -12,9 +12,9 @@ import torch
 class StartSampler:
     """Start frames for training episodes, and the adaptive sampling's tally of where episodes failed.
 
-    The motion is cut into as many bins of equal length as it has started seconds (mjlab's count), so each bin spans
-    at most a second; ``failures`` holds, per bin, a running average of the episodes that failed there per batch of
-    ended episodes.
+    The motion is cut into as many bins of equal length as it has started seconds (mjlab's has one more where the
+    motion lasts a whole number of seconds), so each bin spans at most a second; ``failures`` holds, per bin, a
+    running average of the episodes that failed there per batch of ended episodes.
     """
 
     def __init__(
@@ -59,7 +59,7 @@ class StartSampler:
     def count(self, frames: torch.Tensor, failed: torch.Tensor) -> None:
         """Fold one batch of ended episodes into the tally: the frames they ended at and whether each failed (this
         batch weighs ``decay``). Only the adaptive sampling keeps a tally."""
-        if self.mode != "adaptive":
+        if self.mode != "adaptive" or frames.numel() == 0:  # a step that ended evaluation rows alone: no batch
             return
         counts = torch.zeros_like(self.failures).index_add_(0, self.bin_of(frames), failed.float())
         self.failures.lerp_(counts, self._decay)
