@@ -542,15 +542,21 @@ def test_env_curriculum_promotes_far_walkers_and_demotes_laggards() -> None:
     torch.testing.assert_close(env.sim.qpos[:2, 2] - ground, torch.full((2,), task.spawn_base_height + 0.02))
 
 
-def test_a_diverged_world_is_not_promoted() -> None:
-    """MuJoCo C sets a diverged world back at the grid's origin, metres from where it spawned: read as a walk, that
-    promoted it a level."""
+def _two_robots_on_level_one() -> tuple[MjEnv, LocomotionTask]:
+    """Two Go1s on level 1 of a small rough grid, one step after their spawn."""
     terrain = TerrainConfig(kind="rough", max_init_level=0, spawn_jitter=0.0, **SMALL_TERRAIN)  # type: ignore[arg-type]
     env = make_loco_env("go1-velocity-rough", num_envs=2, terrain=terrain)
     task = _task(env)
     assert task.curriculum is not None
     task.curriculum.levels[:] = torch.tensor([1, 1])
     env.step(torch.zeros(2, env.num_actions))
+    return env, task
+
+
+def test_a_diverged_world_is_not_promoted() -> None:
+    """MuJoCo C sets a diverged world back at the grid's origin, metres from where it spawned: read as a walk, that
+    promoted it a level."""
+    env, task = _two_robots_on_level_one()
     env.sim.qpos[:, 0] += 3.0  # both 3 m from their spawn points
     env.sim.qvel[1, 0] = 1e5  # and world 1 diverged there (a finite explosion, as MuJoCo C leaves one)
     _, _, dones, extras = env.step(torch.zeros(2, env.num_actions))
@@ -561,12 +567,7 @@ def test_a_diverged_world_is_not_promoted() -> None:
 def test_a_restart_mid_episode_moves_no_level() -> None:
     """A check of the current policy restores the levels and restarts every robot mid-episode (``reset_all``): no
     episode ended there, so none is promoted or demoted (they were, by the distance walked so far)."""
-    terrain = TerrainConfig(kind="rough", max_init_level=0, spawn_jitter=0.0, **SMALL_TERRAIN)  # type: ignore[arg-type]
-    env = make_loco_env("go1-velocity-rough", num_envs=2, terrain=terrain)
-    task = _task(env)
-    assert task.curriculum is not None
-    task.curriculum.levels[:] = torch.tensor([1, 1])
-    env.step(torch.zeros(2, env.num_actions))
+    env, task = _two_robots_on_level_one()
     env.sim.qpos[0, 0] += 3.0  # world 0 walked beyond half a tile; world 1 stood although asked for 10 m
     task._commanded[1] = 10.0
     env.step(torch.zeros(2, env.num_actions))
