@@ -87,6 +87,11 @@ def is_user_facing(exc: BaseException) -> bool:
     return isinstance(exc, UsageError | FatalTrainingError | PeerFailed)
 
 
+def usage_line(exc: UsageError) -> str:
+    """What a :class:`UsageError` prints: its message's first line (its type's name where it has none)."""
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
 def fail(message: str) -> NoReturn:
     """Print ``message`` as one line on stderr and exit with code 2."""
     sys.stderr.write(f"error: {message}\n")
@@ -103,7 +108,7 @@ def exits_on_usage_error(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except UsageError as e:
-            fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+            fail(usage_line(e))
         except KeyboardInterrupt:
             raise SystemExit(INTERRUPTED_EXIT_CODE) from None
 

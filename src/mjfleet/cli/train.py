@@ -37,6 +37,7 @@ from mjfleet.errors import (
     exception_line,
     exits_on_usage_error,
     is_finishable,
+    usage_line,
 )
 from mjfleet.launch.diagnosis import WorkerFailure
 from mjfleet.rl.config import DEFAULT_LEARNER, AgentConfig
@@ -207,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
                 raise
             # One rank of another launcher's job (rank 0's refusal shared with every rank, a checkpoint that does not
             # fit): its one line, and this rank exits now, as on any failure: NCCL or gloo teardown at exit can hang.
-            sys.stderr.write(f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}\n")
+            sys.stderr.write(f"error: {usage_line(e)}\n")
             sys.stderr.flush()
             end.exit(USAGE_EXIT_CODE)
         except RanksMissing as missing:  # a rank late, rescheduled or failed first: the launcher's to retry

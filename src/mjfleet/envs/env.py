@@ -146,9 +146,10 @@ class MjEnv(VecEnv):
             )
         ends = {name: flag & ~terminated for name, flag in ends.items()}  # a termination takes precedence
         limit = (self.episode_length_buf >= self.max_episode_length) & ~terminated
-        time_outs = limit.clone()
+        task_time_out = torch.zeros_like(limit)
         for flag in ends.values():
-            time_outs |= flag
+            task_time_out |= flag
+        time_outs = limit | task_time_out
 
         reward = self._reward(nonfinite)
         for observer in self.observers:
@@ -159,9 +160,6 @@ class MjEnv(VecEnv):
         if reset_ids.numel() > 0:
             # A diverged world's end is nonfinite alone (its task flags read garbage, or MuJoCo's reset pose: a
             # "fall"), and time_out the length limit alone, not where a time-out of the task came with it.
-            task_time_out = torch.zeros_like(limit)
-            for flag in ends.values():
-                task_time_out |= flag
             ended = {
                 **{name: flag & ~nonfinite for name, flag in terms.items()},
                 **ends,

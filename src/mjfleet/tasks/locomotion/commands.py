@@ -120,6 +120,6 @@ class CommandCurriculum:
         # A diverged world tracked nothing (its kernel read NaN, which times a weight of 0 is still NaN: one lost the
         # whole window's promotion).
         tracked = torch.nan_to_num(self._tracking[env_ids], nan=0.0, posinf=0.0, neginf=0.0)
-        self._sum += torch.sum(torch.where(counted, tracked / self.episode_steps, 0.0))
+        self._sum += torch.sum(tracked / self.episode_steps * weight)
         self._count += torch.sum(weight)
         self._tracking[env_ids] = 0.0
