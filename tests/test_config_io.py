@@ -12,7 +12,10 @@ import pytest
 import yaml
 
 from mjfleet.config_io import load_yaml, update_dataclass
-from mjfleet.tasks.registry import get_task
+from mjfleet.errors import UsageError
+from mjfleet.runs.fingerprint import recorded_values
+from mjfleet.tasks.registry import all_tasks, get_task
+from mjfleet.train.config import TrainConfig
 
 
 def _as_written(instance: Any) -> dict[str, Any]:
@@ -68,3 +71,50 @@ def test_load_yaml_of_a_missing_or_non_mapping_file_is_empty(tmp_path: Path) -> 
     assert load_yaml(tmp_path / "absent.yaml") == {}
     (tmp_path / "list.yaml").write_text("- 1\n")
     assert load_yaml(tmp_path / "list.yaml") == {}
+
+
+@pytest.mark.parametrize(
+    ("values", "said"),
+    [
+        ({"sizes": "3 4"}, "sizes is '3 4', not tuple[int, ...]"),
+        ({"sizes": [3, "4"]}, "sizes is [3, '4'], not tuple[int, ...]"),
+        ({"inner": {"span": [0.5]}}, "inner.span is [0.5], not tuple[float, float] | None"),
+        ({"inner": {"mode": "c"}}, "inner.mode is 'c', not one of 'a', 'b'"),
+        ({"inner": 3}, "inner is 3, not Inner"),
+        ({"name": 5}, "name is 5, not str"),
+        ({"out": 1.5}, "out is 1.5, not Path | None"),
+    ],
+)
+def test_a_value_its_field_does_not_admit_is_refused_naming_the_file_and_setting(
+    values: dict[str, Any], said: str
+) -> None:
+    with pytest.raises(UsageError) as caught:
+        update_dataclass(Outer(), values, "run/params/env.yaml")
+    assert str(caught.value) == f"run/params/env.yaml: {said}"
+
+
+@dataclass
+class Numbers:
+    count: int = 1
+    scale: float = 1.0
+    flag: bool = False
+
+
+def test_integers_are_floats_but_booleans_are_neither() -> None:
+    assert update_dataclass(Numbers(), {"scale": 2}).scale == 2
+    for name in ("count", "scale"):
+        with pytest.raises(UsageError, match=f"{name} is True"):
+            update_dataclass(Numbers(), {name: True})
+    with pytest.raises(UsageError, match="flag is 1, not bool"):
+        update_dataclass(Numbers(), {"flag": 1})
+
+
+@pytest.mark.parametrize("task_id", sorted(all_tasks()))
+def test_every_tasks_settings_written_to_yaml_read_back_without_complaint(task_id: str) -> None:
+    spec = get_task(task_id)
+    for group, default in (("env", spec.env_cfg()), ("agent", spec.agent_cfg())):
+        assert update_dataclass(default, _as_written(default)) == default
+        update_dataclass(default, recorded_values({}, group))  # a run from before every ADDED setting
+    config = TrainConfig(env=spec.env_cfg(), agent=spec.agent_cfg(), task=task_id)
+    run_values = {k: v for k, v in _as_written(config).items() if k not in ("env", "agent", "stop_when")}
+    assert update_dataclass(config, run_values) == config

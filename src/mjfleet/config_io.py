@@ -19,30 +19,80 @@ from mjfleet.errors import UsageError
 T = TypeVar("T")
 
 
-def update_dataclass(instance: T, values: Mapping[str, Any]) -> T:
+def update_dataclass(instance: T, values: Mapping[str, Any], source: object = "settings") -> T:
     """Copy of ``instance`` with ``values`` applied recursively; unknown keys are ignored (older runs).
 
     Nested dataclasses are updated, not rebuilt (a task's subclass stays itself); YAML lists become tuples and
     strings become paths where the field's type says so (``tuple[...] | None`` included); other values, such as
-    ``Literal`` choices, are taken as written.
+    ``Literal`` choices, are taken as written. A value its field's type does not admit (a file edited by hand) is a
+    :class:`~mjfleet.errors.UsageError` naming ``source`` (the file), the setting and the type.
     """
+    return _updated(instance, values, source, "")
+
+
+def _updated(instance: T, values: Mapping[str, Any], source: object, prefix: str) -> T:
     assert dataclasses.is_dataclass(instance) and not isinstance(instance, type)
     hints = typing.get_type_hints(type(instance))
     changes: dict[str, Any] = {}
     for f in dataclasses.fields(instance):
         if f.init and f.name in values:
-            changes[f.name] = _converted(getattr(instance, f.name), values[f.name], hints.get(f.name, Any))
+            current, new, hint = getattr(instance, f.name), values[f.name], hints.get(f.name, Any)
+            name = f"{prefix}{f.name}"
+            if dataclasses.is_dataclass(current) and isinstance(new, Mapping):
+                changes[f.name] = _updated(current, new, source, f"{name}.")
+                continue
+            if not _fits(new, hint):
+                raise UsageError(f"{source}: {name} is {new!r}, not {_described(hint)}")
+            changes[f.name] = _converted(current, new, hint)
     return dataclasses.replace(instance, **changes)
 
 
 def _converted(current: Any, new: Any, hint: Any) -> Any:
-    if dataclasses.is_dataclass(current) and isinstance(new, Mapping):
-        return update_dataclass(current, new)
     if isinstance(new, list) and (isinstance(current, tuple) or _admits(hint, tuple)):
         return tuple(new)
     if isinstance(new, str) and (isinstance(current, Path) or _admits(hint, Path)):
         return Path(new)
     return new
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether ``value`` as YAML reads it back is one of the annotation ``hint``'s values (lists for tuples, strings
+    for paths, integers for floats); an annotation not understood here admits anything."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, arg) for arg in args)
+    if origin is typing.Literal:
+        return any(value == arg and type(value) is type(arg) for arg in args)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if hint is Path:
+        return isinstance(value, str | Path)
+    if origin in (tuple, list):
+        if not isinstance(value, list | tuple):
+            return False
+        if origin is list or (len(args) == 2 and args[1] is Ellipsis):
+            return not args or all(_fits(item, args[0]) for item in value)
+        return not args or (len(value) == len(args) and all(map(_fits, value, args)))
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return isinstance(value, Mapping | hint)
+    return True
+
+
+def _described(hint: Any) -> str:
+    """An annotation as a user reads it: ``float``, ``tuple[float, float] | None``, ``one of 'a', 'b'``."""
+    if typing.get_origin(hint) is typing.Literal:
+        return "one of " + ", ".join(map(repr, typing.get_args(hint)))
+    if isinstance(hint, type) and not typing.get_args(hint):
+        return "None" if hint is type(None) else hint.__name__
+    return str(hint).replace("typing.", "").replace("pathlib.", "").replace("NoneType", "None")
 
 
 def _admits(hint: Any, cls: type) -> bool:

@@ -117,9 +117,9 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
         # the runs that predate a setting (ADDED: the lift unfiltered, the G1 at one action scale for every joint).
         env_yaml, agent_yaml = run_dir / "params" / "env.yaml", run_dir / "params" / "agent.yaml"
         if env_yaml.is_file():
-            env_cfg = update_dataclass(env_cfg, recorded_values(load_yaml(env_yaml), "env"))
+            env_cfg = update_dataclass(env_cfg, recorded_values(load_yaml(env_yaml), "env"), env_yaml)
         if agent_yaml.is_file():
-            agent_cfg = update_dataclass(agent_cfg, recorded_values(load_yaml(agent_yaml), "agent"))
+            agent_cfg = update_dataclass(agent_cfg, recorded_values(load_yaml(agent_yaml), "agent"), agent_yaml)
         elif checkpoint is not None:
             agent_cfg = _learners_defaults(spec, checkpoint, agent_cfg)
     # A policy, and a baseline beside it, is judged on the robot file as shipped, whatever contact model it trained

@@ -108,17 +108,23 @@ def recorded_config(spec: TaskSpec, run_dir: Path) -> TrainConfig:
             " checkpoint"
         )
     # A setting the run predates takes the value it trained with where that is not today's default (ADDED).
-    env = update_dataclass(spec.env_cfg(), recorded_values(load_yaml(params / "env.yaml"), "env"))
-    agent = update_dataclass(spec.agent_cfg(), recorded_values(load_yaml(params / "agent.yaml"), "agent"))
-    values = load_yaml(params / "run.yaml")
+    env_yaml, agent_yaml, run_yaml = params / "env.yaml", params / "agent.yaml", params / "run.yaml"
+    env = update_dataclass(spec.env_cfg(), recorded_values(load_yaml(env_yaml), "env"), env_yaml)
+    agent = update_dataclass(spec.agent_cfg(), recorded_values(load_yaml(agent_yaml), "agent"), agent_yaml)
+    values = load_yaml(run_yaml)
     if started_by_another_launcher(os.environ):
         # Finished as a rank of torchrun's or srun's job: that launcher decides what mjfleet's own decided at the
         # run's start (refused there as if typed: "--hostnames is for mjfleet's own launcher").
         for name in OWN_LAUNCHER_FIELDS:
             values.pop(name, None)
     stop_when = values.pop("stop_when", None)
-    cfg = update_dataclass(TrainConfig(env=env, agent=agent, task=spec.id), values)
-    cfg.stop_when = StopCondition(**stop_when) if isinstance(stop_when, dict) else None
+    cfg = update_dataclass(TrainConfig(env=env, agent=agent, task=spec.id), values, run_yaml)
+    cfg.stop_when = None
+    if isinstance(stop_when, dict):
+        try:
+            cfg.stop_when = StopCondition(**stop_when)
+        except TypeError:
+            raise UsageError(f"{run_yaml}: stop_when is {stop_when!r}, not a key, an op and a value") from None
     record = RunRecord.read(run_dir)
     if record is not None:  # its end as job.json has it: an earlier --finish may have extended it
         cfg.agent.max_iterations = record.final_iteration - record.start_iteration
