@@ -115,3 +115,20 @@ def test_a_wandb_run_that_cannot_start_is_one_line(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(wandb, "init", refuse)
     with pytest.raises(UsageError, match=r"cannot start the W&B run: No API key configured\. .*WANDB_MODE=offline"):
         MetricsWriter(tmp_path, use_wandb=True)
+
+
+def test_a_wandb_run_that_cannot_reach_the_servers_may_be_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request that timed out is exit code 1 (a restart may get through), not 2 (bad input, never retried)."""
+    wandb = pytest.importorskip("wandb", reason="wandb is not installed (the offline GPU kit leaves it out)")
+    from mjfleet.errors import is_retryable
+    from mjfleet.rl.reporting.metrics import MetricsWriter
+
+    def time_out(**_: object) -> None:
+        raise wandb.errors.CommError("Run initialization has timed out after 90.0 sec.")
+
+    monkeypatch.setattr(wandb, "init", time_out)
+    with pytest.raises(ConnectionError, match=r"cannot reach W&B: Run initialization has timed out") as caught:
+        MetricsWriter(tmp_path, use_wandb=True)
+    assert is_retryable(caught.value)

@@ -50,6 +50,8 @@ class MetricsWriter:
             except wandb.errors.Error as e:
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 why = f"{first} (WANDB_MODE=offline logs without an account)"
+                if isinstance(e, wandb.errors.CommError):  # the network or W&B's servers: a retry may get through
+                    raise ConnectionError(f"--agent.logger wandb: cannot reach W&B: {why}") from None
                 raise UsageError(f"--agent.logger wandb: cannot start the W&B run: {why}") from None
             run = self._wandb_run
             if run_id is None:
