@@ -22,6 +22,7 @@ import pytest
 import torch
 
 from mjfleet.envs.env import MjEnv
+from mjfleet.envs.task import PRIVILEGED_SUCCESS, declared_stat_keys
 from mjfleet.errors import UsageError
 from mjfleet.sim.config import Backend
 from mjfleet.tasks.manipulation.arms import YAM, ArmSpec
@@ -559,6 +560,9 @@ def test_an_arm_from_a_package_lists_builds_and_trains(arm_package: None, tmp_pa
     assert env.num_actions == 5 and env.get_observations()["policy"].shape == (2, 3 * 5 + 3 + 3 + 6 + targets)
     assert env.task.cfg.start_in_hand == env.task.cfg.start_at_cube == 0.0  # type: ignore[attr-defined]
     assert env.task.training_start(env) is None
+    # Nor is their privileged success logged, so --stop-when does not offer it (a stop on it would never come).
+    declared = declared_stat_keys(LiftCubeTask, lift_cube_config("mini"))
+    assert "Episode/success" in declared and PRIVILEGED_SUCCESS not in declared
     for _ in range(10):
         env.step(torch.zeros(2, env.num_actions))
     assert torch.isfinite(env.sim.qpos).all() and not env.terminated.any()

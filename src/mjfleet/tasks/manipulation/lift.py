@@ -164,7 +164,8 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         return self._in_hand | self._at_cube if self.has_training_starts() else None
 
     def has_training_starts(self) -> bool:
-        return self.cfg.start_in_hand > 0 or self.cfg.start_at_cube > 0
+        # An arm without a grasp pose starts every episode on the table (setup says so), whatever the shares say.
+        return bool(self.arm.grasp_pose) and (self.cfg.start_in_hand > 0 or self.cfg.start_at_cube > 0)
 
     # --- state helpers -----------------------------------------------------------------------------------------
     def cube_pos(self, env: MjEnv) -> torch.Tensor:
