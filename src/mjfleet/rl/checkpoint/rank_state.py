@@ -112,12 +112,13 @@ def restore_rank_state(env: MjEnv, states: Any, rank: int, world_size: int, eval
 
 
 def restore_shared_state(env: MjEnv, states: Any) -> None:
-    """What evaluating a checkpoint takes from it: the step counter and saved rank 0's task state (curriculum levels),
-    but none of its random streams or episode counters, which follow the evaluation's own seed."""
+    """What evaluating a checkpoint takes from it: the step counter alone. Not its task state: a policy is judged
+    from the curriculum levels a fresh simulation has, as its ONNX file is and the run's own checks were (saved rank
+    0's levels fitted only where ``--num-episodes`` equalled its environments); nor its random streams or episode
+    counters, which follow the evaluation's own seed. A task file the policy did not train on is warned about."""
     if isinstance(states, list) and states:
         env.common_step_counter = int(states[0].get("common_step_counter", env.common_step_counter))
         _say_other_task_files(env, states[0].get("task_state") or {})
-        _load_task_state(env, states[0], "saved rank 0")
 
 
 def _say_other_task_files(env: MjEnv, saved: dict[str, Any]) -> None:
