@@ -76,6 +76,8 @@ def _cpu_ppo(spec: TaskSpec) -> list[str]:
         changed.append(f"{cpu.max_iterations} iterations")
     if cpu.policy.actor_hidden_dims != gpu.policy.actor_hidden_dims:
         changed.append(f"MLP {_networks(cpu)}")
+    if cpu.policy.init_std != gpu.policy.init_std:
+        changed.append(f"initial action std {cpu.policy.init_std:g}")
     if cpu.algorithm.num_learning_epochs != gpu.algorithm.num_learning_epochs:
         changed.append(f"{cpu.algorithm.num_learning_epochs} epochs")
     if cpu.algorithm.desired_kl != gpu.algorithm.desired_kl:
