@@ -128,6 +128,23 @@ def test_nonfinite_world_is_reset_alone_and_counted() -> None:
     assert means["Episode_Termination/nonfinite"] == 1.0
 
 
+def test_a_first_episode_begun_part_way_counts_the_steps_it_ran() -> None:
+    """A run starts its counters at random (or a checkpoint's): the episode then runs from a fresh start for the
+    rest of the length. Its length and per-step metrics are of the steps it ran, as its return is (they read the
+    counter: a length of 250 and a pole up 0.04 of the time after 10 steps up)."""
+    env = make_env(num_envs=8, episode_length_s=0.1)  # 5 control steps
+    env.cfg.clip_actions = 0.0  # zero force: the pole stays up
+    env.episode_length_buf[:] = torch.tensor([3, 3, 3, 3, 0, 0, 0, 0])
+    env.step(torch.zeros(8, 1))
+    _, _, _, extras = env.step(torch.zeros(8, 1))
+    ids, values = extras["episodes"]
+    assert ids.tolist() == [0, 1, 2, 3] and values["Episode/length"].tolist() == [2.0] * 4
+    assert values["Metrics/pole_up_fraction"].tolist() == [1.0] * 4
+    for _ in range(3):
+        _, _, _, extras = env.step(torch.zeros(8, 1))
+    assert extras["episodes"][1]["Episode/length"].tolist() == [5.0] * 4  # the others' whole episodes
+
+
 def test_a_diverged_worlds_task_metrics_stay_out_of_the_statistics() -> None:
     """On a GPU a diverged world's state is NaN until its reset, so were its task metrics: one such episode made the
     iteration's Metrics/* mean, and the evaluation window that --stop-when reads, NaN."""

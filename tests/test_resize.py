@@ -55,6 +55,9 @@ class _Env:
         self.common_step_counter = 0
         self.task = _CurriculumTask(num_envs)
 
+    def reset_all(self) -> None:  # the worlds follow the restored task state (nothing to place here)
+        pass
+
 
 def _saved_rank(rank: int, num_envs: int = 4, evaluation_level: int | None = None) -> dict[str, Any]:
     """Rank ``rank`` of a run that trained for a while: advanced RNGs, counters and curriculum levels (with
@@ -190,11 +193,20 @@ def test_real_curriculum_levels_follow_the_rule() -> None:
     saved = [capture_rank_state(saved_env, 0)]
 
     grown = make_loco_env("go1-velocity-rough", num_envs=4, seed=1)
-    fresh_generator = grown.generator.get_state()
+    twin = make_loco_env("go1-velocity-rough", num_envs=4, seed=1)  # seed + 1's stream, placed on those levels
+    twin_task = cast(LocomotionTask, twin.task)
+    assert twin_task.curriculum is not None
+    twin_task.curriculum.levels[:] = torch.tensor([2, 1, 0, 2])
+    twin.reset_all()
     assert not restore_rank_state(grown, saved, rank=1, world_size=2)
     grown_task = cast(LocomotionTask, grown.task)
     assert grown_task.curriculum is not None and grown_task.curriculum.levels.tolist() == [2, 1, 0, 2]
-    assert torch.equal(grown.generator.get_state(), fresh_generator)
+    assert torch.equal(grown.generator.get_state(), twin.generator.get_state()), "its own stream, not saved rank 0's"
+    # Each robot stands on the tile of its restored level (it stood on its fresh level's, which the curriculum's
+    # first judgement then read as walked on the restored one).
+    tiles, _ = grown_task.curriculum.spawn(torch.arange(4))
+    jitter = grown_task.cfg.terrain.spawn_jitter
+    assert (grown.sim.qpos[:, :2] - tiles).abs().max() <= jitter + 1e-5
 
     wider = make_loco_env("go1-velocity-rough", num_envs=6, seed=0)
     wider_task = cast(LocomotionTask, wider.task)
@@ -218,7 +230,7 @@ def test_a_real_run_saves_and_continues_its_evaluation_levels(tmp_path: Path) ->
     assert state["task_state"]["terrain_levels"].shape == (32,)
     assert state["evaluation_task_state"]["terrain_levels"].shape == (2,)
 
-    state["evaluation_task_state"]["terrain_levels"] = torch.tensor([3, 1])  # as if they had climbed
+    state["evaluation_task_state"]["terrain_levels"] = torch.tensor([2, 1])  # as if they had climbed
     torch.save(data, path)
     env = make_loco_env("go1-velocity-rough", num_envs=32, seed=0)
     eval_env = make_loco_env("go1-velocity-rough", num_envs=2, seed=1)
@@ -227,7 +239,7 @@ def test_a_real_run_saves_and_continues_its_evaluation_levels(tmp_path: Path) ->
     )
     runner.load(str(path))
     eval_task = cast(LocomotionTask, eval_env.task)
-    assert eval_task.curriculum is not None and eval_task.curriculum.levels.tolist() == [3, 1]
+    assert eval_task.curriculum is not None and eval_task.curriculum.levels.tolist() == [2, 1]
 
 
 # --- real resumes with another number of workers --------------------------------------------------------------------

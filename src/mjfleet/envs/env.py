@@ -55,6 +55,9 @@ class MjEnv(VecEnv):
         self.max_episode_length = math.ceil(round(task.cfg.episode_length_s / self.step_dt, 9))
         n, dev = self.num_envs, self.device
         self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
+        self.episode_steps = torch.zeros(n, dtype=torch.long, device=dev)
+        """Control steps each environment's episode has run since its reset: :attr:`episode_length_buf` less the
+        start a run sets it to (a random one, or a checkpoint's); what the episode statistics count."""
         self.common_step_counter = 0
         self.actions = torch.zeros(n, self.num_actions, device=dev)
         self.last_actions = torch.zeros_like(self.actions)
@@ -124,6 +127,7 @@ class MjEnv(VecEnv):
         with part(f"physics ({self.role})"):
             self.sim.step()
         self.episode_length_buf += 1
+        self.episode_steps += 1
         self.common_step_counter += 1
 
         nonfinite = self.diverged = self.sim.nonfinite_worlds()
@@ -226,6 +230,7 @@ class MjEnv(VecEnv):
         if self.task.forward_after_reset:
             self.sim.forward(env_ids)
         self.episode_length_buf[env_ids] = 0
+        self.episode_steps[env_ids] = 0
         self.from_reset[env_ids] = True
         self.actions[env_ids] = 0.0
         self.last_actions[env_ids] = 0.0
@@ -247,7 +252,7 @@ class MjEnv(VecEnv):
         done_time_outs = time_outs[env_ids]
         values: dict[str, torch.Tensor] = {
             "Episode/return": self._episode_return[env_ids],
-            "Episode/length": self.episode_length_buf[env_ids].float(),
+            "Episode/length": self.episode_steps[env_ids].float(),  # a first episode begun part-way: its own steps
             "Episode/success": self.task.success(self, env_ids, done_time_outs).float(),
         }
         for name, buf in self._episode_sums.items():

@@ -82,9 +82,15 @@ def restore_rank_state(env: MjEnv, states: Any, rank: int, world_size: int, eval
             else f"ranks {saved}..{world_size - 1} start fresh from seed + rank",
         )
     source = states[rank % saved]
-    _load_task_state(env, source, f"saved rank {rank % saved}")
-    if evaluation is not None:
-        _load_task_state(evaluation, source, f"saved rank {rank % saved}'s evaluation", "evaluation_task_state")
+    # The worlds were reset when the simulation was built, on the fresh task state (a robot on the tile of a fresh
+    # curriculum level): reset again on the restored one, before the saved streams are restored, so that the first
+    # episodes run where the restored state says and the curricula judge them there.
+    if _load_task_state(env, source, f"saved rank {rank % saved}"):
+        env.reset_all()
+    if evaluation is not None and _load_task_state(
+        evaluation, source, f"saved rank {rank % saved}'s evaluation", "evaluation_task_state"
+    ):
+        evaluation.reset_all()
     if rank >= saved:
         return False
     state = states[rank]
@@ -138,12 +144,12 @@ def _say_other_task_files(env: MjEnv, saved: dict[str, Any]) -> None:
             )
 
 
-def _load_task_state(env: MjEnv, state: dict[str, Any], source: str, key: str = "task_state") -> None:
+def _load_task_state(env: MjEnv, state: dict[str, Any], source: str, key: str = "task_state") -> bool:
     """Load ``state[key]`` into ``env``'s task unless a tensor's shape differs from this task's (another
-    ``num_envs``)."""
+    ``num_envs``); whether it was loaded."""
     saved = state.get(key)
     if not saved:
-        return
+        return False
     current = env.task.state_dict()
     mismatched = [
         key
@@ -154,8 +160,9 @@ def _load_task_state(env: MjEnv, state: dict[str, Any], source: str, key: str = 
     ]
     if mismatched:
         logger.info("task state of %s does not fit this run (%s): it starts fresh", source, ", ".join(mismatched))
-        return
+        return False
     env.task.load_state_dict(saved)
+    return True
 
 
 def _as_tuple(value: Any) -> Any:

@@ -118,7 +118,7 @@ class CartpoleTask(Task[CartpoleConfig]):
         return ("pole_up_fraction",)
 
     def episode_metrics(self, env: MjEnv, env_ids: torch.Tensor) -> dict[str, torch.Tensor]:
-        steps = env.episode_length_buf[env_ids].clamp(min=1).float()
+        steps = env.episode_steps[env_ids].clamp(min=1).float()
         return {"pole_up_fraction": self._up_steps[env_ids] / steps}
 
     def success(self, env: MjEnv, env_ids: torch.Tensor, time_outs: torch.Tensor) -> torch.Tensor:
