@@ -96,3 +96,32 @@ def test_a_streamed_video_holds_no_frames_and_is_put_in_place_when_finished(tmp_
     dropped.append(np.zeros((48, 64, 3), dtype=np.uint8))
     dropped.abort()  # the episodes did not finish: nothing of it stays
     assert sorted(p.name for p in target.parent.iterdir()) == ["play.mp4"]
+
+
+def test_a_folder_that_cannot_be_written_is_an_error_before_any_frame(tmp_path: Path) -> None:
+    """imageio starts ffmpeg, which opens the file, at the first frame: an unwritable folder (another user's run's
+    ``videos/``) was a broken pipe's traceback in the middle of play's episodes."""
+    taken = tmp_path / "videos"
+    taken.mkdir()
+    (taken / ".play.partial.mp4").mkdir()  # stands in for a file this user may not create (root writes anywhere)
+    with pytest.raises(OSError):
+        video.VideoFile(taken / "play.mp4", fps=50.0)
+
+
+def test_an_encoder_that_fails_mid_way_drops_the_frames_and_finish_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sink = video.VideoFile(tmp_path / "play.mp4", fps=50.0)
+    frame = np.zeros((48, 64, 3), dtype=np.uint8)
+    sink.append(frame)
+
+    def broken(_: np.ndarray) -> None:
+        raise OSError(32, "Broken pipe")
+
+    monkeypatch.setattr(sink._writer, "append_data", broken)
+    sink.append(frame)  # no exception in the middle of the episodes
+    sink.append(frame)
+    assert sink.frames == 1
+    with pytest.raises(OSError, match=r"could not be written whole.*Broken pipe"):
+        sink.finish()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -33,19 +33,36 @@ class VideoFile:
     previous one)."""
 
     def __init__(self, path: Path, fps: float) -> None:
-        """Opens the file now: a path that cannot be written raises :class:`OSError` before any frame."""
+        """Creates the file now: a path that cannot be written raises :class:`OSError` before any frame (imageio
+        starts ffmpeg, which opens it, at the first frame)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path, self.fps, self.frames = path, fps, 0
         self._partial = path.with_name(f".{path.stem}.partial{path.suffix}")
-        self._writer = imageio.get_writer(self._partial, fps=fps, macro_block_size=1)
+        self._partial.open("wb").close()
+        try:
+            self._writer = imageio.get_writer(self._partial, fps=fps, macro_block_size=1)
+        except BaseException:
+            self._partial.unlink(missing_ok=True)
+            raise
+        self._failed: OSError | None = None
 
     def append(self, frame: np.ndarray) -> None:
-        self._writer.append_data(frame)
+        """Encode ``frame``; once the encoder has failed (ffmpeg gone: a broken pipe) frames are dropped and
+        :meth:`finish` says why, so that what the episodes measured is still reported."""
+        if self._failed is not None:
+            return
+        try:
+            self._writer.append_data(frame)
+        except OSError as e:
+            self._failed = e
+            return
         self.frames += 1
 
     def finish(self) -> Path:
         """Close the encoder and put the file in place; :class:`OSError` when it cannot be written whole."""
         try:
+            if self._failed is not None:
+                raise self._failed
             self._writer.close()
             # Opening reads the file's index; its duration says every frame is in it.
             with imageio.get_reader(self._partial, format="FFMPEG") as reader:  # type: ignore[attr-defined]
