@@ -98,7 +98,7 @@ def test_onnx_matches_torch_on_recorded_observations(task_id: str, tmp_path: Pat
 
 
 @pytest.mark.slow
-def test_checkpoints_write_onnx_and_play_runs_it(tmp_path: Path) -> None:
+def test_checkpoints_write_onnx_and_play_runs_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = small_train_config(num_envs=16, iterations=2, steps=8, log_root=tmp_path)
     run_dir = make_run_dir(tmp_path, "onnx")
     train_worker(cfg, run_dir, DistributedContext(device="cpu"))
@@ -127,6 +127,20 @@ def test_checkpoints_write_onnx_and_play_runs_it(tmp_path: Path) -> None:
     assert code == 2
     assert "expects 5 values of observation group 'policy'" in err
     assert "Traceback" not in err
+
+    # One with the same observations plays, and says it was trained on another task (a .pt as its ONNX file).
+    monkeypatch.setenv("COLUMNS", "400")  # the warning on one line
+    for name in ("policy.onnx", "model_2.pt"):
+        argv = ["cartpole-swingup", "--checkpoint", str(run_dir / name), "--num-episodes", "1", "--gpu-ids", "None"]
+        code, _, err = run_main(play.main, argv)
+        assert code == 0 and f"{run_dir / name} was trained on cartpole-balance; it plays cartpole-swingup" in err
+
+    # A sidecar without what the inputs need (edited by hand) is one line.
+    sidecar = run_dir / "model_1.onnx.json"
+    sidecar.write_text(json.dumps({"format": json.loads(sidecar.read_text())["format"]}))
+    argv = ["cartpole-balance", "--checkpoint", str(run_dir / "model_1.onnx"), "--num-episodes", "1"]
+    code, _, err = run_main(play.main, [*argv, "--gpu-ids", "None"])
+    assert code == 2 and f"{sidecar} lacks what a policy's inputs need (KeyError" in err and "Traceback" not in err
 
 
 def test_the_exported_servo_targets_are_of_the_clipped_actions() -> None:

@@ -189,6 +189,23 @@ def _say_other_model_files(run_dir: Path, env: EnvConfig) -> None:
             logger.warning(line)
 
 
+def _say_other_task(checkpoint: Path, task_id: str) -> None:
+    """A warning when ``checkpoint`` was trained on another task than the one it plays in (an ONNX file's sidecar,
+    a checkpoint's run settings say which): with the same observation sizes it plays without another word."""
+    from mjfleet.rl.checkpoint.files import is_onnx
+    from mjfleet.rl.checkpoint.onnx import load_metadata
+
+    try:
+        if is_onnx(checkpoint):
+            trained = load_metadata(checkpoint).get("task")
+        else:
+            trained = load_yaml(_run_dir_of(checkpoint) / "params" / "run.yaml").get("task")
+    except UsageError:
+        return  # loading the policy says what is wrong with its files
+    if isinstance(trained, str) and trained != task_id:
+        logger.warning("%s was trained on %s; it plays %s here", checkpoint, trained, task_id)
+
+
 def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, object]:
     """Evaluate and return the summary dict that ``play`` prints."""
 
@@ -210,6 +227,7 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
         if cfg.agent == "policy":
             assert checkpoint is not None
             _say_other_model_files(_run_dir_of(checkpoint), cfg.env)
+            _say_other_task(checkpoint, task_id)
             policy = load_policy(checkpoint, env, agent_cfg, device)
         else:
             policy = random_policy(env) if cfg.agent == "random" else zero_policy(env)

@@ -223,9 +223,15 @@ class OnnxPolicy:
             raise UsageError(f"ONNX policy {path} does not exist")
         self.path = path
         self.metadata = load_metadata(path)
-        self.groups: list[str] = [g["name"] for g in self.metadata["inputs"][0]["observation_groups"]]
-        self.sizes: list[int] = [int(g["size"]) for g in self.metadata["inputs"][0]["observation_groups"]]
-        self.index_name: str | None = (self.metadata.get("index_input") or {}).get("name")
+        try:
+            groups = self.metadata["inputs"][0]["observation_groups"]
+            self.groups: list[str] = [str(g["name"]) for g in groups]
+            self.sizes: list[int] = [int(g["size"]) for g in groups]
+            self.index_name: str | None = (self.metadata.get("index_input") or {}).get("name")
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+            where = metadata_path(path)
+            problem = f"{type(e).__name__}: {e}"
+            raise UsageError(f"{where} lacks what a policy's inputs need ({problem}); export it again") from None
         if self.index_name is not None and index is None:
             raise UsageError(f"{path} reads {self.index_name!r} at every step, which this task does not count")
         self.index = index
