@@ -236,6 +236,7 @@ def test_a_menagerie_root_without_the_robot_says_what_it_lacks(tmp_path: Path, m
         robot_file(UNITREE_GO1)
     # Another tree's layout (mjlab keeps unitree_go1/xmls/go1.xml): pass its file as a path.
     (tmp_path / "unitree_go1" / "xmls").mkdir(parents=True)
+    assert not menagerie_available("unitree_go1")  # list-tasks says it is not on disk (a folder without a model)
     with pytest.raises(UsageError, match=r"has no unitree_go1/go1.xml .* --env.robot <path to the XML>"):
         robot_file(UNITREE_GO1)
     # An arm has no --env.robot: its record names the file (mjlab's YAM is i2rt_yam/xmls/yam.xml).
@@ -277,7 +278,7 @@ def test_list_tasks_and_train_offline(offline: None, tmp_path: Path) -> None:
     listed = {spec.id: spec.description for spec in builtin.tasks() if isinstance(spec, TaskSpec)}
     assert "prefetch unitree_g1" in listed["unitree-g1-velocity-flat"]
     assert "prefetch" not in listed["go1-velocity-flat"]  # the primitive tasks need nothing
-    code, out, _ = run_main(lambda argv: list_main(), [])
+    code, out, _ = run_main(list_main, [])
     assert code == 0 and "go1-velocity-flat" in out
     # Two workers: the launcher finds the files missing before the run directory or any worker exists.
     argv = ["unitree-go1-velocity-flat", "--gpu-ids", "None", "--cpu-workers", "2", "--env.num-envs", "8"]

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import imageio.v3 as iio
+import mujoco
 import numpy as np
 import psutil
 import pytest
@@ -54,6 +55,18 @@ def test_geoms_become_meshes_with_valid_faces_in_their_body_frames() -> None:
     radius, half = float(geom.size[0]), float(geom.size[1])
     extent = np.ptp(pole.vertices, axis=0).max()
     assert extent == pytest.approx(2 * (half + radius), rel=1e-3)
+
+
+def test_a_geoms_own_colour_wins_over_its_materials_as_in_mujoco() -> None:
+    model = mujoco.MjModel.from_xml_string(
+        """<mujoco><asset><material name="green" rgba="0 1 0 1"/></asset><worldbody>
+        <geom name="own" type="box" size=".1 .1 .1" material="green" rgba="1 0 0 1"/>
+        <geom name="material" type="box" size=".1 .1 .1" material="green"/>
+        <geom name="hidden" type="box" size=".1 .1 .1" material="green" rgba="1 1 1 0"/>
+        </worldbody></mujoco>"""
+    )
+    colours = {m.name: m.rgba for m in geom_meshes(model)}
+    assert colours == {"own": (1.0, 0.0, 0.0, 1.0), "material": (0.0, 1.0, 0.0, 1.0)}  # the hidden one is not drawn
 
 
 def test_native_viewer_needs_a_display(monkeypatch: pytest.MonkeyPatch) -> None:

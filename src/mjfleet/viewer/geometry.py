@@ -132,6 +132,10 @@ def _local_shape(model: mujoco.MjModel, geom: int) -> tuple[np.ndarray, np.ndarr
     return None
 
 
+DEFAULT_GEOM_RGBA = np.array([0.5, 0.5, 0.5, 1.0], dtype=np.float32)
+"""A geom's ``rgba`` where its XML gives none: only then does its material's colour show (MuJoCo's rule)."""
+
+
 def geom_meshes(model: mujoco.MjModel, geoms: Iterable[int] | None = None) -> list[GeomMesh]:
     """Every visible geom (groups 0-2, not fully transparent) as a triangle mesh in its body's frame; of ``geoms``
     only, where given."""
@@ -139,7 +143,7 @@ def geom_meshes(model: mujoco.MjModel, geoms: Iterable[int] | None = None) -> li
     for geom in range(model.ngeom) if geoms is None else geoms:
         rgba = np.asarray(model.geom_rgba[geom], dtype=float)
         material = int(model.geom_matid[geom])
-        if material >= 0:
+        if material >= 0 and np.array_equal(rgba, DEFAULT_GEOM_RGBA):  # MuJoCo's rule: a geom's own rgba wins
             rgba = np.asarray(model.mat_rgba[material], dtype=float)
         if int(model.geom_group[geom]) not in VISIBLE_GROUPS or rgba[3] <= 0.0:
             continue

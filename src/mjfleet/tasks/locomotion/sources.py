@@ -38,8 +38,8 @@ def menagerie_available(name: str) -> bool:
     import mujoco_menagerie as mm
 
     cache = mm.Cache()
-    if cache.root is not None:
-        return (cache.root / name).is_dir()
+    if cache.root is not None:  # a folder with a model in it (an empty one is a copy or prefetch that failed)
+        return any((cache.root / name).glob("*.xml"))
     return cache.is_cached(mm.get(name))
 
 
