@@ -80,6 +80,20 @@ def test_native_viewer_needs_a_display(monkeypatch: pytest.MonkeyPatch) -> None:
     # Set but dead (an SSH session without X forwarding): MuJoCo's GLFW failed in C, exit code 1.
     with pytest.raises(UsageError, match=r"cannot open the display DISPLAY=:99 \(no X server answers there"):
         check_display({"DISPLAY": ":99"}, "linux")
+    # Outside a Wayland session GLFW opens X11 whatever WAYLAND_DISPLAY says (a stale one hid a dead DISPLAY).
+    with pytest.raises(UsageError, match="DISPLAY=:99"):
+        check_display({"DISPLAY": ":99", "WAYLAND_DISPLAY": "wayland-9"}, "linux")
+    with pytest.raises(UsageError, match="needs a display"):
+        check_display({"WAYLAND_DISPLAY": "wayland-9"}, "linux")
+
+
+def test_a_wayland_session_needs_its_compositors_socket(tmp_path: Path) -> None:
+    session = {"WAYLAND_DISPLAY": "wayland-0", "XDG_SESSION_TYPE": "wayland", "XDG_RUNTIME_DIR": str(tmp_path)}
+    with pytest.raises(UsageError, match=f"WAYLAND_DISPLAY=wayland-0 \\(no compositor socket at {tmp_path}/wayland-0"):
+        check_display(session, "linux")
+    with socket.socket(socket.AF_UNIX) as compositor:
+        compositor.bind(str(tmp_path / "wayland-0"))
+        check_display(session, "linux")
 
 
 def test_a_display_that_does_not_answer_in_time_is_not_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,12 +16,27 @@ from mjfleet.errors import UsageError
 
 
 def check_display(environ: Mapping[str, str] | None = None, platform: str = sys.platform) -> None:
-    """Raise a one-line :class:`UsageError` when no display can host a window (Linux without X11 or Wayland)."""
+    """Raise a one-line :class:`UsageError` when no display can host a window (Linux without X11 or Wayland).
+
+    MuJoCo's GLFW talks Wayland only in a Wayland session (``XDG_SESSION_TYPE=wayland``), X11 otherwise: the display
+    it will open is checked (a Wayland compositor's socket, an X server that answers), so that a stale variable (a
+    tmux session reattached over SSH) is one line, not GLFW's error in C after the simulation was built."""
+    if not platform.startswith("linux"):
+        return
     env = os.environ if environ is None else environ
-    if platform.startswith("linux") and not (env.get("DISPLAY") or env.get("WAYLAND_DISPLAY")):
-        raise UsageError("--viewer native needs a display (DISPLAY is not set); use --viewer web on a remote machine")
+    wayland = env.get("WAYLAND_DISPLAY")
+    if wayland and env.get("XDG_SESSION_TYPE") == "wayland":
+        socket_path = wayland if os.path.isabs(wayland) else os.path.join(env.get("XDG_RUNTIME_DIR", ""), wayland)
+        if not os.path.exists(socket_path):
+            raise UsageError(
+                f"--viewer native cannot open the display WAYLAND_DISPLAY={wayland} (no compositor socket at"
+                f" {socket_path}); use --viewer web on a remote machine"
+            )
+        return
     display = env.get("DISPLAY")
-    if platform.startswith("linux") and not env.get("WAYLAND_DISPLAY") and display and x11_opens(display) is False:
+    if not display:
+        raise UsageError("--viewer native needs a display (DISPLAY is not set); use --viewer web on a remote machine")
+    if x11_opens(display) is False:
         raise UsageError(
             f"--viewer native cannot open the display DISPLAY={display} (no X server answers there within"
             f" {X11_TIMEOUT_S:g} s: an SSH session without X forwarding?); use --viewer web on a remote machine"
