@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from mjfleet.cli import bench
+from mjfleet.errors import UsageError
 
 pytestmark = [
     pytest.mark.slow,
@@ -93,3 +94,11 @@ def test_bench_refuses_empty_lists_of_sizes(capsys: pytest.CaptureFixture[str]) 
             bench.main(["cartpole-balance", *argv])
         assert exc.value.code == 2
         assert "--num-envs and --workers need at least one value each" in capsys.readouterr().err
+
+
+def test_the_backends_a_device_runs_and_none_is_one_line() -> None:
+    backends_for = bench.backends_for
+    assert backends_for("cpu", ("warp", "mujoco", "warp")) == ["warp", "mujoco"]
+    assert backends_for("cuda", ("warp", "mujoco")) == ["warp"]  # the default on a GPU: MuJoCo C is left out
+    with pytest.raises(UsageError, match="--backends mujoco: MuJoCo C runs on the CPU; measure it with --gpu-ids None"):
+        backends_for("cuda", ("mujoco",))  # it measured nothing and exited 0

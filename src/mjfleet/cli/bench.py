@@ -104,7 +104,7 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
         return
     shared = selection.kind == "cuda" and cfg.workers_per_gpu > 1
     runs = [(f"{w} ({min(w, cfg.workers_per_gpu)}/GPU)" if shared and w > 1 else str(w), w, w > 1) for w in cfg.workers]
-    backends: list[Backend] = [b for b in dict.fromkeys(cfg.backends) if b == "warp" or selection.kind == "cpu"]
+    backends = backends_for(selection.kind, cfg.backends)
     if cfg.launcher_overhead:
         runs.insert(1 if runs and runs[0][1] == 1 else 0, ("1 (torchrunx)", 1, True))
     trainings = [
@@ -218,12 +218,21 @@ def _contact_costs(task_id: str, cfg: BenchConfig, console: Console) -> None:
         write_text_atomic(cfg.json, json.dumps(report, indent=1) + "\n")
 
 
+def backends_for(kind: str, requested: tuple[Backend, ...]) -> list[Backend]:
+    """The backends of ``requested`` that run on a device of ``kind`` (MuJoCo C on the CPU only), each once; none is
+    one line (``--backends mujoco`` on a GPU measured nothing and exited 0)."""
+    backends: list[Backend] = [b for b in dict.fromkeys(requested) if b == "warp" or kind == "cpu"]
+    if not backends:
+        raise UsageError("--backends mujoco: MuJoCo C runs on the CPU; measure it with --gpu-ids None")
+    return backends
+
+
 def _profile(task_id: str, cfg: BenchConfig, console: Console, kind: str, device: str) -> None:
     """Train one worker in-process and show each part's share of an iteration (the first one excluded)."""
     from mjfleet.benchmark import machine_description, measure_training
     from mjfleet.profiling import PROFILE
 
-    named: list[Backend] = [b for b in dict.fromkeys(cfg.backends) if b == "warp" or kind == "cpu"]
+    named = backends_for(kind, cfg.backends)
     if len(named) > 1 and named != ["warp", "mujoco"]:
         raise UsageError("--profile measures one backend: name one with --backends (or leave it out: the device's)")
     backend: Backend = named[0] if len(named) == 1 else ("mujoco" if kind == "cpu" else "warp")
