@@ -464,6 +464,20 @@ def test_terrain_tiles_join_flat_and_lookup_matches_mujoco() -> None:
     assert np.all(terrain.heights[:n_border] == 0.0)
     # Level 0 is easier than the last level for every type.
     assert np.all(np.abs(terrain.tile_heights[0]) <= np.abs(terrain.tile_heights[-1]) + 1e-9)
+    # Stairs meet their neighbours on a flat tread (a riser one cell from the edge left a trench or a ridge), and
+    # bumps fade in from the spawn platform as from the tile edge (no ledge where a robot first steps off it).
+    stairs_row = n_border + cfg.types.index("stairs_up") * n_tile + n_tile // 2
+    for level in range(1, cfg.num_levels):
+        edge = n_border + level * n_tile
+        assert np.all(terrain.heights[stairs_row, edge - 1 : edge + 2] == 0.0)
+    bumps_row = n_border + cfg.types.index("bumps") * n_tile + n_tile // 2
+    platform_cells = round(0.5 * cfg.platform_size / res)
+    for level in range(cfg.num_levels):
+        centre = n_border + level * n_tile + n_tile // 2
+        amplitude = cfg.bump_height[0] + level / (cfg.num_levels - 1) * (cfg.bump_height[1] - cfg.bump_height[0])
+        for side in (-1, 1):
+            outside = terrain.heights[bumps_row, centre + side * (platform_cells + 1)]
+            assert abs(outside) <= amplitude * res / cfg.bump_spacing + 1e-9
     # Stairs go down from the border to a pit; slopes rise to a pyramid top.
     assert terrain.tile_heights[-1, 1] < -0.5 and terrain.tile_heights[-1, 2] > 0.3
 
@@ -509,14 +523,30 @@ def test_curriculum_rule_moves_levels_both_ways() -> None:
     ids = torch.arange(6)
     walked = torch.tensor([3.0, 3.0, 0.5, 0.5, 0.0, 3.0])  # promotion above 2 m (half a 4 m tile)
     commanded = torch.tensor([4.0, 4.0, 4.0, 0.5, 10.0, 1.0])  # demotion below half the commanded distance
-    curriculum.update(ids, walked, commanded)
+    curriculum.update(ids, walked, walked, commanded)  # straight walks: as far from the spawn as the path is long
     levels = curriculum.levels.tolist()
     assert levels[:5] == [1, 2, 0, 2, 0]  # up, up, down, stays (walked enough of a short command), floor at 0
     assert 0 <= levels[5] < 3  # beat the hardest level: restarts on a random one
+    # A turning command's arc ends near its start: the path covered is judged, not how far from the spawn it ended.
+    curriculum.levels[:2] = 1
+    curriculum.update(ids[:2], torch.tensor([0.3, 0.3]), torch.tensor([3.9, 0.3]), torch.tensor([4.0, 4.0]))
+    assert curriculum.levels[:2].tolist() == [1, 0]  # followed the arc: stays; stood near the spawn: down
     xy, ground = curriculum.spawn(ids)
     expected = torch.as_tensor(terrain.tile_centres, dtype=torch.float32)[curriculum.levels, curriculum.types]
     torch.testing.assert_close(xy, expected)
     assert ground.shape == (6,)
+
+
+def test_the_path_a_robot_covers_is_summed_step_by_step() -> None:
+    """A loop back to the spawn point covers its whole length though it ends where it began."""
+    terrain = TerrainConfig(kind="rough", max_init_level=0, spawn_jitter=0.0, **SMALL_TERRAIN)  # type: ignore[arg-type]
+    env = make_loco_env("go1-velocity-rough", num_envs=1, terrain=terrain)
+    task = _task(env)
+    for dx, dy in ((0.5, 0.0), (0.0, 0.5), (-0.5, 0.0), (0.0, -0.5)):  # a 0.5 m square, one side per step
+        env.sim.qpos[0, 0] += dx
+        env.sim.qpos[0, 1] += dy
+        task.after_step(env)
+    assert task._covered[0].item() == pytest.approx(2.0, abs=0.01) and task._walked[0].item() < 0.01
 
 
 def test_env_curriculum_promotes_far_walkers_and_demotes_laggards() -> None:

@@ -26,15 +26,18 @@ class TerrainCurriculum:
         self._centres = torch.as_tensor(terrain.tile_centres, dtype=torch.float32, device=device)
         self._ground = torch.as_tensor(terrain.tile_heights, dtype=torch.float32, device=device)
 
-    def update(self, env_ids: torch.Tensor, walked: torch.Tensor, commanded: torch.Tensor) -> None:
-        """Move the listed environments up a level if they walked farther than ``promote_fraction`` of a tile, down
-        if they covered less than ``demote_fraction`` of their ``commanded`` distance (for a fall, that of a whole
-        episode);
-        one that beats the hardest level restarts on a random level, so every level stays populated."""
+    def update(
+        self, env_ids: torch.Tensor, walked: torch.Tensor, covered: torch.Tensor, commanded: torch.Tensor
+    ) -> None:
+        """Move the listed environments up a level if they ended farther than ``promote_fraction`` of a tile from
+        their spawn point (``walked``), down if the path they ``covered`` is shorter than ``demote_fraction`` of the
+        one their commands asked for (``commanded``; for a fall, that of a whole episode): a turning command's arc
+        ends near its start, however well it was followed. One that beats the hardest level restarts on a random
+        level, so every level stays populated."""
         if not self.cfg.curriculum or env_ids.numel() == 0:
             return
         up = walked > self.cfg.promote_fraction * self.cfg.tile_size
-        down = (walked < self.cfg.demote_fraction * commanded) & ~up
+        down = (covered < self.cfg.demote_fraction * commanded) & ~up
         level = self.levels[env_ids] + up.long() - down.long()
         restart = torch.randint(0, self.num_levels, level.shape, device=level.device, generator=self.generator)
         level = torch.where(level >= self.num_levels, restart, level).clamp(min=0)

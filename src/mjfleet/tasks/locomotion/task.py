@@ -173,8 +173,10 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
         self._stance_time, self._swing_time = zeros(n, nf), zeros(n, nf)
         # Episode statistics and curriculum progress.
         self._lin_err_sum, self._yaw_err_sum, self._steps = zeros(n), zeros(n), zeros(n)
-        self._spawn_xy = zeros(n, 2)
-        self._walked, self._commanded = zeros(n), zeros(n)
+        self._spawn_xy, self._last_xy = zeros(n, 2), zeros(n, 2)
+        # How far the robot got from its spawn point, the length of the path it covered (a robot that follows a
+        # turning command walks an arc, ending nearer than the path is long) and of the path its commands asked for.
+        self._walked, self._covered, self._commanded = zeros(n), zeros(n), zeros(n)
 
     def _make_noise_amplitude(self, dev: torch.device) -> torch.Tensor:
         """Per-entry uniform noise amplitude of the policy observation (commands and actions stay exact)."""
@@ -248,8 +250,10 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
             if env.episodes_ended:  # a restart mid-way (a check of the policy from fresh starts) judges nothing
                 # A diverged world walked nowhere (MuJoCo C puts it back at the grid's origin, metres away, which
                 # read as a walk up a level): it fell.
-                walked = torch.where(env.diverged[env_ids], 0.0, self._walked[env_ids])
-                self.curriculum.update(env_ids, walked, asked)
+                diverged = env.diverged[env_ids]
+                walked = torch.where(diverged, 0.0, self._walked[env_ids])
+                covered = torch.where(diverged, 0.0, self._covered[env_ids])
+                self.curriculum.update(env_ids, walked, covered, asked)
             xy, ground = self.curriculum.spawn(env_ids)
             xy = xy + (torch.rand(n, 2, device=dev, generator=g) * 2 - 1) * cfg.terrain.spawn_jitter
 
@@ -282,10 +286,12 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
             self._yaw_err_sum,
             self._steps,
             self._walked,
+            self._covered,
             self._commanded,
         ):
             buf[env_ids] = 0
         self._spawn_xy[env_ids] = xy
+        self._last_xy[env_ids] = qpos[:, :2]
         # Observations follow the resets: refresh the base state of the reset rows only.
         lin_vel, _, gravity, height = self._base_state(env, env_ids)
         self.lin_vel[env_ids], self.gravity[env_ids], self.base_height[env_ids] = lin_vel, gravity, height
@@ -310,7 +316,10 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
         self._lin_err_sum += torch.sqrt(self._lin_err_sq)
         self._yaw_err_sum += torch.sqrt(self._yaw_err_sq)
         self._steps += 1.0
-        self._walked = torch.linalg.vector_norm(sim.qpos[:, :2] - self._spawn_xy, dim=-1)
+        xy = sim.qpos[:, :2]
+        self._walked = torch.linalg.vector_norm(xy - self._spawn_xy, dim=-1)
+        self._covered += torch.linalg.vector_norm(xy - self._last_xy, dim=-1)
+        self._last_xy.copy_(xy)
         self._commanded += torch.linalg.vector_norm(command[:, :2], dim=-1) * dt
         if self.command_curriculum is not None:
             self.command_curriculum.step(torch.exp(-self._lin_err_sq / self.cfg.tracking_std**2))

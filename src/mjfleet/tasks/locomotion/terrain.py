@@ -76,20 +76,22 @@ def _tile(
 ) -> np.ndarray:
     """Heights of one tile; the edges are at 0 so tiles join without steps, the centre platform is flat."""
     half, platform = 0.5 * cfg.tile_size, 0.5 * cfg.platform_size
-    # Distance from the platform edge to the tile edge, along the Chebyshev (square) rings of a pyramid.
-    ring = np.clip(half - np.maximum(np.abs(u), np.abs(v)), 0.0, half - platform)
+    square = np.maximum(np.abs(u), np.abs(v))  # the Chebyshev (square) rings of a pyramid
+    # Distance from the platform edge to the tile edge, along those rings.
+    ring = np.clip(half - square, 0.0, half - platform)
     if kind == "bumps":
         amplitude = _lerp(cfg.bump_height, difficulty)
         tile = _bumps(u, v, amplitude, cfg.bump_spacing, rng)
-        # Flat platform and zero edges: bumps fade in over one bump spacing.
-        fade = np.clip(ring / max(cfg.bump_spacing, 1e-6), 0.0, 1.0)
-        fade *= np.maximum(np.abs(u), np.abs(v)) > platform
-        return tile * fade
+        # Flat platform and zero edges: bumps fade in over one bump spacing from both (no ledge at either).
+        room = np.minimum(half - square, square - platform)
+        return tile * np.clip(room / max(cfg.bump_spacing, 1e-6), 0.0, 1.0)
     if kind in ("slope_up", "slope_down"):
         tile = _lerp(cfg.slope, difficulty) * ring
         return -tile if kind == "slope_up" else tile
     if kind in ("stairs_up", "stairs_down"):
-        steps = np.ceil(np.round(ring / cfg.step_width, 6))
+        # Whole treads from the tile edge: the outermost lies at the edge's height, as its neighbour's does (a
+        # riser there left one grid cell between two tiles at 0: a trench or a ridge a foot could catch in).
+        steps = np.floor(np.round(ring / cfg.step_width, 6))
         tile = _lerp(cfg.step_height, difficulty) * steps
         return -tile if kind == "stairs_up" else tile
     raise ValueError(f"unknown terrain type {kind!r}")
