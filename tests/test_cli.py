@@ -172,6 +172,12 @@ def test_train_resume_with_other_networks(capsys: pytest.CaptureFixture[str], tm
     assert "pass --agent.policy.obs-normalization to continue it" in line
     assert not (tmp_path / "logs").exists()
     assert train.main([*base, "--dry-run"]) is None  # the task's own networks (64 64, normalised) fit
+    # Its run trained another function with the same layers: its weights would go on in ELU networks without a word.
+    (tmp_path / "params").mkdir()
+    (tmp_path / "params" / "agent.yaml").write_text("policy:\n  activation: tanh\n")
+    line = _usage_error(capsys, train.main, base)
+    assert "its run trained with --agent.policy.activation tanh, this run's is elu" in line
+    assert train.main([*base, "--agent.policy.activation", "tanh", "--dry-run"]) is None
     # A package learner's layout is its own: nothing is said of its normaliser.
     from mjfleet.rl.checkpoint.files import normalises_observations
 

@@ -39,6 +39,7 @@ from mjfleet.rl.checkpoint.files import (
     normalises_observations,
     resolve_checkpoint,
 )
+from mjfleet.rl.learners.registry import learner_entry
 from mjfleet.runs.directory import check_log_root, create_run_dir, next_run_dir, remove_stale_temporaries
 from mjfleet.runs.fingerprint import (
     DIGEST,
@@ -338,6 +339,27 @@ def _check_networks(cfg: TrainConfig, checkpoint: Path, data: dict[str, Any]) ->
             raise UsageError(
                 f"--resume {checkpoint}: its {role} has hidden layers {' '.join(map(str, saved))}, this run's"
                 f" {' '.join(map(str, wanted))}; pass {flag} {' '.join(map(str, saved))} to continue it"
+            )
+    _check_network_functions(cfg, checkpoint)
+
+
+def _check_network_functions(cfg: TrainConfig, checkpoint: Path) -> None:
+    """The settings that shape what the networks compute without changing their layers (the activation, an
+    off-policy actor's action limit) must be the checkpoint's run's where its settings are beside it: its weights
+    loaded into another function would go on training a damaged policy without a word."""
+    recorded = load_yaml(checkpoint.parent / "params" / "agent.yaml")
+    settings = [("policy", "activation")]
+    group = learner_entry(cfg.agent.learner).settings
+    if group is not None and hasattr(getattr(cfg.agent, group, None), "action_limit"):
+        settings.append((group, "action_limit"))
+    for section, name in settings:
+        saved = (recorded.get(section) or {}).get(name) if isinstance(recorded.get(section), dict) else None
+        wanted = getattr(getattr(cfg.agent, section), name)
+        if saved is not None and saved != wanted:
+            flag = f"--agent.{section}.{name.replace('_', '-')}"
+            raise UsageError(
+                f"--resume {checkpoint}: its run trained with {flag} {saved}, this run's is {wanted}; pass"
+                f" {flag} {saved} to continue it"
             )
 
 
