@@ -146,6 +146,26 @@ def test_play_follows_its_own_seed_not_the_training_runs_random_streams(tmp_path
     assert (one["mean_length"], one["mean_return"]) != (two["mean_length"], two["mean_return"]), "--seed had no effect"
 
 
+def test_a_checkpoint_copied_out_of_its_run_plays_with_the_networks_it_has(tmp_path: Path) -> None:
+    """Without its run's settings, play built the task's default networks: a run of other sizes (the CPU defaults'
+    smaller ones, or flags) was refused as not fitting the task's observations."""
+    import shutil
+
+    cfg = small_train_config(num_envs=16, iterations=1, steps=8, log_root=tmp_path)
+    policy = dataclasses.replace(
+        cfg.agent.policy, actor_hidden_dims=(24, 24), critic_hidden_dims=(16,), obs_normalization=False
+    )
+    cfg.agent = dataclasses.replace(cfg.agent, policy=policy)
+    run_dir = make_run_dir(tmp_path, "sizes")
+    train_worker(cfg, run_dir, DistributedContext(device="cpu"))
+    (tmp_path / "lone").mkdir()
+    shutil.copy(run_dir / "model_1.pt", tmp_path / "lone" / "model_1.pt")
+    argv = ["cartpole-balance", "--checkpoint", str(tmp_path / "lone" / "model_1.pt"), "--gpu-ids", "None"]
+    code, out, err = run_main(play.main, [*argv, "--num-episodes", "2"])
+    assert code == 0, err
+    assert json.loads(out)["episodes"] == 2
+
+
 def test_a_rank_whose_seed_passes_numpys_limit_still_seeds() -> None:
     """Worker k seeds with ``--seed`` + k; past 2**32 - 1 (a large seed on a job of many ranks) NumPy wraps around."""
     seed_everything(2**32 + 5)

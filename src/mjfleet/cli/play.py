@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -160,13 +161,33 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
 
 def _learners_defaults(spec: TaskSpec, checkpoint: Path, agent_cfg: AgentConfig) -> AgentConfig:
     """For a checkpoint without its run's settings beside it: the task's defaults for the learner that trained it
-    (another learner's networks would not take it)."""
-    from mjfleet.rl.checkpoint.files import checkpoint_learner, is_onnx, load_checkpoint, resolve_checkpoint
+    (another learner's networks would not take it), with the hidden layers and normalisation its networks have (a
+    run of the task's CPU defaults has smaller ones than the task's defaults here)."""
+    from mjfleet.rl.checkpoint.files import (
+        checkpoint_learner,
+        hidden_dims,
+        is_onnx,
+        load_checkpoint,
+        network_state,
+        normalises_observations,
+        resolve_checkpoint,
+    )
 
     if is_onnx(checkpoint):
         return agent_cfg
-    learner = checkpoint_learner(load_checkpoint(resolve_checkpoint(checkpoint)))
-    return agent_cfg if learner == agent_cfg.learner else spec.defaults(on_cpu=False, learner=learner)[1]
+    data = load_checkpoint(resolve_checkpoint(checkpoint))
+    learner = checkpoint_learner(data)
+    if learner != agent_cfg.learner:
+        agent_cfg = spec.defaults(on_cpu=False, learner=learner)[1]
+    policy = agent_cfg.policy
+    for role in ("actor", "critic"):
+        saved = hidden_dims(network_state(data, role))
+        if saved is not None:
+            policy = dataclasses.replace(policy, **{f"{role}_hidden_dims": saved})
+    normalised = normalises_observations(data)
+    if normalised is not None:
+        policy = dataclasses.replace(policy, obs_normalization=normalised)
+    return dataclasses.replace(agent_cfg, policy=policy)
 
 
 def _run_dir_of(checkpoint: Path) -> Path:
