@@ -89,6 +89,21 @@ def test_trains_saves_resumes_exports_and_plays(learner: str, tmp_path: Path, mo
     assert from_pt["mean_return"] == pytest.approx(from_onnx["mean_return"], rel=1e-4)
 
 
+def test_a_resumed_skrl_ppo_adapts_its_learning_rate_to_its_own_kl_target(tmp_path: Path) -> None:
+    """The scheduler's saved state carried the old run's KL target: --resume with another --agent.algorithm.desired-kl
+    went on adapting to the old one, while rsl-rl-lib's PPO reads the run's own."""
+    cfg = skrl_config("skrl-ppo", num_envs=16, iterations=1, steps=8, log_root=tmp_path)
+    run_dir = make_run_dir(tmp_path, "first")
+    train_worker(cfg, run_dir, CPU)
+    other = dataclasses.replace(cfg.agent, algorithm=dataclasses.replace(cfg.agent.algorithm, desired_kl=0.05))
+    runner = Runner(make_env(num_envs=16), other, CPU, None)
+    runner.load(run_dir / "model_1.pt")
+    scheduler = runner.learner.agent.scheduler  # type: ignore[attr-defined]
+    assert scheduler.kl_threshold == 0.05
+    saved = load_checkpoint(run_dir / "model_1.pt")["skrl_state"]["scheduler"]
+    assert saved["kl_threshold"] != 0.05 and scheduler._last_lr == saved["_last_lr"]  # the rate itself continues
+
+
 @pytest.mark.parametrize("learner", SKRL)
 def test_onnx_matches_torch_on_recorded_observations(learner: str, tmp_path: Path) -> None:
     runner = _runner(learner, num_envs=8)

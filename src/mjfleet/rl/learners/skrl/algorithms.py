@@ -79,8 +79,18 @@ class SkrlPpo(SkrlLearner):
         return {"scheduler": self.agent.scheduler.state_dict()} if self.agent.scheduler else {}
 
     def _load_extra_state(self, state: dict[str, Any]) -> None:
-        if self.agent.scheduler and "scheduler" in state:
-            self.agent.scheduler.load_state_dict(state["scheduler"])
+        scheduler = self.agent.scheduler
+        if scheduler and "scheduler" in state:
+            # torch's load_state_dict sets every attribute, the settings too: a resume with another
+            # --agent.algorithm.desired-kl went on adapting to the old run's (rsl-rl-lib's reads this run's).
+            configured = {name: getattr(scheduler, name) for name in _KL_SCHEDULE_SETTINGS if hasattr(scheduler, name)}
+            scheduler.load_state_dict(state["scheduler"])
+            for name, value in configured.items():
+                setattr(scheduler, name, value)
+
+
+_KL_SCHEDULE_SETTINGS = ("kl_threshold", "min_lr", "max_lr", "_kl_factor", "_lr_factor")
+"""The attributes of skrl's ``KLAdaptiveLR`` that come from this run's settings, not from a checkpoint's state."""
 
 
 class SkrlSac(SkrlLearner):
