@@ -252,7 +252,7 @@ def test_sac_records_losses_only_while_it_writes_them() -> None:
     learner.agent.update(timestep=4, timesteps=0)
     assert not any(tag.startswith("Loss / ") for tag in learner.agent.tracking_data)
     losses = learner.update()
-    assert {"policy", "critic", "entropy", "entropy_coefficient"} == set(losses)
+    assert {"policy_loss", "critic_loss", "entropy_loss", "entropy_coefficient"} == set(losses)
 
 
 def test_building_an_agent_writes_nothing_to_the_working_directory(

@@ -118,7 +118,9 @@ class SkrlLearner(Learner):
         losses = {}
         for tag, values in agent.tracking_data.items():
             if tag.startswith(TRACKED) and values:
-                name = tag.split(" / ", 1)[1].removesuffix(" loss").lower().replace(" ", "_")
+                # skrl's names as they are (``entropy_loss``, ``value_loss``): rsl-rl-lib's PPO logs other quantities
+                # as ``entropy`` (the policy's entropy) and ``value`` (the value error), which must not share a tag.
+                name = tag.split(" / ", 1)[1].lower().replace(" ", "_")
                 losses[name] = float(sum(values) / len(values))
         agent.tracking_data.clear()
         return losses
