@@ -541,6 +541,28 @@ def test_an_arm_without_a_home_pose_anywhere_is_one_line() -> None:
         build_model(arm, yam_reach_config())
 
 
+def test_a_record_naming_what_the_file_lacks_or_has_twice_is_one_line() -> None:
+    """A misspelt grasp_pose joint was MuJoCo's KeyError in the worker after the run existed (exit 1); an ee_site_pos
+    under the name of a site the file has, MuJoCo's "repeated name"."""
+    arm = ArmSpec(
+        name="mini",
+        source=str(MINI_ARM),
+        ee_site="tip",
+        hand_body="hand",
+        gripper_actuator="gripper",
+        gripper_joints=("left_finger", "right_finger"),
+        fingertips=(),
+        home=(("shoulder", 0.4),),
+        grasp_pose=(("left_fingr", 1.0), ("right_finger", 1.0)),
+    )
+    with pytest.raises(UsageError, match=r"arm 'mini' \(.*mini_arm.xml\) has no joint 'left_fingr'"):
+        build_model(arm, yam_reach_config())
+    twice = dataclasses.replace(arm, grasp_pose=(), ee_site_pos=(0.0, 0.0, -0.07))
+    with pytest.raises(UsageError, match=r"its file has a site 'tip' already; give ee_site a name of its own"):
+        build_model(twice, yam_reach_config())
+    build_model(dataclasses.replace(twice, ee_site="grip"), yam_reach_config())  # a name of its own: builds
+
+
 def test_an_arm_from_a_package_lists_builds_and_trains(arm_package: None, tmp_path: Path) -> None:
     from mjfleet.cli import list_tasks, train
     from mjfleet.tasks import registry

@@ -132,7 +132,8 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         if len(poses.xy) == 0:
             raise UsageError(
                 f"--env.start-at-cube: arm {self.arm.name!r} reaches no cube position within --env.cube.x {cube.x}"
-                f" and --env.cube.y {cube.y} with its hand turned as at home"
+                f" and --env.cube.y {cube.y} with its hand turned as at home (--env.start-at-cube 0 trains without"
+                " these starts)"
             )
         self._at_cube_xy = torch.as_tensor(poses.xy, dtype=torch.float32, device=dev)
         self._at_cube_qpos = torch.as_tensor(poses.qpos, dtype=torch.float32, device=dev)

@@ -81,6 +81,11 @@ def build_model(arm: ArmSpec, cfg: ManipulationConfig, cube: CubeConfig | None =
             for zone in arm.fingertips:
                 _add_grasp_sensor(spec, zone)
         if arm.ee_site_pos is not None:
+            if any(site.name == arm.ee_site for site in spec.sites):  # MuJoCo's compile: "repeated name", a traceback
+                raise UsageError(
+                    f"arm {arm.name!r} ({path}): its file has a site {arm.ee_site!r} already; give ee_site a name of"
+                    " its own with ee_site_pos, or leave ee_site_pos out to use the file's"
+                )
             hand.add_site(name=arm.ee_site, pos=list(arm.ee_site_pos), size=[0.005, 0.0, 0.0], group=4)
     m = spec.compile()
     check_arm_model(arm, m, path)
@@ -171,7 +176,7 @@ def check_arm_model(arm: ArmSpec, m: mujoco.MjModel, path: str) -> None:
     for kind, names in (
         ("site", (arm.ee_site,)),
         ("body", (arm.hand_body, *(z.body for z in arm.fingertips if z.body))),
-        ("joint", arm.gripper_joints),
+        ("joint", (*arm.gripper_joints, *(name for name, _ in arm.grasp_pose))),
         ("actuator", (arm.gripper_actuator,)),
         ("geom", tuple(z.geom for z in arm.fingertips if z.geom)),
     ):
