@@ -23,7 +23,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 from mjfleet.cli.args import parse, parse_known, print_help, wants_help, write_out
 from mjfleet.config_io import load_yaml, update_dataclass
-from mjfleet.console import configure_logging
+from mjfleet.console import UNWRAPPED, configure_logging
 from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import (
     FAILED_EXIT_CODE,
@@ -308,7 +308,7 @@ class _Closing:
             level = logging.DEBUG  # the job's rank 0 says how it ended; every rank saying it buries it
         first, *rest = ending_lines(end)
         for line in [first, *more, *rest]:
-            logger.log(level or logging.INFO, "%s", line)
+            logger.log(level or logging.INFO, "%s", line, extra=UNWRAPPED)  # commands and paths to copy
         self.exit(code)
 
     def exit(self, code: int) -> NoReturn:
