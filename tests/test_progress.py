@@ -86,6 +86,10 @@ def test_the_line_before_the_eta_is_known_at_the_end_and_while_evaluation_fills(
     ending = _progress(iteration=19, eta_s=71.0, ending=True)  # stopped early, by the condition or a signal
     assert "ETA" not in progress_line(ending) and "ETA" not in progress_block(ending)
     assert progress_line(_progress(evaluation_episodes=12)).endswith("eval 0.60 (12/50 ep)")
+    # A continued run reads the checkpoint's window until its own evaluation episodes end: said so, not as its own.
+    assert progress_line(_progress(evaluation_restored=True)).endswith("eval 0.60 (checkpoint's)")
+    filling = _progress(evaluation_episodes=12, evaluation_restored=True)
+    assert progress_line(filling).endswith("(12/50 ep, checkpoint's)")
     assert progress_line(_progress(episode={"Episode/return": 3.21}, evaluation={})).endswith("| return 3.2")
 
 

@@ -122,6 +122,10 @@ def test_window_covers_the_most_recent_iterations_holding_enough_episodes() -> N
     assert (window.count, window.means()) == (4, {"Eval/success": 1.0, "Eval/return": 1.0})
     restored = EvaluationWindow(["Episode/success", "Episode/return"], episodes=4)
     assert restored.load_state_dict(window.state_dict()) and restored.means() == window.means()
+    # Its means are the checkpoint's until this start's own episodes have pushed every restored one out.
+    assert restored.restored_only and not window.restored_only
+    restored.add([1.0, 1.0], [1.0, 1.0])
+    assert not restored.restored_only  # one of this start's episodes is among them
     other_task = EvaluationWindow(["Episode/success"], episodes=4)
     assert not other_task.load_state_dict(window.state_dict()) and other_task.count == 0
 

@@ -278,6 +278,7 @@ class Runner(Saving, Stopping):
                     sync_s=learner.sync_s,
                     evaluation=evaluation,
                     evaluation_episodes=self.eval_window.count,
+                    evaluation_restored=self.eval_window.restored_only,
                     env_steps=self.env_steps,
                     elapsed_s=clock.elapsed_s(t2),
                     run_elapsed_s=clock.run_elapsed_s(t2),

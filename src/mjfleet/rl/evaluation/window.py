@@ -55,6 +55,8 @@ class EvaluationWindow:
         """The training statistics' names, in the order of the sums and counts."""
         self.episodes = episodes
         self._iterations: deque[tuple[list[float], list[float]]] = deque()
+        self._restored = 0
+        """How many of the held iterations a checkpoint's window brought (episodes before this start)."""
 
     def add(self, sums: Sequence[float], counts: Sequence[float]) -> None:
         """One iteration's sums and counts (over every rank), in :attr:`keys` order."""
@@ -63,6 +65,13 @@ class EvaluationWindow:
         self._iterations.append((list(sums), list(counts)))
         while len(self._iterations) > 1 and self.count - _episodes(self._iterations[0][1]) >= self.episodes:
             self._iterations.popleft()
+            self._restored = max(self._restored - 1, 0)
+
+    @property
+    def restored_only(self) -> bool:
+        """Whether every episode held is a checkpoint's (none of this start has ended yet): its means are of the
+        policy the checkpoint was saved with, or earlier."""
+        return bool(self._iterations) and self._restored == len(self._iterations)
 
     @property
     def count(self) -> int:
@@ -86,6 +95,7 @@ class EvaluationWindow:
     def clear(self) -> None:
         """Forget every episode (the next ones fill it afresh)."""
         self._iterations.clear()
+        self._restored = 0
 
     def state_dict(self) -> dict[str, Any]:
         """Plain lists, for a checkpoint that loads with ``weights_only=True``."""
@@ -94,10 +104,12 @@ class EvaluationWindow:
     def load_state_dict(self, state: Any) -> bool:
         """Restore a saved window of the same statistics; False (and empty) for another task's or none."""
         self._iterations.clear()
+        self._restored = 0
         if not isinstance(state, dict) or list(state.get("keys", ())) != list(self.keys):
             return False
         for sums, counts in state.get("iterations", ()):
             self._iterations.append((list(sums), list(counts)))
+        self._restored = len(self._iterations)
         return True
 
 

@@ -41,6 +41,8 @@ class Progress:
     """Means over the most recent evaluation episodes (deterministic policy), by logged name."""
     evaluation_episodes: int = 0
     """How many evaluation episodes :attr:`evaluation` covers."""
+    evaluation_restored: bool = False
+    """Whether those are all a checkpoint's episodes (none of this start's has ended yet)."""
     evaluation_window: int = 0
     """The evaluation episodes ``--stop-when`` waits for before it reads :attr:`evaluation`."""
     ending: bool = False
@@ -87,10 +89,12 @@ def _success_part(p: Progress) -> str:
     evaluated = p.evaluation.get("Eval/success")
     parts = [] if trained is None else [f"success {trained:.2f}"]
     if evaluated is not None:
-        filling = p.evaluation_episodes < p.evaluation_window
-        parts.append(
-            f"eval {evaluated:.2f}" + (f" ({p.evaluation_episodes}/{p.evaluation_window} ep)" if filling else "")
-        )
+        notes = []
+        if p.evaluation_episodes < p.evaluation_window:
+            notes.append(f"{p.evaluation_episodes}/{p.evaluation_window} ep")
+        if p.evaluation_restored:  # none of this start's evaluation episodes has ended yet
+            notes.append("checkpoint's")
+        parts.append(f"eval {evaluated:.2f}" + (f" ({', '.join(notes)})" if notes else ""))
     return " ".join(parts)
 
 

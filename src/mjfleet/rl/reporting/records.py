@@ -38,6 +38,8 @@ class IterationRecord:
     """Means over the most recent evaluation episodes (deterministic policy) of every rank, by ``Eval...`` name."""
     evaluation_episodes: int = 0
     """How many evaluation episodes :attr:`evaluation` covers."""
+    evaluation_restored: bool = False
+    """Whether those episodes are all a checkpoint's (this start's own have not ended yet)."""
     env_steps: int = 0
     """Environment steps the run has simulated up to this iteration, earlier starts included."""
     elapsed_s: float = 0.0

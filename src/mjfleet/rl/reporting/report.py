@@ -92,6 +92,7 @@ class IterationReporter:
             episode=self._last_episode,
             evaluation=r.evaluation,
             evaluation_episodes=r.evaluation_episodes,
+            evaluation_restored=r.evaluation_restored,
             evaluation_window=evaluation_window,
             ending=ending,
             stop_when=stop_when,
