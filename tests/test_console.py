@@ -27,6 +27,9 @@ def test_a_run_logged_to_a_file_keeps_each_line_whole_and_unpadded(
     assert code == 0, err
     lines = err.splitlines()
     assert not [line for line in lines if line != line.rstrip()], "padded lines"
+    # The start says which physics trains and what steps beside the environments PPO trains on.
+    (start,) = [line for line in lines if "training cartpole-balance with" in line]
+    assert "on cpu (MuJoCo C): 16 envs x " in start and " evaluation envs " in start and start.endswith(", 1 iteration")
     (watch,) = [line for line in lines if "watch it: " in line]
     checkpoint = watch.split("--checkpoint ", 1)[1]
     assert Path(checkpoint).is_file() and watch.startswith("[") and " INFO     watch it: " in watch
@@ -46,3 +49,17 @@ def test_a_terminal_shows_a_command_on_one_soft_wrapped_line() -> None:
     whole, *folded = out.getvalue().splitlines()
     assert whole.endswith(f"WARNING  {command}")
     assert len(folded) > 1 and all(len(line) <= 40 for line in folded)
+
+
+def test_the_cpu_defaults_line_names_the_training_contacts_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same setting (``applies cpu``) gives the CPU other physics than the GPU: the line of CPU defaults left
+    it out, and only the worker's start said it (not a --dry-run)."""
+    from .helpers import missing_files
+
+    if why := missing_files("unitree-go1-velocity-flat"):
+        pytest.skip(why)
+    monkeypatch.setenv("COLUMNS", "400")
+    code, _, err = run_main(train.main, ["unitree-go1-velocity-flat", "--gpu-ids", "None", "--dry-run"])
+    assert code == 0, err
+    (line,) = [line for line in err.splitlines() if "defaults of unitree-go1-velocity-flat on the CPU" in line]
+    assert "; training contacts: pyramidal" in line and "(GPU: the robot file's)" in line

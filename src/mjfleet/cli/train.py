@@ -195,10 +195,14 @@ def main(argv: list[str] | None = None) -> None:
         logging.getLogger("mjfleet").setLevel(logging.WARNING)  # rank 0 speaks for the job
     spec = get_task(cfg.task)
     if prepared.selection.kind == "cpu" and spec.has_cpu_defaults and cfg.finish is None:
+        differences = spec.cpu_differences()
+        contacts = spec.env_defaults(on_cpu=True).sim.training_contacts
+        if contacts.active(on_gpu=False) and not contacts.active(on_gpu=True):  # the same setting, another physics
+            differences.append(f"training contacts: {contacts.describe()} (GPU: the robot file's)")
         logger.info(
             "defaults of %s on the CPU, where they differ from the GPU's (flags given win): %s",
             cfg.task,
-            "; ".join(spec.cpu_differences()),
+            "; ".join(differences),
         )
     if cfg.dry_run:
         write_out(describe(prepared))

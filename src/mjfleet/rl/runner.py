@@ -320,9 +320,10 @@ class Runner(Saving, Stopping):
                 if met and tracker is not None:
                     self.condition_met_at, self.met_condition = it, tracker.condition
                     logger.info(
-                        "stop condition %s held for %d iterations: stopping after iteration %d (%.0f s of training)",
+                        "stop condition %s held for %d iteration%s: stopping after iteration %d (%.0f s of training)",
                         tracker.condition,
                         tracker.streak,
+                        "" if tracker.streak == 1 else "s",
                         it,
                         time.perf_counter() - began,
                     )

@@ -28,6 +28,7 @@ from mjfleet.rl.checkpoint.files import list_checkpoints
 from mjfleet.rl.reporting.records import WorkerResult
 from mjfleet.runtime.devices import DeviceSelection, describe_gpu_request, local_gpu_count, select_devices
 from mjfleet.runtime.stop import StopRequest
+from mjfleet.sim.config import resolve_backend
 from mjfleet.train.config import TrainConfig, validate
 from mjfleet.train.external import check_external_options, detect_external_job, external_device
 from mjfleet.train.own_launcher import describe_plan, make_plan
@@ -239,20 +240,38 @@ def _remove_unborn_run(prepared: Prepared, run_dir: Path, existing: Path) -> Non
             folder.rmdir()
 
 
+PHYSICS_NAMES = {"mujoco": "MuJoCo C", "warp": "MuJoCo Warp"}
+"""The physics a resolved ``--env.sim.backend`` runs, as a start line names it."""
+
+
+def _evaluation_words(cfg: TrainConfig, on_gpu: bool) -> str:
+    """`` + 32 evaluation envs of their own``: the deterministic policy's environments beside the ``num_envs`` PPO
+    trains on (their steps are counted in the run's env-steps); nothing without them."""
+    own = cfg.agent.separate_evaluation_envs(cfg.env.num_envs, on_gpu)
+    if own:
+        return f" + {own} evaluation envs of their own (counted in the env-steps)"
+    shared = cfg.agent.evaluation_envs(cfg.env.num_envs)
+    return f" + {shared} evaluation envs in the same simulation (counted in the env-steps)" if shared else ""
+
+
 def _train_in_process(prepared: Prepared, run_dir: Path, stop: StopRequest | None) -> WorkerResult:
     from mjfleet.runtime.context import DistributedContext
     from mjfleet.train.worker import train_worker
 
     assert prepared.run is not None
     cfg, start = prepared.cfg, prepared.run.start
+    device = prepared.selection.devices[0]
     logger.info(
-        "training %s with %s on %s: %d envs x %d steps per iteration, %d iterations",
+        "training %s with %s on %s (%s): %d envs x %d steps per iteration%s, %d iteration%s",
         cfg.task,
         cfg.agent.learner,
-        prepared.selection.devices[0],
+        device,
+        PHYSICS_NAMES[resolve_backend(cfg.env.sim, device)],
         cfg.env.num_envs,
         cfg.agent.num_steps_per_env,
+        _evaluation_words(cfg, device != "cpu"),
         start.final_iteration - start.start_iteration,
+        "" if start.final_iteration - start.start_iteration == 1 else "s",
     )
     ctx = DistributedContext(device=prepared.selection.devices[0])
     return train_worker(cfg, run_dir, ctx, start, stop.poll if stop is not None else None)
