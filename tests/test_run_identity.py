@@ -229,6 +229,10 @@ def test_finish_of_a_run_it_cannot_write_or_read_is_one_line(tmp_path: Path, mon
     assert code == 2 and f"{settings} cannot be read as YAML (expected ',' or ']'" in err, err
     assert "Traceback" not in err and _runs(tmp_path) == [run_dir]
     text = settings.read_text().replace("foo: [unclosed\n", "")
+    settings.write_text(text)
+    # Another task's: the command that finishes it, whole.
+    code, _, err = run_main(train.main, ["cartpole-swingup", "--finish", str(run_dir)])
+    assert code == 2 and f"not cartpole-swingup: train cartpole-balance --finish {run_dir}" in err
     settings.write_text(text.replace("max_iterations: 2", "max_iterations: two"))  # a value of the wrong type
     code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(run_dir)])
     assert code == 2 and f"{settings}: max_iterations is 'two', not int" in err, err

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -85,14 +86,18 @@ def test_wandb_logger_without_wandb_installed_is_one_line_before_any_run(
 
 
 @pytest.mark.slow
-def test_every_start_of_a_run_logs_to_its_one_wandb_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_start_of_a_run_logs_to_its_one_wandb_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """A continuation or restart of a run directory logs to the W&B run its first start opened (each start opened
-    another, splitting the history and leaving the first reference on an old checkpoint)."""
+    another, splitting the history and leaving the first reference on an old checkpoint). Offline, it says how the
+    run reaches W&B (its wandb: reference finds nothing before)."""
     pytest.importorskip("wandb", reason="wandb is not installed (the offline GPU kit leaves it out)")
     from mjfleet.rl.reporting.metrics import WANDB_RUN_ID_FILE, MetricsWriter
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
+    caplog.set_level(logging.INFO, logger="mjfleet")
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     ids = []
@@ -102,6 +107,9 @@ def test_every_start_of_a_run_logs_to_its_one_wandb_run(tmp_path: Path, monkeypa
         writer.close()
     assert ids[0] == ids[1] == (run_dir / WANDB_RUN_ID_FILE).read_text().strip()
     assert len(list((run_dir / "wandb").glob(f"offline-run-*-{ids[0]}"))) == 2
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"W&B run {ids[0]} offline")]
+    assert len(said) == 2
+    assert all("`wandb sync " in line and "then resume or play it with wandb:" in line for line in said)
 
 
 def test_a_wandb_run_that_cannot_start_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

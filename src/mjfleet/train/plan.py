@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,7 @@ from mjfleet.rl.checkpoint.files import (
 )
 from mjfleet.rl.learners.registry import learner_entry
 from mjfleet.runs.directory import check_log_root, create_run_dir, next_run_dir, remove_stale_temporaries
+from mjfleet.runs.ending import command_prefix
 from mjfleet.runs.fingerprint import (
     DIGEST,
     content_digests,
@@ -191,7 +193,8 @@ def _finish(cfg: TrainConfig, settings: dict[str, Any], defaults: list[dict[str,
             f" (--resume {run_dir} starts a new run from its newest checkpoint)"
         )
     if record.task != cfg.task:
-        raise UsageError(f"--finish {run_dir} is a run of {record.task}, not {cfg.task}: train {record.task} --finish")
+        command = f"{command_prefix(os.environ)}train {record.task} --finish {shlex.quote(str(run_dir))}"
+        raise UsageError(f"--finish {run_dir} is a run of {record.task}, not {cfg.task}: {command}")
     if not same_training(record.settings, settings, defaults):
         differ = differences(record.settings, settings, defaults=defaults)
         files = [key.endswith(DIGEST) for key in differing(record.settings, settings, defaults)]

@@ -56,13 +56,17 @@ class MetricsWriter:
             run = self._wandb_run
             if run_id is None:
                 id_file.write_text(f"{run.id}\n")
-            logger.info(
-                "W&B run %s; resume or play it with wandb:%s/%s/%s",
-                run.url or run.id,
-                run.entity or "<entity>",
-                run.project,
-                run.id,
-            )
+            reference = f"wandb:{run.entity or '<entity>'}/{run.project}/{run.id}"
+            if run.offline:  # nothing is on W&B's servers until it is synced
+                logger.info(
+                    "W&B run %s offline, in %s: `wandb sync %s` uploads it, then resume or play it with %s",
+                    run.id,
+                    run.dir,
+                    Path(run.dir).parent,
+                    reference,
+                )
+            else:
+                logger.info("W&B run %s; resume or play it with %s", run.url or run.id, reference)
             self.save_files(sorted((run_dir / "params").glob("*.yaml")))
         # torch's FileWriter and summary builders rather than SummaryWriter: the GIF summary of add_video needs the
         # file writer, which SummaryWriter reaches only through a private method.
