@@ -28,9 +28,9 @@ def lift_cube_config(arm: str) -> LiftConfig:
     The recipe with which the YAM learns it: the arm's targets filtered, a quarter of the training episodes started
     with the cube in the hand and a quarter with the open hand around it on the table (both need the arm record's
     ``grasp_pose``; without one every episode starts on the table), the grasp, height and lifted terms on and the goal
-    terms weighed 4. Without the filter, the in-hand starts or those terms the YAM's policies learnt to hold the cube
-    on the table, or on it, but not to lift it; without the starts around the cube they lifted it late or never
-    (docs/manipulation.md)."""
+    terms (``lift``, ``lift_precise``, ``carry``) weighed 4. Without the filter, the in-hand starts or those terms the
+    YAM's policies learnt to hold the cube on the table, or on it, but not to lift it; without the starts around the
+    cube they lifted it late or never; without ``carry`` some held it short of the goal (docs/manipulation.md)."""
     cfg = LiftConfig(
         num_envs=1024,
         episode_length_s=8.0,
@@ -43,7 +43,7 @@ def lift_cube_config(arm: str) -> LiftConfig:
         start_at_cube=0.25,
     )
     cfg.rewards.grasp, cfg.rewards.height, cfg.rewards.lifted = 1.0, 2.0, 2.0
-    cfg.rewards.lift, cfg.rewards.lift_precise = 4.0, 4.0
+    cfg.rewards.lift, cfg.rewards.lift_precise, cfg.rewards.carry = 4.0, 4.0, 4.0
     return cfg
 
 
