@@ -526,9 +526,9 @@ def arm_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Non
     sys.modules.pop("mjfleet_fake_arm", None)
 
 
-def test_an_arm_without_a_home_pose_anywhere_is_one_line() -> None:
-    # Neither the record nor the file gives a home pose: a KeyError from MuJoCo, after the run existed.
-    arm = ArmSpec(
+def _mini_arm(**record: object) -> ArmSpec:
+    """A record of the fixture's four-joint arm: its names, no fingertip zones, ``record`` for the rest."""
+    return ArmSpec(
         name="mini",
         source=str(MINI_ARM),
         ee_site="tip",
@@ -536,7 +536,13 @@ def test_an_arm_without_a_home_pose_anywhere_is_one_line() -> None:
         gripper_actuator="gripper",
         gripper_joints=("left_finger", "right_finger"),
         fingertips=(),
+        **record,  # type: ignore[arg-type]
     )
+
+
+def test_an_arm_without_a_home_pose_anywhere_is_one_line() -> None:
+    # Neither the record nor the file gives a home pose: a KeyError from MuJoCo, after the run existed.
+    arm = _mini_arm()
     with pytest.raises(UsageError, match=r"arm 'mini' \(.*mini_arm.xml\) has no keyframe 'home' and its record no"):
         build_model(arm, yam_reach_config())
 
@@ -544,17 +550,7 @@ def test_an_arm_without_a_home_pose_anywhere_is_one_line() -> None:
 def test_a_record_naming_what_the_file_lacks_or_has_twice_is_one_line() -> None:
     """A misspelt grasp_pose joint was MuJoCo's KeyError in the worker after the run existed (exit 1); an ee_site_pos
     under the name of a site the file has, MuJoCo's "repeated name"."""
-    arm = ArmSpec(
-        name="mini",
-        source=str(MINI_ARM),
-        ee_site="tip",
-        hand_body="hand",
-        gripper_actuator="gripper",
-        gripper_joints=("left_finger", "right_finger"),
-        fingertips=(),
-        home=(("shoulder", 0.4),),
-        grasp_pose=(("left_fingr", 1.0), ("right_finger", 1.0)),
-    )
+    arm = _mini_arm(home=(("shoulder", 0.4),), grasp_pose=(("left_fingr", 1.0), ("right_finger", 1.0)))
     with pytest.raises(UsageError, match=r"arm 'mini' \(.*mini_arm.xml\) has no joint 'left_fingr'"):
         build_model(arm, yam_reach_config())
     twice = dataclasses.replace(arm, grasp_pose=(), ee_site_pos=(0.0, 0.0, -0.07))

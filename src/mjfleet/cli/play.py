@@ -163,28 +163,20 @@ def _learners_defaults(spec: TaskSpec, checkpoint: Path, agent_cfg: AgentConfig)
     """For a checkpoint without its run's settings beside it: the task's defaults for the learner that trained it
     (another learner's networks would not take it), with the hidden layers and normalisation its networks have (a
     run of the task's CPU defaults has smaller ones than the task's defaults here)."""
-    from mjfleet.rl.checkpoint.files import (
-        checkpoint_learner,
-        hidden_dims,
-        is_onnx,
-        load_checkpoint,
-        network_state,
-        normalises_observations,
-        resolve_checkpoint,
-    )
+    from mjfleet.rl.checkpoint import files
 
-    if is_onnx(checkpoint):
+    if files.is_onnx(checkpoint):
         return agent_cfg
-    data = load_checkpoint(resolve_checkpoint(checkpoint))
-    learner = checkpoint_learner(data)
+    data = files.load_checkpoint(files.resolve_checkpoint(checkpoint))
+    learner = files.checkpoint_learner(data)
     if learner != agent_cfg.learner:
         agent_cfg = spec.defaults(on_cpu=False, learner=learner)[1]
     policy = agent_cfg.policy
     for role in ("actor", "critic"):
-        saved = hidden_dims(network_state(data, role))
+        saved = files.hidden_dims(files.network_state(data, role))
         if saved is not None:
             policy = dataclasses.replace(policy, **{f"{role}_hidden_dims": saved})
-    normalised = normalises_observations(data)
+    normalised = files.normalises_observations(data)
     if normalised is not None:
         policy = dataclasses.replace(policy, obs_normalization=normalised)
     return dataclasses.replace(agent_cfg, policy=policy)
