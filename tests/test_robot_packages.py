@@ -289,7 +289,11 @@ def test_list_tasks_says_how_to_get_a_package_tasks_menagerie_files(
     hint = "[not on disk: uv run mujoco-menagerie prefetch limp_bot]"
     assert rows["limp-walk"].endswith(f"Limps. {hint} [package mjfleet-fake-limp]")
     assert "not on disk" not in rows["trotter-velocity-flat"]
-    (tmp_path / "menagerie" / "limp_bot").mkdir()
+    (tmp_path / "menagerie" / "limp_bot").mkdir()  # a copy or prefetch that failed: still not on disk
+    code, out, _ = run_main(list_tasks.main, [])
+    (row,) = [line for line in out.splitlines() if line.startswith("limp-walk ")]
+    assert code == 0 and row.endswith(f"Limps. {hint} [package mjfleet-fake-limp]")
+    (tmp_path / "menagerie" / "limp_bot" / "limp.xml").write_text("<mujoco/>")
     code, out, _ = run_main(list_tasks.main, [])
     (row,) = [line for line in out.splitlines() if line.startswith("limp-walk ")]
     assert code == 0 and row.endswith("Limps. [package mjfleet-fake-limp]")
