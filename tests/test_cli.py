@@ -456,6 +456,30 @@ def test_task_help_on_the_cpu_shows_the_cpu_defaults(capsys: pytest.CaptureFixtu
         assert (f"(default: {hidden})" in out) == cpu, out
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [train.main, "go1-velocity-rough"],
+        [train.main, "yam-lift-cube"],
+        [train.main, "unitree-g1-tracking"],
+        [train.main, "cartpole-balance"],
+        [play.main, "go1-velocity-flat"],
+        [bench.main, "go1-velocity-flat"],
+    ],
+    ids=["train-rough", "train-lift", "train-tracking", "train-cartpole", "play", "bench"],
+)
+def test_help_shows_code_in_single_backticks_as_a_terminal_reads_it(
+    capsys: pytest.CaptureFixture[str], argv: list[object]
+) -> None:
+    main, task_id = argv
+    with pytest.raises(SystemExit) as exc:
+        main([task_id, "--help"])  # type: ignore[operator]
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "`--" in out or "`None`" in out  # code is still marked
+    assert "``" not in out, [line for line in out.splitlines() if "``" in line][:3]
+
+
 def test_task_help_says_what_a_success_is(capsys: pytest.CaptureFixture[str]) -> None:
     for task_id, definition in (
         ("unitree-g1-tracking", "Timed out (the motion's end, or the episode's length) without a termination."),

@@ -33,12 +33,12 @@ logger = logging.getLogger("mjfleet.bench")
 
 @dataclass
 class BenchConfig:
-    """Everything ``bench <task>`` accepts."""
+    """Everything `bench <task>` accepts."""
 
     num_envs: tuple[int, ...] = (256, 1024, 4096)
     """Numbers of parallel environments to measure."""
     gpu_ids: GpuIds = "auto"
-    """One GPU index, ``None`` for the CPU, or ``auto``."""
+    """One GPU index, `None` for the CPU, or `auto`."""
     steps: int = 100
     """Timed env steps per measurement (after 3 warm-up steps)."""
     train_iterations: int = 11
@@ -46,17 +46,17 @@ class BenchConfig:
     train_num_envs: int | None = None
     """Environments per worker for the training measurements (default: the task's)."""
     workers: tuple[int, ...] = (1,)
-    """Worker counts for the training scaling table, e.g. ``1 2`` (CPU: gloo workers; GPU: one per GPU). Its "sync
+    """Worker counts for the training scaling table, e.g. `1 2` (CPU: gloo workers; GPU: one per GPU). Its "sync
     share" is the time spent in the per-mini-batch all-reduce (gradients and KL), waiting for the slowest rank
     included."""
     launcher_overhead: bool = False
-    """Also train one worker through torchrunx (``--launcher torchrunx``): its "wall s" minus the in-process one is
+    """Also train one worker through torchrunx (`--launcher torchrunx`): its "wall s" minus the in-process one is
     what starting a run through the launcher adds (the agent, and a fresh worker's imports, CUDA context and kernel
     loading, which the bench process already has), and its env-steps/s shows any per-iteration cost."""
     skip_steps: bool = False
     """Skip the physics / env-step table."""
     workers_per_gpu: int = 1
-    """GPU: training rows with several workers put up to this many on each GPU (``--workers 1 2 --workers-per-gpu 2``:
+    """GPU: training rows with several workers put up to this many on each GPU (`--workers 1 2 --workers-per-gpu 2`:
     one worker, then two sharing GPU 0)."""
     json: Path | None = None
     """Also write the measurements to this JSON file (task, device, machine, both tables), rewritten after every
@@ -65,18 +65,18 @@ class BenchConfig:
     """Instead of the throughput tables, show where the physics time goes on the CPU: per physics step of one world
     on one thread, its cost, contacts, constraint rows and solver iterations, with the robot file's contact model
     and with each of its features changed on its own (cones, impratio, condim, joint friction, self-collisions), on
-    standing robots and on an untrained policy's states (``--num-envs``' first value worlds, ``--steps`` steps)."""
+    standing robots and on an untrained policy's states (`--num-envs`' first value worlds, `--steps` steps)."""
     profile: bool = False
-    """Instead of the throughput tables, train one worker in-process for ``--train-iterations`` at the task's
-    defaults (``--train-num-envs`` where given) and show where an iteration's time goes, part by part: the policy,
+    """Instead of the throughput tables, train one worker in-process for `--train-iterations` at the task's
+    defaults (`--train-num-envs` where given) and show where an iteration's time goes, part by part: the policy,
     the environment step's task work, the physics, storage, the update, for the training and the evaluation
     environments (the first iteration excluded). On a GPU each part waits for the device, which costs a little."""
     eval_speedup: Literal["near-stop", "always"] = "near-stop"
-    """The training measurements' ``--agent.eval-speedup``: ``near-stop`` measures an iteration as a run's are until
-    it nears its ``--stop-when`` condition (the evaluation's own simulation stepped once per training step),
-    ``always`` as they are near it (stepped ``--agent.eval-steps-per-step`` times)."""
+    """The training measurements' `--agent.eval-speedup`: `near-stop` measures an iteration as a run's are until
+    it nears its `--stop-when` condition (the evaluation's own simulation stepped once per training step),
+    `always` as they are near it (stepped `--agent.eval-steps-per-step` times)."""
     backends: tuple[Literal["warp", "mujoco"], ...] = ("warp", "mujoco")
-    """Physics backends to measure side by side, in every table (``mujoco`` runs on the CPU only and is skipped on
+    """Physics backends to measure side by side, in every table (`mujoco` runs on the CPU only and is skipped on
     a GPU)."""
 
 

@@ -40,40 +40,40 @@ logger = logging.getLogger("mjfleet.play")
 
 @dataclass
 class PlayConfig:
-    """Everything ``play <task>`` accepts."""
+    """Everything `play <task>` accepts."""
 
     env: EnvConfig
     """Environment settings (default: those the checkpoint's run trained with, else the task's)."""
     checkpoint: Path | None = None
-    """Checkpoint file, a run directory (its newest checkpoint), an exported ``.onnx`` policy (run with
-    onnxruntime) or ``wandb:<entity>/<project>/<run>[:<file>]``. Default: the newest run of the task under
-    ``--log-root`` (the last by name, i.e. by start time, that holds a checkpoint)."""
+    """Checkpoint file, a run directory (its newest checkpoint), an exported `.onnx` policy (run with
+    onnxruntime) or `wandb:<entity>/<project>/<run>[:<file>]`. Default: the newest run of the task under
+    `--log-root` (the last by name, i.e. by start time, that holds a checkpoint)."""
     log_root: Path = Path("logs/rsl_rl")
-    """Where to look for the newest run when ``--checkpoint`` is not given."""
+    """Where to look for the newest run when `--checkpoint` is not given."""
     agent: Literal["policy", "random", "zero"] = "policy"
-    """``policy``: the checkpoint's deterministic policy; ``random``/``zero``: baselines."""
+    """`policy`: the checkpoint's deterministic policy; `random`/`zero`: baselines."""
     num_episodes: int = 100
-    """Episodes to evaluate (the first of each environment when ``env.num_envs`` is at least this)."""
+    """Episodes to evaluate (the first of each environment when `env.num_envs` is at least this)."""
     gpu_ids: GpuIds = "auto"
-    """One GPU index, ``None`` for the CPU, or ``auto``."""
+    """One GPU index, `None` for the CPU, or `auto`."""
     seed: int = 0
     """Random seed of resets and the random baseline."""
     video: bool = False
     """Record an mp4 of environment 0."""
     video_path: Path | None = None
-    """Where the video goes (default: ``<run_dir>/videos/play.mp4``, ``play_random.mp4`` or ``play_zero.mp4`` for a
-    baseline, or ``videos/<task>.mp4`` without a run)."""
+    """Where the video goes (default: `<run_dir>/videos/play.mp4`, `play_random.mp4` or `play_zero.mp4` for a
+    baseline, or `videos/<task>.mp4` without a run)."""
     video_width: int = 640
     """Video width in pixels."""
     video_height: int = 480
     """Video height in pixels."""
     viewer: Literal["none", "web", "native"] = "none"
-    """Watch the policy live instead of evaluating: ``web`` serves an interactive 3D view (pause, step, pick the
-    environment, steer velocity commands, reward terms) and logs its URL; ``native`` opens MuJoCo's viewer (needs a
+    """Watch the policy live instead of evaluating: `web` serves an interactive 3D view (pause, step, pick the
+    environment, steer velocity commands, reward terms) and logs its URL; `native` opens MuJoCo's viewer (needs a
     display). Runs until Ctrl-C."""
     viewer_host: str = "127.0.0.1"
     """Address the web viewer listens on: this machine only by default (the page has no authentication; from
-    another machine use the SSH port forward it logs); ``0.0.0.0`` or ``::``: every interface, anyone who can reach
+    another machine use the SSH port forward it logs); `0.0.0.0` or `::`: every interface, anyone who can reach
     this machine can watch and drive the policy."""
     viewer_port: int = 8080
     """Port of the web viewer (the next free one when taken)."""

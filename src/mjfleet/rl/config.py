@@ -41,7 +41,7 @@ class AlgorithmConfig:
     """PPO hyperparameters."""
 
     learning_rate: float = 1e-3
-    """Initial Adam learning rate (adapted by KL when ``schedule`` is adaptive)."""
+    """Initial Adam learning rate (adapted by KL when `schedule` is adaptive)."""
     schedule: Literal["adaptive", "fixed"] = "adaptive"
     """Learning-rate schedule."""
     desired_kl: float = 0.01
@@ -76,12 +76,12 @@ class OffPolicyConfig:
 
     buffer_per_env: int = 1000
     """Replay buffer size in transitions per training environment: it holds the most recent this many steps of each
-    of a worker's ``--env.num-envs`` environments, on the simulation's device."""
+    of a worker's `--env.num-envs` environments, on the simulation's device."""
     batch_size: int = 4096
     """Transitions sampled from the replay buffer for each gradient step, on every worker (the workers' gradients are
     averaged, so N workers learn from N times as many)."""
     gradient_steps: int = 32
-    """Gradient steps of each iteration's update, after its ``--agent.num-steps-per-env`` environment steps."""
+    """Gradient steps of each iteration's update, after its `--agent.num-steps-per-env` environment steps."""
     learning_rate: float = 1e-3
     """Adam learning rate of the actor and the critics."""
     gamma: float = 0.99
@@ -94,7 +94,7 @@ class OffPolicyConfig:
     """Steps per environment at the start of a run before the first gradient step (the buffer fills meanwhile)."""
     action_limit: float = 1.0
     """The actor's actions lie in [-action_limit, action_limit], squashed by tanh (SAC: its samples, TD3: its output).
-    The task scales and clips them further (``--env.clip-actions``, the task's action scale)."""
+    The task scales and clips them further (`--env.clip-actions`, the task's action scale)."""
     grad_norm_clip: float = 0.0
     """Clip the gradients' global norm to this; 0: no clipping."""
     reward_scale: float | None = None
@@ -105,11 +105,11 @@ class OffPolicyConfig:
 
 @dataclass
 class SacConfig(OffPolicyConfig):
-    """skrl's Soft Actor-Critic (``--agent.learner skrl-sac``)."""
+    """skrl's Soft Actor-Critic (`--agent.learner skrl-sac`)."""
 
     learn_entropy: bool = True
-    """Tune the entropy coefficient so that the policy's entropy approaches ``target_entropy``; else it stays
-    ``initial_entropy``."""
+    """Tune the entropy coefficient so that the policy's entropy approaches `target_entropy`; else it stays
+    `initial_entropy`."""
     initial_entropy: float = 0.2
     """Entropy coefficient (alpha) at the start of a run."""
     target_entropy: float | None = None
@@ -118,7 +118,7 @@ class SacConfig(OffPolicyConfig):
 
 @dataclass
 class Td3Config(OffPolicyConfig):
-    """skrl's Twin Delayed DDPG (``--agent.learner skrl-td3``)."""
+    """skrl's Twin Delayed DDPG (`--agent.learner skrl-td3`)."""
 
     exploration_noise: float = 0.1
     """Standard deviation of the Gaussian noise added to the actor's actions while collecting."""
@@ -135,9 +135,9 @@ class AgentConfig:
     """Training-loop settings."""
 
     experiment_name: str = "default"
-    """Runs are written under ``<log_root>/<experiment_name>/``."""
+    """Runs are written under `<log_root>/<experiment_name>/`."""
     run_name: str = ""
-    """Suffix of the run directory name (``<timestamp>_<run_name>``)."""
+    """Suffix of the run directory name (`<timestamp>_<run_name>`)."""
     max_iterations: int = 300
     """Learning iterations (one rollout plus one update of the learner each). Not rescaled by the number of workers."""
     num_steps_per_env: int = 24
@@ -145,59 +145,59 @@ class AgentConfig:
     save_interval: int = 50
     """Write a checkpoint every this many iterations (and always after the last one)."""
     export_onnx: bool = True
-    """With every checkpoint ``model_<it>.pt`` also write ``model_<it>.onnx`` + ``model_<it>.onnx.json`` (the
-    deterministic actor with its observation normaliser, and its inputs and outputs) and refresh ``policy.onnx``."""
+    """With every checkpoint `model_<it>.pt` also write `model_<it>.onnx` + `model_<it>.onnx.json` (the
+    deterministic actor with its observation normaliser, and its inputs and outputs) and refresh `policy.onnx`."""
     logger: Literal["tensorboard", "wandb"] = "tensorboard"
-    """Where metrics go besides the console; ``wandb`` also writes TensorBoard events (honours WANDB_MODE)."""
+    """Where metrics go besides the console; `wandb` also writes TensorBoard events (honours WANDB_MODE)."""
     wandb_project: str = "mjfleet"
-    """Weights & Biases project when ``logger`` is ``wandb``."""
+    """Weights & Biases project when `logger` is `wandb`."""
     eval_envs: int = 128
-    """Environments of the whole job that run the deterministic policy, the actor's mean that ``play`` runs, split
-    evenly across its workers (at most a quarter of ``--env.num-envs`` each): their episodes are logged as
-    ``Eval/...`` and are what ``--stop-when`` reads; their transitions never reach the learner. They come on top of
-    ``--env.num-envs``, which the learner trains on, on every device. 0: none (``--stop-when`` reads the training
+    """Environments of the whole job that run the deterministic policy, the actor's mean that `play` runs, split
+    evenly across its workers (at most a quarter of `--env.num-envs` each): their episodes are logged as
+    `Eval/...` and are what `--stop-when` reads; their transitions never reach the learner. They come on top of
+    `--env.num-envs`, which the learner trains on, on every device. 0: none (`--stop-when` reads the training
     episodes)."""
     eval_steps_per_step: int | None = None
     """Steps the evaluation environments take per training step. 1: they step with the others, in the same
-    simulation. Above 1: they are a simulation of their own, of ``--agent.eval-envs`` / this many environments,
-    stepped this many times per training step (the same physics; from when ``--agent.eval-speedup`` says), so an
-    evaluation episode spans this many times fewer iterations and ``Eval/...`` trail the policy less. None: 4 on the
+    simulation. Above 1: they are a simulation of their own, of `--agent.eval-envs` / this many environments,
+    stepped this many times per training step (the same physics; from when `--agent.eval-speedup` says), so an
+    evaluation episode spans this many times fewer iterations and `Eval/...` trail the policy less. None: 4 on the
     CPU, where a step costs in proportion to the environments it advances; 1 on a GPU, where a second simulation
     would add its own launches to every step."""
     eval_speedup: Literal["near-stop", "always"] = "near-stop"
-    """When evaluation environments of their own take ``--agent.eval-steps-per-step`` steps per training step:
-    ``near-stop``, once the run nears its ``--stop-when`` condition (the condition's statistic on the training or the
+    """When evaluation environments of their own take `--agent.eval-steps-per-step` steps per training step:
+    `near-stop`, once the run nears its `--stop-when` condition (the condition's statistic on the training or the
     evaluation episodes within a tenth of its threshold), one step per training step before that and in a run without
-    a condition (the evaluation then costs a few percent of an iteration; ``Eval/...`` trail the policy by that many
-    times more iterations until their lag decides when the run stops); ``always``, from the first iteration."""
+    a condition (the evaluation then costs a few percent of an iteration; `Eval/...` trail the policy by that many
+    times more iterations until their lag decides when the run stops); `always`, from the first iteration."""
     eval_episodes: int = 50
-    """``Eval/...`` statistics are means over the most recent evaluation episodes of every worker, at least this many
-    (whole iterations); ``--stop-when`` reads them once that many have ended."""
+    """`Eval/...` statistics are means over the most recent evaluation episodes of every worker, at least this many
+    (whole iterations); `--stop-when` reads them once that many have ended."""
     eval_confirm: bool = True
-    """When ``--stop-when`` holds on the evaluation episodes, which ran the policies of the last iterations, the
-    current policy first plays at least ``--agent.eval-confirm-episodes`` fresh episodes from a reset, as ``play``
+    """When `--stop-when` holds on the evaluation episodes, which ran the policies of the last iterations, the
+    current policy first plays at least `--agent.eval-confirm-episodes` fresh episodes from a reset, as `play`
     runs it, and the run stops only if they meet the condition too (else training goes on). Where the evaluation has
-    a simulation of its own (the CPU's default; a GPU with ``--agent.eval-steps-per-step`` above 1); where it steps in
+    a simulation of its own (the CPU's default; a GPU with `--agent.eval-steps-per-step` above 1); where it steps in
     the training simulation (a GPU's default), the window decides alone."""
     eval_confirm_episodes: int = 100
-    """Fresh episodes that check the current policy (``--agent.eval-confirm``), one in each environment of a
-    simulation of the check's own (split across the workers, rounded up): as many as ``play`` judges a checkpoint
+    """Fresh episodes that check the current policy (`--agent.eval-confirm`), one in each environment of a
+    simulation of the check's own (split across the workers, rounded up): as many as `play` judges a checkpoint
     by: on fewer, a policy just under the condition passes one of its checks by chance more often. The check runs
     when the window holds the condition; after one that fails, the next waits until training has taken as many
     environment steps as it played (checks take at most about half of a run's steps)."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     """Networks."""
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
-    """PPO (``rsl-rl-ppo`` and ``skrl-ppo``)."""
+    """PPO (`rsl-rl-ppo` and `skrl-ppo`)."""
     learner: str = DEFAULT_LEARNER
-    """What learns from the environments' steps: ``rsl-rl-ppo`` (rsl-rl-lib's PPO), ``skrl-ppo`` (skrl's PPO, from the
-    same ``--agent.algorithm.*`` settings), ``skrl-sac`` or ``skrl-td3`` (skrl's off-policy agents with a replay
-    buffer: ``--agent.sac.*``, ``--agent.td3.*``), or one a package registered (:mod:`mjfleet.rl.learners.registry`).
-    Every learner uses ``--agent.policy.*`` for its networks."""
+    """What learns from the environments' steps: `rsl-rl-ppo` (rsl-rl-lib's PPO), `skrl-ppo` (skrl's PPO, from the
+    same `--agent.algorithm.*` settings), `skrl-sac` or `skrl-td3` (skrl's off-policy agents with a replay
+    buffer: `--agent.sac.*`, `--agent.td3.*`), or one a package registered (:mod:`mjfleet.rl.learners.registry`).
+    Every learner uses `--agent.policy.*` for its networks."""
     sac: SacConfig = field(default_factory=SacConfig)
-    """skrl's SAC (``--agent.learner skrl-sac``)."""
+    """skrl's SAC (`--agent.learner skrl-sac`)."""
     td3: Td3Config = field(default_factory=Td3Config)
-    """skrl's TD3 (``--agent.learner skrl-td3``)."""
+    """skrl's TD3 (`--agent.learner skrl-td3`)."""
 
     def evaluation_envs(self, num_envs: int, world_size: int = 1) -> int:
         """This worker's share of :attr:`eval_envs` (the job's, split evenly across its ``world_size`` workers,

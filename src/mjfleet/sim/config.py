@@ -13,13 +13,13 @@ Backend = Literal["auto", "warp", "mujoco"]
 @dataclass
 class ContactModel:
     """Cheaper physics for the training simulation than the robot file's own: its contact model, and optionally
-    longer physics steps. A policy trained on it counts by how it plays on the file as shipped: ``play`` and the
-    evaluation that ``--stop-when`` reads (when it has a simulation of its own, as on the CPU by default) run the
+    longer physics steps. A policy trained on it counts by how it plays on the file as shipped: `play` and the
+    evaluation that `--stop-when` reads (when it has a simulation of its own, as on the CPU by default) run the
     file's contacts and timestep."""
 
     applies: Literal["never", "cpu", "always"] = "never"
-    """Where the training simulation uses the changes below: ``cpu`` (training on the CPU, whichever backend: there
-    every constraint row costs time), ``always`` (GPUs too), ``never`` (the file as shipped everywhere)."""
+    """Where the training simulation uses the changes below: `cpu` (training on the CPU, whichever backend: there
+    every constraint row costs time), `always` (GPUs too), `never` (the file as shipped everywhere)."""
     cone: Literal["file", "pyramidal", "elliptic"] = "file"
     """Friction cone: pyramidal cones need fewer solver iterations than elliptic ones."""
     impratio: float | None = None
@@ -28,13 +28,13 @@ class ContactModel:
     max_condim: Literal[1, 3, 4, 6] | None = None
     """Cap on every geom's contact dimensionality (3: sliding friction only, no torsional or rolling friction rows)."""
     joint_friction: bool = True
-    """Keep the joints' dry friction (``frictionloss``: one constraint row per joint and step). Off, the joints move
+    """Keep the joints' dry friction (`frictionloss`: one constraint row per joint and step). Off, the joints move
     without it and the policy meets it only where it is judged."""
     self_collisions: bool = True
     """Keep contacts between bodies of one kinematic tree (a robot's legs with each other and its trunk). Off, a
     robot's geoms still touch the ground and every other body."""
     timestep_scale: int = 1
-    """Physics steps this many times the file's ``timestep``, and ``--env.sim.decimation`` divided by it: an
+    """Physics steps this many times the file's `timestep`, and `--env.sim.decimation` divided by it: an
     environment step lasts as long and takes that many times fewer physics steps (it must divide the decimation).
     1: the file's timestep."""
 
@@ -63,17 +63,17 @@ class SimConfig:
     """Physics settings shared by every task."""
 
     backend: Backend = "auto"
-    """Physics engine: ``warp`` (MuJoCo Warp, N worlds as one batch of kernels) or ``mujoco`` (MuJoCo C, the
-    worlds stepped on a thread pool by ``mujoco.batch``). ``auto``: ``warp`` on CUDA; ``mujoco`` on the CPU, where
+    """Physics engine: `warp` (MuJoCo Warp, N worlds as one batch of kernels) or `mujoco` (MuJoCo C, the
+    worlds stepped on a thread pool by `mujoco.batch`). `auto`: `warp` on CUDA; `mujoco` on the CPU, where
     it measured faster for every built-in task (docs/performance.md: 4.2x the env step of go1 on 2 cores)."""
     threads: int | None = None
-    """Threads of the ``mujoco`` backend's pool, the calling thread included (None: ``OMP_NUM_THREADS`` if set,
+    """Threads of the `mujoco` backend's pool, the calling thread included (None: `OMP_NUM_THREADS` if set,
     which launched CPU workers get as cores // workers, else the cores this process may run on)."""
 
     decimation: int = 2
     """Physics steps per environment step."""
     sensors_every_substep: bool = False
-    """Compute sensors on every physics substep, as a plain ``mj_step`` loop does. Off: only on the last substep of
+    """Compute sensors on every physics substep, as a plain `mj_step` loop does. Off: only on the last substep of
     each env step, whose values are the ones read (bit-identical results, fewer touch-sensor evaluations); sensors
     with history buffers or plugins are always computed on every substep."""
     use_graph: bool = True
@@ -81,7 +81,7 @@ class SimConfig:
     eager launches if capture fails."""
     divergence_speed: float | None = 1000.0
     """A world with a generalized velocity beyond this magnitude (m/s, rad/s) has diverged as surely as one with a
-    NaN: it is reset, earns nothing for that step and counts as ``Episode_Termination/nonfinite``. A contact that
+    NaN: it is reset, earns nothing for that step and counts as `Episode_Termination/nonfinite`. A contact that
     explodes can spin a body at 1e5 rad/s while every number stays finite, and one such step's penalties (-7e7 in
     a real run) poison the value function. None: only NaN/Inf count."""
     nconmax: int | None = None

@@ -43,50 +43,50 @@ _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
 @dataclass
 class TrainConfig:
-    """Everything ``train <task>`` accepts."""
+    """Everything `train <task>` accepts."""
 
     env: EnvConfig
     """Environment settings of the task."""
     agent: AgentConfig
     """Learner (PPO, SAC, TD3) and training-loop settings of the task."""
     task: tyro.conf.Suppress[str] = ""
-    """Task id (the command's first argument, so no ``--task`` flag)."""
+    """Task id (the command's first argument, so no `--task` flag)."""
     seed: int = 42
     """Random seed; worker k uses seed + k (its global rank)."""
     gpu_ids: GpuIds = "auto"
-    """GPUs to train on, as indices relative to CUDA_VISIBLE_DEVICES: ``0``, ``0 1``, ``[0,1]``, ``all``, or
-    ``None`` for the CPU. ``auto``: GPU 0 if CUDA is available, else the CPU. Several GPUs = one worker each. The
-    launcher chooses for every host: one that sees no GPU and is none of the hosts needs ``None``."""
+    """GPUs to train on, as indices relative to CUDA_VISIBLE_DEVICES: `0`, `0 1`, `[0,1]`, `all`, or
+    `None` for the CPU. `auto`: GPU 0 if CUDA is available, else the CPU. Several GPUs = one worker each. The
+    launcher chooses for every host: one that sees no GPU and is none of the hosts needs `None`."""
     cpu_workers: int = 1
-    """With ``--gpu-ids None``: number of CPU worker processes (gloo); each simulates ``env.num_envs`` worlds."""
+    """With `--gpu-ids None`: number of CPU worker processes (gloo); each simulates `env.num_envs` worlds."""
     workers_per_gpu: int = 1
-    """Workers sharing each selected GPU, each simulating ``env.num_envs`` worlds: small tasks do not fill a large
+    """Workers sharing each selected GPU, each simulating `env.num_envs` worlds: small tasks do not fill a large
     GPU. Above 1 the workers' collectives use gloo (NCCL refuses two ranks on one GPU)."""
     launcher: Literal["auto", "torchrunx"] = "auto"
-    """``auto``: in-process for one worker, torchrunx for more. ``torchrunx``: always launch workers."""
+    """`auto`: in-process for one worker, torchrunx for more. `torchrunx`: always launch workers."""
     hostnames: tuple[str, ...] = ()
-    """Hosts for multi-node training through torchrunx (SSH); none = this machine only. ``slurm``: the nodes of the
-    SLURM job this runs in (an error outside one); ``auto``: those nodes inside a SLURM job, else this machine."""
+    """Hosts for multi-node training through torchrunx (SSH); none = this machine only. `slurm`: the nodes of the
+    SLURM job this runs in (an error outside one); `auto`: those nodes inside a SLURM job, else this machine."""
     workers_per_host: int | None = None
-    """Workers per host in multi-node mode (default: the number of selected GPUs, or ``cpu_workers``)."""
+    """Workers per host in multi-node mode (default: the number of selected GPUs, or `cpu_workers`)."""
     ssh_config: Path | None = None
-    """OpenSSH client config used to reach remote hosts (user, port, key, ``HostName``); default ``~/.ssh/config``.
+    """OpenSSH client config used to reach remote hosts (user, port, key, `HostName`); default `~/.ssh/config`.
     Key-based login only: nothing ever prompts for a password."""
     launcher_address: str | None = None
-    """Address of this machine that remote hosts call back to (default: ``$MJFLEET_LAUNCHER_ADDRESS``, else the
+    """Address of this machine that remote hosts call back to (default: `$MJFLEET_LAUNCHER_ADDRESS`, else the
     address of the interface that routes to the first remote host). Loopback addresses are refused."""
     agent_timeout_s: int = 60
     """Multi-node: every host's torchrunx agent must start and join within this many seconds, or the run fails
     naming the hosts."""
     torchrunx_log_dir: str | None = None
-    """Per-worker log files (default ``<run_dir>/torchrunx``; ``""`` disables them; TORCHRUNX_LOG_DIR wins)."""
+    """Per-worker log files (default `<run_dir>/torchrunx`; `""` disables them; TORCHRUNX_LOG_DIR wins)."""
     log_root: Path = Path("logs/rsl_rl")
-    """Runs are written under ``<log_root>/<experiment_name>/<timestamp>[_<run_name>]``."""
+    """Runs are written under `<log_root>/<experiment_name>/<timestamp>[_<run_name>]`."""
     resume: Path | None = None
     """Start a new run from the weights, optimizer state and iteration count of this checkpoint file, of the newest
     checkpoint of this run directory, or of a checkpoint of a W&B run:
-    ``wandb:<entity>/<project>/<run>[:<model_<it>.pt or iteration>]`` (newest when omitted). The new run trains
-    ``--agent.max-iterations`` more iterations in a directory of its own; ``--finish`` continues a run in place."""
+    `wandb:<entity>/<project>/<run>[:<model_<it>.pt or iteration>]` (newest when omitted). The new run trains
+    `--agent.max-iterations` more iterations in a directory of its own; `--finish` continues a run in place."""
     finish: Path | None = None
     """Finish the run in this directory in place: continue it from its newest checkpoint to the iteration it was
     started for, with the settings it was started with (read from the run; flags given here may change how and
@@ -103,19 +103,19 @@ class TrainConfig:
     the same run directory up to this many times, finishing at the originally requested iteration. Bad input
     and NaN training are never retried. With a value above 0 even a single worker runs as a launched process."""
     stop_when: StopWhen | None = None
-    """End training early once a statistic of the evaluation episodes (the deterministic policy that ``play`` runs,
-    on the job's ``--agent.eval-envs`` evaluation environments; logged as ``Eval/...``) meets a condition:
-    ``success>=0.9``, ``return>20``, ``length>=900`` or any logged ``Metrics/<name>``, e.g.
-    ``Metrics/lin_vel_error<0.2`` (its mean over the most recent ``--agent.eval-episodes`` of every worker). The
-    training episodes, with the policy's action noise, are logged as ``Episode/...`` and ``Metrics/...``; with
-    ``--agent.eval-envs 0`` the condition reads those. A checkpoint is written at that iteration; exit code 0."""
+    """End training early once a statistic of the evaluation episodes (the deterministic policy that `play` runs,
+    on the job's `--agent.eval-envs` evaluation environments; logged as `Eval/...`) meets a condition:
+    `success>=0.9`, `return>20`, `length>=900` or any logged `Metrics/<name>`, e.g.
+    `Metrics/lin_vel_error<0.2` (its mean over the most recent `--agent.eval-episodes` of every worker). The
+    training episodes, with the policy's action noise, are logged as `Episode/...` and `Metrics/...`; with
+    `--agent.eval-envs 0` the condition reads those. A checkpoint is written at that iteration; exit code 0."""
     stop_when_iterations: int | None = None
-    """Iterations in a row the ``--stop-when`` condition must hold. Default: 1 on the evaluation episodes, whose
-    statistics already average the most recent ``--agent.eval-episodes`` of them; 10 on the training episodes
-    (``--agent.eval-envs 0``), whose means are of one iteration's episodes."""
+    """Iterations in a row the `--stop-when` condition must hold. Default: 1 on the evaluation episodes, whose
+    statistics already average the most recent `--agent.eval-episodes` of them; 10 on the training episodes
+    (`--agent.eval-envs 0`), whose means are of one iteration's episodes."""
     video_interval: int = 0
     """Every this many iterations rank 0 records a clip of environment 0 during the rollout into
-    ``<run_dir>/videos/iter_<it>.mp4`` and the logger (TensorBoard, W&B). 0: no videos."""
+    `<run_dir>/videos/iter_<it>.mp4` and the logger (TensorBoard, W&B). 0: no videos."""
     video_length: int = 200
     """Control steps per training clip (a clip may run on into the next iterations' rollouts)."""
     video_width: int = 320
@@ -129,7 +129,7 @@ class TrainConfig:
     id when one of them started this process, where a start with other settings is another run; otherwise every
     start is a new run."""
     distributed: tyro.conf.FlagConversionOff[bool] = False
-    """Accepted for recipes written for mjlab (``torchrun ... train <task> --distributed True``); mjfleet reads a
+    """Accepted for recipes written for mjlab (`torchrun ... train <task> --distributed True`); mjfleet reads a
     launcher's ranks from its environment (RANK, WORLD_SIZE, ... or srun's) with or without it."""
     rendezvous_timeout_s: float = 45.0
     """Started by torchrun or srun: seconds a rank waits for rank 0's rendezvous address (MASTER_ADDR) to answer

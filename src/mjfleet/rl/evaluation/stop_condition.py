@@ -38,12 +38,12 @@ _CONDITION_RE = re.compile(r"\s*([A-Za-z0-9_./-]+)\s*(>=|<=|>|<)\s*(\S+)\s*")
 
 @dataclass(frozen=True)
 class StopCondition:
-    """``<statistic> <op> <value>`` (how many iterations in a row it must hold is the tracker's business)."""
+    """`<statistic> <op> <value>` (how many iterations in a row it must hold is the tracker's business)."""
 
     key: str
-    """The logged statistic, e.g. ``Eval/success``."""
+    """The logged statistic, e.g. `Eval/success`."""
     op: str
-    """One of ``>=``, ``<=``, ``>``, ``<``."""
+    """One of `>=`, `<=`, `>`, `<`."""
     value: float
 
     @classmethod

@@ -34,11 +34,11 @@ class LocomotionRewards:
     action_rate: float = -0.01
     """Sum of squared changes of the action since the last step."""
     feet_air_time: float = 0.0
-    """Quadruped gait: at each touchdown, the foot's air time minus ``air_time_threshold`` (only while commanded to
+    """Quadruped gait: at each touchdown, the foot's air time minus `air_time_threshold` (only while commanded to
     move)."""
     biped_air_time: float = 0.0
     """Biped gait: while exactly one foot is on the ground, the shorter of the current stance/swing times, capped
-    at ``air_time_threshold`` (only while commanded to move)."""
+    at `air_time_threshold` (only while commanded to move)."""
     feet_slide: float = 0.0
     """Horizontal speed of feet that touch the ground."""
     undesired_contacts: float = -1.0
@@ -46,12 +46,12 @@ class LocomotionRewards:
     flat_orientation: float = 0.0
     """Squared horizontal components of the projected gravity (base tilt)."""
     joint_limits: float = 0.0
-    """Sum of joint-angle excursions beyond ``soft_joint_limit`` of each joint's range (radians)."""
+    """Sum of joint-angle excursions beyond `soft_joint_limit` of each joint's range (radians)."""
     joint_deviation: float = 0.0
-    """Sum of absolute deviations from the default angle of the robot's ``deviation_joints`` (hip ab/adduction,
+    """Sum of absolute deviations from the default angle of the robot's `deviation_joints` (hip ab/adduction,
     arms, waist)."""
     base_height: float = 0.0
-    """Squared difference between the base height above the ground and ``target_base_height``."""
+    """Squared difference between the base height above the ground and `target_base_height`."""
     alive: float = 0.0
     """1 on every step that does not end the episode by termination. A positive weight keeps staying up worth more
     than the penalties of an untrained, flailing policy, which otherwise learns to end its episodes early."""
@@ -62,7 +62,7 @@ class LocomotionRewards:
 @dataclass
 class CommandCurriculumConfig:
     """Training commands drawn from a share of their ranges that widens as the policy tracks them (Isaac Lab's and
-    legged_gym's command curriculum); the evaluation and ``play`` always draw from the full ranges."""
+    legged_gym's command curriculum); the evaluation and `play` always draw from the full ranges."""
 
     start: float = 1.0
     """Share of every command range the training environments draw from at first (each bound times it); 1 draws
@@ -99,9 +99,9 @@ class TerrainConfig:
     """The ground: a plane, or a heightfield of tiles (rows = difficulty levels, columns = terrain types)."""
 
     kind: Literal["flat", "rough"] = "flat"
-    """``flat``: the model's floor plane. ``rough``: a tiled heightfield with a difficulty curriculum."""
+    """`flat`: the model's floor plane. `rough`: a tiled heightfield with a difficulty curriculum."""
     types: tuple[TerrainType, ...] = ("bumps", "slope_up", "slope_down", "stairs_up", "stairs_down")
-    """Tile types, one column each; environment ``i`` trains on column ``i % len(types)``."""
+    """Tile types, one column each; environment `i` trains on column `i % len(types)`."""
     num_levels: int = 5
     """Difficulty levels (rows); level 0 is nearly flat, the last is the hardest."""
     tile_size: float = 6.0
@@ -110,7 +110,7 @@ class TerrainConfig:
     """Flat margin around the tiles (metres)."""
     edge_margin: float = 0.3
     """A robot whose base comes this close to the heightfield's outer edge ends its episode as a time-out
-    (``out_of_terrain``), before it walks off the terrain and falls (metres; mjlab's margin)."""
+    (`out_of_terrain`), before it walks off the terrain and falls (metres; mjlab's margin)."""
     resolution: float = 0.1
     """Heightfield grid spacing (metres)."""
     platform_size: float = 1.6
@@ -132,7 +132,7 @@ class TerrainConfig:
     max_init_level: int = 1
     """Environments start on a level drawn uniformly from 0 to this."""
     promote_fraction: float = 0.5
-    """Promote when the distance walked from the spawn point exceeds this fraction of ``tile_size``."""
+    """Promote when the distance walked from the spawn point exceeds this fraction of `tile_size`."""
     demote_fraction: float = 0.5
     """Demote when the distance walked is below this fraction of the distance the episode's commands ask for over a
     whole episode (their mean speed times its length): a robot that falls early is demoted."""
@@ -211,15 +211,15 @@ class LocomotionConfig(EnvConfig):
     """Velocity tracking with a legged robot on flat or rough ground."""
 
     robot: str = "go1"
-    """Which robot to drive: a record name (``go1``, ``humanoid``: primitive models shipped here; ``unitree_go1``,
-    ``unitree_g1``; those of installed packages, ``list-tasks`` names them), ``menagerie:unitree_go1`` /
-    ``menagerie:unitree_g1`` (MuJoCo Menagerie files), or a path to an MJCF that has the names of one of those
+    """Which robot to drive: a record name (`go1`, `humanoid`: primitive models shipped here; `unitree_go1`,
+    `unitree_g1`; those of installed packages, `list-tasks` names them), `menagerie:unitree_go1` /
+    `menagerie:unitree_g1` (MuJoCo Menagerie files), or a path to an MJCF that has the names of one of those
     records (recorded absolute)."""
     action_scale: float = 0.25
     """Joint position target = default angle + action_scale * action (radians)."""
     action_scale_of_force: float = 0.0
     """When above 0, each joint's action scale is this fraction of its actuator's force limit over its position gain
-    instead of ``action_scale``: one unit of action asks every servo for the same share of what it can exert (0.25 is
+    instead of `action_scale`: one unit of action asks every servo for the same share of what it can exert (0.25 is
     mjlab's rule). Needs position actuators with force limits."""
     tracking_std: float = 0.5
     """Width of the exponential velocity-tracking rewards (m/s or rad/s)."""
@@ -229,9 +229,9 @@ class LocomotionConfig(EnvConfig):
     """A zone touches the ground when MuJoCo found a contact between them and the normal forces on the zone exceed
     this (newtons)."""
     soft_joint_limit: float = 0.9
-    """Fraction of each joint's range, around its middle, beyond which ``joint_limits`` penalises."""
+    """Fraction of each joint's range, around its middle, beyond which `joint_limits` penalises."""
     target_base_height: float = 0.0
-    """Target of the ``base_height`` reward (metres above the ground; 0 uses the robot's standing height)."""
+    """Target of the `base_height` reward (metres above the ground; 0 uses the robot's standing height)."""
     termination_height: float = 0.15
     """The episode terminates when the base is lower than this above the ground (metres)."""
     termination_tilt: float = 1.2
@@ -247,7 +247,7 @@ class LocomotionConfig(EnvConfig):
     """Distance between height-scan points (metres)."""
     solver_iterations: int = 10
     """Constraint-solver iteration cap (replaces the MJCF's; converged worlds stop early, so a cap rarely reached
-    costs little; ``sim.solver_notices`` prints a notice for every world that hits it)."""
+    costs little; `sim.solver_notices` prints a notice for every world that hits it)."""
     linesearch_iterations: int = 16
     """Line-search iteration cap of the constraint solver (replaces the MJCF's, for the same reason)."""
     commands: CommandConfig = field(default_factory=CommandConfig)

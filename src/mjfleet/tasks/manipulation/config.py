@@ -45,26 +45,26 @@ class ManipulationConfig(EnvConfig):
     """Settings every manipulation task has: the arm, its actions and the solver."""
 
     arm: str = "yam"
-    """The arm record's name (``yam``: MuJoCo Menagerie's I2RT YAM)."""
+    """The arm record's name (`yam`: MuJoCo Menagerie's I2RT YAM)."""
     action_scale: float = 0.5
     """Arm joint target = home angle + action * action_scale (radians). The gripper's action spans its control range:
     -1 closed, +1 open, 0 its home opening."""
     action_filter: float = 1.0
     """Each control step, the arm joints' servo targets move this fraction of the way from where they were to home +
-    action * ``action_scale`` (an exponential filter; 1: straight there). Below 1, the policy's action noise shakes
+    action * `action_scale` (an exponential filter; 1: straight there). Below 1, the policy's action noise shakes
     the hand, and a cube held in it, much less; the policy then observes the targets. The gripper follows its action
     unfiltered."""
     init_joint_noise: float = 0.1
     """Arm joint angles start uniformly within +-this (radians) around home, inside the joint limits."""
     soft_joint_limit: float = 0.9
-    """Fraction of each joint's range inside which the ``joint_limits`` term pays nothing."""
+    """Fraction of each joint's range inside which the `joint_limits` term pays nothing."""
     table: TableConfig = field(default_factory=TableConfig)
     """The table: its extent around the base (size it to your arm's reach) and the floor's depth."""
     hand_table_force: float = 10.0
-    """The episode terminates when the hand (the arm record's ``hand_body`` and what hangs from it) presses on the
+    """The episode terminates when the hand (the arm record's `hand_body` and what hangs from it) presses on the
     table with more than this net contact force (newtons, mjlab's threshold); 0: never."""
     contact_cone: Literal["file", "pyramidal", "elliptic"] = "file"
-    """Friction cone of the physics (``file``: the arm file's)."""
+    """Friction cone of the physics (`file`: the arm file's)."""
     impratio: float | None = None
     """Ratio of frictional to normal constraint impedance (None: the file's)."""
     solver_iterations: int = 10
@@ -126,7 +126,7 @@ class ReachRewards:
     action_rate: float = -0.01
     """Sum of squared changes of the action since the last step."""
     joint_limits: float = -1.0
-    """Sum of joint excursions beyond ``soft_joint_limit`` of each joint's range."""
+    """Sum of joint excursions beyond `soft_joint_limit` of each joint's range."""
     joint_vel: float = -0.001
     """Sum of squared joint velocities."""
 
@@ -138,9 +138,9 @@ class ReachConfig(ManipulationConfig):
     target: Box3 = field(default_factory=Box3)
     """Where targets are drawn (uniformly)."""
     reach_std: float = 0.1
-    """Distance scale of the ``reach`` term (metres)."""
+    """Distance scale of the `reach` term (metres)."""
     reach_fine_std: float = 0.02
-    """Distance scale of the ``reach_fine`` term (metres)."""
+    """Distance scale of the `reach_fine` term (metres)."""
     success_distance: float = 0.03
     """An episode succeeds when it times out with the end-effector this close to the target (metres)."""
     rewards: ReachRewards = field(default_factory=ReachRewards)
@@ -183,21 +183,21 @@ class LiftRewards:
     """exp(-|cube - goal|^2 / precise_std^2): pays for the last centimetres."""
     lifted: float = 0.0
     """reach while the cube is clear of the table, 0 on it: pays for any lift made with the hand at the cube, where
-    ``lift`` grows by little until the cube nears the goal (a cube on the table already earns most of ``bring``)."""
+    `lift` grows by little until the cube nears the goal (a cube on the table already earns most of `bring`)."""
     grasp: float = 0.0
     """reach while every fingertip touches the cube, 0 otherwise: pays for closing the hand on it."""
     height: float = 0.0
     """min(rise / rise_span, 1) while every fingertip touches the cube, rise the height of the cube above where it
-    rests on the table: pays for every millimetre a held cube is raised, where ``lifted`` pays only once it is
+    rests on the table: pays for every millimetre a held cube is raised, where `lifted` pays only once it is
     clear."""
     carry: float = 0.0
     """reach * bring while the cube is clear of the table, 0 on it: pays for carrying a lifted cube towards the goal,
-    where ``lift``'s bring also pays a cube left on the table for being under the goal (``bring_std`` is its
+    where `lift`'s bring also pays a cube left on the table for being under the goal (`bring_std` is its
     distance scale)."""
     action_rate: float = -0.01
     """Sum of squared changes of the action since the last step."""
     joint_limits: float = -1.0
-    """Sum of joint excursions beyond ``soft_joint_limit`` of each joint's range."""
+    """Sum of joint excursions beyond `soft_joint_limit` of each joint's range."""
     joint_vel: float = -0.001
     """Sum of squared joint velocities."""
 
@@ -213,18 +213,18 @@ class LiftConfig(ManipulationConfig):
     fingertip_friction: Range = (0.8, 1.5)
     """Sliding friction of the fingertips' geoms, drawn per environment at every reset."""
     reach_std: float = 0.1
-    """Distance scale of the reaching part of ``lift`` (metres)."""
+    """Distance scale of the reaching part of `lift` (metres)."""
     bring_std: float = 0.3
-    """Distance scale of the carrying part of ``lift`` and of ``carry`` (metres)."""
+    """Distance scale of the carrying part of `lift` and of `carry` (metres)."""
     precise_std: float = 0.05
-    """Distance scale of ``lift_precise`` (metres)."""
+    """Distance scale of `lift_precise` (metres)."""
     pinch_tolerance: float | None = 0.003
-    """A grasp (the ``grasp`` and ``height`` terms, ``Metrics/grasped_fraction``) counts only while the fingers' half
-    opening, read from the arm record's ``grasp_pose``, is the cube's half edge within this (metres): closed fingertips
-    pressing on the cube from above touch it too, but do not hold it. None, or an arm without ``grasp_pose``: every
+    """A grasp (the `grasp` and `height` terms, `Metrics/grasped_fraction`) counts only while the fingers' half
+    opening, read from the arm record's `grasp_pose`, is the cube's half edge within this (metres): closed fingertips
+    pressing on the cube from above touch it too, but do not hold it. None, or an arm without `grasp_pose`: every
     fingertip touching the cube is enough."""
     rise_span: float = 0.05
-    """Rise over which the ``height`` term grows from 0 to 1 (metres)."""
+    """Rise over which the `height` term grows from 0 to 1 (metres)."""
     success_distance: float = 0.05
     """The cube counts as at the goal this close to it (metres)."""
     hold_s: float = 0.5
@@ -232,12 +232,12 @@ class LiftConfig(ManipulationConfig):
     start_in_hand: float = 0.0
     """Share of the training episodes that start with the cube held between the fingers, the arm at its home pose
     and the gripper commanded closed (a start from which lifting is near, so that it gets explored); the others,
-    every evaluation episode and ``play`` start with the cube on the table. Needs the arm record's ``grasp_pose``."""
+    every evaluation episode and `play` start with the cube on the table. Needs the arm record's `grasp_pose`."""
     start_at_cube: float = 0.0
     """Share of the training episodes that start with the hand around the cube on the table, the fingers open wide of
     it (the arm in one of the poses solved at setup for cube positions 1 cm apart, the cube turned so that the fingers
-    close on two of its faces): reaching is done, closing and lifting are near. With ``start_in_hand``, the shares
-    add up to at most 1; evaluation and ``play`` start with the cube on the table and the arm at home."""
+    close on two of its faces): reaching is done, closing and lifting are near. With `start_in_hand`, the shares
+    add up to at most 1; evaluation and `play` start with the cube on the table and the arm at home."""
     drop_height: float = -0.05
     """The episode terminates when the cube's centre falls below this height: off the table's edge (metres)."""
     rewards: LiftRewards = field(default_factory=LiftRewards)

@@ -41,10 +41,10 @@ class TrackingRewards:
     joint_limits: float = -10.0
     """How far joints are beyond their soft limits (radians, summed)."""
     self_collisions: float = 0.0
-    """1 while the robot presses on itself harder than ``self_collision_force`` at the end of a step (mjlab's weight:
+    """1 while the robot presses on itself harder than `self_collision_force` at the end of a step (mjlab's weight:
     -10). 0, off: the defaults were trained and measured without it, and the contact sensor it reads costs the
     physics a second call per step on the CPU. It needs the robot's self-collisions (not with
-    ``--env.sim.training-contacts.no-self-collisions``)."""
+    `--env.sim.training-contacts.no-self-collisions`)."""
 
 
 @dataclass
@@ -77,41 +77,41 @@ class TrackingConfig(EnvConfig):
     """The robot record (its servos, collision geoms and home pose); the motion's joint angles are in the order of
     its model's hinge joints."""
     motion: str = ""
-    """The reference motion: a ``.csv`` in the retargeted-G1 layout (30 fps; root x y z, quaternion x y z w, joint
-    angles) or mjlab's ``.npz``; empty: the motion shipped with mjfleet (a G1 waving and squatting)."""
+    """The reference motion: a `.csv` in the retargeted-G1 layout (30 fps; root x y z, quaternion x y z w, joint
+    angles) or mjlab's `.npz`; empty: the motion shipped with mjfleet (a G1 waving and squatting)."""
     motion_fps: float = 30.0
-    """Frames per second of a ``.csv`` motion (the retargeted LAFAN1 files have 30; other retargeting tools may
-    write 50 or 120); an ``.npz`` says its own."""
+    """Frames per second of a `.csv` motion (the retargeted LAFAN1 files have 30; other retargeting tools may
+    write 50 or 120); an `.npz` says its own."""
     anchor_body: str = "torso_link"
-    """The tracked body (among ``bodies``) whose pose anchors the reference: its height and orientation errors end an
+    """The tracked body (among `bodies`) whose pose anchors the reference: its height and orientation errors end an
     episode."""
     bodies: tuple[str, ...] = ()
     """The bodies whose poses and velocities are tracked (the anchor among them)."""
     end_effectors: tuple[str, ...] = ()
-    """Tracked bodies (among ``bodies``) whose height leaves the reference's by ``end_effector_height_limit`` end an
+    """Tracked bodies (among `bodies`) whose height leaves the reference's by `end_effector_height_limit` end an
     episode; none: that termination is off."""
     action_offset: Literal["reference", "home"] = "reference"
-    """What an action of zero holds each joint at: ``reference``, the reference's joint angle at the frame the step
-    ends in (the policy learns corrections to the motion); ``home``, the robot's standing pose (mjlab's choice: the
+    """What an action of zero holds each joint at: `reference`, the reference's joint angle at the frame the step
+    ends in (the policy learns corrections to the motion); `home`, the robot's standing pose (mjlab's choice: the
     policy learns the whole pose)."""
     action_scale: float = 0.25
-    """Radians of joint target per unit of action (where ``action_scale_of_force`` is 0)."""
+    """Radians of joint target per unit of action (where `action_scale_of_force` is 0)."""
     action_scale_of_force: float = 0.25
     """With a value above 0, each joint's action scale is this fraction of its servo's torque limit over its gain
-    (instead of ``action_scale``)."""
+    (instead of `action_scale`)."""
     self_collision_force: float = 10.0
-    """Newtons above which a contact of the robot with itself counts (``rewards.self_collisions``)."""
+    """Newtons above which a contact of the robot with itself counts (`rewards.self_collisions`)."""
     soft_joint_limit: float = 0.9
-    """Share of each joint's range inside which ``joint_limits`` costs nothing."""
+    """Share of each joint's range inside which `joint_limits` costs nothing."""
     sampling: Literal["adaptive", "uniform", "start"] = "adaptive"
-    """Where training episodes start in the motion: ``adaptive`` favours where episodes fail (BeyondMimic's
-    sampling), ``uniform`` anywhere, ``start`` at its first frame (as ``play`` does)."""
+    """Where training episodes start in the motion: `adaptive` favours where episodes fail (BeyondMimic's
+    sampling), `uniform` anywhere, `start` at its first frame (as `play` does)."""
     adaptive_uniform: float = 0.1
     """Share of the adaptive sampling's starts spread evenly over the motion; the rest go to each second of it in
     proportion to how many episodes failed there."""
     adaptive_decay: float = 0.001
     """Weight of each batch of ended episodes in the running average of failures per second of the motion (mjlab's
-    ``adaptive_alpha``)."""
+    `adaptive_alpha`)."""
     start_pos_noise: float = 0.05
     """Uniform noise of the start's horizontal position (metres; a fifth of it vertically)."""
     start_yaw_noise: float = 0.2
@@ -121,17 +121,17 @@ class TrackingConfig(EnvConfig):
     start_velocity_noise: float = 0.3
     """Uniform noise of the start's root velocity (m/s and rad/s)."""
     anchor_pos_std: float = 0.3
-    """Scale of ``anchor_pos`` (metres)."""
+    """Scale of `anchor_pos` (metres)."""
     anchor_ori_std: float = 0.4
-    """Scale of ``anchor_ori`` (radians)."""
+    """Scale of `anchor_ori` (radians)."""
     body_pos_std: float = 0.3
-    """Scale of ``body_pos`` (metres)."""
+    """Scale of `body_pos` (metres)."""
     body_ori_std: float = 0.4
-    """Scale of ``body_ori`` (radians)."""
+    """Scale of `body_ori` (radians)."""
     lin_vel_std: float = 1.0
-    """Scale of ``body_lin_vel`` (m/s)."""
+    """Scale of `body_lin_vel` (m/s)."""
     ang_vel_std: float = 3.14
-    """Scale of ``body_ang_vel`` (rad/s)."""
+    """Scale of `body_ang_vel` (rad/s)."""
     anchor_height_limit: float = 0.25
     """An episode ends when the anchor's height is this far from the reference's (metres)."""
     anchor_tilt_limit: float = 0.8
@@ -141,12 +141,12 @@ class TrackingConfig(EnvConfig):
     rewards: TrackingRewards = field(default_factory=TrackingRewards)
     """Reward term weights."""
     noise: TrackingNoise = field(default_factory=TrackingNoise)
-    """Observation noise of the policy (off by default; ``--env.noise.scale 1`` is mjlab's)."""
+    """Observation noise of the policy (off by default; `--env.noise.scale 1` is mjlab's)."""
     randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
     """Domain randomization, as the velocity tasks have it: friction, mass added to the pelvis, servo gains, and
     horizontal pushes of the pelvis. Off by default (the defaults were trained and measured without it); training
-    for a real robot turns it on, e.g. ``--env.randomization.friction 0.3 1.2 --env.randomization.push-velocity
-    0.5 --env.randomization.push-interval-s 1 3`` (mjlab's ranges)."""
+    for a real robot turns it on, e.g. `--env.randomization.friction 0.3 1.2 --env.randomization.push-velocity
+    0.5 --env.randomization.push-interval-s 1 3` (mjlab's ranges)."""
 
     def __post_init__(self) -> None:
         # A relative path is the folder's the command ran in: stored as it was typed, play of the run from
