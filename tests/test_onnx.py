@@ -49,6 +49,22 @@ def test_the_metadata_gives_the_control_ranges_mujoco_clips_to() -> None:
     assert policy_metadata(runner.env, runner.learner.policy(), 0)["ctrl_range"] == [None]
 
 
+def test_a_control_loop_that_follows_the_cartpole_metadata_sends_the_control_the_task_sends() -> None:
+    """The cart-pole clips actions to 1 before its action scale, inside the environment's wider clip: the metadata
+    states the clip that applies, so clip, scale and control range give the task's control at any scale."""
+    spec = get_task("cartpole-balance")
+    env = MjEnv(spec.load_task_class()(dataclasses.replace(spec.env_cfg(), num_envs=64, action_scale=0.5)), seed=1)
+    meta = policy_metadata(
+        env, Runner(env, spec.agent_cfg(), DistributedContext(device="cpu"), run_dir=None).learner.policy(), 0
+    )
+    actions = torch.linspace(-4, 4, env.num_envs)[:, None]
+    clip, (lo, hi) = meta["clip_actions"], meta["ctrl_range"][0]
+    sent = (actions.clamp(-clip, clip) * meta["action_scale"]).clamp(lo, hi)
+    env.task.apply_actions(env, actions.clamp(-env.cfg.clip_actions, env.cfg.clip_actions))
+    torch.testing.assert_close(env.sim.ctrl, sent)
+    assert meta["clip_actions"] == 1.0
+
+
 @pytest.mark.parametrize("task_id", every_task())
 def test_onnx_matches_torch_on_recorded_observations(task_id: str, tmp_path: Path) -> None:
     torch.manual_seed(0)

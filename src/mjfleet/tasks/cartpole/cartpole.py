@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import mujoco
 import torch
@@ -28,6 +29,8 @@ MODEL_PATH = Path(__file__).with_name("cartpole.xml")
 
 UP_COS = 0.9
 """The pole counts as up when cos(angle) exceeds this (about 26 degrees from vertical)."""
+ACTION_CLIP = 1.0
+"""Actions are clipped to [-1, 1] before the action scale (the motor's control range)."""
 
 
 class CartpoleTask(Task[CartpoleConfig]):
@@ -67,7 +70,11 @@ class CartpoleTask(Task[CartpoleConfig]):
         self._up_steps[env_ids] = 0.0
 
     def apply_actions(self, env: MjEnv, actions: torch.Tensor) -> None:
-        env.sim.ctrl[:, 0] = actions[:, 0].clamp(-1.0, 1.0) * self.cfg.action_scale
+        env.sim.ctrl[:, 0] = actions[:, 0].clamp(-ACTION_CLIP, ACTION_CLIP) * self.cfg.action_scale
+
+    def export_metadata(self) -> dict[str, Any]:
+        # The clip that applies before the action scale: this task's, inside the environment's wider one.
+        return {"clip_actions": min(float(self.cfg.clip_actions), ACTION_CLIP)}
 
     def after_step(self, env: MjEnv) -> None:
         self._up_steps += (self.pole_cos(env) > UP_COS).float()
