@@ -140,3 +140,28 @@ def test_a_wandb_run_that_cannot_reach_the_servers_may_be_retried(
     with pytest.raises(ConnectionError, match=r"cannot reach W&B: Run initialization has timed out") as caught:
         MetricsWriter(tmp_path, use_wandb=True)
     assert is_retryable(caught.value)
+
+
+def test_storing_files_in_wandb_prints_no_link_notice_and_passes_other_warnings(
+    capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """W&B's ``save`` warns after each file it links (wandb's own LinkStats emits it here, as ``save`` does)."""
+    pytest.importorskip("wandb", reason="wandb is not installed (the offline GPU kit leaves it out)")
+    from wandb.errors import term
+    from wandb.errors.term import termwarn
+    from wandb.sdk.lib.filesystem import LinkStats
+
+    from mjfleet.rl.reporting.metrics import _without_link_notices  # pyright: ignore[reportPrivateUsage]
+
+    # An earlier run with WANDB_SILENT=true in this process left wandb's terminal silent.
+    monkeypatch.setattr(term, "_silent", False)
+    monkeypatch.setattr(term, "_show_warnings", True)
+    capfd.readouterr()
+    with _without_link_notices():
+        LinkStats(n_symlink=1).emit_warnings()
+        LinkStats(n_hardlink=3).emit_warnings()
+        termwarn("the disk is full")
+    err = capfd.readouterr().err
+    assert "into the W&B run directory" not in err and "the disk is full" in err, err
+    LinkStats(n_symlink=1).emit_warnings()
+    assert "Symlinked 1 file into the W&B run directory" in capfd.readouterr().err  # the check sees it

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
-from collections.abc import Sequence
+import re
+import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +21,24 @@ logger = logging.getLogger(__name__)
 WANDB_RUN_ID_FILE = "wandb_run_id"
 """File of the run directory naming its W&B run: every later start of the run (a continuation, a restart) logs to
 that W&B run instead of opening another."""
+
+
+_LINK_NOTICE = re.compile(r"(Symlinked|Linked) \d+ files? into the W&B run directory")
+
+
+@contextlib.contextmanager
+def _without_link_notices() -> Iterator[None]:
+    """W&B's ``save`` tells the terminal after every file that it linked it ("call wandb.save again to sync new
+    files"): a line per checkpoint file that says nothing to a user of a run that saves each file once. Everything
+    else it writes to stderr passes through."""
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            yield
+    finally:
+        kept = [line for line in captured.getvalue().splitlines(keepends=True) if not _LINK_NOTICE.search(line)]
+        if kept:
+            sys.stderr.write("".join(kept))
 
 
 class MetricsWriter:
@@ -109,9 +130,10 @@ class MetricsWriter:
         them; without W&B nothing happens. Offline runs keep them until ``wandb sync``."""
         if self._wandb_run is None:
             return
-        for path in paths:
-            if path.is_file():
-                self._wandb_run.save(str(path), base_path=str(self.run_dir), policy="now")
+        with _without_link_notices():
+            for path in paths:
+                if path.is_file():
+                    self._wandb_run.save(str(path), base_path=str(self.run_dir), policy="now")
 
     def add_video(self, tag: str, mp4: Path, frames: Sequence[np.ndarray], fps: float, step: int) -> None:
         """Log a clip: an animated GIF in TensorBoard (its image tab; no moviepy needed), the mp4 file in W&B
