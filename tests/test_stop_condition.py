@@ -74,15 +74,16 @@ def test_streak_needs_consecutive_iterations_and_resets() -> None:
         for episode in (
             {"Eval/success": 0.95},
             {"Eval/success": 0.9},
-            {"Episode/success": 1.0},  # the training episodes' statistic is another one
+            {"Eval/success": 0.5},
             {"Eval/success": 1.0},
             {"Eval/success": math.nan},
             {"Eval/success": 0.91},
+            {"Episode/success": 0.0},  # the training episodes' statistic is another one: no evidence either way
             {"Eval/success": 0.92},
             {"Eval/success": 0.93},
         )
     ]
-    assert seen == [False, False, False, False, False, False, False, True]
+    assert seen == [False, False, False, False, False, False, False, False, True]
 
 
 def test_key_must_be_one_the_task_logs() -> None:
@@ -314,8 +315,8 @@ def _steady_hand_run(
 def test_the_condition_reads_the_deterministic_policys_episodes(steady_hand: str) -> None:
     result = _steady_hand_run(steady_hand, eval_envs=16)
     # 16 evaluation environments (of the 64; 48 train) end 16 episodes every 50 steps (2 iterations): the
-    # window first holds enough episodes at iteration 2, so two iterations in a row end the run at iteration 3.
-    assert result.condition_met_at == result.final_iteration == 3
+    # window first holds enough episodes at iteration 2 and changes next at 4, the second window in a row.
+    assert result.condition_met_at == result.final_iteration == 4
     assert all(r.evaluation["Eval/success"] == 1.0 for r in result.records[1:])
     # The training episodes, with sampled actions, never succeed: they cannot have ended the run.
     trained = [r.episode["Episode/success"] for r in result.records if "Episode/success" in r.episode]
@@ -341,20 +342,21 @@ def test_the_run_stops_when_the_current_policy_from_a_fresh_start_meets_the_cond
     monkeypatch.setattr(SeparateEvaluation, "judge", first_verdict_fails)
     with caplog.at_level(logging.INFO, logger="mjfleet"):
         result = _steady_hand_run(steady_hand, 16, confirm, confirm_episodes=24, eval_steps=eval_steps)
-    if not confirm:  # the window alone: two iterations in a row from iteration 2
-        assert verdicts == [] and result.condition_met_at == 3
+    if not confirm:  # the window alone: two windows in a row, of iterations 2 and 4
+        assert verdicts == [] and result.condition_met_at == 4
         return
-    # The window holds at iterations 2 and 3 (with an evaluation of 8 environments of its own stepped twice per
-    # training step, whose first episodes start staggered: 3 and 4); the current policy, judged on 24 fresh episodes
-    # (one round of a simulation of 24 environments of the check's own, each episode counted once), is said not to;
-    # the streak starts over and holds again two iterations later, where the policy meets the condition from a fresh
-    # start too.
-    first = 3 if eval_steps == 1 else 4
+    # Two windows in a row hold at iteration 4: stepped once per training step, the window changes every second
+    # iteration (2 and 4); an evaluation of 8 environments of its own stepped twice per training step, whose first
+    # episodes start staggered, changes it at 3 and 4. The current policy, judged on 24 fresh episodes (one round
+    # of a simulation of 24 environments of the check's own, each episode counted once), is said not to meet the
+    # condition; the streak starts over and holds again two windows later, where the policy meets the condition
+    # from a fresh start too.
+    first, again = 4, (8 if eval_steps == 1 else 6)
     assert verdicts == [(24, 1, 24.0), (24, 1, 24.0)]
-    assert result.condition_met_at == result.final_iteration == first + 2
+    assert result.condition_met_at == result.final_iteration == again
     said = [r.getMessage() for r in caplog.records if "from a fresh start" in r.getMessage()]
     assert said[0].startswith(f"iteration {first}:") and "not met, training goes on" in said[0]
-    assert len(said) == 2 and said[1].startswith(f"iteration {first + 2}:")
+    assert len(said) == 2 and said[1].startswith(f"iteration {again}:")
     assert "Eval/success = 1.000: the condition holds" in said[1]
 
 
@@ -585,3 +587,34 @@ def test_a_policy_that_meets_the_condition_stops_once_the_window_holds_its_episo
     assert full.evaluation["Eval/success"] == 1.0
     # The training episodes (sampled actions) never succeed: the slower pace held until the window itself was full.
     assert all(r.episode.get("Episode/success", 0.0) == 0.0 for r in result.records)
+
+
+def test_a_condition_met_in_the_iteration_a_stop_request_arrives_ends_the_run_as_met(tmp_path: Path) -> None:
+    # Ended as stopped, the run stayed open for a requeue, whose start read the checkpoint's met condition as
+    # "training past it was asked for" and trained on.
+    cfg = small_train_config(
+        iterations=40, init_at_random_ep_len=True, stop_when="length>=1", stop_when_iterations=3, log_root=tmp_path
+    )
+    asked = iter([0, 0, 15])  # SIGTERM after the third iteration, the one the condition is met in
+    result = train_worker(
+        cfg, make_run_dir(tmp_path, "both"), DistributedContext(device="cpu"), stop_check=lambda: next(asked)
+    )
+    assert result.condition_met_at == result.final_iteration == 3
+    assert result.stop_signal is None
+
+
+def test_an_iteration_without_an_ended_episode_neither_holds_nor_breaks_the_streak() -> None:
+    # With few environments and long episodes most iterations end no training episode: counted as failing, they
+    # made a condition of 10 iterations in a row on the training episodes impossible to meet.
+    tracker = StopConditionTracker(as_condition("Episode/success>=0.9").on_training_episodes(), 3)
+    held, none = {"Episode/success": 1.0}, {"Episode/length": 5.0}
+    assert [tracker.update(e) for e in (held, none, held, none, none, held)] == [False] * 5 + [True]
+    assert tracker.streak == 3
+    tracker.update({"Episode/success": 0.5})
+    assert tracker.streak == 0
+
+
+def test_the_window_says_whether_an_iteration_changed_it() -> None:
+    window = EvaluationWindow(("Episode/success",), episodes=2)
+    assert window.add([2.0], [2.0]) and window.full
+    assert not window.add([0.0], [0.0])  # no evaluation episode ended: the same window, no new evidence

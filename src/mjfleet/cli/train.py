@@ -250,7 +250,8 @@ def main(argv: list[str] | None = None) -> None:
     signum = stop.signum or first.stop_signal
     if signum is not None:
         if first.stop_signal is None:
-            logger.warning("finished at iteration %d before the stop request took effect", first.final_iteration)
+            ended = "met its stop condition" if first.condition_met_at is not None else "finished"
+            logger.warning("%s at iteration %d before the stop request took effect", ended, first.final_iteration)
         end.close("stopped", signal_name(signum), exit_code(signum), results)
     if first.condition_met_at is not None:
         end.close("condition", first.met_condition or str(cfg.stop_when), 0, results)

@@ -162,6 +162,8 @@ class Runner(Saving, Stopping):
         """Whether any environment of this rank runs the deterministic policy."""
         self.eval_window = EvaluationWindow(env.stats.keys, agent_cfg.eval_episodes)
         """The most recent evaluation episodes of every rank (identical on all ranks)."""
+        self._window_moved = False
+        """Whether an evaluation episode ended in the last iteration (the window changed)."""
         self.stop_progress: dict[str, Any] = {"condition": "", "streak": 0, "met": False}
         """Iterations in a row the stop condition (named) has held: a continued run of the same condition goes on
         counting (checkpoints carry it, with the policy check's wait)."""
@@ -258,10 +260,10 @@ class Runner(Saving, Stopping):
                 self.env_steps += self.steps_per_iteration
                 stop, episode = self._agree_after_iteration(it, losses)
                 evaluation = self.eval_window.means()
-                # The evaluation statistics count once the window holds enough episodes.
-                met = tracker is not None and tracker.update(
-                    {**episode, **(evaluation if self.eval_window.full else {})}
-                )
+                # The evaluation statistics count once the window holds enough episodes, and in an iteration only
+                # where they moved: an unchanged window is no new evidence for `--stop-when-iterations`.
+                judged = evaluation if self.eval_window.full and self._window_moved else {}
+                met = tracker is not None and tracker.update({**episode, **judged})
                 check = self.policy_check
                 if met and tracker is not None and check is not None and check.applies(tracker.condition):
                     met = check.confirms(tracker, it, self.env_steps, self.learner.act_deterministic)
@@ -313,10 +315,8 @@ class Runner(Saving, Stopping):
                 for hook in self.hooks:
                     hook(self, record)
                 PROFILE.end_iteration()
-                if stop:
-                    self.stop_signal = stop
-                    logger.info("stopping after iteration %d (%s)", it, signal_name(stop))
-                    break
+                # A condition met in the iteration a stop request arrived ends the run as met: its checkpoint
+                # says so, and a requeue must not take it for an interrupted run to continue.
                 if met and tracker is not None:
                     self.condition_met_at, self.met_condition = it, tracker.condition
                     logger.info(
@@ -327,6 +327,10 @@ class Runner(Saving, Stopping):
                         it,
                         time.perf_counter() - began,
                     )
+                    break
+                if stop:
+                    self.stop_signal = stop
+                    logger.info("stopping after iteration %d (%s)", it, signal_name(stop))
                     break
         except BaseException:
             # What the last seconds logged (the iterations before a divergence) reaches the disk all the same.
@@ -415,7 +419,7 @@ class Runner(Saving, Stopping):
             others = f" (and on ranks {', '.join(map(str, bad_ranks[1:]))})" if len(bad_ranks) > 1 else ""
             raise NonFiniteTrainingError(self._divergence(it, f"{problems[first]}{where}{others}"))
         if self.evaluates:
-            self.eval_window.add(eval_sums.tolist(), eval_counts.tolist())
+            self._window_moved = self.eval_window.add(eval_sums.tolist(), eval_counts.tolist())
         return stop, EpisodeStats.means(self.env.stats.keys, sums, counts)
 
     def _divergence(self, it: int, what: str) -> str:

@@ -110,9 +110,10 @@ class TrainConfig:
     training episodes, with the policy's action noise, are logged as `Episode/...` and `Metrics/...`; with
     `--agent.eval-envs 0` the condition reads those. A checkpoint is written at that iteration; exit code 0."""
     stop_when_iterations: int | None = None
-    """Iterations in a row the `--stop-when` condition must hold. Default: 1 on the evaluation episodes, whose
-    statistics already average the most recent `--agent.eval-episodes` of them; 10 on the training episodes
-    (`--agent.eval-envs 0`), whose means are of one iteration's episodes."""
+    """Iterations in a row the `--stop-when` condition must hold, counting those in which an episode it reads ended
+    (the others neither hold nor break the row). Default: 1 on the evaluation episodes, whose statistics already
+    average the most recent `--agent.eval-episodes` of them; 10 on the training episodes (`--agent.eval-envs 0`),
+    whose means are of one iteration's episodes."""
     video_interval: int = 0
     """Every this many iterations rank 0 records a clip of environment 0 during the rollout into
     `<run_dir>/videos/iter_<it>.mp4` and the logger (TensorBoard, W&B). 0: no videos."""

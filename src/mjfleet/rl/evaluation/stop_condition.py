@@ -171,6 +171,10 @@ class StopConditionTracker:
         return tracker, bool(met)
 
     def update(self, episode: Mapping[str, float]) -> bool:
-        """Record one iteration; True once the condition held for ``iterations`` iterations in a row."""
+        """Record one iteration; True once the condition held for ``iterations`` iterations in a row. An iteration
+        without the statistic (no episode ended in it) neither holds nor breaks the streak: with few environments
+        or long episodes most iterations end none."""
+        if self.condition.key not in episode:
+            return False
         self.streak = self.streak + 1 if self.condition.holds(episode) else 0
         return self.streak >= self.iterations

@@ -58,14 +58,16 @@ class EvaluationWindow:
         self._restored = 0
         """How many of the held iterations a checkpoint's window brought (episodes before this start)."""
 
-    def add(self, sums: Sequence[float], counts: Sequence[float]) -> None:
-        """One iteration's sums and counts (over every rank), in :attr:`keys` order."""
+    def add(self, sums: Sequence[float], counts: Sequence[float]) -> bool:
+        """One iteration's sums and counts (over every rank), in :attr:`keys` order; whether the window changed (an
+        evaluation episode ended in the iteration)."""
         if not counts or not max(counts):
-            return  # no evaluation episode ended in this iteration
+            return False
         self._iterations.append((list(sums), list(counts)))
         while len(self._iterations) > 1 and self.count - _episodes(self._iterations[0][1]) >= self.episodes:
             self._iterations.popleft()
             self._restored = max(self._restored - 1, 0)
+        return True
 
     @property
     def restored_only(self) -> bool:
