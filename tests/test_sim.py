@@ -100,6 +100,29 @@ def test_a_reset_world_forgets_its_delayed_controls_and_readings(backend: Backen
     assert abs(float(sim.qpos[1, 0])) > 0.1
 
 
+PLASTIC = """<mujoco><option timestep="0.01" gravity="0 0 0"/><worldbody><body>
+<joint name="h" type="hinge" axis="0 1 0" stiffness="20" springyield="0.05" damping="1"/>
+<geom type="capsule" fromto="0 0 0 0 0 -.5" size=".05"/></body></worldbody><actuator><motor joint="h"/></actuator>
+</mujoco>"""
+"""A hinge whose spring yields: pushed far enough, it keeps the angle it was bent to (plastic state)."""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_reset_world_forgets_how_its_joints_were_bent(backend: Backend) -> None:
+    model = mujoco.MjModel.from_xml_string(PLASTIC)
+    assert model.nplastic == 1
+    sim = create_simulation(model, 2, "cpu", SimConfig(backend=backend, decimation=2))
+    for _ in range(100):
+        sim.ctrl[:] = 10.0
+        sim.step()
+    sim.ctrl[:] = 0.0
+    sim.reset_worlds(torch.tensor([0]))
+    for _ in range(50):
+        sim.step()
+    assert abs(float(sim.qpos[0, 0])) < 0.01  # its spring's rest is the model's again
+    assert float(sim.qpos[1, 0]) > 1.0  # bent, it stays bent
+
+
 def test_warp_forward_of_some_worlds_leaves_what_the_others_read() -> None:
     # Warp recomputes every world: the others' derived fields moved from their last substep's to their state's, so
     # a running world's observation depended on whether another one reset (MuJoCo C's do not move).

@@ -34,7 +34,8 @@ def _from_numpy(array: np.ndarray) -> torch.Tensor:
 
 SENSOR_OUTPUTS = frozenset({"sensordata", "cacc", "cfrc_int", "cfrc_ext"})
 """Fields the sensor pass fills: the sensors, and the accelerations and forces MuJoCo computes for the sensors that
-need them (``mj_rnePostConstraint``). A task that reads any of them gets the last substep with sensors on."""
+need them (``mj_rnePostConstraint``; zero where no sensor of the model needs them, on either backend). A task that
+reads any of them gets the last substep with sensors on."""
 
 
 class MujocoSimulation(Simulation):

@@ -26,7 +26,7 @@ SENSOR_DISABLE_BIT = int(mujoco.mjtDisableBit.mjDSBL_SENSOR)
 STATE_FIELDS = frozenset(
     (
         "qpos", "qvel", "ctrl", "act", "time", "qacc_warmstart", "xfrc_applied", "qfrc_applied", "history",
-        "mocap_pos", "mocap_quat", "eq_active", "plugin_state", "userdata",
+        "mocap_pos", "mocap_quat", "eq_active", "plugin_state", "userdata", "plastic",
     )
 )  # fmt: skip
 """The fields of a world's state (what a step or a reset writes, and :meth:`Simulation.forward` only reads)."""
@@ -38,6 +38,7 @@ _RESET_FIELDS = {
     "eq_active": "neq",
     "plugin_state": "npluginstate",
     "userdata": "nuserdata",
+    "plastic": "nplastic",
 }
 """State fields beyond the positions, velocities, controls and forces that a reset restores, by the model size that
 says whether the model has any."""
@@ -95,7 +96,7 @@ class Simulation(ABC):
             if getattr(mj_model, size)
         }
         """The state that a reset sets back to the model's own (delay histories, mocap poses, equality constraints'
-        activity, plugin state, user data), where the model has any."""
+        activity, plugin state, user data, the rest angles of yielding springs), where the model has any."""
         self._site_body = torch.as_tensor(mj_model.site_bodyid, dtype=torch.long, device=self.device)
         self._body_root = torch.as_tensor(mj_model.body_rootid, dtype=torch.long, device=self.device)
 
