@@ -94,6 +94,12 @@ def _usage_error(capsys: pytest.CaptureFixture[str], main: object, argv: list[st
         (["cartpole-balance", "--stop-when", "Episode/success<-1"], "success is a share of episodes"),
         (["cartpole-balance", "--stop-when", "success>=1", "--stop-when-iterations", "0"], "at least 1 (got 0)"),
         (["cartpole-balance", "--stop-when", "speed>1"], "logs no statistic 'speed'; use success, return, length or"),
+        # The evaluation runs the full command ranges: never met on the CPU, met at once on a GPU (its level is 1).
+        (
+            ["go1-velocity-flat", "--env.commands.curriculum.start", "0.5", "--stop-when", "Metrics/command_level>=1"],
+            "the evaluation episodes (the deterministic policy, as play runs it) log no 'Metrics/command_level'",
+        ),
+        (["cartpole-balance", "--stop-when", "Episode/success_privileged>2"], "success is a share of episodes"),
     ],
 )
 def test_train_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], expected: str) -> None:
@@ -112,6 +118,11 @@ def test_stop_when_offers_the_privileged_success_only_where_it_is_logged(
     assert line.endswith("use success, return, length or one of Metrics/pole_up_fraction")
     lift = ["yam-lift-cube", "--gpu-ids", "None", "--stop-when", "succes>0.9", "--log-root", str(tmp_path)]
     assert "Episode/success_privileged" in _usage_error(capsys, train.main, lift)  # starts with the cube in the hand
+    # Only the training episodes have such starts: on the evaluation episodes the condition was never met.
+    lift[4] = "Episode/success_privileged>0.9"
+    assert "log no 'Episode/success_privileged'" in _usage_error(capsys, train.main, lift)
+    train.main([*lift, "--agent.eval-envs", "0", "--dry-run"])  # the training episodes do log it
+    assert not any(tmp_path.rglob("*"))
 
 
 def test_a_task_that_overrides_training_start_alone_still_reports_its_privileged_success_apart() -> None:

@@ -118,8 +118,9 @@ class Task(ABC, Generic[CfgT]):
 
     def has_training_starts(self) -> bool:
         """Whether training episodes may begin from a start only training has (:meth:`training_start`), known from
-        the config alone: only then is ``Episode/success_privileged`` logged, and offered to ``--stop-when``. By
-        default: whether the task overrides :meth:`training_start`; a task whose config can turn them off says so."""
+        the config alone: only then is ``Episode/success_privileged`` logged, and offered to ``--stop-when`` on the
+        training episodes. By default: whether the task overrides :meth:`training_start`; a task whose config can turn
+        them off says so."""
         return type(self).training_start is not Task.training_start
 
     @abstractmethod
@@ -223,6 +224,12 @@ def episode_stat_keys(task: Task[Any]) -> list[str]:
     keys += [f"Episode_Termination/{k}" for k in ends]
     keys += [f"Metrics/{k}" for k in task.metric_names()]
     return keys
+
+
+def evaluated_stat_keys(task_class: type[Task[Any]], cfg: EnvConfig) -> list[str]:
+    """The training names of the statistics the evaluation episodes log: those of the settings a policy is judged
+    under (:meth:`EnvConfig.as_judged`), less the successes from starts only training has."""
+    return [key for key in declared_stat_keys(task_class, cfg.as_judged()) if key != PRIVILEGED_SUCCESS]
 
 
 def declared_stat_keys(task_class: type[Task[Any]], cfg: EnvConfig) -> list[str]:

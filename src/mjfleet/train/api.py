@@ -55,9 +55,12 @@ def prepare(cfg: TrainConfig) -> Prepared:
     if cfg.stop_when is None and cfg.stop_when_iterations is not None:
         logger.warning("--stop-when-iterations %d has no effect without --stop-when", cfg.stop_when_iterations)
     if cfg.stop_when is not None:
-        from mjfleet.envs.task import declared_stat_keys  # imports torch: only when --stop-when is given
+        from mjfleet.envs.task import declared_stat_keys, evaluated_stat_keys  # torch: only with --stop-when
 
-        cfg.stop_when.check_key(declared_stat_keys(get_task(cfg.task).load_task_class(), cfg.env))
+        task_class = get_task(cfg.task).load_task_class()
+        cfg.stop_when.check_key(declared_stat_keys(task_class, cfg.env))
+        if cfg.agent.eval_envs > 0:
+            cfg.stop_when.check_evaluated(evaluated_stat_keys(task_class, cfg.env))
     hosts = ("localhost",) if external is not None else resolve_hostnames(cfg.hostnames)  # once: may ask scontrol
     if external is not None:
         request = cfg.gpu_ids

@@ -66,7 +66,7 @@ class StopCondition:
             raise UsageError(f"--stop-when {text!r}: the threshold must be a finite number")
         condition = cls(evaluation_name(_SHORT_NAMES.get(name, name)), op, value)
         # A share of episodes: a threshold past 0..1 (95 for 95%) can never be met, or always is.
-        if training_name(condition.key) == _SHORT_NAMES["success"] and not 0 <= value <= 1:
+        if training_name(condition.key).startswith(_SHORT_NAMES["success"]) and not 0 <= value <= 1:
             raise UsageError(f"--stop-when {text!r}: success is a share of episodes, from 0 to 1 (0.95 for 95%)")
         return condition
 
@@ -79,6 +79,17 @@ class StopCondition:
             raise UsageError(
                 f"--stop-when: this task logs no statistic {training_name(self.key)!r}; use success, return, length"
                 f" or one of {', '.join(k for k in episode if k not in _SHORT_NAMES.values()) or '(none)'}"
+            )
+
+    def check_evaluated(self, evaluated: Iterable[str]) -> None:
+        """Raise :class:`UsageError` where the condition reads the evaluation episodes and they do not log its
+        statistic (``evaluated``: the training names of what the evaluation episodes log): a statistic of the
+        training episodes alone (a command curriculum's level, successes from starts only training has)."""
+        if is_evaluation_name(self.key) and training_name(self.key) not in set(evaluated):
+            raise UsageError(
+                f"--stop-when: the evaluation episodes (the deterministic policy, as play runs it) log no"
+                f" {training_name(self.key)!r}, a statistic of the training episodes alone; with --agent.eval-envs 0"
+                " the condition reads the training episodes"
             )
 
     def on_training_episodes(self) -> StopCondition:
