@@ -45,9 +45,9 @@ class EvaluationWindow:
     hold at least ``episodes`` episodes (an evaluation episode lasts many iterations and only a few end in each).
 
     Fed with the all-reduced sums and counts of each iteration, so every rank holds the same window without another
-    collective; the runner saves it with each checkpoint, so a restarted run stops where the uninterrupted one would
-    (where the evaluation environments are part of the training simulation, whose state the checkpoint carries; a
-    simulation of their own starts afresh).
+    collective; the runner saves it with each checkpoint, so a restarted run judges the episodes that ended before
+    the checkpoint with those after it (the evaluation episodes running at the checkpoint are lost: they start
+    afresh).
     """
 
     def __init__(self, keys: Sequence[str], episodes: int) -> None:
