@@ -297,6 +297,23 @@ def test_play_random_baseline_prints_one_json_line(capsys: pytest.CaptureFixture
     assert {"mean_return", "mean_length", "success_rate", "pole_up_fraction"} <= set(summary)
 
 
+def test_play_says_what_it_plays_and_how_far_it_got(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """100 episodes of 20 s on the CPU take minutes: play said nothing until its summary."""
+    from mjfleet.rl.evaluation import episodes
+
+    monkeypatch.setattr(episodes, "PROGRESS_INTERVAL_S", 0.0)
+    play.main(["cartpole-balance", "--agent", "zero", "--num-episodes", "3", "--gpu-ids", "None"])
+    out, err = capsys.readouterr()
+    said = err.splitlines()
+    assert said[0].endswith(
+        "INFO     playing 3 episodes of cartpole-balance (up to 5 s each, 3 environments) with zero actions on cpu"
+    )
+    assert said[1].endswith("0 of 3 episodes ended after 0 of at most 251 steps (0 s)")
+    assert json.loads(out)["episodes"] == 3
+
+
 def test_console_scripts_are_the_entry_points_that_survive_a_ctrl_c_while_loading() -> None:
     import tomllib
 

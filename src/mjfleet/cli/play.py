@@ -257,6 +257,18 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
         if cfg.video:
             recorder = _recorder(env, spec.load_task_class().video_camera, cfg, path)
             env.observers.append(recorder.capture)  # each step's state before a reset: an episode's last frame too
+        logger.info(
+            "playing %d episode%s of %s (up to %.0f s each, %d environment%s) with %s on %s%s",
+            cfg.num_episodes,
+            "" if cfg.num_episodes == 1 else "s",
+            task_id,
+            env.max_episode_length * env.step_dt,
+            env.num_envs,
+            "" if env.num_envs == 1 else "s",
+            checkpoint if cfg.agent == "policy" else f"{cfg.agent} actions",
+            device,
+            f"; recording environment 0 into {path}, each frame rendered as it plays" if recorder else "",
+        )
         try:
             summary = evaluate(env, policy, cfg.num_episodes)
         except BaseException:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Policy = Callable[[TensorDict], torch.Tensor]
+
+PROGRESS_INTERVAL_S = 10.0
+"""How often :func:`evaluate` says how far it got (seconds of wall time)."""
 
 
 def random_policy(env: MjEnv) -> Policy:
@@ -122,8 +126,15 @@ def evaluate(
     collected: dict[str, list[torch.Tensor]] = {}
     count = 0
     max_steps = rounds_needed * int(env.max_episode_length) + 1
+    began = said = time.monotonic()
     with torch.inference_mode():
-        for _ in range(max_steps):
+        for step in range(max_steps):
+            if time.monotonic() - said >= PROGRESS_INTERVAL_S:
+                said = time.monotonic()
+                logger.info(
+                    "%d of %d episodes ended after %d of at most %d steps (%.0f s)",
+                    count, num_episodes, step, max_steps, said - began,
+                )  # fmt: skip
             obs, _, _, extras = env.step(policy(obs))
             if "episodes" not in extras:
                 continue
