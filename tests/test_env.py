@@ -145,6 +145,24 @@ def test_a_first_episode_begun_part_way_counts_the_steps_it_ran() -> None:
     assert extras["episodes"][1]["Episode/length"].tolist() == [5.0] * 4  # the others' whole episodes
 
 
+def test_a_training_episode_begun_part_way_does_not_count_as_a_success() -> None:
+    """A time-out a few steps after a random start of the counters proves nothing: every start of a run read a
+    high training success for its first iterations (which a stop on the training episodes, and the evaluation's
+    speed-up near the condition, read)."""
+    env = make_env(num_envs=8, episode_length_s=0.1)  # 5 control steps
+    env.cfg.clip_actions = 0.0  # zero force: the pole stays up, every episode times out a success
+    env.episode_length_buf[:] = torch.tensor([3, 3, 3, 3, 0, 0, 0, 0])
+    env.from_reset = env.episode_length_buf == 0  # as a run's start sets it
+    for _ in range(2):
+        env.step(torch.zeros(8, 1))
+    means = EpisodeStats.means(env.stats.keys, *env.stats.pop())
+    assert "Episode/success" not in means and means["Episode/length"] == 2.0  # the four ended, none whole
+    for _ in range(3):
+        env.step(torch.zeros(8, 1))
+    means = EpisodeStats.means(env.stats.keys, *env.stats.pop())
+    assert means["Episode/success"] == 1.0 and means["Episode/length"] == 5.0  # whole episodes from a reset
+
+
 def test_a_diverged_worlds_task_metrics_stay_out_of_the_statistics() -> None:
     """On a GPU a diverged world's state is NaN until its reset, so were its task metrics: one such episode made the
     iteration's Metrics/* mean, and the evaluation window that --stop-when reads, NaN."""

@@ -264,16 +264,19 @@ class MjEnv(VecEnv):
         metrics = {f"Metrics/{name}": m.float() for name, m in self.task.episode_metrics(self, env_ids).items()}
         finite = ~nonfinite[env_ids]
         evaluating = env_ids >= self.first_eval_env
+        # Success is judged on whole episodes: one begun part-way (a random start of the counters, a restored
+        # checkpoint's) that times out after a few steps proves nothing.
+        whole = self.from_reset[env_ids]
+        success = values.pop("Episode/success")
+        self.stats.add_many(values, ~evaluating)
         started = self.task.training_start(self) if self._privileged_starts else None
         if started is None:
-            self.stats.add_many(values, ~evaluating)
+            self.stats.add_many({"Episode/success": success}, ~evaluating & whole)
         else:  # a privileged start's success is reported apart (evaluation rows never start so)
-            success = values.pop("Episode/success")
             privileged = started[env_ids]
-            self.stats.add_many(values, ~evaluating)
-            self.stats.add_many({"Episode/success": success}, ~evaluating & ~privileged)
-            self.stats.add_many({PRIVILEGED_SUCCESS: success}, ~evaluating & privileged)
-            values["Episode/success"] = success
+            self.stats.add_many({"Episode/success": success}, ~evaluating & whole & ~privileged)
+            self.stats.add_many({PRIVILEGED_SUCCESS: success}, ~evaluating & whole & privileged)
+        values["Episode/success"] = success
         self.stats.add_many(metrics, ~evaluating & finite)
         if self.first_eval_env < self.num_envs:
             judged = evaluating & self.from_reset[env_ids]
