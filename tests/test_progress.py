@@ -97,7 +97,7 @@ def test_the_block_of_every_few_iterations() -> None:
     progress = _progress(run_elapsed_s=3725.0, stop_when="Eval/success >= 0.95 (10 iterations in a row)")
     lines = progress_block(progress).splitlines()
     assert lines[0] == progress_line(progress)  # the iteration's own line first, as on every other iteration
-    assert lines[1] == "  time: 1:05 since this start (the run's total 1:02:05), ETA 5:25"
+    assert lines[1] == "  time: 1:05 since this start (the run's total 1:02:05), ETA <=5:25"  # as its line says
     assert lines[2] == "  per iteration: 1.30 s, collecting 0.83 s and learning 0.47 s"
     assert lines[3] == "  env-steps: 1,228,800 so far, 18,900 per second"
     assert lines[4] == "  training episodes (stochastic policy): return 12.3, length 987, success 0.45"
@@ -227,3 +227,23 @@ def test_a_restart_from_scratch_replaces_the_first_starts_curves(tmp_path: Path)
     events.Reload()
     key = next(tag for tag in events.Tags()["scalars"] if tag.startswith("Loss/"))
     assert [e.step for e in events.Scalars(key)] == [1, 2]
+
+
+def test_the_line_shows_one_iterations_training_means_not_a_mix(caplog: pytest.LogCaptureFixture) -> None:
+    """A statistic absent from an iteration whose episodes ended (no whole episode for `success`) kept an older
+    iteration's value beside this one's others."""
+    from mjfleet.rl.reporting.records import IterationRecord
+    from mjfleet.rl.reporting.report import IterationReporter, LearnerState
+
+    reporter = IterationReporter(None, None)
+    state = LearnerState(learning_rate=1e-3, action_std=1.0)
+    episodes = ({"Episode/return": 1.0, "Episode/length": 9.0, "Episode/success": 1.0}, {}, {"Episode/length": 3.0})
+    with caplog.at_level(logging.INFO, logger="mjfleet"):
+        for it, episode in enumerate(episodes, start=1):
+            record = IterationRecord(it, {}, episode, env_steps_per_s=1.0, collect_s=0.1, learn_s=0.1, sync_s=0.0)
+            reporter.report(
+                record, state, total=9, eta_s=None, tracker=None, block=False, resumed=False, evaluation_window=0
+            )
+    lines = [r.getMessage() for r in caplog.records]
+    assert "success 1.00" in lines[0] and "success 1.00" in lines[1]  # no episode ended: the previous means
+    assert "success" not in lines[2]

@@ -126,7 +126,9 @@ def _stats(values: Mapping[str, float], prefix: str, metrics_prefix: str) -> str
 def progress_block(p: Progress) -> str:
     """Every few iterations: the iteration's line, then time, samples, both kinds of episodes and the losses."""
     run = "" if p.run_elapsed_s is None else f" (the run's total {format_duration(p.run_elapsed_s)})"
-    eta = "" if p.eta_s is None or p.iteration >= p.final or p.ending else f", ETA {format_duration(p.eta_s)}"
+    eta = ""
+    if p.eta_s is not None and p.iteration < p.final and not p.ending:
+        eta = f", ETA {'<=' if p.stop_when else ''}{format_duration(p.eta_s)}"  # as the line above says it
     lines = [
         progress_line(p),
         f"  time: {format_duration(p.elapsed_s)} since this start{run}{eta}",

@@ -63,7 +63,7 @@ class IterationReporter:
                 "Perf/learning_time": r.learn_s,
                 "Perf/gradient_sync_time": r.sync_s,
                 "Perf/total_env_steps": float(r.env_steps),
-                "Perf/elapsed_s": r.run_elapsed_s,
+                "Perf/run_elapsed_s": r.run_elapsed_s,
             }
         )
         scalars.update(r.episode)
@@ -75,7 +75,8 @@ class IterationReporter:
             scalars["Eval/episodes"] = float(r.evaluation_episodes)
         if self.writer is not None:
             self.writer.add_scalars(scalars, r.iteration)
-        self._last_episode.update(r.episode)  # an iteration in which no episode ended shows the previous means
+        if r.episode:  # an iteration in which no episode ended shows the previous iteration's means, all of them
+            self._last_episode = dict(r.episode)
         stop_when = None
         if tracker is not None:
             stop_when = f"{tracker.condition} ({tracker.iterations} iterations in a row)"
