@@ -135,7 +135,8 @@ class Runner(Saving, Stopping):
         self.previous_elapsed_s = 0.0
         """Training wall time of the run before this start (from the checkpoint :meth:`load` read)."""
         self.env_steps = 0
-        """Environment steps the run has simulated over all ranks, evaluation environments included."""
+        """Environment steps the run has simulated over all ranks, evaluation environments included (the current-policy
+        checks' episodes are not: each check logs its own count)."""
         self.eval_envs = eval_envs
         """This rank's evaluation environments: the last ones of ``env``, stepped with the deterministic policy
         (:meth:`~mjfleet.rl.config.AgentConfig.training_simulation_envs` sizes ``env`` for them)."""

@@ -31,7 +31,8 @@ class Progress:
     eta_s: float | None
     """Seconds to :attr:`final`, or None while no iteration after the first of this start has been timed."""
     env_steps: int
-    """Environment steps the run has simulated so far (every worker, evaluation environments included)."""
+    """Environment steps the run has simulated so far (every worker, evaluation environments included; the
+    current-policy checks, which log their own, not)."""
     env_steps_per_s: float
     collect_s: float
     learn_s: float
