@@ -95,3 +95,16 @@ def test_a_rank_of_another_launchers_job_is_told_to_rerun_the_jobs_command_with_
         " (it continues this run in place to iteration 10)"
     )
     assert f"watch it: play cartpole-balance --checkpoint {tmp_path / 'model_3.pt'}" in lines
+
+
+def test_the_printed_commands_name_the_copy_of_menagerie_the_run_loaded(tmp_path: Path) -> None:
+    """`MENAGERIE_ROOT=<dir> uv run train ...` set it for that command alone: the commands it printed looked for the
+    robot in the package's cache (or downloaded it) instead."""
+    from mjfleet.runs.ending import command_prefix
+
+    root = tmp_path / "my menagerie"
+    robot = root / "unitree_go1" / "scene.xml"
+    env = {"MENAGERIE_ROOT": str(root), "UV_RUN_RECURSION_DEPTH": "1"}
+    assert command_prefix(env, [robot]) == f"MENAGERIE_ROOT='{root}' uv run "
+    assert command_prefix(env, [tmp_path / "own" / "go1.xml"]) == "uv run "  # a robot of its own: not needed
+    assert command_prefix({"MENAGERIE_ROOT": str(root)}, []) == ""

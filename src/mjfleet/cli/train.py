@@ -258,6 +258,14 @@ def main(argv: list[str] | None = None) -> None:
     end.close("finished", "", 0, results)
 
 
+def _model_files(env: EnvConfig) -> list[Path]:
+    """The run's robot files, or none where they cannot be named (the run may have failed finding them)."""
+    try:
+        return env.model_files()
+    except Exception:  # what the printed commands need is a nicety; the run's own error was said
+        return []
+
+
 class _Closing:
     """Writes a run's last lines and exits (see :mod:`mjfleet.runs.ending`)."""
 
@@ -304,7 +312,7 @@ class _Closing:
             wall_s=time.time() - self.began,
             detail=detail,
             finishable=_finishable(how, code) if finishable is None else finishable,
-            prefix=command_prefix(os.environ),
+            prefix=command_prefix(os.environ, _model_files(cfg.env)),
             launcher=None if external is None else external.launcher,
             env_steps=_env_steps_since(run_dir, started_at, results or []),
         )

@@ -4,7 +4,7 @@ and the last lines of a run: how it ended, what it trained, where it is and what
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -53,10 +53,16 @@ class RunEnd:
     step faster near the stop); None: ``env_steps_per_iteration`` per iteration trained."""
 
 
-def command_prefix(env: Mapping[str, str]) -> str:
-    """``uv run `` when this process runs under ``uv run`` (which marks its children with
-    ``UV_RUN_RECURSION_DEPTH``), so a printed command works where the user's did; else nothing."""
-    return "uv run " if env.get("UV_RUN_RECURSION_DEPTH") else ""
+def command_prefix(env: Mapping[str, str], model_files: Sequence[Path] = ()) -> str:
+    """What a printed command needs before the entry point to work where the user's did: ``MENAGERIE_ROOT=<dir> ``
+    where the run's robot files (``model_files``) came from that copy of Menagerie (it may have been set for this
+    command alone), and ``uv run `` when this process runs under ``uv run`` (which marks its children with
+    ``UV_RUN_RECURSION_DEPTH``)."""
+    root = env.get("MENAGERIE_ROOT", "").strip()
+    menagerie = ""
+    if root and any(Path(f).resolve().is_relative_to(Path(root).expanduser().resolve()) for f in model_files):
+        menagerie = f"MENAGERIE_ROOT={_quote(Path(root))} "
+    return menagerie + ("uv run " if env.get("UV_RUN_RECURSION_DEPTH") else "")
 
 
 def ending_lines(end: RunEnd) -> list[str]:
