@@ -237,6 +237,8 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         sim.model_field("geom_size")[env_ids, self._cube_geom] = half.unsqueeze(-1).expand(n, 3)
         sim.model_field("body_mass")[env_ids, self._cube_body] = mass
         sim.model_field("body_subtreemass")[env_ids, self._cube_body] = mass
+        # `body_invweight0`/`dof_invweight0` keep the compiled cube's (as `mj_setConst` would not): they scale the
+        # contacts' regularisation, whose impedance then reads 0.925-0.977 over the mass range instead of 0.95.
         # A solid cube of edge 2h: I = m (2h)^2 / 6 about every axis through its centre.
         inertia = (mass * (2 * half) ** 2 / 6).unsqueeze(-1).expand(n, 3)
         sim.model_field("body_inertia")[env_ids, self._cube_body] = inertia
