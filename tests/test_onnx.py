@@ -14,6 +14,7 @@ from mjfleet.envs.env import MjEnv
 from mjfleet.rl.checkpoint.onnx import OPSET, OnnxPolicy, export_policy, metadata_path, policy_metadata
 from mjfleet.rl.runner import Runner
 from mjfleet.runtime.context import DistributedContext
+from mjfleet.tasks.cartpole.config import CartpoleConfig
 from mjfleet.tasks.registry import get_task
 from mjfleet.train.worker import train_worker
 
@@ -150,6 +151,9 @@ def test_checkpoints_write_onnx_and_play_runs_it(tmp_path: Path, monkeypatch: py
         argv = ["cartpole-swingup", "--checkpoint", str(run_dir / name), "--num-episodes", "1", "--gpu-ids", "None"]
         code, _, err = run_main(play.main, argv)
         assert code == 0 and f"{run_dir / name} was trained on cartpole-balance; it plays cartpole-swingup" in err
+    # ... in the task asked for: the balance run's settings made it a balance (the pole started up).
+    _, played, _ = play.parse_args(["cartpole-swingup", "--checkpoint", str(run_dir / "model_2.pt")])
+    assert isinstance(played.env, CartpoleConfig) and played.env.swingup
 
     # A sidecar without what the inputs need (edited by hand) is one line.
     sidecar = run_dir / "model_1.onnx.json"

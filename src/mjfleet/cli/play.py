@@ -117,7 +117,9 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
         # Read back where recorded: without them (a policy copied elsewhere) the task's defaults hold, not those of
         # the runs that predate a setting (ADDED: the lift unfiltered, the G1 at one action scale for every joint).
         env_yaml, agent_yaml = run_dir / "params" / "env.yaml", run_dir / "params" / "agent.yaml"
-        if env_yaml.is_file():
+        # A run of another task (a flat-ground policy played on rough ground) plays in the task asked for: its
+        # environment settings are that task's; the networks are still the run's.
+        if env_yaml.is_file() and _trained_task(run_dir) in (None, spec.id):
             env_cfg = update_dataclass(env_cfg, recorded_values(load_yaml(env_yaml), "env"), env_yaml)
         if agent_yaml.is_file():
             agent_cfg = update_dataclass(agent_cfg, recorded_values(load_yaml(agent_yaml), "agent"), agent_yaml)
@@ -157,6 +159,13 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
             f"no trained run of {spec.id} under {cfg.log_root}; pass --checkpoint (or use --agent random|zero)"
         )
     return spec.id, cfg, agent_cfg
+
+
+def _trained_task(run_dir: Path) -> str | None:
+    """The task a run trained, as its settings record it (None: not recorded)."""
+    run_yaml = run_dir / "params" / "run.yaml"
+    task = load_yaml(run_yaml).get("task") if run_yaml.is_file() else None
+    return task if isinstance(task, str) else None
 
 
 def _learners_defaults(spec: TaskSpec, checkpoint: Path, agent_cfg: AgentConfig) -> AgentConfig:
