@@ -314,6 +314,30 @@ def test_play_says_what_it_plays_and_how_far_it_got(
     assert json.loads(out)["episodes"] == 3
 
 
+def test_a_config_built_in_python_is_checked_as_the_command_line_builds_one(tmp_path: Path) -> None:
+    """Wrong types and a generic environment passed `prepare()`, to fail in `run()` after its run directory existed
+    (an AttributeError deep in the task, `str / str` in the plan, `--gpu-ids N o n e`)."""
+    from mjfleet.envs.config import EnvConfig
+
+    def refused(**changes: object) -> str:
+        with pytest.raises(UsageError) as exc:
+            prepare(dataclasses.replace(small_train_config(log_root=tmp_path), **changes))  # type: ignore[arg-type]
+        return str(exc.value)
+
+    assert refused(env=EnvConfig()) == (
+        "TrainConfig.env is EnvConfig; cartpole-balance takes CartpoleConfig"
+        " (get_task('cartpole-balance').defaults() gives the task's settings)"
+    )
+    assert (
+        refused(gpu_ids="None") == "TrainConfig.gpu_ids is 'None', not one of 'auto', 'all' or tuple[int, ...] or None"
+    )
+    assert refused(seed=1.5) == "TrainConfig.seed is 1.5, not int"
+    assert refused(task="") == "unknown task ''; run list-tasks to see them"
+    prepared = prepare(dataclasses.replace(small_train_config(), log_root=str(tmp_path), stop_when="success>=0.9"))
+    assert prepared.cfg.log_root == tmp_path and str(prepared.cfg.stop_when) == "Eval/success >= 0.9"
+    assert not any(tmp_path.iterdir())
+
+
 def test_console_scripts_are_the_entry_points_that_survive_a_ctrl_c_while_loading() -> None:
     import tomllib
 

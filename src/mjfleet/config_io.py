@@ -47,6 +47,28 @@ def _updated(instance: T, values: Mapping[str, Any], source: object, prefix: str
     return dataclasses.replace(instance, **changes)
 
 
+def conformed(instance: T, source: str) -> T:
+    """Copy of ``instance`` (a config built in Python) whose values all fit their fields' types, converted as YAML's
+    are (lists for tuples, strings for paths); a value that does not fit is a :class:`~mjfleet.errors.UsageError`
+    naming ``source`` (``TrainConfig``), the setting and the type."""
+    assert dataclasses.is_dataclass(instance) and not isinstance(instance, type)
+    hints = typing.get_type_hints(type(instance))
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(instance):
+        if not f.init:
+            continue
+        value, hint = getattr(instance, f.name), hints.get(f.name, Any)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            changes[f.name] = conformed(value, f"{source}.{f.name}")
+        elif not _fits(value, hint):
+            raise UsageError(f"{source}.{f.name} is {value!r}, not {_described(hint)}")
+        else:
+            changes[f.name] = _converted(value, value, hint)
+    if all(changes[name] is getattr(instance, name) for name in changes):
+        return instance
+    return dataclasses.replace(instance, **changes)
+
+
 def _converted(current: Any, new: Any, hint: Any) -> Any:
     if isinstance(new, list) and (isinstance(current, tuple) or _admits(hint, tuple)):
         return tuple(new)
@@ -90,6 +112,8 @@ def _described(hint: Any) -> str:
     """An annotation as a user reads it: ``float``, ``tuple[float, float] | None``, ``one of 'a', 'b'``."""
     if typing.get_origin(hint) is typing.Literal:
         return "one of " + ", ".join(map(repr, typing.get_args(hint)))
+    if typing.get_origin(hint) is typing.Union and any(typing.get_origin(a) for a in typing.get_args(hint)):
+        return " or ".join(map(_described, typing.get_args(hint)))  # `Literal[...] | ...` reads badly
     if isinstance(hint, type) and not typing.get_args(hint):
         return "None" if hint is type(None) else hint.__name__
     return str(hint).replace("typing.", "").replace("pathlib.", "").replace("NoneType", "None")

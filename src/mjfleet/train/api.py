@@ -42,6 +42,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
 
     Raises :class:`~mjfleet.errors.UsageError` (one line, naming the flag) for anything wrong with ``cfg``.
     """
+    cfg = _built_right(cfg)
     validate(cfg)
     external = detect_external_job(os.environ, expand_nodelist)
     if external is not None:
@@ -138,7 +139,9 @@ def describe(prepared: Prepared) -> str:
     if run.continues:
         lines.append(f"run directory: {run.run_dir} (continued: {identity})")
     else:
-        lines.append(f"run directory: {run.run_dir} (not created by --dry-run)")
+        lines.append(
+            f"run directory: {run.run_dir} ({'not created by --dry-run' if cfg.dry_run else 'not created yet'})"
+        )
     lines.append(f"collective timeout: {cfg.collective_timeout_s:g} s; automatic restarts: {cfg.max_restarts}")
     return "\n".join(lines) + "\n"
 
@@ -152,6 +155,25 @@ def _describe_workers(prepared: Prepared) -> str:
     if prepared.launch_plan is None:
         return f"in-process training on {prepared.selection.devices[0]}, {prepared.cfg.env.num_envs} envs"
     return describe_plan(prepared.cfg, prepared.launch_plan, prepared.selection)
+
+
+def _built_right(cfg: TrainConfig) -> TrainConfig:
+    """``cfg`` as built in Python checked against what the command line would build: a task that exists, its own
+    settings classes, values of the fields' types (strings become paths, lists tuples)."""
+    from mjfleet.config_io import conformed
+    from mjfleet.rl.evaluation.stop_condition import as_condition
+    from mjfleet.tasks.registry import get_task
+
+    spec = get_task(cfg.task)
+    expected = type(spec.env_cfg())
+    if not isinstance(cfg.env, expected):
+        raise UsageError(
+            f"TrainConfig.env is {type(cfg.env).__name__}; {cfg.task} takes {expected.__name__}"
+            f" (get_task({cfg.task!r}).defaults() gives the task's settings)"
+        )
+    if isinstance(cfg.stop_when, str):
+        cfg = dataclasses.replace(cfg, stop_when=as_condition(cfg.stop_when))
+    return conformed(cfg, "TrainConfig")
 
 
 def run(
