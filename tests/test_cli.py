@@ -94,6 +94,11 @@ def _usage_error(capsys: pytest.CaptureFixture[str], main: object, argv: list[st
         (["cartpole-balance", "--stop-when", "Episode/success<-1"], "success is a share of episodes"),
         (["cartpole-balance", "--stop-when", "success>=1", "--stop-when-iterations", "0"], "at least 1 (got 0)"),
         (["cartpole-balance", "--stop-when", "speed>1"], "logs no statistic 'speed'; use success, return, length or"),
+        # The one overrode the other without a word (3 workers planned).
+        (
+            ["cartpole-balance", "--gpu-ids", "None", "--cpu-workers", "2", "--workers-per-host", "3"],
+            "--workers-per-host 3 and --cpu-workers 2 disagree",
+        ),
         # The evaluation runs the full command ranges: never met on the CPU, met at once on a GPU (its level is 1).
         (
             ["go1-velocity-flat", "--env.commands.curriculum.start", "0.5", "--stop-when", "Metrics/command_level>=1"],
@@ -312,6 +317,16 @@ def test_play_says_what_it_plays_and_how_far_it_got(
     )
     assert said[1].endswith("0 of 3 episodes ended after 0 of at most 251 steps (0 s)")
     assert json.loads(out)["episodes"] == 3
+
+
+def test_play_says_which_options_had_no_effect(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A video path without --video exited 0 and wrote no file, without a word."""
+    play.main(["cartpole-balance", "--agent", "zero", "--gpu-ids", "None", "--num-episodes", "1",
+               "--video-path", str(tmp_path / "a.mp4"), "--video-width", "320", "--viewer-port", "9000"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert "--video-path, --video-width have no effect without --video" in err
+    assert "--viewer-port has no effect without --viewer" in err
+    assert not (tmp_path / "a.mp4").exists()
 
 
 def test_a_config_built_in_python_is_checked_as_the_command_line_builds_one(tmp_path: Path) -> None:

@@ -185,6 +185,15 @@ def test_finish_continues_an_interrupted_run_in_place(tmp_path: Path) -> None:
     assert "finished at iteration 3 of 3 (2 iterations" in " ".join(err.split())
     code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(tmp_path)])
     assert code == 2 and "not a run directory" in err
+    code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(run_dir / "model_3.pt")])
+    assert code == 2 and f"a file; --finish takes the run's directory ({run_dir})" in err
+    # What a new run's place would be says nothing to a run that continues in its own.
+    code, _, err = run_main(
+        train.main, ["cartpole-balance", "--finish", str(run_dir), "--log-root", str(tmp_path / "x")]
+    )
+    assert code == 0 and f"--log-root has no effect with --finish: the run continues in {run_dir}" in " ".join(
+        err.split()
+    )
 
 
 def test_finish_as_a_rank_of_another_launcher_leaves_out_the_own_launchers_recorded_settings(
@@ -248,7 +257,7 @@ def test_an_old_record_without_settings_is_never_continued(tmp_path: Path) -> No
 
 
 def test_nothing_is_created_for_a_refused_finish(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="not a run directory"):
+    with pytest.raises(UsageError, match="nowhere: no such directory"):
         train.parse_args(["cartpole-balance", "--finish", str(tmp_path / "nowhere")])
     assert not any(tmp_path.iterdir())
 

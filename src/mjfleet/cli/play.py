@@ -154,11 +154,25 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
         check_listen_host(cfg.viewer_host)
     if cfg.viewer != "none" and cfg.video:
         raise UsageError(f"--video records the episodes play judges; --viewer {cfg.viewer} has none: leave one out")
+    _say_unused(cfg)
     if cfg.agent == "policy" and cfg.checkpoint is None:
         raise UsageError(
             f"no trained run of {spec.id} under {cfg.log_root}; pass --checkpoint (or use --agent random|zero)"
         )
     return spec.id, cfg, agent_cfg
+
+
+def _say_unused(cfg: PlayConfig) -> None:
+    """A warning for each option given without the one it belongs to (a video path without --video wrote nothing)."""
+    default = PlayConfig(env=cfg.env)
+    groups = (
+        ("--video", cfg.video, ("video_path", "video_width", "video_height")),
+        ("--viewer", cfg.viewer != "none", ("viewer_host", "viewer_port")),
+    )
+    for flag, on, names in groups:
+        given = [f"--{n.replace('_', '-')}" for n in names if getattr(cfg, n) != getattr(default, n)]
+        if given and not on:
+            logger.warning("%s %s no effect without %s", ", ".join(given), "has" if len(given) == 1 else "have", flag)
 
 
 def _trained_task(run_dir: Path) -> str | None:

@@ -74,8 +74,13 @@ def parse_args(argv: list[str], prog: str = "train") -> TrainConfig:
     if any(a == "--finish" or a.startswith("--finish=") for a in argv[1:]):
         source, rest = parse_known(FinishSource, argv[1:], command)
         if source.finish is not None:
-            cfg = parse(TrainConfig, rest, command, recorded_config(spec, source.finish))
+            recorded = recorded_config(spec, source.finish)
+            cfg = parse(TrainConfig, rest, command, recorded)
             cfg.task = spec.id
+            # Where a new run would go and which job it belongs to: the run continues in its own directory.
+            for flag, name in (("--log-root", "log_root"), ("--run-id", "run_id")):
+                if getattr(cfg, name) != getattr(recorded, name):
+                    logger.warning("%s has no effect with --finish: the run continues in %s", flag, source.finish)
             return cfg
     on_cpu, learner = _device_and_learner(spec, argv[1:], command)
     env, agent = spec.defaults(on_cpu, learner)
@@ -102,6 +107,10 @@ class FinishSource:
 def recorded_config(spec: TaskSpec, run_dir: Path) -> TrainConfig:
     """The :class:`TrainConfig` a run was started with, read back from its ``params/`` (``--finish``)."""
     params = run_dir / "params"
+    if not run_dir.exists():
+        raise UsageError(f"--finish {run_dir}: no such directory")
+    if run_dir.is_file():
+        raise UsageError(f"--finish {run_dir}: a file; --finish takes the run's directory ({run_dir.parent})")
     if not (params / "run.yaml").is_file():
         raise UsageError(
             f"--finish {run_dir}: not a run directory (no {params / 'run.yaml'}); --resume starts a new run from a"
