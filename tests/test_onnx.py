@@ -174,3 +174,22 @@ def test_the_exported_servo_targets_are_of_the_clipped_actions() -> None:
     )
     actions, targets, _ = _WithTables(torch.nn.Identity(), tables)(torch.tensor([[15.0, -3.0]]), torch.tensor([1]))
     assert actions.tolist() == [[15.0, -3.0]] and targets.tolist() == [[6.0, -0.5]]
+
+
+def test_play_of_a_run_whose_newest_checkpoint_is_cut_short_plays_the_one_before(tmp_path: Path) -> None:
+    """As --finish and restarts do: it was one line and exit 2, though the run held a good checkpoint."""
+    run_dir = make_run_dir(tmp_path, "cut")
+    train_worker(
+        small_train_config(num_envs=8, iterations=2, steps=4, log_root=tmp_path),
+        run_dir,
+        DistributedContext(device="cpu"),
+    )
+    newest = run_dir / "model_2.pt"
+    newest.write_bytes(newest.read_bytes()[:100])
+    argv = ["cartpole-balance", "--checkpoint", str(run_dir), "--num-episodes", "1", "--gpu-ids", "None"]
+    code, out, err = run_main(play.main, argv)
+    assert code == 0, err
+    assert json.loads(out)["checkpoint"] == str(run_dir / "model_1.pt")
+    assert "skipping checkpoint: checkpoint" in err and "model_2.pt is corrupt or truncated" in " ".join(err.split())
+    code, _, err = run_main(play.main, [*argv[:2], str(newest), *argv[3:]])  # the file itself: it must load
+    assert code == 2 and "model_2.pt is corrupt or truncated" in err

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mjfleet.errors import UsageError
-from mjfleet.rl.checkpoint.files import is_onnx, load_checkpoint, resolve_checkpoint
+from mjfleet.rl.checkpoint.files import is_onnx, load_checkpoint, newest_loadable_checkpoint, resolve_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -204,6 +204,11 @@ def resolve_play_checkpoint(path: Path) -> Path:
             raise UsageError(f"ONNX policy {path} does not exist")
         return path
     checkpoint = resolve_checkpoint(path)
+    if checkpoint != path:
+        # A run's newest: an unreadable one (a copy cut short) gives way to the one before, as for --finish.
+        found = newest_loadable_checkpoint(checkpoint.parent)
+        if found is not None:
+            return found[0]
     load_checkpoint(checkpoint)
     return checkpoint
 
