@@ -238,3 +238,31 @@ def test_sigterm_stops_every_worker(tmp_path: Path, token: str) -> None:
     assert proc.returncode != 0
     assert "RESULT [" not in output
     assert_no_processes_left(token, context=output)
+
+
+def test_a_workers_records_reach_the_console_as_an_in_process_runs_would(caplog: pytest.LogCaptureFixture) -> None:
+    """torchrunx forwards them under its own name with the worker's logger in front (`mjfleet.rl.runner:it 1/2`,
+    printed so), and every library's notes at INFO (OpenGL's on its accelerator module)."""
+    import logging
+
+    from mjfleet.launch.worker_logs import _Echo  # pyright: ignore[reportPrivateUsage]
+
+    def forwarded(name: str, level: int, msg: str) -> logging.LogRecord:
+        return logging.makeLogRecord(
+            {"name": "torchrunx.localhost.0", "levelno": level, "levelname": logging.getLevelName(level),
+             "msg": f"{name}:{msg}", "hostname": "localhost", "local_rank": 0}
+        )  # fmt: skip
+
+    echo = _Echo()
+    with caplog.at_level(logging.INFO):
+        echo.handle(forwarded("mjfleet.rl.runner", logging.INFO, "it 1/2 | 0:00"))
+        echo.handle(forwarded("OpenGL.acceleratesupport", logging.INFO, "No OpenGL_accelerate module loaded"))
+        echo.handle(forwarded("py.warnings", logging.WARNING, "something to know"))
+    assert [(r.name, r.getMessage()) for r in caplog.records] == [
+        ("mjfleet.rl.runner", "it 1/2 | 0:00"),
+        ("torchrunx.localhost.0", "py.warnings:something to know"),
+    ]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="mjfleet"):  # as bench sets it: its workers' progress stays off
+        echo.handle(forwarded("mjfleet.rl.runner", logging.INFO, "it 2/2 | 0:01"))
+    assert not caplog.records

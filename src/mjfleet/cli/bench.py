@@ -151,7 +151,10 @@ def run(task_id: str, cfg: BenchConfig, console: Console) -> None:
             rows.append((label, row))
             training.append({"label": label, **dataclasses.asdict(row)})
         save()
-    table = Table(title=f"PPO training ({cfg.train_iterations - 1} timed iterations, env-steps/s over all workers)")
+    timed = cfg.train_iterations - 1
+    table = Table(
+        title=f"PPO training ({timed} timed iteration{'' if timed == 1 else 's'}, env-steps/s over all workers)"
+    )
     columns = ("workers", "backend", "envs/worker", "env-steps/s", "speed-up", "iteration s", "collect share")
     columns = (*columns, "sync share")
     for col in (*columns, "wall s"):
@@ -253,7 +256,10 @@ def _profile(task_id: str, cfg: BenchConfig, console: Console, kind: str, device
     shared = agent.training_simulation_envs(num_envs, kind == "cuda") - num_envs
     if shared:  # the evaluation steps with the training: its policy calls and physics count in the training's parts
         envs += f", {shared} evaluation environments in the training's parts"
-    table = Table(title=f"one PPO iteration by part ({envs}, {len(timed)} timed iterations, {backend})")
+    table = Table(
+        title=f"one PPO iteration by part ({envs}, {len(timed)} timed iteration{'' if len(timed) == 1 else 's'},"
+        f" {backend})"
+    )
     for col in ("part", "ms per iteration", "share"):
         table.add_column(col, justify="left" if col == "part" else "right")
     for name in sorted(names, key=lambda n: -mean[n]):

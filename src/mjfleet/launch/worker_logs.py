@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,10 +64,26 @@ class _ReportHandler(logging.Handler):
                 self.handleError(record)
 
 
+_LOGGER_PREFIX = re.compile(r"([A-Za-z_][\w.]*):")
+"""torchrunx puts the worker's logger name in front of a forwarded record's message (``mjfleet.rl.runner:it 1/2``)."""
+
+
 class _Echo(logging.Handler):
-    """Hands a record to the logger of its name: the forked collector inherited the launcher's (console) handlers."""
+    """Hands a record to the logger of its name: the forked collector inherited the launcher's (console) handlers.
+
+    A worker's mjfleet record goes to its own logger, as an in-process run's would (the same lines, under the same
+    levels: ``bench`` keeps its workers' progress off the console); another library's below a warning stays in the
+    worker's log file (OpenGL's notes on its accelerator module)."""
 
     def emit(self, record: logging.LogRecord) -> None:
+        prefix = _LOGGER_PREFIX.match(record.msg) if isinstance(record.msg, str) else None
+        if prefix is not None:
+            name = prefix.group(1)
+            if name != "mjfleet" and not name.startswith("mjfleet."):
+                if record.levelno < logging.WARNING:
+                    return
+            else:
+                record = logging.makeLogRecord({**record.__dict__, "name": name, "msg": record.msg[prefix.end() :]})
         named = logging.getLogger(record.name)
         if named.isEnabledFor(record.levelno):
             named.handle(record)

@@ -280,9 +280,10 @@ def _evaluation_words(cfg: TrainConfig, on_gpu: bool) -> str:
     trains on (their steps are counted in the run's env-steps); nothing without them."""
     own = cfg.agent.separate_evaluation_envs(cfg.env.num_envs, on_gpu)
     if own:
-        return f" + {own} evaluation envs of their own (counted in the env-steps)"
+        return f" + {own} evaluation env{'s' if own > 1 else ''} of their own (counted in the env-steps)"
     shared = cfg.agent.evaluation_envs(cfg.env.num_envs)
-    return f" + {shared} evaluation envs in the same simulation (counted in the env-steps)" if shared else ""
+    envs = f"evaluation env{'s' if shared > 1 else ''}"
+    return f" + {shared} {envs} in the same simulation (counted in the env-steps)" if shared else ""
 
 
 def _train_in_process(prepared: Prepared, run_dir: Path, stop: StopRequest | None) -> WorkerResult:
