@@ -319,6 +319,19 @@ def test_play_says_what_it_plays_and_how_far_it_got(
     assert json.loads(out)["episodes"] == 3
 
 
+@pytest.mark.parametrize(
+    ("main", "argv"),
+    [(play.main, ["--checkpoint", "/no/such/run"]), (train.main, ["--finish", "/no/such/run"])],
+    ids=["play", "train"],
+)
+def test_help_shows_even_where_the_run_named_cannot_be_read(
+    capsys: pytest.CaptureFixture[str], main: object, argv: list[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["cartpole-balance", *argv, "--help"])  # type: ignore[operator]
+    assert exc.value.code == 0 and capsys.readouterr().out.startswith("usage: ")
+
+
 def test_play_says_which_options_had_no_effect(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """A video path without --video exited 0 and wrote no file, without a word."""
     play.main(["cartpole-balance", "--agent", "zero", "--gpu-ids", "None", "--num-episodes", "1",

@@ -114,17 +114,12 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
     if checkpoint is None and source.agent == "policy":
         run_dir = checkpoint = newest_run(source.log_root / agent_cfg.experiment_name)
     if run_dir is not None:
-        # Read back where recorded: without them (a policy copied elsewhere) the task's defaults hold, not those of
-        # the runs that predate a setting (ADDED: the lift unfiltered, the G1 at one action scale for every joint).
-        env_yaml, agent_yaml = run_dir / "params" / "env.yaml", run_dir / "params" / "agent.yaml"
-        # A run of another task (a flat-ground policy played on rough ground) plays in the task asked for: its
-        # environment settings are that task's; the networks are still the run's.
-        if env_yaml.is_file() and _trained_task(run_dir) in (None, spec.id):
-            env_cfg = update_dataclass(env_cfg, recorded_values(load_yaml(env_yaml), "env"), env_yaml)
-        if agent_yaml.is_file():
-            agent_cfg = update_dataclass(agent_cfg, recorded_values(load_yaml(agent_yaml), "agent"), agent_yaml)
-        elif checkpoint is not None:
-            agent_cfg = _learners_defaults(spec, checkpoint, agent_cfg)
+        try:
+            env_cfg, agent_cfg = _run_settings(spec, run_dir, checkpoint, env_cfg, agent_cfg)
+        except UsageError:
+            if not wants_help(argv[1:]):
+                raise
+            # --help with a checkpoint that cannot be read: the task's defaults
     # A policy, and a baseline beside it, is judged on the robot file as shipped, whatever contact model it trained
     # on, from the starts and on the command ranges the task judges (flags can say else).
     env_cfg = env_cfg.as_judged()
@@ -173,6 +168,24 @@ def _say_unused(cfg: PlayConfig) -> None:
         given = [f"--{n.replace('_', '-')}" for n in names if getattr(cfg, n) != getattr(default, n)]
         if given and not on:
             logger.warning("%s %s no effect without %s", ", ".join(given), "has" if len(given) == 1 else "have", flag)
+
+
+def _run_settings(
+    spec: TaskSpec, run_dir: Path, checkpoint: Path | None, env_cfg: EnvConfig, agent_cfg: AgentConfig
+) -> tuple[EnvConfig, AgentConfig]:
+    """The settings of the run in ``run_dir`` over the task's ``env_cfg`` and ``agent_cfg``."""
+    # Read back where recorded: without them (a policy copied elsewhere) the task's defaults hold, not those of
+    # the runs that predate a setting (ADDED: the lift unfiltered, the G1 at one action scale for every joint).
+    env_yaml, agent_yaml = run_dir / "params" / "env.yaml", run_dir / "params" / "agent.yaml"
+    # A run of another task (a flat-ground policy played on rough ground) plays in the task asked for: its
+    # environment settings are that task's; the networks are still the run's.
+    if env_yaml.is_file() and _trained_task(run_dir) in (None, spec.id):
+        env_cfg = update_dataclass(env_cfg, recorded_values(load_yaml(env_yaml), "env"), env_yaml)
+    if agent_yaml.is_file():
+        agent_cfg = update_dataclass(agent_cfg, recorded_values(load_yaml(agent_yaml), "agent"), agent_yaml)
+    elif checkpoint is not None:
+        agent_cfg = _learners_defaults(spec, checkpoint, agent_cfg)
+    return env_cfg, agent_cfg
 
 
 def _trained_task(run_dir: Path) -> str | None:

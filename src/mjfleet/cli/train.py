@@ -73,7 +73,7 @@ def parse_args(argv: list[str], prog: str = "train") -> TrainConfig:
     command = f"{prog} {spec.id}"
     if any(a == "--finish" or a.startswith("--finish=") for a in argv[1:]):
         source, rest = parse_known(FinishSource, argv[1:], command)
-        if source.finish is not None:
+        if source.finish is not None and not (wants_help(rest) and not (source.finish / "params").is_dir()):
             recorded = recorded_config(spec, source.finish)
             cfg = parse(TrainConfig, rest, command, recorded)
             cfg.task = spec.id
