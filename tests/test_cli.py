@@ -677,6 +677,12 @@ def test_the_start_line_and_help_name_every_default_that_differs_on_the_cpu(caps
         train.main(["go1-velocity-flat", "--gpu-ids", "None", "--help"])
     assert "env.rewards.track_yaw_rate 1.125 (GPU: 0.75)" in " ".join(capsys.readouterr().out.split())
     assert get_task("cartpole-balance").cpu_differences() == []
+    # A default a flag replaced is not what the run takes: the start line leaves it out.
+    code, out, err = run_main(
+        train.main, ["go1-velocity-flat", "--gpu-ids", "None", "--env.num-envs", "16", "--dry-run"]
+    )
+    said = " ".join((out + err).split())
+    assert code == 0 and "env.num_envs 896" not in said and "env.rewards.track_yaw_rate 1.125 (GPU: 0.75)" in said
 
 
 @pytest.mark.slow

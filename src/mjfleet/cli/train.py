@@ -6,6 +6,7 @@ nothing behind, and ``--dry-run`` prints the plan that would run.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -22,7 +23,7 @@ import psutil
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from mjfleet.cli.args import parse, parse_known, print_help, wants_help, write_out
-from mjfleet.config_io import load_yaml, update_dataclass
+from mjfleet.config_io import flattened, load_yaml, plain, update_dataclass
 from mjfleet.console import UNWRAPPED, configure_logging
 from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import (
@@ -204,15 +205,17 @@ def main(argv: list[str] | None = None) -> None:
         logging.getLogger("mjfleet").setLevel(logging.WARNING)  # rank 0 speaks for the job
     spec = get_task(cfg.task)
     if prepared.selection.kind == "cpu" and spec.has_cpu_defaults and cfg.finish is None:
-        differences = spec.cpu_differences()
+        taken = flattened(plain(dataclasses.asdict(cfg.env)), "env") | flattened(
+            plain(dataclasses.asdict(cfg.agent)), "agent"
+        )
+        differences = spec.cpu_differences(taken)  # those no flag overrode
         contacts = spec.env_defaults(on_cpu=True).sim.training_contacts
         if contacts.active(on_gpu=False) and not contacts.active(on_gpu=True):  # the same setting, another physics
             differences.append(f"training contacts: {contacts.describe()} (GPU: the robot file's)")
-        logger.info(
-            "defaults of %s on the CPU, where they differ from the GPU's (flags given win): %s",
-            cfg.task,
-            "; ".join(differences),
-        )
+        if differences:
+            logger.info(
+                "defaults of %s on the CPU, where they differ from the GPU's: %s", cfg.task, "; ".join(differences)
+            )
     if cfg.dry_run:
         write_out(describe(prepared))
         return

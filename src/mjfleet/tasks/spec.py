@@ -7,7 +7,7 @@ import dataclasses
 import importlib
 import importlib.util
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -91,8 +91,9 @@ class TaskSpec:
             env, agent = self.off_policy(env, agent, on_cpu)
         return env, agent
 
-    def cpu_differences(self) -> list[str]:
-        """Each default that differs on the CPU, as ``env.num_envs 896 (GPU: 4096)`` (dotted names, both values)."""
+    def cpu_differences(self, taken: Mapping[str, Any] | None = None) -> list[str]:
+        """Each default that differs on the CPU, as ``env.num_envs 896 (GPU: 4096)`` (dotted names, both values);
+        with ``taken`` (a run's settings by dotted name) only those the run took (no flag overrode them)."""
         flat: list[dict[str, Any]] = []
         for on_cpu in (True, False):
             values: dict[str, Any] = {}
@@ -100,7 +101,11 @@ class TaskSpec:
                 values.update(flattened(plain(dataclasses.asdict(cfg)), name))
             flat.append(values)
         cpu, gpu = flat
-        return [f"{k} {flag_value(v)} (GPU: {flag_value(gpu.get(k))})" for k, v in cpu.items() if gpu.get(k) != v]
+        return [
+            f"{k} {flag_value(v)} (GPU: {flag_value(gpu.get(k))})"
+            for k, v in cpu.items()
+            if gpu.get(k) != v and (taken is None or taken.get(k) == v)
+        ]
 
     @property
     def has_cpu_defaults(self) -> bool:
