@@ -254,7 +254,8 @@ def test_a_workers_records_reach_the_console_as_an_in_process_runs_would(caplog:
         )  # fmt: skip
 
     echo = _Echo()
-    with caplog.at_level(logging.INFO):
+    # mjfleet's level as the console sets it (another test may have left it otherwise)
+    with caplog.at_level(logging.INFO), caplog.at_level(logging.INFO, logger="mjfleet"):
         echo.handle(forwarded("mjfleet.rl.runner", logging.INFO, "it 1/2 | 0:00"))
         echo.handle(forwarded("OpenGL.acceleratesupport", logging.INFO, "No OpenGL_accelerate module loaded"))
         echo.handle(forwarded("py.warnings", logging.WARNING, "something to know"))

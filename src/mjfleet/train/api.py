@@ -81,10 +81,11 @@ def prepare(cfg: TrainConfig) -> Prepared:
             f" each ({gpu_workers}); select fewer GPUs or leave --workers-per-host out"
         )
     per_host = cfg.workers_per_host
-    if selection.kind == "cpu" and per_host is not None and cfg.cpu_workers not in (1, per_host):
+    one_host = hosts == ("localhost",)  # (across hosts --workers-per-host wins: the count for every node)
+    if one_host and selection.kind == "cpu" and per_host is not None and cfg.cpu_workers not in (1, per_host):
         raise UsageError(
-            f"--workers-per-host {per_host} and --cpu-workers {cfg.cpu_workers} disagree: on the CPU both say how many"
-            " workers each host runs; give one"
+            f"--workers-per-host {per_host} and --cpu-workers {cfg.cpu_workers} disagree: on one machine both say how"
+            " many CPU workers it runs; give one"
         )
     if selection.kind == "cpu" and cfg.workers_per_gpu != 1:
         why = "--gpu-ids None trains on the CPU" if cfg.gpu_ids is None else "this run trains on the CPU"
