@@ -221,6 +221,8 @@ def test_play_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
         capsys, play.main, ["cartpole-balance", "--checkpoint", str(tmp_path / "x.pt"), "--gpu-ids", "None"]
     )
     assert "unknown task" in _usage_error(capsys, play.main, ["cartpole"])
+    # It read as the working directory, which "holds no model_<iteration>.pt checkpoint".
+    assert "--checkpoint is empty" in _usage_error(capsys, play.main, ["cartpole-balance", "--checkpoint", ""])
     assert "at least 1" in _usage_error(
         capsys, play.main, ["cartpole-balance", "--agent", "zero", "--num-episodes", "0"]
     )

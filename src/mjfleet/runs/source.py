@@ -216,4 +216,6 @@ def resolve_play_checkpoint(path: Path) -> Path:
 def local_checkpoint(text: str, log_root: Path) -> Path:
     """``--checkpoint`` as a local path: a ``wandb:`` reference is downloaded under ``<log_root>/.wandb_downloads``
     (with the run's ``params/``, so its settings are read from beside it like a local run's)."""
+    if not text.strip():  # Path("") is the working directory, which then "holds no checkpoint"
+        raise UsageError("--checkpoint is empty: give a checkpoint file, a run directory or a wandb: reference")
     return fetch(text, log_root / DOWNLOAD_DIR) if is_wandb_ref(text) else Path(text)
