@@ -213,13 +213,14 @@ def test_a_record_without_timestep_on_a_file_of_another_step_is_warned(
     """The fixture's Go1 keeps MuJoCo's default 2 ms step: with a record that sets no timestep, the task's 4 physics
     steps per control step make 125 Hz control, which is said once, with the record's and the flag's remedies."""
     from mjfleet.envs.env import MjEnv
+    from mjfleet.tasks.locomotion import check
     from mjfleet.tasks.locomotion import task as locomotion
     from mjfleet.tasks.registry import get_task
 
     monkeypatch.setenv("MENAGERIE_ROOT", str(FIXTURE))
     untimed = dataclasses.replace(UNITREE_GO1, timestep=0.0)
     monkeypatch.setattr(locomotion, "resolve_robot", lambda value: untimed)
-    monkeypatch.setattr(locomotion, "_said_rates", set())
+    monkeypatch.setattr(check, "_said_rates", set())
     cfg = get_task("unitree-go1-velocity-flat").env_cfg()
     assert isinstance(cfg, LocomotionConfig)
     cfg = dataclasses.replace(cfg, num_envs=2)

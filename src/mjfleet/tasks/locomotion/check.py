@@ -9,6 +9,8 @@ deep inside the task with MuJoCo's ``KeyError``, after the run directory exists;
 from __future__ import annotations
 
 import difflib
+import logging
+import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +19,40 @@ import mujoco
 
 from mjfleet.errors import UsageError, mujoco_message
 from mjfleet.tasks.locomotion.robots import RobotSpec
+
+CONTROL_RATE_HZ = 50.0
+"""The control rate the tasks' settings are tuned for (``locomotion_sim``: 5 ms physics steps, 4 per control step)."""
+
+logger = logging.getLogger(__name__)
+_said_rates: set[tuple[str, float]] = set()
+
+
+def say_control_rate(robot: RobotSpec, file_dt: float, control_dt: float) -> None:
+    """Warn (once per robot and rate) when a record without ``timestep`` leaves the file's physics step
+    (``file_dt``), and that step makes a control rate (one over ``control_dt``) other than the one the tasks'
+    settings are tuned for (MuJoCo's default step, 2 ms, makes 125 Hz: a discount, an action-rate penalty and a
+    rollout that span other times than the defaults were measured with)."""
+    rate = 1.0 / control_dt
+    if robot.timestep > 0 or math.isclose(rate, CONTROL_RATE_HZ) or math.isclose(file_dt, 0.005):
+        return
+    if (robot.name, rate) in _said_rates:
+        return
+    _said_rates.add((robot.name, rate))
+    steps = round(control_dt / file_dt)
+    fitting = 1.0 / (CONTROL_RATE_HZ * file_dt)
+    other = f" or --env.sim.decimation {round(fitting)}" if math.isclose(fitting, round(fitting)) else ""
+    logger.warning(
+        "robot %r: the record sets no timestep, so the file's physics step (%g ms) with %d physics steps per"
+        " control step makes %g Hz control, not the %g Hz the task's settings are tuned for; set timestep=0.005"
+        " in its record%s (docs/your_robot.md)",
+        robot.name,
+        file_dt * 1000,
+        steps,
+        rate,
+        CONTROL_RATE_HZ,
+        other,
+    )
+
 
 MAX_LISTED = 4
 """Problems named in the message; the rest are counted."""

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 from typing import Any, ClassVar
 
@@ -14,6 +13,7 @@ from mjfleet.envs.env import MjEnv
 from mjfleet.envs.task import Task
 from mjfleet.tasks.joint_limits import joint_ranges, soft_ranges
 from mjfleet.tasks.locomotion.actions import action_scales
+from mjfleet.tasks.locomotion.check import say_control_rate
 from mjfleet.tasks.locomotion.columns import Index, column_amplitudes, columns, concat_columns
 from mjfleet.tasks.locomotion.commands import CommandCurriculum, VelocityCommands
 from mjfleet.tasks.locomotion.config import LocomotionConfig
@@ -35,12 +35,6 @@ COMMAND_NAMES = ("lin_vel_x", "lin_vel_y", "yaw_rate")
 
 SPAWN_CLEARANCE = 0.02
 """Robots spawn this far above their standing height, so no foot starts inside the ground (metres)."""
-
-CONTROL_RATE_HZ = 50.0
-"""The control rate the tasks' settings are tuned for (``locomotion_sim``: 5 ms physics steps, 4 per control step)."""
-
-logger = logging.getLogger(__name__)
-_said_rates: set[tuple[str, float]] = set()
 
 
 class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
@@ -69,7 +63,7 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
     def setup(self, env: MjEnv) -> None:
         cfg, n, dev, g = self.cfg, env.num_envs, env.device, env.generator
         self.dt = env.step_dt
-        self._say_control_rate()
+        say_control_rate(self.robot, float(self._model.opt.timestep), self.dt)
         self._lookup_model(env.sim.mj_model, dev)
         self.heights = HeightLookup(self.terrain, dev) if self.terrain is not None else None
         self.curriculum = TerrainCurriculum(cfg.terrain, self.terrain, n, dev, g) if self.terrain is not None else None
@@ -89,33 +83,6 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
         self._allocate(n, dev)
         self.ang_vel = env.sim.qvel[:, 3:6]
         """Base-frame angular velocity: a view of the free joint's velocity, current at every moment."""
-
-    def _say_control_rate(self) -> None:
-        """Warn (once per robot and rate) when a record without ``timestep`` leaves the file's physics step, and that
-        step makes a control rate other than the one the tasks' settings are tuned for (MuJoCo's default step, 2 ms,
-        makes 125 Hz: a discount, an action-rate penalty and a rollout that span other times than the defaults were
-        measured with)."""
-        file_dt = float(self._model.opt.timestep)
-        rate = 1.0 / self.dt
-        if self.robot.timestep > 0 or math.isclose(rate, CONTROL_RATE_HZ) or math.isclose(file_dt, 0.005):
-            return
-        if (self.robot.name, rate) in _said_rates:
-            return
-        _said_rates.add((self.robot.name, rate))
-        steps = round(self.dt / file_dt)
-        fitting = 1.0 / (CONTROL_RATE_HZ * file_dt)
-        other = f" or --env.sim.decimation {round(fitting)}" if math.isclose(fitting, round(fitting)) else ""
-        logger.warning(
-            "robot %r: the record sets no timestep, so the file's physics step (%g ms) with %d physics steps per"
-            " control step makes %g Hz control, not the %g Hz the task's settings are tuned for; set timestep=0.005"
-            " in its record%s (docs/your_robot.md)",
-            self.robot.name,
-            file_dt * 1000,
-            steps,
-            rate,
-            CONTROL_RATE_HZ,
-            other,
-        )
 
     def _lookup_model(self, m: mujoco.MjModel, dev: torch.device) -> None:
         """Joint, sensor, site and body indices, default pose and joint limits, from the compiled model."""
