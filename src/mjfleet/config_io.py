@@ -149,6 +149,11 @@ def flattened(value: Any, prefix: str) -> dict[str, Any]:
     return out
 
 
+def settings_by_name(env: Any, agent: Any) -> dict[str, Any]:
+    """A run's environment and agent settings (dataclasses) by dotted name (``env.num_envs``, ``agent.seed``)."""
+    return flattened(plain(dataclasses.asdict(env)), "env") | flattened(plain(dataclasses.asdict(agent)), "agent")
+
+
 def flag_value(value: Any) -> str:
     """A setting's value as a flag takes it on the command line: ``64 64`` for a sequence, ``None`` for none."""
     if isinstance(value, list):

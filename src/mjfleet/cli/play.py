@@ -248,7 +248,7 @@ def _say_other_task(checkpoint: Path, task_id: str) -> None:
         if is_onnx(checkpoint):
             trained = load_metadata(checkpoint).get("task")
         else:
-            trained = load_yaml(_run_dir_of(checkpoint) / "params" / "run.yaml").get("task")
+            trained = _trained_task(_run_dir_of(checkpoint))
     except UsageError:
         return  # loading the policy says what is wrong with its files
     if isinstance(trained, str) and trained != task_id:

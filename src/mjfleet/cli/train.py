@@ -6,7 +6,6 @@ nothing behind, and ``--dry-run`` prints the plan that would run.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import sys
@@ -23,7 +22,7 @@ import psutil
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from mjfleet.cli.args import parse, parse_known, print_help, wants_help, write_out
-from mjfleet.config_io import flattened, load_yaml, plain, update_dataclass
+from mjfleet.config_io import load_yaml, settings_by_name, update_dataclass
 from mjfleet.console import UNWRAPPED, configure_logging
 from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import (
@@ -74,8 +73,13 @@ def parse_args(argv: list[str], prog: str = "train") -> TrainConfig:
     command = f"{prog} {spec.id}"
     if any(a == "--finish" or a.startswith("--finish=") for a in argv[1:]):
         source, rest = parse_known(FinishSource, argv[1:], command)
-        if source.finish is not None and not (wants_help(rest) and not (source.finish / "params").is_dir()):
-            recorded = recorded_config(spec, source.finish)
+        try:
+            recorded = None if source.finish is None else recorded_config(spec, source.finish)
+        except UsageError:
+            if not wants_help(rest):
+                raise
+            recorded = None  # --help with a run that cannot be read: the task's defaults
+        if source.finish is not None and recorded is not None:
             cfg = parse(TrainConfig, rest, command, recorded)
             cfg.task = spec.id
             # Where a new run would go and which job it belongs to: the run continues in its own directory.
@@ -205,10 +209,7 @@ def main(argv: list[str] | None = None) -> None:
         logging.getLogger("mjfleet").setLevel(logging.WARNING)  # rank 0 speaks for the job
     spec = get_task(cfg.task)
     if prepared.selection.kind == "cpu" and spec.has_cpu_defaults and cfg.finish is None:
-        taken = flattened(plain(dataclasses.asdict(cfg.env)), "env") | flattened(
-            plain(dataclasses.asdict(cfg.agent)), "agent"
-        )
-        differences = spec.cpu_differences(taken)  # those no flag overrode
+        differences = spec.cpu_differences(settings_by_name(cfg.env, cfg.agent))  # those no flag overrode
         contacts = spec.env_defaults(on_cpu=True).sim.training_contacts
         if contacts.active(on_gpu=False) and not contacts.active(on_gpu=True):  # the same setting, another physics
             differences.append(f"training contacts: {contacts.describe()} (GPU: the robot file's)")

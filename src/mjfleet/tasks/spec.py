@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mjfleet.config_io import flag_value, flattened, plain
+from mjfleet.config_io import flag_value, settings_by_name
 from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import UsageError
 from mjfleet.rl.config import DEFAULT_LEARNER, AgentConfig
@@ -94,13 +94,9 @@ class TaskSpec:
     def cpu_differences(self, taken: Mapping[str, Any] | None = None) -> list[str]:
         """Each default that differs on the CPU, as ``env.num_envs 896 (GPU: 4096)`` (dotted names, both values);
         with ``taken`` (a run's settings by dotted name) only those the run took (no flag overrode them)."""
-        flat: list[dict[str, Any]] = []
-        for on_cpu in (True, False):
-            values: dict[str, Any] = {}
-            for name, cfg in (("env", self.env_defaults(on_cpu)), ("agent", self.agent_defaults(on_cpu))):
-                values.update(flattened(plain(dataclasses.asdict(cfg)), name))
-            flat.append(values)
-        cpu, gpu = flat
+        cpu, gpu = (
+            settings_by_name(self.env_defaults(on_cpu), self.agent_defaults(on_cpu)) for on_cpu in (True, False)
+        )
         return [
             f"{k} {flag_value(v)} (GPU: {flag_value(gpu.get(k))})"
             for k, v in cpu.items()
