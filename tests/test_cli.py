@@ -105,6 +105,10 @@ def _usage_error(capsys: pytest.CaptureFixture[str], main: object, argv: list[st
             "the evaluation episodes (the deterministic policy, as play runs it) log no 'Metrics/command_level'",
         ),
         (["cartpole-balance", "--stop-when", "Episode/success_privileged>2"], "success is a share of episodes"),
+        # Read as the working directory: "not a run directory", or runs written under it unasked.
+        (["cartpole-balance", "--finish="], "--finish is empty: give a path"),
+        (["cartpole-balance", "--log-root", ""], "--log-root is empty: give a path"),
+        (["cartpole-balance", "--resume", " "], "--resume is empty: give a path"),
     ],
 )
 def test_train_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], expected: str) -> None:

@@ -277,7 +277,7 @@ def test_a_new_run_beside_a_run_of_the_same_job_says_which_and_why(
     assert "--seed 2 (the run has 1)" in said
 
 
-def test_finish_with_more_iterations_extends_the_run_in_place(tmp_path: Path) -> None:
+def test_finish_with_more_iterations_extends_the_run_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     argv = ["cartpole-balance", "--gpu-ids", "None", "--env.num-envs", "64", "--agent.max-iterations", "2"]
     argv += ["--agent.save-interval", "1", "--agent.eval-envs", "0", "--log-root", str(tmp_path)]
     code, _, err = run_main(train.main, argv)
@@ -286,7 +286,14 @@ def test_finish_with_more_iterations_extends_the_run_in_place(tmp_path: Path) ->
     # The run is over; --finish alone has nothing to train and says how to go further.
     code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(run_dir)])
     said = " ".join(err.split())
-    assert code == 0 and f"--finish {run_dir} --agent.max-iterations <more than 2> trains it further" in said
+    # As runnable as the other printed commands: the entry point and task before the flags.
+    assert (
+        code == 0 and f"train cartpole-balance --finish {run_dir} --agent.max-iterations <more than 2> trains" in said
+    )
+    # From inside the run (a path without parents as typed: it failed with StopIteration).
+    monkeypatch.chdir(run_dir)
+    code, _, err = run_main(train.main, ["cartpole-balance", "--finish", "."])
+    assert code == 0 and f"nothing to train: run {run_dir} " in " ".join(err.split()), err
     code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(run_dir), "--agent.max-iterations", "1"])
     assert code == 2 and "--finish extends a run, it does not shorten it" in err
     code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(run_dir), "--agent.max-iterations", "4"])

@@ -4,12 +4,15 @@ boxed report), help without a task, and output to a reader that may stop early (
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import os
 import re
 import sys
+import typing
 from collections.abc import Iterator, Sequence
-from typing import NoReturn, TypeVar
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
 
 import tyro
 
@@ -23,6 +26,7 @@ _ASCII_RULE = re.compile(r"-{3,}")
 
 def parse(cls: type[T], args: list[str], prog: str, default: T | None = None, description: str | None = None) -> T:
     """``tyro.cli`` whose parse errors raise :class:`UsageError` with tyro's first message line."""
+    _refuse_empty_paths(cls, args, default)
     with _usage_errors(prog, args):
         if default is None:
             return tyro.cli(cls, args=args, prog=prog, description=description)
@@ -33,6 +37,7 @@ def parse_known(cls: type[T], args: list[str], prog: str) -> tuple[T, list[str]]
     """First pass of a two-pass parse (tyro's unknown-args mode): ``cls`` from the flags it declares, and the other
     arguments, in order, for the second pass. ``-h``/``--help`` is left for the second pass, which shows the full
     help; errors are as in :func:`parse`."""
+    _refuse_empty_paths(cls, args)
     with _usage_errors(prog, args):
         return tyro.cli(cls, args=args, prog=prog, return_unknown_args=True, add_help=False)
 
@@ -49,6 +54,38 @@ def _usage_errors(prog: str, args: list[str]) -> Iterator[None]:
             write_out(captured.getvalue())
             raise
         raise UsageError(summarize_error(captured.getvalue(), args) + f" (see {prog} --help)") from None
+
+
+def _refuse_empty_paths(cls: type, args: Sequence[str], default: object = None) -> None:
+    """:class:`UsageError` for a path option given an empty value (``--finish=``, ``--log-root ''``): tyro reads it as
+    ``Path("")``, the working directory, which then "is not a run directory" or becomes the log root unasked."""
+    flags = set(_path_flags(type(default) if default is not None else cls, default, ""))
+    for at, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if name.replace("_", "-") not in flags:
+            continue
+        given = value if eq else (args[at + 1] if at + 1 < len(args) else None)
+        if given is not None and not given.strip():
+            raise UsageError(f"{name} is empty: give a path")
+
+
+def _path_flags(cls: type, value: object, prefix: str) -> Iterator[str]:
+    """The flags of ``cls``'s path fields, nested settings included (``--env.motion``): their types as declared, or,
+    for nested settings, as ``value`` holds them (a task's own settings class)."""
+    try:
+        hints = typing.get_type_hints(cls)
+    except (NameError, TypeError):  # a forward reference nothing here can resolve: no path flags known
+        return
+    for f in dataclasses.fields(cls):
+        hint: Any = hints.get(f.name)
+        flag = f"{prefix}{f.name.replace('_', '-')}"
+        if hint is Path or Path in typing.get_args(hint):
+            yield f"--{flag}"
+            continue
+        nested = getattr(value, f.name, None) if value is not None else None
+        kind = type(nested) if dataclasses.is_dataclass(nested) else hint
+        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+            yield from _path_flags(kind, nested, f"{flag}.")
 
 
 def wants_help(argv: list[str]) -> bool:

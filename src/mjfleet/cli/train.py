@@ -44,7 +44,7 @@ from mjfleet.rl.config import DEFAULT_LEARNER, AgentConfig
 from mjfleet.rl.evaluation.stop_condition import StopCondition
 from mjfleet.rl.learners.registry import learner_entry, learner_names
 from mjfleet.rl.reporting.records import WorkerResult, read_progress
-from mjfleet.runs.ending import Ending, RunEnd, command_prefix, ending_lines
+from mjfleet.runs.ending import Ending, RunEnd, command_prefix, ending_lines, known_model_files
 from mjfleet.runs.fingerprint import recorded_values
 from mjfleet.runs.record import RunRecord
 from mjfleet.runtime.devices import trains_on_cpu
@@ -271,14 +271,6 @@ def main(argv: list[str] | None = None) -> None:
     end.close("finished", "", 0, results)
 
 
-def _model_files(env: EnvConfig) -> list[Path]:
-    """The run's robot files, or none where they cannot be named (the run may have failed finding them)."""
-    try:
-        return env.model_files()
-    except Exception:  # what the printed commands need is a nicety; the run's own error was said
-        return []
-
-
 class _Closing:
     """Writes a run's last lines and exits (see :mod:`mjfleet.runs.ending`)."""
 
@@ -325,7 +317,7 @@ class _Closing:
             wall_s=time.time() - self.began,
             detail=detail,
             finishable=_finishable(how, code) if finishable is None else finishable,
-            prefix=command_prefix(os.environ, _model_files(cfg.env)),
+            prefix=command_prefix(os.environ, known_model_files(cfg.env)),
             launcher=None if external is None else external.launcher,
             env_steps=_env_steps_since(run_dir, started_at, results or []),
         )

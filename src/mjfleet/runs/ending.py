@@ -7,10 +7,13 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from mjfleet.rl.checkpoint.files import list_checkpoints
 from mjfleet.rl.reporting.progress import format_duration
+
+if TYPE_CHECKING:
+    from mjfleet.envs.config import EnvConfig
 
 Ending = Literal["finished", "condition", "stopped", "interrupted", "failed", "nothing"]
 """How a start of a run ended: ``finished`` (all iterations), ``condition`` (``--stop-when`` held), ``stopped`` (a
@@ -63,6 +66,15 @@ def command_prefix(env: Mapping[str, str], model_files: Sequence[Path] = ()) -> 
     if root and any(Path(f).resolve().is_relative_to(Path(root).expanduser().resolve()) for f in model_files):
         menagerie = f"MENAGERIE_ROOT={_quote(Path(root))} "
     return menagerie + ("uv run " if env.get("UV_RUN_RECURSION_DEPTH") else "")
+
+
+def known_model_files(env: EnvConfig) -> list[Path]:
+    """The run's robot files for :func:`command_prefix`, or none where they cannot be named (the run may have failed
+    finding them)."""
+    try:
+        return env.model_files()
+    except Exception:  # what the printed commands need is a nicety; the run's own error was said
+        return []
 
 
 def ending_lines(end: RunEnd) -> list[str]:

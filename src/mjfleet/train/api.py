@@ -210,7 +210,7 @@ def run(
         return [] if result is None else [result]
     assert prepared.run is not None
     if prepared.run.nothing_left:
-        report_nothing_left(prepared.run)
+        report_nothing_left(prepared.run, prepared.cfg.env)
         return []
     existing = next(p for p in prepared.run.run_dir.parents if p.exists())  # what was there before this start
     # Another run named in the same second (a sweep's members, a job array) may have taken the planned name: the next

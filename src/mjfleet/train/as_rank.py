@@ -61,7 +61,7 @@ def train_as_rank(
             started(run.run_dir)
         if run.nothing_left:
             if ctx.is_main:
-                report_nothing_left(run)
+                report_nothing_left(run, prepared.cfg.env)
             return None
         if ctx.is_main:
             if prepared.selection.notice:

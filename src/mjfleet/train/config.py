@@ -235,6 +235,8 @@ def validate(cfg: TrainConfig) -> None:
         # Recorded as typed, the same checkpoint by another spelling trained "other settings" under one --run-id,
         # and the run's record of it was another folder's path for --finish and for remote ranks.
         cfg.resume = absolute_path(cfg.resume, "--resume")
+    if cfg.finish is not None:  # `--finish .` from inside the run: a path whose parents are empty
+        cfg.finish = absolute_path(cfg.finish, "--finish")
     if cfg.torchrunx_log_dir is not None and "\x00" in cfg.torchrunx_log_dir:
         raise UsageError("--torchrunx-log-dir contains a NUL character")
     if any(not h.strip() or "\x00" in h for h in cfg.hostnames):

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from mjfleet.config_io import load_yaml, plain
+from mjfleet.envs.config import EnvConfig
 from mjfleet.errors import FatalTrainingError, UsageError
 from mjfleet.launch.launcher import LaunchPlan
 from mjfleet.rl.checkpoint.files import (
@@ -42,7 +43,7 @@ from mjfleet.rl.checkpoint.files import (
 )
 from mjfleet.rl.learners.registry import learner_entry
 from mjfleet.runs.directory import check_log_root, create_run_dir, next_run_dir, remove_stale_temporaries
-from mjfleet.runs.ending import command_prefix
+from mjfleet.runs.ending import command_prefix, known_model_files
 from mjfleet.runs.fingerprint import (
     DIGEST,
     content_digests,
@@ -398,17 +399,24 @@ def open_run_dir(run: RunStart, movable: bool = False) -> Path:
     return run_dir
 
 
-def report_nothing_left(run: RunStart) -> None:
-    """One line for a start whose run had already ended (a requeue, or ``--finish`` after its end)."""
+def report_nothing_left(run: RunStart, env: EnvConfig) -> None:
+    """One line for a start whose run had already ended (a requeue, or ``--finish`` after its end); its commands as
+    they run where the user's did (``env``: the run's environment settings, for the robot files' place)."""
     record = run.record
     how = record.describe_end() if record.over else f"trained to iteration {run.start.final_iteration}"
     planned = record.final_iteration - record.start_iteration
+    command, path = (
+        f"{command_prefix(os.environ, known_model_files(env))}train {record.task}",
+        shlex.quote(str(run.run_dir)),
+    )
     logger.info(
-        "nothing to train: run %s %s; --finish %s --agent.max-iterations <more than %d> trains it further in place,"
-        " --resume %s starts a new run from it",
+        "nothing to train: run %s %s; %s --finish %s --agent.max-iterations <more than %d> trains it further in"
+        " place, %s --resume %s starts a new run from it",
         run.run_dir,
         how,
-        run.run_dir,
+        command,
+        path,
         planned,
-        run.run_dir,
+        command,
+        path,
     )
