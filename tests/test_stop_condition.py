@@ -25,6 +25,7 @@ from mjfleet.rl.evaluation.stop_condition import StopCondition, StopConditionTra
 from mjfleet.rl.evaluation.window import EvaluationWindow
 from mjfleet.rl.reporting.records import WorkerResult
 from mjfleet.rl.runner import Runner
+from mjfleet.runs.start import StartPoint
 from mjfleet.runtime.context import DistributedContext
 from mjfleet.tasks import registry
 from mjfleet.tasks.cartpole.cartpole import CartpoleTask, balance_config
@@ -407,10 +408,15 @@ def test_a_continued_run_carries_the_evaluation_window_on_and_repeats_exactly(tm
     first = train_worker(config(3), first_dir, DistributedContext(device="cpu"))
     saved = load_checkpoint(first_dir / "model_3.pt")["eval_window"]
     assert sum(max(counts) for _, counts in saved["iterations"]) == first.records[-1].evaluation_episodes > 0
-    again = [train_worker(config(2, first_dir), None, DistributedContext(device="cpu")) for _ in range(2)]
+    own = StartPoint(first_dir / "model_3.pt", 5, 3)  # the run's own checkpoint: a restart, --finish
+    again = [train_worker(config(2), None, DistributedContext(device="cpu"), start=own) for _ in range(2)]
     assert again[0].records[0].evaluation_episodes >= first.records[-1].evaluation_episodes  # carried on, not anew
     for a, b in zip(again[0].records, again[1].records, strict=True):
         assert (a.evaluation, a.evaluation_episodes, a.losses) == (b.evaluation, b.evaluation_episodes, b.losses)
+    # --resume starts a new run, whose window holds its own episodes alone (the same ones: same weights, same streams).
+    new = train_worker(config(2, first_dir), None, DistributedContext(device="cpu"))
+    carried = first.records[-1].evaluation_episodes
+    assert new.records[0].evaluation_episodes == again[0].records[0].evaluation_episodes - carried
 
 
 def test_a_condition_on_the_evaluation_window_holds_once_by_default() -> None:
@@ -512,7 +518,8 @@ def test_play_counts_episodes_by_environment_and_round_not_by_which_end_first() 
 
 def test_a_continued_run_goes_on_counting_the_iterations_its_condition_held(tmp_path: Path) -> None:
     """The condition must hold 4 iterations in a row; the first run ends after 2 (its iteration budget) with a streak
-    of 2: continued, it stops 2 iterations later, where a condition of another name starts counting from 0."""
+    of 2: continued, it stops 2 iterations later, where a condition of another name starts counting from 0, as does a
+    new run from its checkpoint."""
 
     def config(iterations: int, condition: str, resume: Path | None = None) -> TrainConfig:
         cfg = small_train_config(iterations=iterations, steps=64, log_root=tmp_path, resume=resume, stop_when=condition)
@@ -523,10 +530,14 @@ def test_a_continued_run_goes_on_counting_the_iterations_its_condition_held(tmp_
     first = train_worker(config(2, "Episode/length>=1"), first_dir, DistributedContext(device="cpu"))
     assert first.condition_met_at is None
     assert load_checkpoint(first_dir / "model_2.pt")["stop_progress"]["streak"] == 2
-    same = train_worker(config(10, "Episode/length>=1", first_dir), None, DistributedContext(device="cpu"))
+    own = StartPoint(first_dir / "model_2.pt", 12, 2)  # the run's own checkpoint: a restart, --finish
+    same = train_worker(config(10, "Episode/length>=1"), None, DistributedContext(device="cpu"), start=own)
     assert same.condition_met_at == 4
-    other = train_worker(config(10, "Episode/length>=2", first_dir), None, DistributedContext(device="cpu"))
+    other = train_worker(config(10, "Episode/length>=2"), None, DistributedContext(device="cpu"), start=own)
     assert other.condition_met_at == 6
+    # --resume starts a new run: its condition counts its own iterations (it stopped at once, on the other run's).
+    new = train_worker(config(10, "Episode/length>=1", first_dir), None, DistributedContext(device="cpu"))
+    assert new.condition_met_at == 6
 
 
 def test_the_evaluation_steps_faster_only_near_the_condition(steady_hand: str, tmp_path: Path) -> None:

@@ -109,25 +109,25 @@ def test_a_resumed_run_trains_at_its_own_learning_rate_and_a_restart_at_its_chec
     train_worker(cfg, first_dir, CPU)
     checkpoint = first_dir / "model_2.pt"
 
-    def loaded(rate: float, own: bool) -> Runner:
+    def loaded(rate: float, another: bool) -> Runner:
         agent = dataclasses.replace(cfg.agent, learner=learner)
         agent.algorithm = dataclasses.replace(agent.algorithm, learning_rate=rate, schedule="fixed")
         agent.sac = dataclasses.replace(agent.sac, learning_rate=rate)
         env = MjEnv(get_task(cfg.task).load_task_class()(cfg.env), "cpu", 0)
         runner = Runner(env, agent, CPU, None)
-        runner.load(str(checkpoint), own_learning_rate=own)
+        runner.load(str(checkpoint), another_run=another)
         return runner
 
-    saved = loaded(1.0, own=False).learner.learning_rate
+    saved = loaded(1.0, another=False).learner.learning_rate
     assert saved != 1.0
-    runner = loaded(saved / 10, own=True)
+    runner = loaded(saved / 10, another=True)
     assert all(g["lr"] == saved / 10 for o in runner.learner.optimizers() for g in o.param_groups)
     if learner == "rsl-rl-ppo":
         assert rsl_ppo(runner).learning_rate == saved / 10  # where its schedule adapts from
     # --resume plans its start with the run's own rate; a restart from the run's own checkpoint does not.
     start = plan_start(dataclasses.replace(cfg, resume=checkpoint))
-    assert start.own_learning_rate
-    assert not continue_point(first_dir, start).own_learning_rate
+    assert start.another_run
+    assert not continue_point(first_dir, start).another_run
 
 
 def test_play_follows_its_own_seed_not_the_training_runs_random_streams(tmp_path: Path) -> None:

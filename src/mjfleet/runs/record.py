@@ -59,7 +59,7 @@ class RunRecord:
         """Where the run began and where it ends."""
         checkpoint = None if self.checkpoint is None else Path(self.checkpoint)
         return StartPoint(
-            checkpoint, self.final_iteration, self.start_iteration, own_learning_rate=checkpoint is not None
+            checkpoint, self.final_iteration, self.start_iteration, another_run=checkpoint is not None
         )
 
     @property

@@ -18,10 +18,11 @@ class StartPoint:
     """Train until this iteration has completed (a restart runs only the iterations left)."""
     start_iteration: int = 0
     """Iteration stored in ``checkpoint`` (0 for a fresh start)."""
-    own_learning_rate: bool = False
-    """Whether the run's settings give the learning rate after ``checkpoint`` loads: the checkpoint of another run
-    (``--resume`` starts a new run, with its settings), not the run's own (a restart, ``--finish``), which continue
-    the rate they saved (an adaptive schedule's)."""
+    another_run: bool = False
+    """Whether ``checkpoint`` is another run's (``--resume`` starts a new run, with its settings): the learning rate is
+    then this run's setting and the stop condition counts this run's evaluation episodes alone. A run's own
+    checkpoint (a restart, ``--finish``) continues the rate it saved (an adaptive schedule's), its evaluation window
+    and the condition's streak."""
 
 
 def continue_point(run_dir: Path, first: StartPoint) -> StartPoint:
@@ -31,4 +32,4 @@ def continue_point(run_dir: Path, first: StartPoint) -> StartPoint:
     if newest is None:
         return first
     path, data = newest
-    return replace(first, checkpoint=path, start_iteration=int(data["iter"]), own_learning_rate=False)
+    return replace(first, checkpoint=path, start_iteration=int(data["iter"]), another_run=False)

@@ -305,7 +305,7 @@ def plan_start(cfg: TrainConfig) -> StartPoint:
         checkpoint=checkpoint,
         final_iteration=start_iteration + cfg.agent.max_iterations,
         start_iteration=start_iteration,
-        own_learning_rate=True,
+        another_run=True,
     )
 
 

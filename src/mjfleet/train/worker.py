@@ -191,7 +191,7 @@ def _train(
         if video is not None:
             video.attach(runner)
         if start.checkpoint is not None:
-            runner.load(str(start.checkpoint), own_learning_rate=start.own_learning_rate)
+            runner.load(str(start.checkpoint), another_run=start.another_run)
             logger.info("resumed from %s at iteration %d", start.checkpoint, runner.current_learning_iteration)
         startup.mark(learner_entry(cfg.agent.learner).label)  # the algorithm: PPO, SAC, TD3
         if launched:

@@ -127,13 +127,14 @@ class Saving:
             return None
         return path
 
-    def load(self, path: str | Path, *, evaluate: bool = False, own_learning_rate: bool = False) -> None:
+    def load(self, path: str | Path, *, evaluate: bool = False, another_run: bool = False) -> None:
         """Load a checkpoint on this rank (every rank calls this on resume).
 
         ``evaluate``: the environment takes only the step counter and task state (curriculum levels); its random
         streams stay those of this process's seed instead of continuing the training run's.
-        ``own_learning_rate``: the learning rates stay those of this run's settings
-        (:attr:`~mjfleet.runs.start.StartPoint.own_learning_rate`).
+        ``another_run``: the checkpoint is another run's (:attr:`~mjfleet.runs.start.StartPoint.another_run`): the
+        learning rates stay those of this run's settings, and its evaluation window and stop streak are not taken
+        (that run's episodes, perhaps of other settings, would stop this one before it trained).
         """
         # Read to host memory: the models copy their tensors onto their own device, and Adam keeps its ``step``
         # counters where they were loaded; on a GPU they would cost a host sync per parameter tensor and step.
@@ -162,7 +163,7 @@ class Saving:
             raise UsageError(f"checkpoint {path}: its networks are not this run's ({words})") from None
         if not evaluate and (notice := self.learner.continued_notice()):
             logger.info("%s", notice)
-        if own_learning_rate and configured:
+        if another_run and configured:
             saved_rate = self.learner.learning_rate
             self.learner.set_learning_rates(configured)
             if saved_rate != self.learner.learning_rate:
@@ -176,8 +177,9 @@ class Saving:
         self.previous_elapsed_s = float(data.get("elapsed_s", 0.0))
         # A checkpoint from before env-steps were saved: as many per iteration as this run takes.
         self.env_steps = int(data.get("env_steps", self.current_learning_iteration * self.steps_per_iteration))
-        self.eval_window.load_state_dict(data.get("eval_window"))
-        progress = data.get("stop_progress")
+        if not another_run:
+            self.eval_window.load_state_dict(data.get("eval_window"))
+        progress = None if another_run else data.get("stop_progress")
         if isinstance(progress, dict):
             met = progress.get("met")  # absent from checkpoints written before it was saved
             self.stop_progress = {
