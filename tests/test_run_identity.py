@@ -196,6 +196,17 @@ def test_finish_continues_an_interrupted_run_in_place(tmp_path: Path) -> None:
     )
 
 
+def test_a_stop_request_in_the_last_iteration_leaves_the_run_finished(tmp_path: Path) -> None:
+    """A request that arrives while the last iteration trains stops nothing: the run is over (recorded as stopped,
+    a scheduler's script requeued it on the signal's exit code, to train nothing)."""
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--env.num-envs", "64", "--agent.max-iterations", "1"]
+    [result] = run(train.parse_args([*argv, "--log-root", str(tmp_path)]), _stopped_after_first_iteration())
+    [run_dir] = _runs(tmp_path)
+    record = RunRecord.read(run_dir)
+    assert result.stop_signal is None and result.final_iteration == 1
+    assert record is not None and record.over and record.ended is not None and record.ended["how"] == "finished"
+
+
 def test_finish_as_a_rank_of_another_launcher_leaves_out_the_own_launchers_recorded_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

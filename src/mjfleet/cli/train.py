@@ -260,12 +260,17 @@ def main(argv: list[str] | None = None) -> None:
     first = results[0]
     # Another rank's signal stops this one too (a scheduler may signal only some ranks): exit as stopped, so the
     # launcher restarts or requeues the job rather than taking it as done.
-    signum = stop.signum or first.stop_signal
-    if signum is not None:
-        if first.stop_signal is None:
-            ended = "met its stop condition" if first.condition_met_at is not None else "finished"
-            logger.warning("%s at iteration %d before the stop request took effect", ended, first.final_iteration)
+    if first.stop_signal is not None:
+        signum = stop.signum or first.stop_signal
         end.close("stopped", signal_name(signum), exit_code(signum), results)
+    if stop.signum is not None:  # the run ended (its last iteration, its condition) before the request took effect
+        ended = "met its stop condition" if first.condition_met_at is not None else "finished"
+        logger.warning(
+            "%s at iteration %d before %s took effect: the run is over",
+            ended,
+            first.final_iteration,
+            signal_name(stop.signum),
+        )
     if first.condition_met_at is not None:
         end.close("condition", first.met_condition or str(cfg.stop_when), 0, results)
     end.close("finished", "", 0, results)

@@ -329,7 +329,7 @@ class Runner(Saving, Stopping):
                         time.perf_counter() - began,
                     )
                     break
-                if stop:
+                if stop and it < total:  # at the last iteration the run is over: finished, not stopped
                     self.stop_signal = stop
                     logger.info("stopping after iteration %d (%s)", it, signal_name(stop))
                     break

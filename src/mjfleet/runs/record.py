@@ -58,9 +58,7 @@ class RunRecord:
     def first_start(self) -> StartPoint:
         """Where the run began and where it ends."""
         checkpoint = None if self.checkpoint is None else Path(self.checkpoint)
-        return StartPoint(
-            checkpoint, self.final_iteration, self.start_iteration, another_run=checkpoint is not None
-        )
+        return StartPoint(checkpoint, self.final_iteration, self.start_iteration, another_run=checkpoint is not None)
 
     @property
     def over(self) -> bool:
