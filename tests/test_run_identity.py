@@ -5,6 +5,7 @@ runs in this process (cartpole, a few iterations, CPU); the launcher-started cas
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import logging
 from pathlib import Path
@@ -16,6 +17,7 @@ from mjfleet.config_io import plain
 from mjfleet.errors import UsageError
 from mjfleet.runs.fingerprint import differences, fingerprint, same_training, training_settings
 from mjfleet.runs.identity import RunIdentity, run_identity
+from mjfleet.runs.lock import LOCK_FILE
 from mjfleet.runs.record import JOB_FILE, RunRecord, record_end
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.train import run
@@ -194,6 +196,34 @@ def test_finish_continues_an_interrupted_run_in_place(tmp_path: Path) -> None:
     assert code == 0 and f"--log-root has no effect with --finish: the run continues in {run_dir}" in " ".join(
         err.split()
     )
+
+
+def test_a_run_another_process_trains_is_not_trained_twice(tmp_path: Path) -> None:
+    """Two processes trained one run in its directory, overwriting each other's checkpoints and progress."""
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--env.num-envs", "64", "--agent.max-iterations", "3"]
+    run(train.parse_args([*argv, "--log-root", str(tmp_path)]), _stopped_after_first_iteration())
+    [run_dir] = _runs(tmp_path)
+    assert not (run_dir / LOCK_FILE).exists() or fcntl_free(run_dir / LOCK_FILE)  # given back at the run's end
+    with (run_dir / LOCK_FILE).open("w") as other:  # as another process training it holds it
+        fcntl.flock(other.fileno(), fcntl.LOCK_EX)
+        other.write("pid 4242 on elsewhere\n")
+        other.flush()
+        code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(run_dir)])
+        said = " ".join(err.split())
+        assert code == 2 and f"run {run_dir} is being trained by pid 4242 on elsewhere: one process" in said, err
+        assert [p.name for p in sorted(run_dir.glob("model_*.pt"))] == ["model_1.pt"]
+    code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(run_dir)])
+    assert code == 0 and (run_dir / "model_3.pt").is_file(), err
+
+
+def fcntl_free(path: Path) -> bool:
+    """Whether no one holds ``path``'s lock."""
+    with path.open("a") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
 
 
 def test_a_stop_request_in_the_last_iteration_leaves_the_run_finished(tmp_path: Path) -> None:

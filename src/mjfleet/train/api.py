@@ -26,6 +26,7 @@ from mjfleet.launch.diagnosis import WorkerFailure
 from mjfleet.launch.launcher import LaunchPlan
 from mjfleet.rl.checkpoint.files import list_checkpoints
 from mjfleet.rl.reporting.records import WorkerResult
+from mjfleet.runs.lock import release_run
 from mjfleet.runtime.devices import DeviceSelection, describe_gpu_request, local_gpu_count, select_devices
 from mjfleet.runtime.stop import StopRequest
 from mjfleet.sim.config import resolve_backend
@@ -246,6 +247,8 @@ def run(
         assert plan is not None
         where = f"{plan.locate(failure.rank)[0]}: " if failure.rank is not None and len(plan.hostnames) > 1 else ""
         raise UsageError(f"{where}{failure.user_message or failure.error}") from failure
+    finally:
+        release_run(run_dir)
 
 
 def _moved(plan: LaunchPlan, planned: Path, run_dir: Path) -> LaunchPlan:

@@ -22,6 +22,7 @@ import torch.distributed as dist
 
 from mjfleet.errors import FatalTrainingError, PeerFailed, RanksMissing, UsageError, exception_line
 from mjfleet.rl.reporting.records import WorkerResult
+from mjfleet.runs.lock import release_run
 from mjfleet.runtime.context import DistributedContext, process_group
 from mjfleet.runtime.peers import is_own_failure
 from mjfleet.runtime.stop import StopRequest
@@ -78,7 +79,10 @@ def train_as_rank(
                 job.describe(),
                 ctx.device,
             )
-        return train_worker(cfg, run.run_dir, ctx, run.start, stop.poll if stop is not None else None, group_store)
+        try:
+            return train_worker(cfg, run.run_dir, ctx, run.start, stop.poll if stop is not None else None, group_store)
+        finally:
+            release_run(run.run_dir)  # rank 0's (the others hold none)
 
 
 @contextlib.contextmanager

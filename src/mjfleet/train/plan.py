@@ -54,6 +54,7 @@ from mjfleet.runs.fingerprint import (
     training_settings,
 )
 from mjfleet.runs.identity import RunIdentity, run_identity
+from mjfleet.runs.lock import hold_run
 from mjfleet.runs.record import RunRecord, runs_of
 from mjfleet.runs.source import DOWNLOAD_DIR, fetch, is_wandb_ref
 from mjfleet.runs.start import StartPoint, continue_point
@@ -369,8 +370,11 @@ def _check_network_functions(cfg: TrainConfig, checkpoint: Path) -> None:
 
 def open_run_dir(run: RunStart, movable: bool = False) -> Path:
     """Create the planned run directory with its ``job.json`` (``movable``: nothing refers to its planned path yet,
-    so the next free name where another run took it meanwhile), or reopen the one this start continues."""
+    so the next free name where another run took it meanwhile), or reopen the one this start continues. This process
+    holds the directory's lock from here until :func:`~mjfleet.runs.lock.release_run`: :class:`UsageError` where
+    another process trains the run."""
     if run.continues:
+        hold_run(run.run_dir)
         identity = run.identity
         if run.by_finish:
             given = " (--finish" + (f"; it began as run id {identity.value})" if identity is not None else ")")
@@ -394,6 +398,7 @@ def open_run_dir(run: RunStart, movable: bool = False) -> Path:
         )
         return run.run_dir
     run_dir = create_run_dir(run.run_dir, movable)
+    hold_run(run_dir)
     run.record.write(run_dir)
     logger.info("run directory: %s", run_dir)
     return run_dir
@@ -405,10 +410,8 @@ def report_nothing_left(run: RunStart, env: EnvConfig) -> None:
     record = run.record
     how = record.describe_end() if record.over else f"trained to iteration {run.start.final_iteration}"
     planned = record.final_iteration - record.start_iteration
-    command, path = (
-        f"{command_prefix(os.environ, known_model_files(env))}train {record.task}",
-        shlex.quote(str(run.run_dir)),
-    )
+    command = f"{command_prefix(os.environ, known_model_files(env))}train {record.task}"
+    path = shlex.quote(str(run.run_dir))
     logger.info(
         "nothing to train: run %s %s; %s --finish %s --agent.max-iterations <more than %d> trains it further in"
         " place, %s --resume %s starts a new run from it",
