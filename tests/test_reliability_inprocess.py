@@ -154,6 +154,19 @@ def test_nan_stops_the_run_keeps_the_last_good_checkpoint_and_exits_3(
     assert json.loads((run_dir / "job.json").read_text())["ended"]["how"] == "failed"  # never continued
 
 
+def test_a_failure_between_checkpoints_is_said_at_the_last_iteration_trained(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The headline counted to the newest checkpoint: "failed at iteration 2 ... (2 iterations" after 3."""
+    instrument(monkeypatch, fault="nan@0:3")
+    argv = ["cartpole-balance", *TINY, "--agent.max-iterations", "6", "--agent.save-interval", "2"]
+    code, err = _main([*argv, "--log-root", str(tmp_path)])
+    (run_dir,) = tmp_path.glob("*/*")
+    message = _flat(err)
+    assert code == 3 and "ERROR failed at iteration 3 of 6: training diverged at iteration 4: " in message, message
+    assert "(3 iterations, " in message and f"the last good checkpoint is {run_dir / 'model_2.pt'}" in message
+
+
 def test_a_full_disk_exits_3_keeps_the_last_checkpoint_and_offers_to_finish_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

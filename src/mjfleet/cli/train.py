@@ -43,7 +43,7 @@ from mjfleet.launch.diagnosis import WorkerFailure
 from mjfleet.rl.config import DEFAULT_LEARNER, AgentConfig
 from mjfleet.rl.evaluation.stop_condition import StopCondition
 from mjfleet.rl.learners.registry import learner_entry, learner_names
-from mjfleet.rl.reporting.records import WorkerResult, read_progress
+from mjfleet.rl.reporting.records import PROGRESS_FILE, WorkerResult, read_progress
 from mjfleet.runs.ending import Ending, RunEnd, command_prefix, ending_lines, known_model_files
 from mjfleet.runs.fingerprint import recorded_values
 from mjfleet.runs.record import RunRecord
@@ -315,7 +315,7 @@ class _Closing:
             run_dir=run_dir,
             started_at=started_at,
             final_iteration=final,
-            last_iteration=results[0].final_iteration if results else None,
+            last_iteration=results[0].final_iteration if results else _logged_since(run_dir, self.began),
             env_steps_per_iteration=cfg.agent.env_steps_per_iteration(
                 cfg.env.num_envs, self.prepared.selection.kind != "cpu", workers
             ),
@@ -344,6 +344,20 @@ def _finishable(how: Ending, code: int) -> bool:
     """Whether a later start could finish the run in place: it was stopped, or failed in a way a restart may get past
     (not bad input, 2, nor a run that cannot go on, 3; a lost peer, 138, can)."""
     return how in ("stopped", "interrupted") or (how == "failed" and code not in (USAGE_EXIT_CODE, FATAL_EXIT_CODE))
+
+
+def _logged_since(run_dir: Path | None, began: float) -> int | None:
+    """The last iteration the run logged, where this command logged it (a failure's results are unknown: its newest
+    checkpoint may be iterations older); None where this command logged none."""
+    if run_dir is None:
+        return None
+    try:
+        if (run_dir / PROGRESS_FILE).stat().st_mtime < began:
+            return None
+    except OSError:
+        return None
+    records = read_progress(run_dir, every_start=True)
+    return records[-1].iteration if records else None
 
 
 def _env_steps_since(run_dir: Path | None, started_at: int | None, results: list[WorkerResult]) -> int | None:
