@@ -287,6 +287,12 @@ def test_finish_of_a_run_it_cannot_write_or_read_is_one_line(tmp_path: Path, mon
     code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(run_dir)])
     assert code == 2 and f"{settings}: max_iterations is 'two', not int" in err, err
     assert "Traceback" not in err and _runs(tmp_path) == [run_dir]
+    settings.write_text(text)
+    job = run_dir / JOB_FILE
+    job.write_text(job.read_text().replace('"final_iteration": 2', '"final_iteration": "x"'))  # a TypeError before
+    code, _, err = run_main(train.main, ["cartpole-balance", "--finish", str(run_dir)])
+    assert code == 2 and f"ignoring {job}: its final_iteration is 'x'" in " ".join(err.split()), err
+    assert "Traceback" not in err and _runs(tmp_path) == [run_dir]
 
 
 def test_an_old_record_without_settings_is_never_continued(tmp_path: Path) -> None:

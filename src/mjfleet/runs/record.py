@@ -97,10 +97,33 @@ class RunRecord:
         if not isinstance(data, dict) or "fingerprint" not in data:
             return None
         try:
-            return cls(**{k: v for k, v in data.items() if k in names})
+            record = cls(**{k: v for k, v in data.items() if k in names})
         except TypeError:
             logger.warning("ignoring incomplete %s", path)
             return None
+        wrong = next((name for name, kinds in _TYPES.items() if not _is(getattr(record, name), kinds)), None)
+        if wrong is not None:  # edited by hand: read on, it failed later in a traceback
+            logger.warning("ignoring %s: its %s is %r", path, wrong, getattr(record, wrong))
+            return None
+        return record
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "fingerprint": (str,),
+    "settings": (dict,),
+    "task": (str,),
+    "final_iteration": (int,),
+    "start_iteration": (int,),
+    "checkpoint": (str, type(None)),
+    "run_id": (str, type(None)),
+    "source": (str, type(None)),
+    "ended": (dict, type(None)),
+}
+"""What each field of a readable record holds."""
+
+
+def _is(value: object, kinds: tuple[type, ...]) -> bool:
+    return isinstance(value, kinds) and not isinstance(value, bool)  # JSON's true is no iteration
 
 
 def runs_of(experiment_dir: Path, identity: RunIdentity) -> list[tuple[Path, RunRecord]]:
