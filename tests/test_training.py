@@ -224,6 +224,37 @@ def test_a_restart_supersedes_the_iterations_it_trains_again_in_tensorboard(tmp_
     assert [e.step for e in events.Scalars("Perf/total_env_steps")] == [1, 2, 3, 4]
 
 
+def test_a_full_disk_under_the_event_writer_is_one_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TensorBoard's writer thread printed its error as a 14-line traceback before the run's one line."""
+    import errno
+    import threading
+
+    from mjfleet.rl.reporting.metrics import MetricsWriter
+
+    printed: list[BaseException | None] = []  # what Python's hook for a thread's exception would print
+    monkeypatch.setattr(threading, "excepthook", lambda args: printed.append(args.exc_value))
+    writer = MetricsWriter(tmp_path / "run")
+    worker = writer._tb.event_writer._async_writer._worker  # TensorBoard's thread
+
+    def full(data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    worker._record_writer.write = full
+    writer.add_scalars({"Loss/value": 1.0}, 1)
+    worker.join(timeout=10)  # the thread dies of it
+    with caplog.at_level("WARNING"):
+        writer.add_scalars({"Loss/value": 0.5}, 2)
+        writer.close()
+    assert "could not write TensorBoard events" in caplog.text and "No space left" in caplog.text
+    assert printed == []
+    other = threading.Thread(target=lambda: 1 / 0)  # any other thread's error is printed as before
+    other.start()
+    other.join()
+    assert len(printed) == 1 and isinstance(printed[0], ZeroDivisionError)
+
+
 def test_a_run_directory_deleted_midway_stops_the_events_not_the_training(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

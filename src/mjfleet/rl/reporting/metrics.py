@@ -7,6 +7,7 @@ import io
 import logging
 import re
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,23 @@ that W&B run instead of opening another."""
 
 
 _LINK_NOTICE = re.compile(r"(Symlinked|Linked) \d+ files? into the W&B run directory")
+
+
+def _quiet_writer_thread() -> None:
+    """Leave a write error of TensorBoard's writer thread (a full disk) to :meth:`MetricsWriter._tensorboard`: the
+    thread re-raises it, which Python prints as a traceback, and the writer raises it again at its next call in the
+    training's thread, where it is said in one line."""
+    previous = threading.excepthook
+    if getattr(previous, "quiet_tensorboard", False):
+        return
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if isinstance(args.exc_value, OSError) and type(args.thread).__name__ == "_AsyncWriterThread":
+            return
+        previous(args)
+
+    hook.quiet_tensorboard = True  # type: ignore[attr-defined]
+    threading.excepthook = hook
 
 
 @contextlib.contextmanager
@@ -93,6 +111,7 @@ class MetricsWriter:
         # file writer, which SummaryWriter reaches only through a private method.
         from torch.utils.tensorboard.writer import FileWriter
 
+        _quiet_writer_thread()
         self._tb: Any = FileWriter(str(run_dir), flush_secs=10)
 
     def _tensorboard(self, write: Any) -> None:
