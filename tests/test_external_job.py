@@ -75,6 +75,10 @@ def test_torchrun_variables_make_a_rank() -> None:
     job = detect_external_job(TORCHRUN)
     assert job == ExternalJob("torchrun", 1, 1, 4, 2, 0, "node-a", 29500, 2, True, key="torchrun-job-7")
     assert not job.hosts_store  # the agent hosts it
+    # torchrun --max-restarts 3, its third start: one restart left, after which a failure ends the job.
+    restarting = detect_external_job({**TORCHRUN, "TORCHELASTIC_MAX_RESTARTS": "3"})
+    assert restarting is not None and (restarting.max_restarts, restarting.restarts_left) == (3, 1)
+    assert job is not None and job.restarts_left == 0
     # A launcher that sets only RANK and WORLD_SIZE (a Kubernetes PyTorchJob pod running train directly).
     pod = detect_external_job({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "master-0", "MASTER_PORT": "23456"})
     assert pod is not None and (pod.local_rank, pod.local_world_size, pod.node_rank) == (0, 1, 0)

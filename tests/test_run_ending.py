@@ -3,6 +3,7 @@ it and, where it was stopped, the command that finishes it. Real ``train`` comma
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -95,6 +96,20 @@ def test_a_rank_of_another_launchers_job_is_told_to_rerun_the_jobs_command_with_
         " (it continues this run in place to iteration 10)"
     )
     assert f"watch it: play cartpole-balance --checkpoint {tmp_path / 'model_3.pt'}" in lines
+
+
+def test_a_failed_rank_of_a_job_torchrun_restarts_is_not_told_to_restart_it(tmp_path: Path) -> None:
+    """Under torchrun --max-restarts the job's ranks start again by themselves and continue the run: "start the job's
+    torchrun command again" was wrong there."""
+    (tmp_path / "model_3.pt").write_bytes(b"")
+    (tmp_path / "params").mkdir()
+    (tmp_path / "params" / "run.yaml").write_text("task: cartpole-balance\n")
+    failed = RunEnd("failed", "cartpole-balance", tmp_path, 0, 10, 3, 256, 75, "lost a rank", True, launcher="torchrun")
+    restarting = dataclasses.replace(failed, restarts_left=2)
+    assert ending_lines(restarting)[-1] == (
+        "torchrun starts the job's ranks again (2 restarts left): they continue this run in place to iteration 10"
+    )
+    assert ending_lines(failed)[-1].startswith("finish it: start the job's torchrun command again with --finish")
 
 
 def test_the_printed_commands_name_the_copy_of_menagerie_the_run_loaded(tmp_path: Path) -> None:

@@ -324,6 +324,7 @@ class _Closing:
             finishable=_finishable(how, code) if finishable is None else finishable,
             prefix=command_prefix(os.environ, known_model_files(cfg.env)),
             launcher=None if external is None else external.launcher,
+            restarts_left=0 if external is None else external.restarts_left,
             env_steps=_env_steps_since(run_dir, started_at, results or []),
         )
         level = {"failed": logging.ERROR, "stopped": logging.WARNING, "interrupted": logging.WARNING}.get(how)

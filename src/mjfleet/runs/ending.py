@@ -54,6 +54,9 @@ class RunEnd:
     env_steps: int | None = None
     """Environment steps this command simulated over all workers, as the workers counted them (the evaluation may
     step faster near the stop); None: ``env_steps_per_iteration`` per iteration trained."""
+    restarts_left: int = 0
+    """How many more times :attr:`launcher` starts the job's ranks again by itself after a failure (torchrun's
+    ``--max-restarts``)."""
 
 
 def command_prefix(env: Mapping[str, str], model_files: Sequence[Path] = ()) -> str:
@@ -96,7 +99,13 @@ def ending_lines(end: RunEnd) -> list[str]:
     # --finish reads the run's settings from params/, written once its simulations were built: a start stopped
     # before that left nothing to finish (the same command again starts the run afresh).
     finishable = end.finishable and unfinished and (end.run_dir / "params" / "run.yaml").is_file()
-    if finishable and end.launcher is not None:
+    if finishable and end.launcher is not None and end.restarts_left > 0 and end.how == "failed":
+        lines.append(
+            f"{end.launcher} starts the job's ranks again ({end.restarts_left} restart"
+            f"{'s' if end.restarts_left != 1 else ''} left): they continue this run in place to iteration"
+            f" {end.final_iteration}"
+        )
+    elif finishable and end.launcher is not None:
         # A rank's --finish alone would train the whole job's run in one process: the job's own command, every rank
         # of it given --finish, continues it. Without it only a job the run's identity survives in (the same
         # --run-id, rendezvous id or SLURM job) continues it: torchrun --standalone draws another id each time.

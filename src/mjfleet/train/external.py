@@ -58,6 +58,14 @@ class ExternalJob:
     another key refuses to join."""
     static_rendezvous: bool = False
     """torchrun's static rendezvous (run id ``none``): one invocation is told from the next only by its store."""
+    max_restarts: int = 0
+    """torchrun's ``--max-restarts`` (``TORCHELASTIC_MAX_RESTARTS``): how often it starts the job's ranks again
+    after one failed."""
+
+    @property
+    def restarts_left(self) -> int:
+        """How many more times the launcher starts the job's ranks again after a failure (torchrun's own restarts)."""
+        return max(0, self.max_restarts - self.restart_count)
 
     @property
     def hosts_store(self) -> bool:
@@ -137,6 +145,7 @@ def _torchrun_job(env: Mapping[str, str]) -> ExternalJob:
         agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").strip().lower() == "true",
         key=f"torchrun-{run_id}" if run_id and not static else (slurm_job_key(env) or f"job-{addr}:{port}"),
         static_rendezvous=static,
+        max_restarts=env_int(env, "TORCHELASTIC_MAX_RESTARTS", 0),
     )
 
 
