@@ -220,11 +220,13 @@ def test_training_past_a_met_condition_counts_it_afresh(tmp_path: Path, caplog: 
     )
     first = train_worker(cfg, make_run_dir(tmp_path, "stop"), DistributedContext(device="cpu"))
     assert first.condition_met_at == 3
-    again = dataclasses.replace(cfg, resume=Path(first.run_dir) / "model_3.pt")
+    own = StartPoint(Path(first.run_dir) / "model_3.pt", 43, 3)  # --finish with more iterations
     with caplog.at_level(logging.INFO, logger="mjfleet"):
-        second = train_worker(again, make_run_dir(tmp_path, "again"), DistributedContext(device="cpu"))
+        second = train_worker(cfg, None, DistributedContext(device="cpu"), start=own)
     assert second.condition_met_at == 6  # three iterations in a row again
     assert "held at the checkpoint this start continues from: training goes on" in caplog.text
+    again = dataclasses.replace(cfg, resume=Path(first.run_dir) / "model_3.pt")  # a new run counts its own anyway
+    assert train_worker(again, make_run_dir(tmp_path, "again"), DistributedContext(device="cpu")).condition_met_at == 6
 
 
 def test_a_start_without_the_condition_forgets_its_streak() -> None:
@@ -550,11 +552,8 @@ def test_the_evaluation_steps_faster_only_near_the_condition(steady_hand: str, t
     cfg.agent.eval_envs, cfg.agent.eval_episodes, cfg.agent.eval_steps_per_step = 16, 8, 2
     run_dir = make_run_dir(tmp_path, "pace")
     result = train_worker(cfg, run_dir, DistributedContext(device="cpu"))
-    continued = train_worker(
-        dataclasses.replace(cfg, resume=run_dir / "model_6.pt", agent=dataclasses.replace(cfg.agent, max_iterations=1)),
-        None,
-        DistributedContext(device="cpu"),
-    )
+    own = StartPoint(run_dir / "model_6.pt", 7, 6)  # the run continued (a restart, --finish)
+    continued = train_worker(cfg, None, DistributedContext(device="cpu"), start=own)
     assert continued.records[0].env_steps - result.records[-1].env_steps == 2000
     totals = [0, *(r.env_steps for r in result.records)]
     per_iteration = [b - a for a, b in itertools.pairwise(totals)]
