@@ -25,7 +25,9 @@ FILTERS = (1.0, 0.2, 0.1)
 
 def held_share(noise: float, action_filter: float, envs: int, seconds: float, seed: int) -> float:
     """Mean over steps and environments of whether the cube is off the table."""
-    cfg = dataclasses.replace(yam_lift_cube_config(), num_envs=envs, start_in_hand=1.0, action_filter=action_filter)
+    cfg = dataclasses.replace(
+        yam_lift_cube_config(), num_envs=envs, start_in_hand=1.0, start_at_cube=0.0, action_filter=action_filter
+    )
     env = MjEnv(LiftCubeTask(cfg), seed=seed)
     task = env.task
     assert isinstance(task, LiftCubeTask)
