@@ -193,6 +193,11 @@ def test_the_hand_pressed_into_the_table_ends_the_episode(threshold: float) -> N
     assert dones.tolist() == [False, True]
     ids, ended = extras["episodes"]
     assert ids.tolist() == [1] and ended["Episode_Termination/hand_on_table"][0] == 1.0
+    # It costs: without a price, ending early on the table beat the flailing penalties of an untrained policy, and
+    # reach runs of 64 environments collapsed into 8-step episodes.
+    penalty = env.reward_terms["termination"]
+    assert penalty[0] == 0.0 and float(penalty[1]) == pytest.approx(task.cfg.rewards.termination * env.step_dt)
+    assert float(penalty[1]) <= -1.0
 
 
 # --- lifting -------------------------------------------------------------------------------------------------------

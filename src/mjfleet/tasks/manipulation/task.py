@@ -174,3 +174,7 @@ class ArmTask(Task[CfgT]):
     def reward_joint_vel(self, env: MjEnv) -> torch.Tensor:
         """Sum of squared joint velocities."""
         return torch.sum(torch.square(self.joint_vel(env)), dim=-1)
+
+    def reward_termination(self, env: MjEnv) -> torch.Tensor:
+        """1 on the step an episode terminates (not on time-outs)."""
+        return env.terminated.float()
