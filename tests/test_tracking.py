@@ -340,6 +340,20 @@ def test_a_bad_motion_file_is_one_line_and_creates_nothing(content: str, words: 
 
 
 @needs_g1
+def test_the_shipped_motion_turned_to_90_degrees_and_written_w_first_is_one_line(tmp_path: Path) -> None:
+    """Only a root upside down most of the time was told: at 90 degrees the swap lay the robot on its side."""
+    rows = np.loadtxt(SHIPPED_MOTION, delimiter=",", ndmin=2)
+    yaw = np.full(len(rows), np.pi / 2)
+    rows[:, 3:7] = np.stack((np.cos(yaw / 2), 0 * yaw, 0 * yaw, np.sin(yaw / 2)), axis=1)  # w, x, y, z
+    motion = tmp_path / "w_first.csv"
+    np.savetxt(motion, rows, delimiter=",")
+    cfg = get_task(TASK).env_cfg()
+    assert isinstance(cfg, TrackingConfig)
+    with pytest.raises(UsageError, match=r"w_first.csv: .*upright throughout read as quaternions w, x, y, z"):
+        dataclasses.replace(cfg, motion=str(motion)).prepare_assets()  # train's check, before anything is created
+
+
+@needs_g1
 @pytest.mark.parametrize(("flag", "value"), [("--env.adaptive-uniform", "1.5"), ("--env.adaptive-decay", "0")])
 def test_a_sampling_setting_out_of_its_range_is_one_line(flag: str, value: str, tmp_path: Path) -> None:
     argv = [TASK, "--gpu-ids", "None", flag, value, "--log-root", str(tmp_path / "logs")]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from mjfleet.errors import UsageError
-from mjfleet.tasks.tracking.motion import CSV_FPS, check_on_robot, kinematics, read_motion, resample
+from mjfleet.tasks.tracking.motion import CSV_FPS, Motion, check_on_robot, kinematics, read_motion, resample
 
 G1_FIXTURE = Path(__file__).with_name("fixtures") / "menagerie" / "unitree_g1" / "g1.xml"
 
@@ -220,9 +220,18 @@ def test_an_npz_with_root_quaternions_x_y_z_w_is_refused_where_its_bodies_say_so
     motion = read_motion(npz, joints)  # upright either way: not told apart by the root alone
     with pytest.raises(UsageError, match="body_pos_w puts the bodies where the robot does with the root quaternions"):
         check_on_robot(model, motion)
-    other_robot = tmp_path / "other_robot.npz"  # another model's bodies: nothing to compare
+    other_robot = tmp_path / "other_robot.npz"  # another model's bodies: nothing to compare, the root tells
     np.savez(
         other_robot, fps=[50], joint_pos=walk.joint_pos, body_pos_w=walk.body_pos[:, :3], body_quat_w=quat_xyzw[:, :3]
+    )
+    with pytest.raises(UsageError, match="upright throughout read as quaternions x, y, z, w"):
+        check_on_robot(model, read_motion(other_robot, joints))
+    np.savez(
+        other_robot,
+        fps=[50],
+        joint_pos=walk.joint_pos,
+        body_pos_w=walk.body_pos[:, :3],
+        body_quat_w=walk.body_quat[:, :3],
     )
     check_on_robot(model, read_motion(other_robot, joints))
 
@@ -245,46 +254,123 @@ def test_a_relative_motion_path_is_recorded_absolute(tmp_path: Path, monkeypatch
         TrackingConfig(motion="~no-such-user-here/m.csv")
 
 
-@pytest.mark.parametrize("yaw_rate", [0.5, 0.7])  # headings within 30 and 40 degrees
-def test_a_quaternion_written_in_the_other_order_is_refused(
-    model: mujoco.MjModel, tmp_path: Path, yaw_rate: float
+def _with_quat(rows: np.ndarray, quat_xyzw: np.ndarray | list[float]) -> np.ndarray:
+    """``rows`` with the root quaternions (x, y, z, w) ``quat_xyzw`` (one per frame, or one for all)."""
+    posed = rows.copy()
+    posed[:, 3:7] = quat_xyzw
+    return posed
+
+
+def _headings(rows: np.ndarray, yaw: np.ndarray | float) -> np.ndarray:
+    """``rows`` standing upright at heading ``yaw`` (radians, per frame or for all), as x, y, z, w."""
+    yaw = np.broadcast_to(yaw, rows.shape[:1])
+    zero = np.zeros_like(yaw)
+    return _with_quat(rows, np.stack((zero, zero, np.sin(yaw / 2), np.cos(yaw / 2)), axis=1))
+
+
+def _on_floor(model: mujoco.MjModel, rows: np.ndarray) -> np.ndarray:
+    """``rows`` with each frame's root height set so that the robot's lowest body origin is 3 cm above the floor."""
+    placed = rows.copy()
+    data = mujoco.MjData(model)
+    for frame in placed:
+        data.qpos[:3], data.qpos[3:7], data.qpos[7:] = (0.0, 0.0, 0.0), frame[[6, 3, 4, 5]], frame[7:]
+        mujoco.mj_kinematics(model, data)
+        frame[2] = 0.03 - data.xpos[1:, 2].min()
+    return placed
+
+
+def _refused_on_robot(model: mujoco.MjModel, path: Path, *words: str) -> None:
+    motion = read_motion(path, _joints(model))
+    with pytest.raises(UsageError) as e:
+        check_on_robot(model, motion)
+    line = str(e.value)
+    assert "\n" not in line and str(path) in line and all(w in line for w in words), line
+
+
+def _read_on_robot(model: mujoco.MjModel, path: Path) -> Motion:
+    motion = read_motion(path, _joints(model))
+    check_on_robot(model, motion)
+    return motion
+
+
+@pytest.mark.parametrize("degrees", [0, 30, 90, 120, 150])
+def test_a_quaternion_written_in_the_other_order_is_refused_at_any_heading(
+    model: mujoco.MjModel, tmp_path: Path, degrees: float
 ) -> None:
-    """Its norm is 1 either way: read in the wrong order, the root stood upside down and training ran on it without a
-    word. Motions that lie, roll over or turn around are read."""
+    """Its norm is 1 either way: read in the wrong order, the upright root of heading h lay rolled by 180 degrees - h
+    and training ran on it without a word (only headings within 60 degrees of the first, upside down, were told)."""
     joints = _joints(model)
-    rows = _trajectory(joints, yaw_rate=yaw_rate)
-    wxyz = rows.copy()
-    wxyz[:, 3:7] = rows[:, [6, 3, 4, 5]]
-    _refused(
-        _csv(tmp_path, wxyz, "wxyz.csv"), joints, "upright throughout read as quaternions w, x, y, z", "are x, y, z, w"
-    )
+    rows = _on_floor(model, _trajectory(joints, yaw_rate=0.0))
+    for name, yaw in (
+        ("still", np.radians(degrees)),
+        ("turning", np.radians(degrees) + np.linspace(-0.25, 0.25, len(rows))),
+    ):
+        right = _headings(rows, yaw)
+        assert _read_on_robot(model, _csv(tmp_path, right, f"{name}_right.csv")).frames == len(rows)
+        wxyz = _with_quat(rows, right[:, [6, 3, 4, 5]])
+        _refused_on_robot(
+            model,
+            _csv(tmp_path, wxyz, f"{name}_wxyz.csv"),
+            f"the root is {180 - degrees:.0f} degrees from upright on average" if name == "still" else "from upright",
+            "upright throughout read as quaternions w, x, y, z; the layout's are x, y, z, w",
+        )
+
+
+def test_a_swapped_order_is_told_where_the_root_turns_and_not_at_the_opposite_heading(
+    model: mujoco.MjModel, tmp_path: Path
+) -> None:
+    joints = _joints(model)
+    rows = _on_floor(model, _trajectory(joints, yaw_rate=0.0))
+    # A turn in place, once round.
+    right = _headings(rows, np.linspace(0.0, 2 * np.pi, len(rows)))
+    assert _read_on_robot(model, _csv(tmp_path, right, "turn.csv")).frames == len(rows)
+    _refused_on_robot(model, _csv(tmp_path, _with_quat(rows, right[:, [6, 3, 4, 5]]), "turn_wxyz.csv"), "w, x, y, z")
+    # Facing the opposite way, written w, x, y, z, a file is the same text as one facing the first way written x, y,
+    # z, w: it reads as a half turn (docs/tracking.md: check the heading in play --video).
+    opposite = _headings(rows, np.pi)
+    assert _read_on_robot(model, _csv(tmp_path, opposite, "opposite.csv")).frames == len(rows)
+    swapped = _with_quat(rows, opposite[:, [6, 3, 4, 5]])
+    assert np.allclose(swapped[:, 3:7], _headings(rows, 0.0)[:, 3:7], atol=1e-12)
+    assert _read_on_robot(model, _csv(tmp_path, swapped, "opposite_wxyz.csv")).frames == len(rows)
+
+
+def test_an_npz_written_x_y_z_w_is_refused_by_its_root_alone(model: mujoco.MjModel, tmp_path: Path) -> None:
+    """mjlab's layout is w, x, y, z: body positions of another model tell nothing, the root tells (a root of the
+    first heading written x, y, z, w reads as a half turn, upright: not told)."""
+    joints = _joints(model)
+    rows = _on_floor(model, _trajectory(joints, yaw_rate=0.0))
     frames = rows.shape[0]
-    # mjlab's layout is w, x, y, z. Read in it, x, y, z, w of headings near the first's is a half turn about the
-    # vertical: upright, and not told apart; of headings near the opposite one, upside down.
-    yaw = np.pi + np.arctan2(rows[:, 5], rows[:, 6]) * 2
-    quat_xyzw = np.stack((0 * yaw, 0 * yaw, np.sin(yaw / 2), np.cos(yaw / 2)), axis=1)[:, None]
-    np.savez(
-        tmp_path / "xyzw.npz",
-        fps=[30],
-        joint_pos=rows[:, 7:],
-        body_pos_w=np.zeros((frames, 1, 3)),
-        body_quat_w=quat_xyzw,
-    )
-    _refused(tmp_path / "xyzw.npz", joints, "upright throughout read as quaternions x, y, z, w", "are w, x, y, z")
-    # Correct files: on its back or its side, turned around, and rolling over once between two standing seconds.
+    for degrees in (60, 90, 180):
+        quat_xyzw = _headings(rows, np.radians(degrees))[:, 3:7]
+        for name, quat in (("right", quat_xyzw[:, [3, 0, 1, 2]]), ("xyzw", quat_xyzw)):
+            path = tmp_path / f"{name}{degrees}.npz"
+            np.savez(path, fps=[30], joint_pos=rows[:, 7:], body_pos_w=rows[:, None, :3], body_quat_w=quat[:, None])
+            if name == "right":
+                assert _read_on_robot(model, path).frames == frames
+            else:
+                _refused_on_robot(model, path, "upright throughout read as quaternions x, y, z, w", "are w, x, y, z")
+
+
+def test_motions_that_lie_roll_over_or_turn_around_are_read(model: mujoco.MjModel, tmp_path: Path) -> None:
+    """On its back or its side, turned around, and rolling over once between two standing seconds, the robot on the
+    floor: where only the other order stands it upright (its side, the roll), that order would sink its legs into
+    the floor."""
+    joints = _joints(model)
+    rows = _trajectory(joints)
+    frames = rows.shape[0]
     half = np.sqrt(0.5)
     for name, quat_xyzw in (
         ("back", [0.0, -half, 0.0, half]),
         ("side", [half, 0.0, 0.0, half]),
-        ("around", [0, 0, 1, 0]),
+        ("around", [0.0, 0.0, 1.0, 0.0]),
     ):
-        posed = rows.copy()
-        posed[:, 3:7] = quat_xyzw
-        assert read_motion(_csv(tmp_path, posed, f"{name}.csv"), joints).frames == frames, name
+        posed = _on_floor(model, _with_quat(rows, quat_xyzw))
+        assert _read_on_robot(model, _csv(tmp_path, posed, f"{name}.csv")).frames == frames, name
     roll = np.concatenate((np.zeros(30), np.linspace(0.0, 2 * np.pi, frames - 60), np.full(30, 2 * np.pi)))
-    cartwheel = rows.copy()
-    cartwheel[:, 3:7] = np.stack((np.sin(roll / 2), 0 * roll, 0 * roll, np.cos(roll / 2)), axis=1)
-    assert read_motion(_csv(tmp_path, cartwheel, "cartwheel.csv"), joints).frames == frames
+    cartwheel = _with_quat(rows, np.stack((np.sin(roll / 2), 0 * roll, 0 * roll, np.cos(roll / 2)), axis=1))
+    assert _read_on_robot(model, _csv(tmp_path, _on_floor(model, cartwheel), "cartwheel.csv")).frames == frames
+    # The same, floating where the robot would stand: nothing says it lies on purpose.
+    _refused_on_robot(model, _csv(tmp_path, _with_quat(rows, [half, 0.0, 0.0, half]), "floating.csv"), "w, x, y, z")
 
 
 def test_a_spreadsheets_csv_and_other_frame_rates_are_read(model: mujoco.MjModel, tmp_path: Path) -> None:

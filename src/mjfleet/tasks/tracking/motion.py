@@ -112,17 +112,6 @@ def read_motion(path: Path, joints: int, csv_fps: float = CSV_FPS) -> Motion:
         raise UsageError(
             f"motion file {path}: {frames} frame{'s' if frames != 1 else ''} at {fps:g} per second, {bound}"
         )
-    # A quaternion's components in the other order keep its norm, but turn an upright root of many headings upside
-    # down. Read so, the root is mostly upside down and upright throughout in the other order; a motion upside down
-    # throughout on purpose reads alike (and is refused with it), one that lies, rolls over or turns around does not.
-    csv = path.suffix.lower() == ".csv"
-    other = root_quat[:, [1, 2, 3, 0]] if csv else root_quat[:, [3, 0, 1, 2]]  # as the other order reads
-    if float(_upright(root_quat).mean()) < -0.5 and float(_upright(other).min()) > 0.9:
-        order, written = ("x, y, z, w", "w, x, y, z") if csv else ("w, x, y, z", "x, y, z, w")
-        raise UsageError(
-            f"motion file {path}: the root is upside down most of the time, and upright throughout read as quaternions"
-            f" {written}; the layout's are {order}"
-        )
     return Motion(fps, root_pos, root_quat, joint_pos, path, digest, body_pos)
 
 
@@ -131,13 +120,20 @@ JOINT_RANGE_SLACK = 1.0
 an angle in degrees passes it by tens."""
 BODY_MATCH = 0.01
 """Metres: an npz's body positions put where the robot's kinematics puts them (on average), a quaternion order fits."""
+UPRIGHT = 0.9
+"""The z of the root's z axis above which it stands upright (within 25 degrees of the vertical)."""
+FLOOR_MARGIN = 0.05
+"""Metres by which the file's quaternion order must bring the robot's lowest body nearer the floor (on average) than
+the other order, where only the other stands the root upright, for the file to mean a robot that lies or rolls over."""
 
 
 def check_on_robot(model: mujoco.MjModel, motion: Motion) -> None:
     """What the robot's model can tell of the file: joint angles within reach of the joints' ranges (degrees are
-    not), and an npz's root quaternions in the layout's order (the file's own body positions are where the robot's
-    kinematics puts the bodies in that order, and not only in the other; where both fit alike, a turn about the
-    vertical, the order cannot be told). One line (:class:`UsageError`) where not."""
+    not), and root quaternions in the layout's order: an npz's own body positions where the robot's kinematics puts
+    the bodies in that order and not only in the other; otherwise, not a root that stands upright throughout only in
+    the other order, unless the file's order puts the robot on the floor and the other does not (a motion that lies
+    or rolls over). Where both orders stand it upright, a turn about the vertical, the order cannot be told. One line
+    (:class:`UsageError`) where not."""
     path = motion.path
     hinges = [j for j in range(model.njnt) if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE]
     for column, joint in enumerate(hinges):
@@ -152,16 +148,37 @@ def check_on_robot(model: mujoco.MjModel, motion: Motion) -> None:
                 f"motion file {path}: {model.joint(joint).name} is at {angles[frame]:.3g} rad in frame {frame + 1},"
                 f" {beyond[frame]:.3g} rad beyond its range [{low:.3g}, {high:.3g}] (the layout's angles are radians)"
             )
-    if motion.body_pos is None or motion.body_pos.shape[1] != model.nbody - 1:
-        return  # a CSV, or another model's bodies
-    frames = np.unique(np.linspace(0, motion.frames - 1, 8).astype(np.int64))
-    as_read = _body_offset(model, motion, motion.root_quat, hinges, frames)
-    other = _body_offset(model, motion, motion.root_quat[:, [3, 0, 1, 2]], hinges, frames)  # read as x, y, z, w
-    if other < BODY_MATCH < as_read:
-        raise UsageError(
-            f"motion file {path}: body_pos_w puts the bodies where the robot does with the root quaternions read as"
-            f" x, y, z, w ({as_read * 100:.0f} cm from them as w, x, y, z); the layout's are w, x, y, z"
-        )
+    csv = path.suffix.lower() == ".csv"
+    other_quat = motion.root_quat[:, [1, 2, 3, 0]] if csv else motion.root_quat[:, [3, 0, 1, 2]]  # the other order
+    if motion.body_pos is not None and motion.body_pos.shape[1] == model.nbody - 1:  # not another model's bodies
+        frames = np.unique(np.linspace(0, motion.frames - 1, 8).astype(np.int64))
+        as_read = _body_offset(model, motion, motion.root_quat, hinges, frames)
+        other = _body_offset(model, motion, other_quat, hinges, frames)
+        if other < BODY_MATCH < as_read:
+            raise UsageError(
+                f"motion file {path}: body_pos_w puts the bodies where the robot does with the root quaternions read as"
+                f" x, y, z, w ({as_read * 100:.0f} cm from them as w, x, y, z); the layout's are w, x, y, z"
+            )
+        if as_read < BODY_MATCH:
+            return  # the file's bodies say its order is right
+    # A quaternion's components in the other order keep its norm, but tilt the upright root of every heading but the
+    # one at which the swap is a half turn about the vertical (a CSV's root of heading h written w, x, y, z reads as
+    # rolled by 180 degrees - h). What only the other order stands upright is that mistake, or a robot that lies or
+    # rolls over about the x axis: that one has its lowest body on the floor in the file's order, not in the other.
+    tilted = float(_upright(motion.root_quat).mean()) < UPRIGHT
+    if not tilted or float(_upright(other_quat).min()) <= UPRIGHT:
+        return
+    frames = np.unique(np.linspace(0, motion.frames - 1, 64).astype(np.int64))
+    if _floor_gap(model, motion, motion.root_quat, hinges, frames) + FLOOR_MARGIN < _floor_gap(
+        model, motion, other_quat, hinges, frames
+    ):
+        return
+    order, written = ("x, y, z, w", "w, x, y, z") if csv else ("w, x, y, z", "x, y, z, w")
+    tilt = float(np.degrees(np.arccos(np.clip(_upright(motion.root_quat), -1.0, 1.0))).mean())
+    raise UsageError(
+        f"motion file {path}: the root is {tilt:.0f} degrees from upright on average (its lowest body no nearer the"
+        f" floor), and upright throughout read as quaternions {written}; the layout's are {order}"
+    )
 
 
 def _body_offset(
@@ -178,6 +195,21 @@ def _body_offset(
         mujoco.mj_kinematics(model, data)
         distances.append(np.linalg.norm(data.xpos[1:] - motion.body_pos[frame], axis=-1).mean())
     return float(np.mean(distances))
+
+
+def _floor_gap(
+    model: mujoco.MjModel, motion: Motion, root_quat: np.ndarray, hinges: list[int], frames: np.ndarray
+) -> float:
+    """Mean height (metres, either side of the floor) of the robot's lowest body origin at ``frames``, the root at
+    ``root_quat``."""
+    data = mujoco.MjData(model)
+    gaps = []
+    for frame in frames:
+        data.qpos[0:3], data.qpos[3:7] = motion.root_pos[frame], root_quat[frame]
+        data.qpos[model.jnt_qposadr[hinges]] = motion.joint_pos[frame]
+        mujoco.mj_kinematics(model, data)
+        gaps.append(abs(float(data.xpos[1:, 2].min())))
+    return float(np.mean(gaps))
 
 
 def _upright(quat: np.ndarray) -> np.ndarray:
