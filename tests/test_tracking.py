@@ -502,6 +502,31 @@ def test_a_policy_played_on_another_motion_says_so(tmp_path: Path, caplog: pytes
 
 
 @needs_g1
+def test_a_checkpoint_played_on_its_own_motion_file_edited_since_says_the_file_changed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """play of a run reads the run's own motion path: told to pass the run's own, the user already had."""
+    from mjfleet.rl.evaluation.episodes import load_policy
+    from mjfleet.rl.runner import Runner
+    from mjfleet.runtime.context import DistributedContext
+
+    motion = tmp_path / "standing.csv"
+    first = SHIPPED_MOTION.read_text().splitlines()[0]
+    motion.write_text((first + "\n") * 60)
+    env = _env(num_envs=2, motion=str(motion))
+    agent = get_task(TASK).agent_cfg()
+    (tmp_path / "run").mkdir()
+    checkpoint = Runner(env, agent, DistributedContext(device="cpu"), run_dir=tmp_path / "run").save_checkpoint()
+    assert checkpoint is not None
+    motion.write_text((first + "\n") * 61)  # a frame more
+    with caplog.at_level("WARNING"):
+        load_policy(checkpoint, _env(num_envs=2, motion=str(motion)), agent, "cpu")
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith(f"the motion file {motion} changed since the policy trained on it (sha256 "), line
+    assert "pass the run's own" not in line
+
+
+@needs_g1
 def test_videos_draw_the_reference_as_a_ghost_over_the_robot() -> None:
     from mjfleet.render.video import WorldVideo
 

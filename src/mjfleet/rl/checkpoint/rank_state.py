@@ -129,12 +129,24 @@ def restore_shared_state(env: MjEnv, states: Any) -> None:
 
 def _say_other_task_files(env: MjEnv, saved: dict[str, Any]) -> None:
     """A warning per content digest in the checkpoint's task state (``<name>_sha256``: a tracking task's motion) that
-    is not this task's: a checkpoint evaluated without its run's settings plays on the task's defaults."""
+    is not this task's: a checkpoint evaluated without its run's settings plays on the task's defaults, and with them
+    on the run's file as it is now (``<name>_file``, where saved, tells the two apart)."""
     current = env.task.state_dict()
     for key, value in saved.items():
         other = current.get(key)
         if key.endswith("_sha256") and isinstance(value, str) and isinstance(other, str) and value != other:
             name = key.removesuffix("_sha256")
+            path = saved.get(f"{name}_file")
+            if isinstance(path, str) and path == current.get(f"{name}_file"):
+                # The run's own file, edited since: naming the run's settings would send the user to this file.
+                logger.warning(
+                    "the %s file %s changed since the policy trained on it (sha256 %s then, %s now)",
+                    name,
+                    path,
+                    value[:12],
+                    other[:12],
+                )
+                continue
             logger.warning(
                 "the policy trained on another %s (sha256 %s) than this task's (%s): pass the run's own (its settings"
                 " are in its params/ folder)",

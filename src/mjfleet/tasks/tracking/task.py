@@ -406,8 +406,13 @@ class TrackingTask(Task[TrackingConfig]):
 
     def state_dict(self) -> dict[str, Any]:
         """The adaptive sampling's failure tally: a continued run starts its episodes where this one failed, not
-        evenly over the motion (saved in checkpoints; another motion's tally has other bins and is not loaded)."""
-        return {**self.starts.state_dict(), "motion_sha256": self.motion.sha256}
+        evenly over the motion (saved in checkpoints; another motion's tally has other bins and is not loaded); the
+        motion's digest and file, which ``play`` compares with its own."""
+        return {
+            **self.starts.state_dict(),
+            "motion_sha256": self.motion.sha256,
+            "motion_file": str(self.motion.path),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("motion_sha256", self.motion.sha256) == self.motion.sha256:
