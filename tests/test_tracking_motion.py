@@ -293,6 +293,29 @@ def _read_on_robot(model: mujoco.MjModel, path: Path) -> Motion:
     return motion
 
 
+def test_a_motion_path_through_parent_folders_is_recorded_without_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--env.motion ../x/squat.csv`` was recorded as ``/a/b/../x/squat.csv``: another run than the same file named
+    ``/a/x/squat.csv``, and the shipped motion so named was not the default's run."""
+    from mjfleet.tasks.tracking.config import SHIPPED_MOTION, TrackingConfig
+
+    (tmp_path / "b").mkdir()
+    (tmp_path / "x").mkdir()
+    monkeypatch.chdir(tmp_path / "b")
+    assert TrackingConfig(motion="../x/squat.csv").motion == str(tmp_path / "x" / "squat.csv")
+    assert TrackingConfig(motion=str(tmp_path / "b" / ".." / "x" / "./squat.csv")).motion == str(
+        tmp_path / "x" / "squat.csv"
+    )
+    shipped = SHIPPED_MOTION.parent / ".." / "motions" / SHIPPED_MOTION.name
+    assert TrackingConfig(motion=str(shipped)).motion == ""
+    # Through a symbolic link, ".." is the parent of the link's target: the path is kept as typed.
+    (tmp_path / "deep" / "x").mkdir(parents=True)
+    (tmp_path / "b" / "link").symlink_to(tmp_path / "deep" / "x")
+    through = tmp_path / "b" / "link" / ".." / "x" / "squat.csv"  # the file deep/x/squat.csv
+    assert TrackingConfig(motion=str(through)).motion == str(through)
+
+
 @pytest.mark.parametrize("degrees", [0, 30, 90, 120, 150])
 def test_a_quaternion_written_in_the_other_order_is_refused_at_any_heading(
     model: mujoco.MjModel, tmp_path: Path, degrees: float
