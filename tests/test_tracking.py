@@ -186,6 +186,21 @@ def test_on_a_fixed_base_copying_the_reference_tracks_the_whole_motion() -> None
     assert errors["body_pos_error"] < 0.02 and errors["joint_pos_error"] < 0.1, errors
 
 
+def test_adaptive_sampling_bins_are_as_docs_tracking_md_counts_them() -> None:
+    """ceil(frames x control step) bins of equal length, each under a second: not one per second of the motion."""
+    from mjfleet.tasks.tracking.sampling import StartSampler
+
+    def bins(seconds: float) -> tuple[int, float]:
+        frames = round(seconds * 50) + 1  # the motion resampled to 50 Hz, both ends kept
+        sampler = StartSampler("adaptive", frames, 0.02, 0.1, 0.001, torch.device("cpu"), torch.Generator())
+        return sampler.bins, seconds / sampler.bins
+
+    assert bins(4.0) == (5, 0.8)
+    assert bins(6.0)[0] == 7  # the shipped motion's: the count its training and benchmarks ran with
+    assert bins(3.98)[0] == 4  # 200 frames: mjlab's floor(200 x 0.02) + 1 has 5
+    assert len(SHIPPED_MOTION.read_text().splitlines()) == 181  # 6 s at 30 frames per second
+
+
 @needs_g1
 def test_adaptive_sampling_starts_more_episodes_where_they_failed() -> None:
     task = _tally(8, 3, 0.5)  # every failure in the motion's fourth second

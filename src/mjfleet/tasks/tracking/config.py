@@ -107,10 +107,11 @@ class TrackingConfig(EnvConfig):
     """Where training episodes start in the motion: `adaptive` favours where episodes fail (BeyondMimic's
     sampling), `uniform` anywhere, `start` at its first frame (as `play` does)."""
     adaptive_uniform: float = 0.1
-    """Share of the adaptive sampling's starts spread evenly over the motion; the rest go to each second of it in
-    proportion to how many episodes failed there."""
+    """Share of the adaptive sampling's starts spread evenly over the motion; the rest go to each of its bins (of
+    equal length, each under a second: ceil(frames x control step) of them) in proportion to how many episodes
+    failed there."""
     adaptive_decay: float = 0.001
-    """Weight of each batch of ended episodes in the running average of failures per second of the motion (mjlab's
+    """Weight of each batch of ended episodes in the running average of failures per bin of the motion (mjlab's
     `adaptive_alpha`)."""
     start_pos_noise: float = 0.05
     """Uniform noise of the start's horizontal position (metres; a fifth of it vertically)."""

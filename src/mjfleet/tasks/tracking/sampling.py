@@ -12,9 +12,10 @@ import torch
 class StartSampler:
     """Start frames for training episodes, and the adaptive sampling's tally of where episodes failed.
 
-    The motion is cut into as many bins of equal length as it has started seconds (mjlab's has one more where the
-    motion lasts a whole number of seconds), so each bin spans at most a second; ``failures`` holds, per bin, a
-    running average of the episodes that failed there per batch of ended episodes.
+    The motion's ``frames`` at the control step ``dt`` are cut into ceil(frames x dt) bins of equal length, each
+    (frames - 1) / bins frames long: under a second (a 4 s motion at 50 Hz, 201 frames, has 5 bins of 0.8 s).
+    mjlab's floor(frames x dt) + 1 is the same count, and one more where frames x dt is a whole number.
+    ``failures`` holds, per bin, a running average of the episodes that failed there per batch of ended episodes.
     """
 
     def __init__(
@@ -31,7 +32,7 @@ class StartSampler:
         self.frames = frames
         """Frames of the motion at the control rate."""
         self.bins = max(1, math.ceil(frames * dt))
-        """Bins of the motion, one per started second."""
+        """Bins of the motion: ceil(frames x dt), each under a second long."""
         self.failures = torch.zeros(self.bins, device=device)
         """Per bin, the running average of failed episodes per batch of ended ones."""
         self._uniform_share, self._decay = uniform_share, decay
