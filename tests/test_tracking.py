@@ -429,6 +429,28 @@ def test_the_onnx_sidecar_says_how_actions_become_targets_and_which_motion() -> 
     assert meta["joint_targets"].startswith("the motion's angles of joint_names at frame + 1")
     assert meta["motion"] == {"file": SHIPPED_MOTION.name, "frames": task.reference.frames, "frame_dt": env.step_dt}
     assert len(meta["joint_names"]) == env.num_actions == 29
+    # What a control loop builds the observation and drives the servos with.
+    assert meta["anchor_body"] == "torso_link" and meta["tracked_bodies"] == list(task.cfg.bodies)
+    terms = meta["observation_terms"]["policy"]
+    assert sum(t["size"] for t in terms) == actor.obs_dim == meta["inputs"][0]["shape"][1]
+    assert [t["name"] for t in terms][:2] == ["reference_joint_pos", "reference_joint_vel"]
+    assert [t["name"] for t in terms][-1] == "actions"
+    env.step(torch.full((2, env.num_actions), 0.3))
+    obs, at = env.get_observations()["policy"], 0
+    columns = {}
+    for term in terms:
+        columns[term["name"]], at = obs[:, at : at + term["size"]], at + term["size"]
+    qpos = env.sim.qpos[:, task._qpos_idx] - task.default_joint_pos
+    torch.testing.assert_close(columns["joint_pos"], qpos)
+    torch.testing.assert_close(columns["joint_vel"], env.sim.qvel[:, task._qvel_idx])
+    torch.testing.assert_close(columns["actions"], env.actions)
+    model = env.sim.mj_model
+    gains = meta["servo_gains"]
+    assert len(gains["kp"]) == len(gains["kd"]) == env.num_actions
+    assert np.allclose(gains["kp"], model.actuator_gainprm[:, 0]) and min(gains["kp"]) > 0
+    assert np.allclose(gains["kd"], -model.actuator_biasprm[:, 2]) and min(gains["kd"]) > 0
+    assert np.allclose(gains["kp"], -model.actuator_biasprm[:, 1])  # position servos
+    json.dumps(meta)  # the sidecar is JSON
 
 
 @needs_g1

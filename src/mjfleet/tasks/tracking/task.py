@@ -126,20 +126,44 @@ class TrackingTask(Task[TrackingConfig]):
 
     def _make_noise_amplitude(self, dev: torch.device) -> torch.Tensor | None:
         """Per column of the policy observation, its noise's amplitude (:meth:`observations`' order); None when off."""
-        noise, nu = self.cfg.noise, len(self._actuated)
+        noise = self.cfg.noise
         if noise.scale == 0.0:
             return None
-        parts = (
-            (2 * nu, 0.0),  # the reference's joint angles and velocities
-            (3, noise.anchor_pos),
-            (6, noise.anchor_ori),
-            (3, noise.lin_vel),
-            (3, noise.ang_vel),
-            (nu, noise.joint_pos),
-            (nu, noise.joint_vel),
-            (nu, 0.0),  # the last actions
-        )
+        amplitudes = {  # the reference terms and the last actions stay exact
+            "reference_anchor_pos_b": noise.anchor_pos,
+            "reference_anchor_ori_b": noise.anchor_ori,
+            "base_lin_vel": noise.lin_vel,
+            "base_ang_vel": noise.ang_vel,
+            "joint_pos": noise.joint_pos,
+            "joint_vel": noise.joint_vel,
+        }
+        parts = tuple((size, amplitudes.get(name, 0.0)) for name, size, _ in self.policy_terms())
         return column_amplitudes(parts, noise.scale, dev)
+
+    def policy_terms(self) -> list[tuple[str, int, str]]:
+        """The policy observation's terms in :meth:`observations`' order: name, columns and what they hold (the
+        sidecar's ``observation_terms``, for a control loop that builds the observation)."""
+        nu = len(self._actuated)
+        return [
+            ("reference_joint_pos", nu, "the motion's angles of joint_names at the frame (rad)"),
+            ("reference_joint_vel", nu, "the motion's velocities of joint_names at the frame (rad/s)"),
+            (
+                "reference_anchor_pos_b",
+                3,
+                "reference_anchor_pos minus the anchor body's position, in the anchor body's frame (m)",
+            ),
+            (
+                "reference_anchor_ori_b",
+                6,
+                "the rotation from the anchor body's orientation to reference_anchor_quat: its matrix's first two"
+                " columns, column by column (R00, R10, R20, R01, R11, R21)",
+            ),
+            ("base_lin_vel", 3, "the root body's linear velocity at its origin, in its own frame (m/s)"),
+            ("base_ang_vel", 3, "the root body's angular velocity, in its own frame (rad/s)"),
+            ("joint_pos", nu, "the angles of joint_names minus default_joint_pos (rad)"),
+            ("joint_vel", nu, "the velocities of joint_names (rad/s)"),
+            ("actions", nu, "the last step's actions, clipped to clip_actions"),
+        ]
 
     # --- actions -----------------------------------------------------------------------------------------------
     def joint_targets_at_zero(self) -> torch.Tensor:
@@ -374,8 +398,10 @@ class TrackingTask(Task[TrackingConfig]):
         return qpos
 
     def export_metadata(self) -> dict[str, Any]:
-        """How the control loop turns actions into servo targets, and the motion the policy follows (the exported
-        graph carries it: :meth:`export_tables`)."""
+        """What a control loop needs besides the graph: how actions become servo targets, the servos' gains, the
+        motion the policy follows (the graph carries it: :meth:`export_tables`), the anchor and tracked bodies, and
+        the policy observation's terms in order."""
+        m = self._model
         return {
             "joint_targets": (
                 "the motion's angles of joint_names at frame + 1 + action_scale * clip(action)"
@@ -386,6 +412,16 @@ class TrackingTask(Task[TrackingConfig]):
                 "file": self.cfg.motion_file().name,
                 "frames": self.reference.frames,
                 "frame_dt": self.dt,
+            },
+            "anchor_body": self.cfg.anchor_body,
+            "tracked_bodies": list(self.cfg.bodies),
+            "observation_terms": {
+                "policy": [{"name": name, "size": size, "what": what} for name, size, what in self.policy_terms()]
+            },
+            # Position servos: force = kp * (target - q) - kd * qdot (the nominal gains, before any randomization).
+            "servo_gains": {
+                "kp": [float(v) for v in m.actuator_gainprm[:, 0]],
+                "kd": [float(-v) for v in m.actuator_biasprm[:, 2]],
             },
         }
 
