@@ -564,6 +564,21 @@ def test_a_checkpoint_played_on_its_own_motion_file_edited_since_says_the_file_c
 
 
 @needs_g1
+def test_play_says_its_episodes_last_up_to_the_motions_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A 2 s motion's episodes end at its last frame: play said "up to 10 s each", the episode length."""
+    from mjfleet.cli import play
+
+    motion = tmp_path / "standing.csv"
+    motion.write_text((SHIPPED_MOTION.read_text().splitlines()[0] + "\n") * 61)  # 2 s at 30 frames per second
+    argv = [TASK, "--agent", "zero", "--num-episodes", "1", "--gpu-ids", "None", "--env.motion", str(motion)]
+    play.main(argv)
+    said = capsys.readouterr().err.splitlines()
+    assert said[0].endswith(
+        f"INFO     playing 1 episode of {TASK} (up to 2 s each, 1 environment) with zero actions on cpu"
+    )
+
+
+@needs_g1
 def test_videos_draw_the_reference_as_a_ghost_over_the_robot() -> None:
     from mjfleet.render.video import WorldVideo
 

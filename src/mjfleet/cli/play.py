@@ -293,12 +293,14 @@ def play(task_id: str, cfg: PlayConfig, agent_cfg: AgentConfig) -> dict[str, obj
         if cfg.video:
             recorder = _recorder(env, spec.load_task_class().video_camera, cfg, path)
             env.observers.append(recorder.capture)  # each step's state before a reset: an episode's last frame too
+        # The task's own time-outs may end every episode sooner (a 4 s motion's end, not the 10 s episode length).
+        longest = min(env.max_episode_length, env.task.longest_episode_steps() or env.max_episode_length)
         logger.info(
-            "playing %d episode%s of %s (up to %.0f s each, %d environment%s) with %s on %s%s",
+            "playing %d episode%s of %s (up to %g s each, %d environment%s) with %s on %s%s",
             cfg.num_episodes,
             "" if cfg.num_episodes == 1 else "s",
             task_id,
-            env.max_episode_length * env.step_dt,
+            longest * env.step_dt,
             env.num_envs,
             "" if env.num_envs == 1 else "s",
             checkpoint if cfg.agent == "policy" else f"{cfg.agent} actions",

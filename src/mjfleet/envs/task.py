@@ -151,6 +151,12 @@ class Task(ABC, Generic[CfgT]):
         takes precedence."""
         return {}
 
+    def longest_episode_steps(self) -> int | None:
+        """Control steps after which :meth:`time_outs` ends every episode at the latest, where the task knows it
+        (a tracking motion's last frame, reached from its first); None: only the episode length bounds an episode.
+        Read after :meth:`setup`."""
+        return None
+
     @abstractmethod
     def observations(self, env: MjEnv) -> dict[str, torch.Tensor]:
         """Observation groups; ``policy`` is required, ``critic`` may add privileged state."""

@@ -249,6 +249,9 @@ class TrackingTask(Task[TrackingConfig]):
     def time_outs(self, env: MjEnv) -> dict[str, torch.Tensor]:
         return {MOTION_END: self.frame >= self.reference.frames - 1}
 
+    def longest_episode_steps(self) -> int | None:
+        return self.reference.frames - 1  # from the first frame to the last, one frame a step
+
     def reset(self, env: MjEnv, env_ids: torch.Tensor) -> None:
         n, cfg, dev, g = env_ids.numel(), self.cfg, env.device, env.generator
         if n == 0:
