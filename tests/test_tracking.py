@@ -691,6 +691,27 @@ def test_a_motion_longer_than_an_episode_says_what_a_success_judges(
 
 
 @needs_g1
+def test_a_motion_fps_given_with_an_npz_motion_says_it_has_no_effect(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An npz says its own frame rate: --env.motion-fps was ignored without a word (and made another run)."""
+    rows = np.loadtxt(SHIPPED_MOTION, delimiter=",", ndmin=2)
+    npz = tmp_path / "motion.npz"
+    np.savez(
+        npz, fps=[30], joint_pos=rows[:, 7:], body_pos_w=rows[:, None, :3], body_quat_w=rows[:, None, [6, 3, 4, 5]]
+    )
+    cfg = get_task(TASK).env_cfg()
+    assert isinstance(cfg, TrackingConfig)
+    with caplog.at_level("WARNING"):
+        dataclasses.replace(cfg, motion=str(npz)).prepare_assets()
+        dataclasses.replace(cfg, motion_fps=60.0).prepare_assets()  # a CSV's rate
+        assert not caplog.records
+        dataclasses.replace(cfg, motion=str(npz), motion_fps=60.0).prepare_assets()
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line == "--env.motion-fps 60 has no effect with an .npz motion (its fps, 30, is its frame rate)"
+
+
+@needs_g1
 def test_building_the_task_checks_the_motion_on_the_robot_as_train_does(tmp_path: Path) -> None:
     """``play`` and the viewer build the task without train's checks: a motion in degrees played on with a joint
     error of 79 rad, and a CSV frame rate of 0 was a ZeroDivisionError."""

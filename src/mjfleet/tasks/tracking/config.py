@@ -81,7 +81,7 @@ class TrackingConfig(EnvConfig):
     angles) or mjlab's `.npz`; empty: the motion shipped with mjfleet (a G1 waving and squatting)."""
     motion_fps: float = 30.0
     """Frames per second of a `.csv` motion (the retargeted LAFAN1 files have 30; other retargeting tools may
-    write 50 or 120); an `.npz` says its own."""
+    write 50 or 120); an `.npz` says its own (another value given with one has no effect: `train` warns)."""
     anchor_body: str = "torso_link"
     """The tracked body (among `bodies`) whose pose anchors the reference: its height and orientation errors end an
     episode."""
@@ -184,7 +184,7 @@ class TrackingConfig(EnvConfig):
         created."""
         from mjfleet.errors import UsageError
         from mjfleet.tasks.locomotion.sources import resolve_robot, robot_file
-        from mjfleet.tasks.tracking.motion import check_on_robot, read_motion
+        from mjfleet.tasks.tracking.motion import CSV_FPS, check_on_robot, read_motion
 
         if not 0.0 <= self.adaptive_uniform <= 1.0:
             raise UsageError(f"--env.adaptive-uniform must be between 0 and 1 (got {self.adaptive_uniform})")
@@ -216,6 +216,13 @@ class TrackingConfig(EnvConfig):
         joints = sum(1 for kind in model.jnt_type if kind == mujoco.mjtJoint.mjJNT_HINGE)
         motion = read_motion(self.motion_file(), joints, self.motion_fps)
         check_on_robot(model, motion)
+        if self.motion_file().suffix.lower() == ".npz" and self.motion_fps != CSV_FPS:
+            # Set for a run, it is still a setting of the run: the same motion with it is another run.
+            logging.getLogger(__name__).warning(
+                "--env.motion-fps %g has no effect with an .npz motion (its fps, %g, is its frame rate)",
+                self.motion_fps,
+                motion.fps,
+            )
         if motion.duration_s > self.episode_length_s:
             logging.getLogger(__name__).info(
                 "the motion lasts %.0f s and episodes %g s: a success is following its first %g s from its start,"
