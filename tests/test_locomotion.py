@@ -970,3 +970,20 @@ def test_a_zone_of_some_of_its_bodys_geoms_touches_when_any_of_them_does() -> No
     column = UNITREE_GO1.watched().index("FR_calf")
     assert zones.shape == (3, len(UNITREE_GO1.watched()))
     assert zones[1, column] and int(zones.sum()) == 1
+
+
+def test_a_robot_without_undesired_contacts_or_deviation_joints_trains(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The robot guide allows both to be `()`; an empty index list became a float tensor, and the first step failed in
+    an IndexError traceback (with the run directory left behind)."""
+    from mjfleet.tasks.locomotion import sources
+    from mjfleet.tasks.locomotion.presets import go1_flat_config
+
+    bare = dataclasses.replace(GO1, name="go1_bare", undesired_contacts=(), deviation_joints=())
+    monkeypatch.setattr(sources, "all_robots", lambda: {"go1_bare": bare})
+    cfg = dataclasses.replace(go1_flat_config(), robot="go1_bare", num_envs=4)
+    cfg.rewards = dataclasses.replace(cfg.rewards, undesired_contacts=-1.0, joint_deviation=-0.1)
+    env = MjEnv(LocomotionTask(cfg), device="cpu", seed=0)
+    for _ in range(2):
+        env.step(torch.zeros(4, env.num_actions))
+    assert env.reward_terms["undesired_contacts"].abs().sum() == 0.0
+    assert env.reward_terms["joint_deviation"].abs().sum() == 0.0

@@ -135,6 +135,18 @@ def test_a_go1_zone_splits_the_foot_from_its_calf(fixture_root: Path) -> None:
     assert len(zone_geoms(m, UNITREE_GO1, "trunk")) == 1
 
 
+def test_servos_of_a_record_aim_at_the_files_home_keyframe(fixture_root: Path) -> None:
+    """A record with servos and no home pose of its own: the file's keyframe, whose controls went with the file's
+    actuators, aimed every servo at 0 (a Go1's knee outside its range), without a word."""
+    from mjfleet.tasks.locomotion.robots import Servo
+
+    robot = dataclasses.replace(UNITREE_GO1, servos=(Servo(r".*", kp=30.0, kd=0.6, effort=25.0),))
+    m = build_model(robot, None)
+    key = m.key("home")
+    assert key.ctrl.tolist() == pytest.approx([0.0, 0.9, -1.8] * 4)
+    assert key.ctrl.tolist() == pytest.approx(key.qpos[m.jnt_qposadr[m.actuator_trnid[:, 0]]].tolist())
+
+
 def test_the_g1_on_the_cpu_asks_each_servo_for_a_quarter_of_its_torque_limit(fixture_root: Path) -> None:
     """One 0.25 rad for all 29 joints asked the G1's 25 N m shoulders (gain 75) for more than they exert and its
     knees and ankles for less; scaled by force, Menagerie's G1 walked in fewer iterations on the CPU."""

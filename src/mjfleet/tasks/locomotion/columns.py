@@ -13,7 +13,7 @@ def columns(indices: list[int], device: torch.device) -> Index:
     order they were added), because gathering with an index tensor copies and costs far more per step."""
     if indices and indices == list(range(indices[0], indices[0] + len(indices))):
         return slice(indices[0], indices[0] + len(indices))
-    return torch.as_tensor(indices, device=device)
+    return torch.as_tensor(indices, dtype=torch.long, device=device)  # none at all: an index still (not float32)
 
 
 def concat_columns(parts: tuple[torch.Tensor, ...], rows: int, device: torch.device) -> torch.Tensor:

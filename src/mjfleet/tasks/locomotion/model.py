@@ -61,6 +61,8 @@ def build_model(robot: RobotSpec, terrain: TerrainMap | None, self_contacts: boo
         fit_primitive_collisions(spec)
     if robot.servos:
         _add_servos(spec, robot)
+        if not robot.home:
+            _aim_servos_at_home(spec)
     if robot.home:
         _set_home(spec, robot)
     add_zone_sensors(spec, spec.compile(), robot)
@@ -112,6 +114,20 @@ def _add_servos(spec: mujoco.MjSpec, robot: RobotSpec) -> None:
         actuator.set_to_position(kp=servo.kp, kv=servo.kd, inheritrange=1.0)
         actuator.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
         actuator.forcerange = [-servo.effort, servo.effort]
+
+
+def _aim_servos_at_home(spec: mujoco.MjSpec) -> None:
+    """The record's servos at the file's ``home`` keyframe aim at its joint angles: the file's actuators, deleted for
+    them, took the keyframe's controls with them (every target 0, a knee's outside its range)."""
+    m = spec.compile()
+    try:
+        qpos = m.key("home").qpos
+    except KeyError:  # the robot file's checks say that it has none
+        return
+    ctrl = qpos[m.jnt_qposadr[m.actuator_trnid[:, 0]]]
+    for key in spec.keys:
+        if key.name == "home":
+            key.ctrl = ctrl.tolist()
 
 
 def _set_home(spec: mujoco.MjSpec, robot: RobotSpec) -> None:

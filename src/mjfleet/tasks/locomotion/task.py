@@ -109,7 +109,8 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
         soft_low, soft_high = soft_ranges(low, high, self.cfg.soft_joint_limit)
         self._soft_low, self._soft_high = tensor(soft_low), tensor(soft_high)
         names = [m.joint(int(j)).name for j in joints]
-        self._deviation_idx = torch.as_tensor([names.index(j) for j in self.robot.deviation_joints], device=dev)
+        deviation = [names.index(j) for j in self.robot.deviation_joints]
+        self._deviation_idx = torch.as_tensor(deviation, dtype=torch.long, device=dev)  # () allowed
         self.base_body = int(m.body(self.robot.base_body).id)
         self._zone_contacts = ZoneContacts(m, self.robot, self.cfg.contact_force, dev)
         self._feet_touch = self._zone_contacts.index(self.robot.feet, dev)
