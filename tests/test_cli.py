@@ -294,11 +294,15 @@ def test_list_tasks_prints_ids_and_descriptions(capsys: pytest.CaptureFixture[st
     assert {"cartpole-balance", "cartpole-swingup"} <= set(ids)
     assert all(len(line.split(maxsplit=1)) == 2 for line in out)
     # An argument is refused (a train flag typed here printed the table as if taken); --help says what it does.
-    assert "list-tasks takes no arguments (got --bogus extra)" in _usage_error(
+    # The robot records --env.robot takes by name (the option's help sent users here for them).
+    list_tasks.main(["--robots"])
+    robots = dict(line.split(maxsplit=1) for line in capsys.readouterr().out.splitlines())
+    assert {"go1", "unitree_go1", "unitree_g1"} <= set(robots) and "Menagerie" in robots["unitree_go1"]
+    assert "list-tasks takes no arguments but --robots (got --bogus extra)" in _usage_error(
         capsys, list_tasks.main, ["--bogus", "extra"]
     )
     list_tasks.main(["--help"])
-    assert capsys.readouterr().out.startswith("usage: list-tasks (no options)")
+    assert capsys.readouterr().out.startswith("usage: list-tasks [--robots]")
 
 
 def test_play_random_baseline_prints_one_json_line(capsys: pytest.CaptureFixture[str]) -> None:

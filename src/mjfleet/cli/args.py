@@ -17,7 +17,16 @@ from typing import Any, NoReturn, TypeVar
 import tyro
 
 from mjfleet.errors import UsageError
-from mjfleet.tasks.registry import BUILTIN_PACKAGE, all_tasks, broken_line, broken_packages, menagerie_robot, package_of
+from mjfleet.tasks.registry import (
+    BUILTIN_PACKAGE,
+    all_robots,
+    all_tasks,
+    broken_line,
+    broken_packages,
+    menagerie_robot,
+    package_of,
+    robot_package,
+)
 
 T = TypeVar("T")
 _BOX = re.compile(r"[│╭╮╰╯─━┃┏┓┗┛┡┩╇┳┻╋]+")
@@ -116,6 +125,19 @@ def task_table() -> str:
         if menagerie is not None:  # a package task on a Menagerie robot: how to get its files, as the built-ins say
             what = menagerie_description(menagerie, what)
         rows.append(f"{task_id:<{width}}  {what}{origin}\n")
+    return "".join(rows)
+
+
+def robot_table() -> str:
+    """Every robot record ``--env.robot`` takes by name, one per line with its description (else its file); a record
+    of an installed package names it."""
+    robots = all_robots()
+    width = max((len(name) for name in robots), default=0)
+    rows = []
+    for name, robot in robots.items():
+        package = robot_package(name)
+        origin = f" [package {package}]" if package != BUILTIN_PACKAGE else ""
+        rows.append(f"{name:<{width}}  {robot.description or robot.source}{origin}\n")
     return "".join(rows)
 
 

@@ -212,7 +212,7 @@ class LocomotionConfig(EnvConfig):
 
     robot: str = "go1"
     """Which robot to drive: a record name (`go1`, `humanoid`: primitive models shipped here; `unitree_go1`,
-    `unitree_g1`; those of installed packages, `list-tasks` names them), `menagerie:unitree_go1` /
+    `unitree_g1`; `list-tasks --robots` names them all), `menagerie:unitree_go1` /
     `menagerie:unitree_g1` (MuJoCo Menagerie files), or a path to an MJCF that has the names of one of those
     records (recorded absolute)."""
     action_scale: float = 0.25
