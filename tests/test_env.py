@@ -128,6 +128,18 @@ def test_nonfinite_world_is_reset_alone_and_counted() -> None:
     assert means["Episode_Termination/nonfinite"] == 1.0
 
 
+def test_a_world_given_a_nonfinite_action_is_reset_and_counted_as_diverged() -> None:
+    """MuJoCo zeroes a NaN control and warns; the world went on with its servos at 0 (a task's action filter NaN for
+    the rest of the episode), counted as nothing."""
+    env = make_env(num_envs=3)
+    actions = torch.zeros(3, 1)
+    actions[1] = float("nan")
+    obs, rewards, dones, extras = env.step(actions)
+    assert dones.tolist() == [False, True, False] and rewards[1] == 0.0
+    assert extras["episodes"][1]["Episode_Termination/nonfinite"].tolist() == [1.0]
+    assert torch.isfinite(obs["policy"]).all() and torch.isfinite(env.actions).all()
+
+
 def test_a_first_episode_begun_part_way_counts_the_steps_it_ran() -> None:
     """A run starts its counters at random (or a checkpoint's): the episode then runs from a fresh start for the
     rest of the length. Its length and per-step metrics are of the steps it ran, as its return is (they read the

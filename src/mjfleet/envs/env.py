@@ -130,7 +130,8 @@ class MjEnv(VecEnv):
         self.episode_steps += 1
         self.common_step_counter += 1
 
-        nonfinite = self.diverged = self.sim.nonfinite_worlds()
+        # A NaN action is one too: MuJoCo zeroes the control and goes on (a task's action filter stays NaN).
+        nonfinite = self.diverged = self.sim.nonfinite_worlds() | ~torch.isfinite(self.actions).all(dim=-1)
         self.task.after_step(self)
         terms = self.task.terminations(self)
         if tuple(terms) != self._task_terminations:  # a few hundred nanoseconds, no device sync
