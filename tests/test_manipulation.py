@@ -12,7 +12,7 @@ import dataclasses
 import json
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import imageio.v2 as imageio
@@ -644,3 +644,20 @@ def test_a_run_records_its_arm_record_with_its_files() -> None:
     ((label, text),) = records.items()
     assert label == f"arm record {YAM.name!r}" and '"ee_site"' in text and "source" not in json.loads(text)
     assert json.loads(text)["home"] == [list(pair) for pair in YAM.home]
+
+
+@needs_yam
+@pytest.mark.parametrize("make", [_reach, _lift])
+@pytest.mark.parametrize("action_filter", [1.0, 0.2])
+def test_the_sidecar_says_how_to_build_the_observation(make: Callable[..., MjEnv], action_filter: float) -> None:
+    """A control loop could not build the observation: no term layout, and no word of the gripper point the
+    positions are measured from (a site mjfleet adds, 4.4 cm from the file's own grasp site)."""
+    env = make(num_envs=2, action_filter=action_filter)
+    meta = env.task.export_metadata()
+    terms = meta["observation_terms"]["policy"]
+    assert sum(t["size"] for t in terms) == env.get_observations()["policy"].shape[1]
+    assert ("servo_targets" in [t["name"] for t in terms]) == (action_filter < 1)
+    m, point = env.sim.mj_model, meta["gripper_point"]
+    site = m.site(point["site"])
+    assert point["body"] == m.body(int(site.bodyid[0])).name == "link_6"
+    assert point["offset"] == pytest.approx([0.0, -0.037, 0.12])

@@ -281,6 +281,14 @@ class LiftCubeTask(ArmTask[LiftConfig]):
         properties = torch.stack((self.cube_half_size, self.cube_mass, self.cube_friction), dim=-1)
         return {"policy": policy, "critic": torch.cat((policy, cube_vel, properties), dim=-1)}
 
+    def policy_terms(self) -> list[tuple[str, int, str]]:
+        return [
+            *super().policy_terms(),
+            ("cube_minus_gripper", 3, "the cube's centre minus gripper_point, world frame (m)"),
+            ("goal_minus_cube", 3, "the goal minus the cube's centre, world frame (m)"),
+            ("cube_axes", 6, "the cube's x then y axis as unit vectors in the world frame"),
+        ]
+
     def termination_names(self) -> tuple[str, ...]:
         return ("cube_dropped", "hand_on_table")
 

@@ -47,6 +47,9 @@ class ReachTask(ArmTask[ReachConfig]):
         obs = torch.cat([*self.arm_observations(env), to_target], dim=-1)
         return {"policy": obs, "critic": obs}
 
+    def policy_terms(self) -> list[tuple[str, int, str]]:
+        return [*super().policy_terms(), ("target_minus_gripper", 3, "the target minus gripper_point, world frame (m)")]
+
     def termination_names(self) -> tuple[str, ...]:
         return ("hand_on_table",)
 

@@ -86,6 +86,13 @@ class ArmTask(Task[CfgT]):
         self.targets = self.default_joint_pos.expand(env.num_envs, -1).clone()
         """Each environment's servo targets, in actuator order (``--env.action-filter``)."""
         self.ee_site = torch.as_tensor([int(m.site(self.arm.ee_site).id)], device=dev)
+        site = m.site(self.arm.ee_site)
+        self._gripper_point = {
+            "body": m.body(int(site.bodyid[0])).name,
+            "offset": [float(v) for v in site.pos],
+            "site": self.arm.ee_site,
+        }
+        """Where the gripper point the observations measure from is (its body, and the offset in its frame)."""
         adr = int(m.sensor(HAND_TABLE_SENSOR).adr[0])
         self._hand_force = slice(adr + 1, adr + 4)
         # Joints the actuators do not drive (a finger that follows another) start at home too.
@@ -133,10 +140,17 @@ class ArmTask(Task[CfgT]):
         self.targets[env_ids] = self.default_joint_pos
 
     def export_metadata(self) -> dict[str, Any]:
-        """How the control loop turns actions into servo targets: the sidecar's per-actuator ``action_scale`` (the
-        gripper's is half its control range) and, below 1, the filter every arm target passes through."""
+        """How the control loop turns actions into servo targets (the sidecar's per-actuator ``action_scale``, the
+        gripper's half its control range; below 1, the filter every arm target passes through) and builds the
+        observation: its terms in order, and the gripper point the task's positions are measured from."""
+        shared = {
+            "observation_terms": {
+                "policy": [{"name": name, "size": size, "what": what} for name, size, what in self.policy_terms()]
+            },
+            "gripper_point": self._gripper_point,
+        }
         if not self._filtered:
-            return {"joint_targets": "default_joint_pos + action_scale * clip(action)"}
+            return {"joint_targets": "default_joint_pos + action_scale * clip(action)", **shared}
         return {
             "joint_targets": (
                 "targets += action_filter * (default_joint_pos + action_scale * clip(action) - targets) at every"
@@ -144,7 +158,21 @@ class ArmTask(Task[CfgT]):
                 " servos are aimed when the loop starts (default_joint_pos at the home pose)"
             ),
             "action_filter": [float(a) for a in self._alpha.tolist()],
+            **shared,
         }
+
+    def policy_terms(self) -> list[tuple[str, int, str]]:
+        """The policy observation's terms in :meth:`observations`' order: name, columns and what they hold (the
+        sidecar's ``observation_terms``); these are the arm's, a task adds its own after them."""
+        n = int(self.default_joint_pos.numel())
+        terms = [
+            ("joint_pos", n, "the angles of joint_names minus default_joint_pos (rad)"),
+            ("joint_vel", n, "the velocities of joint_names (rad/s)"),
+            ("actions", n, "the last step's actions, clipped to clip_actions"),
+        ]
+        if self._filtered:
+            terms.append(("servo_targets", n, "the filtered servo targets minus default_joint_pos"))
+        return terms
 
     def apply_actions(self, env: MjEnv, actions: torch.Tensor) -> None:
         # Position servos; MuJoCo clamps each target to its actuator's control range.
