@@ -661,3 +661,29 @@ def test_the_sidecar_says_how_to_build_the_observation(make: Callable[..., MjEnv
     site = m.site(point["site"])
     assert point["body"] == m.body(int(site.bodyid[0])).name == "link_6"
     assert point["offset"] == pytest.approx([0.0, -0.037, 0.12])
+
+
+@needs_yam
+def test_a_video_shows_the_target_the_policy_reaches_for() -> None:
+    """Neither the reach target nor the lift goal was drawn: a video could not show whether a policy reached it."""
+    from functools import partial
+
+    from mjfleet.render.video import WorldVideo
+
+    env = _reach(num_envs=1)
+    task = env.task
+    assert isinstance(task, ReachTask)
+    [marker] = task.video_markers(env, 0)
+    assert marker.pos == pytest.approx(task.target[0].tolist()) and marker.radius == task.cfg.success_distance
+    frames = []
+    for markers in (None, partial(task.video_markers, env)):
+        recorder = WorldVideo(env.sim, 0, None, 120, 160, markers=markers)
+        try:
+            recorder.capture()
+        finally:
+            recorder.close()
+        frames.append(recorder.frames[0].astype(int))
+    plain, marked = frames
+    changed = np.abs(marked - plain).sum(axis=-1) > 30
+    assert changed.any()
+    assert (marked[changed][:, 1] > marked[changed][:, 0]).mean() > 0.5  # green where it differs

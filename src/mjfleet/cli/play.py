@@ -337,7 +337,14 @@ def _recorder(env: MjEnv, camera: str | None, cfg: PlayConfig, path: Path) -> Wo
         raise UsageError(f"cannot write the video to {path}: {e}") from None
     try:
         return WorldVideo(
-            env.sim, 0, camera, cfg.video_height, cfg.video_width, ghost=partial(env.task.ghost_qpos, env), sink=sink
+            env.sim,
+            0,
+            camera,
+            cfg.video_height,
+            cfg.video_width,
+            ghost=partial(env.task.ghost_qpos, env),
+            sink=sink,
+            markers=partial(env.task.video_markers, env),
         )
     except Exception as e:  # no OpenGL platform here: MuJoCo raises ImportError, FatalError or RuntimeError
         sink.abort()

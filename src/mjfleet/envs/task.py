@@ -26,6 +26,18 @@ ENV_TERMINATIONS = ("time_out", TERMINATION_NONFINITE)
 
 
 @dataclasses.dataclass(frozen=True)
+class VideoMarker:
+    """A translucent sphere that videos draw in a world (a target, a goal): not part of the simulation."""
+
+    pos: tuple[float, float, float]
+    """Its centre in the world frame (metres)."""
+    radius: float
+    """Its radius (metres): e.g. the distance within which the task counts success."""
+    rgba: tuple[float, float, float, float]
+    """Its colour and opacity."""
+
+
+@dataclasses.dataclass(frozen=True)
 class ExportedTables:
     """Tables an exported policy carries as constants and reads at an index the control loop counts (a motion's
     frame): the ONNX graph takes the index as a second input and outputs each table's row at it, so that the loop
@@ -187,6 +199,11 @@ class Task(ABC, Generic[CfgT]):
         """A pose of the model (``qpos``) that videos draw as a translucent ghost over world ``world``, e.g. the
         reference a tracking task follows; none by default."""
         return None
+
+    def video_markers(self, env: MjEnv, world: int) -> list[VideoMarker]:
+        """What videos draw in world ``world`` besides the model, e.g. the target a policy reaches for; none by
+        default."""
+        return []
 
     def export_metadata(self) -> dict[str, Any]:
         """What a control loop needs beyond the observation layout to run an exported policy of this task (JSON

@@ -10,6 +10,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # must precede the first GL context; EGL needs no display
 
@@ -18,6 +19,9 @@ import mujoco
 import numpy as np
 
 from mjfleet.sim.simulation import Simulation
+
+if TYPE_CHECKING:
+    from mjfleet.envs.task import VideoMarker
 
 logger = logging.getLogger(__name__)
 
@@ -96,12 +100,15 @@ class WorldVideo:
         width: int = 640,
         ghost: Callable[[int], np.ndarray | None] | None = None,
         sink: VideoFile | None = None,
+        markers: Callable[[int], list[VideoMarker]] | None = None,
     ) -> None:
         """``ghost``: given the world, a pose (``qpos``) drawn translucent over the robot in each frame, or none;
-        ``sink``: the file each frame goes to (none kept in :attr:`frames`)."""
+        ``sink``: the file each frame goes to (none kept in :attr:`frames`); ``markers``: given the world, the
+        spheres drawn in each frame (a target, a goal)."""
         self.sim = sim
         self.sink = sink
         self._ghost = ghost
+        self._markers = markers
         self.world = world
         # A copy that takes the world's own randomized values (a cube's size, ...) before each frame.
         model = self._model = copy.copy(sim.mj_model)
@@ -129,6 +136,7 @@ class WorldVideo:
         mujoco.mj_forward(self._model, self._data)
         self._renderer.update_scene(self._data, camera=self._camera)
         self._add_ghost()
+        self._add_markers()
         frame = self._renderer.render()
         if self.sink is not None:
             self.sink.append(frame)
@@ -149,6 +157,22 @@ class WorldVideo:
         mujoco.mjv_addGeoms(model, ghost, option, mujoco.MjvPerturb(), mujoco.mjtCatBit.mjCAT_DYNAMIC, scene)
         for i in range(first, scene.ngeom):
             scene.geoms[i].rgba[:] = GHOST_RGBA
+
+    def _add_markers(self) -> None:
+        """Draw the task's markers into the scene as spheres (as many as the scene has room for)."""
+        scene = self._renderer.scene
+        for marker in self._markers(self.world) if self._markers is not None else []:
+            if scene.ngeom >= scene.maxgeom:
+                return
+            mujoco.mjv_initGeom(
+                scene.geoms[scene.ngeom],
+                int(mujoco.mjtGeom.mjGEOM_SPHERE),
+                np.array([marker.radius, 0.0, 0.0]),
+                np.asarray(marker.pos, dtype=np.float64),
+                np.eye(3).flatten(),
+                np.asarray(marker.rgba, dtype=np.float32),
+            )
+            scene.ngeom += 1
 
     def write(self, path: Path, fps: float) -> Path:
         """Encode the captured frames as an mp4 at ``path`` (a :class:`VideoFile`); :class:`OSError` when the file

@@ -77,7 +77,10 @@ class TrainingVideo:
 
                 env = runner.env
                 ghost = partial(env.task.ghost_qpos, env)
-                self._recorder = WorldVideo(env.sim, 0, self.camera, self.height, self.width, ghost=ghost)
+                markers = partial(env.task.video_markers, env)
+                self._recorder = WorldVideo(
+                    env.sim, 0, self.camera, self.height, self.width, ghost=ghost, markers=markers
+                )
             except Exception as e:  # no OpenGL here (e.g. MUJOCO_GL unusable): train on without videos
                 logger.warning("training videos disabled: cannot render (%s: %s)", type(e).__name__, e)
                 self.interval = 0

@@ -12,6 +12,7 @@ import mujoco
 import torch
 
 from mjfleet.envs.env import MjEnv
+from mjfleet.envs.task import VideoMarker
 from mjfleet.errors import UsageError
 from mjfleet.tasks.manipulation.config import LiftConfig
 from mjfleet.tasks.manipulation.model import CUBE, GRASP_SENSOR_PREFIX, build_model, zone_geoms
@@ -288,6 +289,11 @@ class LiftCubeTask(ArmTask[LiftConfig]):
             ("goal_minus_cube", 3, "the goal minus the cube's centre, world frame (m)"),
             ("cube_axes", 6, "the cube's x then y axis as unit vectors in the world frame"),
         ]
+
+    def video_markers(self, env: MjEnv, world: int) -> list[VideoMarker]:
+        """The goal, as the sphere the cube's centre must be held in to count as a success (green)."""
+        pos = tuple(float(v) for v in self.goal[world].tolist())
+        return [VideoMarker((pos[0], pos[1], pos[2]), self.cfg.success_distance, (0.2, 0.9, 0.3, 0.4))]
 
     def termination_names(self) -> tuple[str, ...]:
         return ("cube_dropped", "hand_on_table")

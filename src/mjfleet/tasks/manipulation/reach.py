@@ -8,6 +8,7 @@ import mujoco
 import torch
 
 from mjfleet.envs.env import MjEnv
+from mjfleet.envs.task import VideoMarker
 from mjfleet.tasks.manipulation.config import ReachConfig
 from mjfleet.tasks.manipulation.model import build_model
 from mjfleet.tasks.manipulation.task import ArmTask, uniform_in
@@ -49,6 +50,11 @@ class ReachTask(ArmTask[ReachConfig]):
 
     def policy_terms(self) -> list[tuple[str, int, str]]:
         return [*super().policy_terms(), ("target_minus_gripper", 3, "the target minus gripper_point, world frame (m)")]
+
+    def video_markers(self, env: MjEnv, world: int) -> list[VideoMarker]:
+        """The target, as the sphere within which an episode's end counts as a success (green)."""
+        pos = tuple(float(v) for v in self.target[world].tolist())
+        return [VideoMarker((pos[0], pos[1], pos[2]), self.cfg.success_distance, (0.2, 0.9, 0.3, 0.4))]
 
     def termination_names(self) -> tuple[str, ...]:
         return ("hand_on_table",)
