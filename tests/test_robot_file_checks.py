@@ -335,3 +335,13 @@ def test_a_keyframe_ctrl_without_the_actuators_it_was_written_for_says_the_count
     message = _prepare_error(str(_write(tmp_path, no_actuators)))
     assert "invalid ctrl size" in message
     assert "(a keyframe's ctrl has one value per actuator; the file has 0 actuators)" in message
+
+
+def test_a_file_that_does_not_compile_says_so_and_where_its_meshes_are_looked_for(tmp_path: Path) -> None:
+    """It read "lacks what robot record 'go1' needs: MuJoCo cannot compile it (Error opening file 'shell.stl')": the
+    file lacks nothing the record names, and the folder the relative path was taken against went unsaid."""
+    text = GO1_XML.replace("<worldbody>", '<asset><mesh name="shell_x" file="shell_x.stl"/></asset>\n<worldbody>', 1)
+    path = _write(tmp_path, text)
+    message = _prepare_error(str(path))
+    assert "MuJoCo cannot compile it" in message and "lacks what robot record" not in message
+    assert f"looked for under {path.parent}" in message

@@ -257,7 +257,7 @@ def test_training_an_id_a_broken_package_declares_too_warns(
     code, out, err = run_main(train.main, ["go1-velocity-flat", "--gpu-ids", "None", "--dry-run"])
     assert code == 0 and "go1-velocity-flat" in out, err
     said = " ".join(err.split())
-    assert "WARNING task 'go1-velocity-flat' is package 'mjfleet''s; package 'mjfleet-fake-limp': task id" in said
+    assert "WARNING task 'go1-velocity-flat' comes from package 'mjfleet'; package 'mjfleet-fake-limp': task id" in said
     assert "is taken by package 'mjfleet'; its tasks are not loaded (rename its task to train it)" in said
     assert said.count("WARNING") == 1
 

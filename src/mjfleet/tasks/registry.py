@@ -321,7 +321,7 @@ def _warn_if_shadowed(task_id: str) -> None:
     if owners and task_id not in _WARNED:
         _WARNED.add(task_id)
         logger.warning(
-            "task %r is package %r's; %s",
+            "task %r comes from package %r; %s",
             task_id,
             package_of(task_id),
             "; ".join(f"{broken_line(p)} (rename its task to train it)" for p in owners),

@@ -57,6 +57,9 @@ def say_control_rate(robot: RobotSpec, file_dt: float, control_dt: float) -> Non
 MAX_LISTED = 4
 """Problems named in the message; the rest are counted."""
 
+CANNOT_COMPILE = "MuJoCo cannot compile it"
+"""How a robot file that does not compile is said (MuJoCo's own message follows in parentheses)."""
+
 _DRIVEN = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
 """Joint types an actuator can drive (MuJoCo's enums compared as ints: numpy arrays hold their values)."""
 
@@ -74,6 +77,8 @@ def check_robot_file(robot: RobotSpec, path: Path, label: str) -> None:
 def check_robot_spec(robot: RobotSpec, spec: mujoco.MjSpec, label: str) -> None:
     """:func:`check_robot_file` for a parsed file (``spec`` is compiled once, not changed)."""
     problems = robot_problems(robot, spec)
+    if problems and problems[0].startswith(CANNOT_COMPILE):  # the file itself is broken, not short of names
+        raise UsageError(f"{label}: {problems[0]}")
     if problems:
         more = f"; and {len(problems) - MAX_LISTED} more" if len(problems) > MAX_LISTED else ""
         raise UsageError(
@@ -89,7 +94,9 @@ def robot_problems(robot: RobotSpec, spec: mujoco.MjSpec) -> list[str]:
         said = mujoco_message(e)
         if "invalid ctrl size" in said:  # MuJoCo's words say nothing of where the count comes from
             said += f" (a keyframe's ctrl has one value per actuator; the file has {len(spec.actuators)} actuators)"
-        return [f"MuJoCo cannot compile it ({said})"]
+        elif "opening file" in said and spec.modelfiledir:  # nor of where a relative mesh path was looked for
+            said += f" (looked for under {Path(spec.modelfiledir) / spec.meshdir})"
+        return [f"{CANNOT_COMPILE} ({said})"]
     bodies = _names(m, mujoco.mjtObj.mjOBJ_BODY, m.nbody)
     joints = [
         name or f"#{j} (unnamed, in body {bodies[int(m.jnt_bodyid[j])]!r}: name it)"
