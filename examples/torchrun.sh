@@ -23,7 +23,8 @@
 #   RDZV_HOST      two or more nodes: the node whose torchrun hosts the rendezvous (any one of them)
 #   RDZV_PORT      two or more nodes: a port free on RDZV_HOST that the other nodes reach (default 29400)
 #   RUN_ID         two or more nodes: the job's name, the same on every node; a later job with the same RUN_ID
-#                  continues its run from the newest checkpoint
+#                  continues its run from the newest checkpoint (inside a SLURM allocation the SLURM job id names
+#                  the run instead: add `--run-id NAME` to the train options to name it across jobs there)
 #   TORCHRUN_OPTS  more torchrun options, e.g. "--max-restarts 3" (restart every rank after a failure; they continue
 #                  from the newest checkpoint) or "--log-dir logs/torchrun --tee 3" (each rank's output in a file)
 
@@ -60,7 +61,8 @@ RDZV_PORT="${RDZV_PORT:-29400}"
 # c10d rendezvous: the torchrun on RDZV_HOST hosts it, the others connect; training starts once NNODES nodes have
 # joined (torchrun waits up to 600 s for them). --rdzv-id is the job part of the run's identity: a restart, or a later
 # job with the same RUN_ID and the same training settings, continues the same run directory from its newest
-# checkpoint; other settings (another --seed) under the same RUN_ID are another run.
+# checkpoint; other settings (another --seed) under the same RUN_ID are another run. Inside a SLURM allocation the
+# SLURM job id takes the rendezvous id's place (a later allocation is a new run unless train is given --run-id).
 # shellcheck disable=SC2086  # TORCHRUN_OPTS is a list of options
 exec torchrun --nnodes="${NNODES}" --nproc_per_node="${NPROC}" \
     --rdzv-backend=c10d --rdzv-endpoint="${RDZV_HOST}:${RDZV_PORT}" --rdzv-id="${RUN_ID}" ${TORCHRUN_OPTS} \

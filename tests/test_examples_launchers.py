@@ -44,10 +44,10 @@ SHELL_OPERATORS = ("||", "&&", ";", "|", "&")
 
 
 def _words(line: str) -> list[str]:
-    """One shell command line as words, with the known variables filled in (``"$@"`` passes nothing)."""
+    """One shell command line as words, with the known variables filled in (``"$@"``, ``"${@:2}"`` pass nothing)."""
     words = []
     for word in shlex.split(line, comments=True):
-        if word == "$@":
+        if word in ("$@", "${@:2}"):  # the arguments the script was given
             continue
 
         def value(m: re.Match[str]) -> str:
