@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -187,13 +188,11 @@ def _body_offset(
     """Mean distance (metres) of the file's body positions from the robot's, at ``frames``, the root at
     ``root_quat``."""
     assert motion.body_pos is not None
-    data = mujoco.MjData(model)
-    distances = []
-    for frame in frames:
-        data.qpos[0:3], data.qpos[3:7] = motion.root_pos[frame], root_quat[frame]
-        data.qpos[model.jnt_qposadr[hinges]] = motion.joint_pos[frame]
-        mujoco.mj_kinematics(model, data)
-        distances.append(np.linalg.norm(data.xpos[1:] - motion.body_pos[frame], axis=-1).mean())
+    body_pos = motion.body_pos
+    distances = [
+        np.linalg.norm(data.xpos[1:] - body_pos[frame], axis=-1).mean()
+        for frame, data in _posed(model, motion, root_quat, hinges, frames)
+    ]
     return float(np.mean(distances))
 
 
@@ -202,14 +201,21 @@ def _floor_gap(
 ) -> float:
     """Mean height (metres, either side of the floor) of the robot's lowest body origin at ``frames``, the root at
     ``root_quat``."""
+    gaps = [abs(float(data.xpos[1:, 2].min())) for _, data in _posed(model, motion, root_quat, hinges, frames)]
+    return float(np.mean(gaps))
+
+
+def _posed(
+    model: mujoco.MjModel, motion: Motion, root_quat: np.ndarray, hinges: list[int], frames: np.ndarray
+) -> Iterator[tuple[int, mujoco.MjData]]:
+    """Each of ``frames`` with the robot posed as the motion has it there (the root at ``root_quat``), its bodies'
+    poses computed (one ``MjData``, posed again for each)."""
     data = mujoco.MjData(model)
-    gaps = []
     for frame in frames:
         data.qpos[0:3], data.qpos[3:7] = motion.root_pos[frame], root_quat[frame]
         data.qpos[model.jnt_qposadr[hinges]] = motion.joint_pos[frame]
         mujoco.mj_kinematics(model, data)
-        gaps.append(abs(float(data.xpos[1:, 2].min())))
-    return float(np.mean(gaps))
+        yield int(frame), data
 
 
 def _upright(quat: np.ndarray) -> np.ndarray:
