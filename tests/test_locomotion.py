@@ -769,6 +769,9 @@ def test_centre_of_mass_offsets_and_encoder_biases_are_drawn_per_world() -> None
     first = 3 + 3 + 3  # angular velocity, gravity, command
     angles = seen[:, first : first + env.num_actions]
     torch.testing.assert_close(angles, task.joint_pos(env) - task.default_joint_pos + bias)
+    # The critic's privileged view has the joints as they are (it had the policy's biased readings).
+    critic = env.get_observations()["critic"][:, first : first + env.num_actions]
+    torch.testing.assert_close(critic, task.joint_pos(env) - task.default_joint_pos)
     # Off (the default): the file's centre of mass, no bias, and the targets are the defaults.
     plain = make_loco_env("go1-velocity-flat", num_envs=2)
     assert not _task(plain).randomizer.biased

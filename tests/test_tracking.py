@@ -132,6 +132,8 @@ def test_the_pelvis_centre_of_mass_and_the_encoders_are_drawn_per_world() -> Non
     nu = env.num_actions
     angles = obs["policy"][:, 2 * nu + 15 : 3 * nu + 15]  # after the reference's angles and speeds and the anchor
     torch.testing.assert_close(angles, sim.qpos[:, task._qpos_idx] - task.default_joint_pos + bias)
+    critic = obs["critic"][:, 2 * nu + 15 : 3 * nu + 15]  # the privileged view: the joints as they are
+    torch.testing.assert_close(critic, sim.qpos[:, task._qpos_idx] - task.default_joint_pos)
 
 
 @needs_g1

@@ -315,7 +315,7 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
 
     def observations(self, env: MjEnv) -> dict[str, torch.Tensor]:
         lin_vel = self.lin_vel
-        joint_pos = self.randomizer.encoder_readings(self.joint_pos(env) - self.default_joint_pos)
+        joint_pos = self.joint_pos(env) - self.default_joint_pos
         if self.pushes.enabled:  # pushes changed the velocity after after_step read it
             lin_vel = rotate_inverse(env.sim.qpos[:, 3:7], env.sim.qvel[:, 0:3])
         policy_parts = (
@@ -338,6 +338,10 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
         # The critic sees the clean policy terms first, then privileged state; the policy is a view of its start.
         critic = concat_columns((*policy_parts, *privileged), env.num_envs, env.device)
         policy = critic[:, : self._noise_amplitude.shape[0]]
+        if self.randomizer.biased:  # the policy reads the encoders (their bias); the critic, the joints
+            start = sum(int(part.shape[-1]) for part in policy_parts[:3])
+            policy = policy.clone()
+            policy[:, start : start + joint_pos.shape[-1]] = self.randomizer.encoder_readings(joint_pos)
         if self.cfg.noise.scale > 0.0:
             unit = torch.rand(policy.shape, device=env.device, generator=env.generator) * 2 - 1
             policy = policy + unit * self._noise_amplitude

@@ -365,7 +365,7 @@ class TrackingTask(Task[TrackingConfig]):
         ref_anchor_pos = self._ref("body_pos")[:, self._anchor]
         ref_anchor_quat = self._ref("body_quat")[:, self._anchor]
         root_quat = sim.qpos[:, 3:7]
-        joint_pos = self.randomizer.encoder_readings(sim.qpos[:, self._qpos_idx] - self.default_joint_pos)
+        joint_pos = sim.qpos[:, self._qpos_idx] - self.default_joint_pos
         policy = torch.cat(
             (
                 self._ref("joint_pos")[:, self._actuated],
@@ -386,6 +386,10 @@ class TrackingTask(Task[TrackingConfig]):
         body_pos = rotate_inverse(robot_anchor_quat[:, None].expand(-1, k, -1), pos - robot_anchor_pos[:, None])
         body_ori = two_columns(quat_mul(inverse, quat))
         critic = torch.cat((policy, body_pos.flatten(1), body_ori.flatten(1)), dim=-1)
+        if self.randomizer.biased:  # the policy reads the encoders (their bias); the critic, the joints
+            start = 2 * joint_pos.shape[-1] + 3 + 6 + 3 + 3
+            policy = policy.clone()
+            policy[:, start : start + joint_pos.shape[-1]] = self.randomizer.encoder_readings(joint_pos)
         if self._noise_amplitude is not None:
             unit = torch.rand(policy.shape, device=env.device, generator=env.generator) * 2 - 1
             policy = policy + unit * self._noise_amplitude
