@@ -221,7 +221,7 @@ def test_example_sbatch_runs_one_launcher_with_a_valid_command(in_job: Path, tmp
     assert "#SBATCH --ntasks-per-node=1" in text and "srun" not in text.split("set -euo pipefail")[1]
     joined = text.replace("\\\n", " ")
     (command,) = [line for line in joined.splitlines() if line.startswith("exec uv run")]
-    words = shlex.split(command.replace('"${TASK}"', "cartpole-balance"))
+    words = shlex.split(command.replace('"${TASK}"', "cartpole-balance").replace('"${@:2}"', ""))  # no more arguments
     argv = words[words.index("train") + 1 :]
     assert argv[:5] == ["cartpole-balance", "--gpu-ids", "all", "--hostnames", "slurm"]
     cfg = parse_args([*argv, "--log-root", str(tmp_path / "logs")])
