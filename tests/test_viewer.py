@@ -136,6 +136,39 @@ def test_the_web_viewer_refuses_an_address_it_cannot_listen_on() -> None:
     assert code == 2 and "Traceback" not in err
 
 
+def test_a_port_taken_at_the_top_of_the_range_is_one_line() -> None:
+    """viser's search for the next free port ran past 65535: a traceback in its thread, and play waited forever."""
+    from mjfleet.viewer.web import start_server
+
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            taken.bind(("127.0.0.1", 65535))
+        except OSError:
+            pytest.skip("port 65535 is in use here")
+        taken.listen()
+        with pytest.raises(UsageError, match=r"--viewer-port 65535: it and every port above it are taken"):
+            start_server("127.0.0.1", 65535)
+
+
+def test_a_sigterm_stops_the_web_viewer_as_ctrl_c_does(caplog: pytest.LogCaptureFixture) -> None:
+    """A supervisor's SIGTERM killed play without the summary that Ctrl-C prints."""
+    import signal
+
+    from mjfleet.viewer.web import run_web_viewer
+
+    env = make_env(num_envs=1)
+    timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        with caplog.at_level(logging.INFO, logger="mjfleet"):
+            steps = run_web_viewer(env, zero_policy(env), "127.0.0.1", 0)
+    finally:
+        timer.cancel()
+    assert steps > 0 and "viewer stopped" in caplog.text
+    assert signal.getsignal(signal.SIGTERM) is not None  # handed back
+
+
 def test_play_native_without_display_is_a_one_line_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)

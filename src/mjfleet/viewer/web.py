@@ -13,10 +13,11 @@ import contextlib
 import io
 import ipaddress
 import logging
+import signal
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import mujoco
@@ -24,6 +25,7 @@ import numpy as np
 import viser
 
 from mjfleet.envs.env import MjEnv
+from mjfleet.errors import UsageError
 from mjfleet.rl.evaluation.episodes import Policy
 from mjfleet.viewer.geometry import GeomMesh, geom_meshes
 from mjfleet.viewer.session import ViewerSession
@@ -233,8 +235,24 @@ def where_to_look(host: str, port: int) -> tuple[int, str]:
 
 def start_server(host: str, port: int) -> viser.ViserServer:
     """A viser server listening on ``host:port`` (the next free port when ``port`` is taken; 0: any free one)."""
+    free = port if port == 0 else _free_port(host, port)
     with contextlib.redirect_stdout(io.StringIO()):  # viser's banner; the URL is logged instead
-        return viser.ViserServer(host=host, port=port, verbose=False)
+        return viser.ViserServer(host=host, port=free, verbose=False)
+
+
+def _free_port(host: str, port: int) -> int:
+    """``port``, or the first free one above it on ``host``; :class:`UsageError` where none is (viser's own search ran
+    past 65535, died in its server thread with a traceback, and left ``play`` waiting forever)."""
+    family = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][0]
+    for candidate in range(port, 65536):
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as a server binds: TIME_WAIT is free
+            try:
+                probe.bind((host, candidate))
+            except OSError:
+                continue
+            return candidate
+    raise UsageError(f"--viewer-port {port}: it and every port above it are taken on {host} (0: any free port)")
 
 
 def stop_server(server: viser.ViserServer) -> None:
@@ -298,11 +316,31 @@ class WebViewer:
 
 
 def run_web_viewer(env: MjEnv, policy: Policy, host: str, port: int) -> int:
-    """Serve the viewer, log where to look (:func:`where_to_look`), run until Ctrl-C; returns the steps taken."""
+    """Serve the viewer, log where to look (:func:`where_to_look`), run until Ctrl-C or SIGTERM; returns the steps
+    taken."""
     viewer = WebViewer(env, policy, host, port)
     level, line = where_to_look(viewer.host, viewer.port)
     logger.log(level, "%s", line)
     try:
-        return viewer.run()
+        with _terminate_as_interrupt():
+            return viewer.run()
     finally:
         viewer.close()
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """A SIGTERM (a supervisor, ``timeout``, a scheduler) stops the viewer as Ctrl-C does, its summary printed (it
+    killed the process without one)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
