@@ -19,7 +19,6 @@ from mjfleet.envs.env import MjEnv
 from mjfleet.envs.task import ExportedTables, Task
 from mjfleet.tasks.joint_limits import joint_ranges, soft_ranges
 from mjfleet.tasks.locomotion.actions import action_scales
-from mjfleet.tasks.locomotion.columns import column_amplitudes
 from mjfleet.tasks.locomotion.model import SELF_CONTACT_SENSOR, build_model
 from mjfleet.tasks.locomotion.randomization import BATCHED_FIELDS, DomainRandomizer, Pushes, movable_centre_of_mass
 from mjfleet.tasks.locomotion.rotations import (
@@ -39,6 +38,7 @@ from mjfleet.tasks.tracking.config import TrackingConfig
 from mjfleet.tasks.tracking.motion import check_on_robot, kinematics, read_motion, resample
 from mjfleet.tasks.tracking.reference import Reference
 from mjfleet.tasks.tracking.sampling import StartSampler
+from mjfleet.tasks.tracking.terms import Term, first_column, noise_amplitude, policy_terms
 
 MOTION_END = "motion_end"
 """The time-out of an episode that reached the motion's last frame."""
@@ -122,48 +122,12 @@ class TrackingTask(Task[TrackingConfig]):
             Pushes(cfg.randomization, n, self.dt, dev, env.generator) if cfg.randomization.push_velocity else None
         )
         self.randomizer.apply(torch.arange(n, device=dev))
-        self._noise_amplitude = self._make_noise_amplitude(dev)
+        self._noise_amplitude = noise_amplitude(cfg, self.policy_terms(), dev)
+        self._joint_pos_column = first_column(self.policy_terms(), "joint_pos")
 
-    def _make_noise_amplitude(self, dev: torch.device) -> torch.Tensor | None:
-        """Per column of the policy observation, its noise's amplitude (:meth:`observations`' order); None when off."""
-        noise = self.cfg.noise
-        if noise.scale == 0.0:
-            return None
-        amplitudes = {  # the reference terms and the last actions stay exact
-            "reference_anchor_pos_b": noise.anchor_pos,
-            "reference_anchor_ori_b": noise.anchor_ori,
-            "base_lin_vel": noise.lin_vel,
-            "base_ang_vel": noise.ang_vel,
-            "joint_pos": noise.joint_pos,
-            "joint_vel": noise.joint_vel,
-        }
-        parts = tuple((size, amplitudes.get(name, 0.0)) for name, size, _ in self.policy_terms())
-        return column_amplitudes(parts, noise.scale, dev)
-
-    def policy_terms(self) -> list[tuple[str, int, str]]:
-        """The policy observation's terms in :meth:`observations`' order: name, columns and what they hold (the
-        sidecar's ``observation_terms``, for a control loop that builds the observation)."""
-        nu = len(self._actuated)
-        return [
-            ("reference_joint_pos", nu, "the motion's angles of joint_names at the frame (rad)"),
-            ("reference_joint_vel", nu, "the motion's velocities of joint_names at the frame (rad/s)"),
-            (
-                "reference_anchor_pos_b",
-                3,
-                "reference_anchor_pos minus the anchor body's position, in the anchor body's frame (m)",
-            ),
-            (
-                "reference_anchor_ori_b",
-                6,
-                "the rotation from the anchor body's orientation to reference_anchor_quat: its matrix's first two"
-                " columns, column by column (R00, R10, R20, R01, R11, R21)",
-            ),
-            ("base_lin_vel", 3, "the root body's linear velocity at its origin, in its own frame (m/s)"),
-            ("base_ang_vel", 3, "the root body's angular velocity, in its own frame (rad/s)"),
-            ("joint_pos", nu, "the angles of joint_names minus default_joint_pos (rad)"),
-            ("joint_vel", nu, "the velocities of joint_names (rad/s)"),
-            ("actions", nu, "the last step's actions, clipped to clip_actions"),
-        ]
+    def policy_terms(self) -> list[Term]:
+        """The policy observation's terms in :meth:`observations`' order (the sidecar's ``observation_terms``)."""
+        return policy_terms(len(self._actuated))
 
     # --- actions -----------------------------------------------------------------------------------------------
     def joint_targets_at_zero(self) -> torch.Tensor:
@@ -387,7 +351,7 @@ class TrackingTask(Task[TrackingConfig]):
         body_ori = two_columns(quat_mul(inverse, quat))
         critic = torch.cat((policy, body_pos.flatten(1), body_ori.flatten(1)), dim=-1)
         if self.randomizer.biased:  # the policy reads the encoders (their bias); the critic, the joints
-            start = 2 * joint_pos.shape[-1] + 3 + 6 + 3 + 3
+            start = self._joint_pos_column
             policy = policy.clone()
             policy[:, start : start + joint_pos.shape[-1]] = self.randomizer.encoder_readings(joint_pos)
         if self._noise_amplitude is not None:
