@@ -260,7 +260,7 @@ class _Undeclared(CartpoleTask):
 def test_termination_names_are_declared_not_probed() -> None:
     env = MjEnv(_Undeclared(dataclasses.replace(balance_config(), num_envs=2)))
     assert env.termination_names == ("pole_fallen", "cart_out_of_range", "time_out", "nonfinite")
-    with pytest.raises(RuntimeError, match="termination_names"):
+    with pytest.raises(UsageError, match="termination_names"):
         env.step(torch.zeros(2, 1))
 
 
@@ -307,7 +307,7 @@ class _UndeclaredTimeOut(CartpoleTask):
 
 def test_time_out_names_are_declared_not_probed() -> None:
     env = MjEnv(_UndeclaredTimeOut(dataclasses.replace(balance_config(), num_envs=2)))
-    with pytest.raises(RuntimeError, match="time_out_names"):
+    with pytest.raises(UsageError, match="time_out_names"):
         env.step(torch.zeros(2, 1))
 
 
@@ -346,7 +346,9 @@ def test_statistics_pop_in_another_simulations_order() -> None:
             r"group 'policy' must be a \(num_envs, size\) = \(4, size\)",
         ),
         (lambda env, obs: {"policy": obs["policy"][:2]}, r"got \(2, 5\)"),
-        (lambda env, obs: {"policy": obs["policy"].long()}, "must be a float tensor, got torch.int64"),
+        (lambda env, obs: {"policy": obs["policy"].long()}, "must be a float32 tensor .*, got torch.int64"),
+        (lambda env, obs: {"policy": obs["policy"].double()}, "must be a float32 tensor .*, got torch.float64"),
+        (lambda env, obs: obs["policy"], r"must return a dict of .*; got a float32 tensor of shape \(4, 5\)"),
         (lambda env, obs: {"actor": obs["policy"]}, r"returned the groups \['actor'\]; a 'policy' group is required"),
     ],
 )
@@ -367,3 +369,98 @@ def test_a_task_without_a_critic_group_gives_the_critic_the_policys_observations
     env = MjEnv(ActorOnly(dataclasses.replace(balance_config(), num_envs=4)))
     obs = env.step(torch.zeros(4, env.num_actions))[0]
     assert torch.equal(obs["critic"], obs["policy"])
+
+
+def _cartpole_with(name: str, method: object, num_envs: int = 4) -> MjEnv:
+    """A cart-pole whose ``name`` method is ``method`` (a task author's mistake)."""
+    wrong = type("Wrong", (CartpoleTask,), {name: method})
+    return MjEnv(wrong(dataclasses.replace(balance_config(), num_envs=num_envs)))
+
+
+@pytest.mark.parametrize(
+    ("name", "method", "message"),
+    [
+        (
+            "terminations",
+            lambda self, env: {"pole_fallen": torch.zeros(env.num_envs), "cart_out_of_range": torch.zeros(4) > 0},
+            r"Wrong\.terminations\(\)\['pole_fallen'\] must be a bool tensor of shape \(4,\), one flag per "
+            r"environment; got a float32 tensor of shape \(4,\)",
+        ),
+        (
+            "terminations",
+            lambda self, env: {
+                "pole_fallen": torch.zeros(4, dtype=torch.bool),
+                "cart_out_of_range": torch.zeros(4, 1, dtype=torch.bool),
+            },
+            r"got a bool tensor of shape \(4, 1\)",
+        ),
+        (
+            "reward_upright",
+            lambda self, env: torch.ones(env.num_envs, 1),
+            r"Wrong\.reward_upright\(\) must return a tensor of shape \(4,\), one value per environment; got a "
+            r"float32 tensor of shape \(4, 1\)",
+        ),
+    ],
+)
+def test_a_step_method_returning_the_wrong_shape_or_type_is_one_line_naming_it(
+    name: str, method: object, message: str
+) -> None:
+    env = _cartpole_with(name, method)
+    with pytest.raises(UsageError, match=message):
+        env.step(torch.zeros(4, env.num_actions))
+
+
+def test_a_time_out_flag_that_is_not_bool_is_one_line() -> None:
+    class Wrong(CartpoleTask):
+        def time_out_names(self) -> tuple[str, ...]:
+            return ("held",)
+
+        def time_outs(self, env: MjEnv) -> dict[str, torch.Tensor]:
+            return {"held": torch.zeros(env.num_envs, dtype=torch.long)}
+
+    env = MjEnv(Wrong(dataclasses.replace(balance_config(), num_envs=4)))
+    with pytest.raises(UsageError, match=r"Wrong\.time_outs\(\)\['held'\] must be a bool tensor .*got a int64"):
+        env.step(torch.zeros(4, env.num_actions))
+
+
+def _end_episodes(env: MjEnv, rows: list[int]) -> None:
+    """Step ``env`` once with the episodes of ``rows`` at their length limit."""
+    env.episode_length_buf[rows] = env.max_episode_length - 1
+    env.step(torch.zeros(env.num_envs, env.num_actions))
+
+
+def test_a_success_over_every_environment_is_one_line_once_fewer_episodes_end() -> None:
+    """The slip of leaving out ``[env_ids]``: while every episode ends at once its shape is right; the first step
+    in which some do not, one line (it summed every environment's flags into the ended episodes' success)."""
+    env = _cartpole_with("success", lambda self, env, env_ids, time_outs: time_outs.new_ones(env.num_envs))
+    _end_episodes(env, [0, 1, 2, 3])
+    with pytest.raises(
+        UsageError,
+        match=r"Wrong\.success\(\) must return one value per episode ending in env_ids, "
+        r"shape \(1,\); got a bool tensor of shape \(4,\)",
+    ):
+        _end_episodes(env, [2])
+
+
+@pytest.mark.parametrize(
+    ("metrics", "message"),
+    [
+        (
+            lambda self, env, env_ids: {"pole_up_fraction": torch.zeros(env.num_envs)},
+            r"Wrong\.episode_metrics\(\)\['pole_up_fraction'\] must be one value per episode ending in env_ids, "
+            r"shape \(1,\); got a float32 tensor of shape \(4,\)",
+        ),
+        (
+            lambda self, env, env_ids: {"up": torch.zeros(len(env_ids))},
+            r"Wrong\.episode_metrics\(\) returned \['up'\], but metric_names\(\) declares \['pole_up_fraction'\]",
+        ),
+        (
+            lambda self, env, env_ids: {},
+            r"returned \[\], but metric_names\(\) declares \['pole_up_fraction'\]",
+        ),
+    ],
+)
+def test_episode_metrics_of_the_wrong_shape_or_names_are_one_line(metrics: object, message: str) -> None:
+    env = _cartpole_with("episode_metrics", metrics)
+    with pytest.raises(UsageError, match=message):
+        _end_episodes(env, [1])

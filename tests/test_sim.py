@@ -192,6 +192,15 @@ def test_mujoco_per_world_model_fields_change_only_their_worlds() -> None:
         sim.model_field("geom_friction")
 
 
+def test_warp_refuses_a_model_field_it_shares_between_worlds_as_mujoco_c_does() -> None:
+    """Warp keeps an unbatched field once for every world (leading dimension 1): a row written would be out of range,
+    or every world's at once."""
+    sim = _sim(backend="warp", batched_model_fields=("actuator_gainprm",))
+    assert sim.model_field("actuator_gainprm").shape[0] == 8
+    with pytest.raises(KeyError, match="not batched; name it in the task's batched_model_fields"):
+        sim.model_field("geom_friction")
+
+
 def _warp_init_stderr(code: str) -> str:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     return result.stderr

@@ -19,6 +19,7 @@ from mjfleet.envs.task import (
     Task,
     episode_stat_keys,
 )
+from mjfleet.envs.task_checks import check_episode_values, check_flags, check_observations, check_reward
 from mjfleet.errors import UsageError
 from mjfleet.profiling import part
 from mjfleet.sim.factory import create_simulation
@@ -111,6 +112,8 @@ class MjEnv(VecEnv):
         """Called in order in every :meth:`step` once the physics advanced and the task judged it, before ended
         episodes reset: what draws a frame sees the state each episode ended in (its fall, its last pose)."""
         self._observations_checked = False
+        self._steps_checked = False  # what the task's step methods return: checked in the first step
+        self._metric_names = tuple(task.metric_names())
         self.reset_all()
 
     # --- VecEnv ------------------------------------------------------------------------------------------------
@@ -135,20 +138,24 @@ class MjEnv(VecEnv):
         self.task.after_step(self)
         terms = self.task.terminations(self)
         if tuple(terms) != self._task_terminations:  # a few hundred nanoseconds, no device sync
-            raise RuntimeError(
+            raise UsageError(
                 f"{type(self.task).__name__}.terminations() returned {tuple(terms)}, "
                 f"but termination_names() declares {self._task_terminations}"
             )
+        if not self._steps_checked:
+            check_flags(self.task, "terminations", terms, self.num_envs)
         terminated = nonfinite.clone()
         for flag in terms.values():
             terminated |= flag
         self.terminated = terminated
         ends = self.task.time_outs(self)
         if tuple(ends) != self._task_time_outs:
-            raise RuntimeError(
+            raise UsageError(
                 f"{type(self.task).__name__}.time_outs() returned {tuple(ends)}, "
                 f"but time_out_names() declares {self._task_time_outs}"
             )
+        if not self._steps_checked:
+            check_flags(self.task, "time_outs", ends, self.num_envs)
         ends = {name: flag & ~terminated for name, flag in ends.items()}  # a termination takes precedence
         limit = (self.episode_length_buf >= self.max_episode_length) & ~terminated
         task_time_out = torch.zeros_like(limit)
@@ -157,6 +164,7 @@ class MjEnv(VecEnv):
         time_outs = limit | task_time_out
 
         reward = self._reward(nonfinite)
+        self._steps_checked = True
         for observer in self.observers:
             observer()
         dones = terminated | time_outs
@@ -251,10 +259,14 @@ class MjEnv(VecEnv):
         ``ended``: each termination and time-out condition by name (the episode-length limit as ``time_out``);
         ``time_outs``: all time-outs together, which is what success is judged on."""
         done_time_outs = time_outs[env_ids]
+        success = self.task.success(self, env_ids, done_time_outs)
+        task_metrics = self.task.episode_metrics(self, env_ids)
+        # Every call: a success over every environment passes while all end at once (shapes only, no sync).
+        check_episode_values(self.task, success, task_metrics, self._metric_names, len(env_ids))
         values: dict[str, torch.Tensor] = {
             "Episode/return": self._episode_return[env_ids],
             "Episode/length": self.episode_steps[env_ids].float(),  # a first episode begun part-way: its own steps
-            "Episode/success": self.task.success(self, env_ids, done_time_outs).float(),
+            "Episode/success": success.float(),
         }
         for name, buf in self._episode_sums.items():
             values[f"Episode_Reward/{name}"] = buf[env_ids]
@@ -262,7 +274,7 @@ class MjEnv(VecEnv):
             values[f"Episode_Termination/{name}"] = flag[env_ids].float()
         values[f"Episode_Termination/{TERMINATION_NONFINITE}"] = nonfinite[env_ids].float()
         # A diverged world's task metrics are read off garbage (NaN on a GPU): its episode counts, they do not.
-        metrics = {f"Metrics/{name}": m.float() for name, m in self.task.episode_metrics(self, env_ids).items()}
+        metrics = {f"Metrics/{name}": m.float() for name, m in task_metrics.items()}
         finite = ~nonfinite[env_ids]
         evaluating = env_ids >= self.first_eval_env
         # Success is judged on whole episodes: one begun part-way (a random start of the counters, a restored
@@ -289,7 +301,10 @@ class MjEnv(VecEnv):
     def _reward(self, nonfinite: torch.Tensor) -> torch.Tensor:
         total = torch.zeros(self.num_envs, device=self.device)
         for name, weight in self.reward_weights.items():
-            value = self._reward_fns[name](self) * (weight * self.step_dt)
+            value = self._reward_fns[name](self)
+            if not self._steps_checked:
+                check_reward(self.task, name, value, self.num_envs)
+            value = value * (weight * self.step_dt)
             # A diverged world's terms are garbage; it earns nothing for its last step.
             value = torch.where(nonfinite, 0.0, value)
             self._episode_sums[name] += value
@@ -297,22 +312,6 @@ class MjEnv(VecEnv):
             total += value
         self._episode_return += total
         return total
-
-    def _check_observations(self, groups: dict[str, torch.Tensor]) -> None:
-        """Each group a ``(num_envs, size)`` float tensor (checked once, when built: the learners' own errors
-        about a wrong one name neither the task nor the group). A task's mistake, one line (:class:`UsageError`)."""
-        name = f"{type(self.task).__name__}.observations()"
-        if "policy" not in groups:
-            raise UsageError(f"{name} returned the groups {sorted(groups)}; a 'policy' group is required")
-        for group, value in groups.items():
-            shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-            if not (isinstance(value, torch.Tensor) and value.dim() == 2 and value.shape[0] == self.num_envs):
-                raise UsageError(
-                    f"{name} group {group!r} must be a (num_envs, size) = ({self.num_envs}, size) tensor, got {shape}"
-                    f" ({self.num_envs}: the environments of the simulation being built)"
-                )
-            if not value.is_floating_point():
-                raise UsageError(f"{name} group {group!r} must be a float tensor, got {value.dtype}")
 
     def refresh_observations(self) -> TensorDict:
         """The observation groups of the current state, computed again (after something between steps changed what
@@ -322,8 +321,8 @@ class MjEnv(VecEnv):
 
     def _observations(self) -> TensorDict:
         groups = self.task.observations(self)
-        if not self._observations_checked:
-            self._check_observations(groups)
+        if not self._observations_checked:  # once, when built
+            check_observations(self.task, groups, self.num_envs)
             self._observations_checked = True
         if "critic" not in groups:  # the critic reads what the actor reads
             groups = {**groups, "critic": groups["policy"]}

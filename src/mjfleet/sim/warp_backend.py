@@ -112,7 +112,11 @@ class WarpSimulation(Simulation):
         return tensor
 
     def model_field(self, name: str) -> torch.Tensor:
-        """Zero-copy torch view of a ``mujoco_warp.Model`` field (leading dim 1, or ``num_worlds`` if batched)."""
+        """Zero-copy torch view of a batched ``mujoco_warp.Model`` field, ``(num_worlds, ...)``: as MuJoCo C's, an
+        unbatched one is refused (Warp shares it between worlds: a row written would be every world's, or out of
+        range)."""
+        if name not in self.batched_fields:
+            raise KeyError(f"model field {name!r} is not batched; name it in the task's batched_model_fields")
         return wp.to_torch(getattr(self.model, name))
 
     @property
