@@ -100,6 +100,13 @@ def test_onnx_matches_torch_on_recorded_observations(task_id: str, tmp_path: Pat
     assert len(meta["joint_names"]) == env.num_actions
     if task_id.startswith(("go1", "humanoid")):
         assert len(meta["default_joint_pos"]) == env.num_actions
+    if not task_id.startswith("cartpole"):
+        # A robot's control loop rebuilds the observation from its terms and drives its position servos.
+        terms = meta["observation_terms"]["policy"]
+        assert sum(term["size"] for term in terms) == meta["inputs"][0]["shape"][1]
+        assert "joint_targets" in meta
+        gains = meta["servo_gains"]
+        assert len(gains["kp"]) == len(gains["kd"]) == env.num_actions and min(gains["kp"]) > 0
     if "default_joint_pos" in meta and "motion" not in meta:
         # A control loop that follows the sidecar sets the servo targets the simulation sets (from a reset).
         with torch.inference_mode():
@@ -193,3 +200,26 @@ def test_play_of_a_run_whose_newest_checkpoint_is_cut_short_plays_the_one_before
     assert "skipping checkpoint: checkpoint" in err and "model_2.pt is corrupt or truncated" in " ".join(err.split())
     code, _, err = run_main(play.main, [*argv[:2], str(newest), *argv[3:]])  # the file itself: it must load
     assert code == 2 and "model_2.pt is corrupt or truncated" in err
+
+
+def test_an_onnx_file_played_with_another_action_scale_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without its run's settings beside it, an ONNX file plays on the task's defaults: a policy exported at another
+    action scale (a CPU default, a flag) would drive the joints several times too far or too little, without a
+    word."""
+    from mjfleet.rl.evaluation.episodes import load_policy
+
+    spec = get_task("go1-velocity-flat")
+    trained = dataclasses.replace(spec.env_cfg(), num_envs=2, action_scale=0.1)
+    env = MjEnv(spec.load_task_class()(trained), seed=1)
+    policy = Runner(env, spec.agent_cfg(), DistributedContext(device="cpu"), run_dir=None).learner.policy()
+    path = export_policy(policy, tmp_path / "model_0.onnx", policy_metadata(env, policy, 0))
+    played = MjEnv(spec.load_task_class()(dataclasses.replace(spec.env_cfg(), num_envs=2)), seed=1)
+    with caplog.at_level("WARNING"):
+        load_policy(path, played, spec.agent_cfg(), "cpu")
+    assert "exported with action_scale 0.1, played with 0.25" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        load_policy(path, env, spec.agent_cfg(), "cpu")  # its own settings: nothing to say
+    assert "exported with" not in caplog.text

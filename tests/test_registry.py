@@ -123,6 +123,15 @@ def test_a_task_modules_missing_dependency_is_its_own_error_even_with_a_prefix_o
             "mjfleet.tasks.cartpole.cartpole:CartpolTask",
             "module 'mjfleet.tasks.cartpole.cartpole' has no 'CartpolTask'",
         ),
+        (
+            "mjfleet.tasks.cartpole.config:CartpoleConfig",
+            "its task class 'mjfleet.tasks.cartpole.config:CartpoleConfig' is the class CartpoleConfig, not a "
+            "subclass of mjfleet.envs.task.Task",
+        ),
+        (
+            "mjfleet.tasks.cartpole.cartpole:UP_COS",
+            "its task class 'mjfleet.tasks.cartpole.cartpole:UP_COS' is a float, not a subclass",
+        ),
     ],
 )
 def test_a_packages_misspelt_task_class_is_one_line_before_anything_is_created(

@@ -480,6 +480,11 @@ def test_the_exported_graph_reads_the_motion_at_the_frame_the_control_loop_count
     torch_policy = runner.get_inference_policy("cpu")
     onnx_policy = OnnxPolicy(path, index=lambda: task.export_index(env))
     a = task._anchor
+    # docs/onnx.md's recipe: every frame's tables read once, in one call with zeros for obs.
+    frames = np.arange(meta["index_input"]["rows"], dtype=np.int64)
+    zeros = np.zeros((len(frames), meta["inputs"][0]["shape"][1]), dtype=np.float32)
+    table_names = [output["name"] for output in meta["table_outputs"]]
+    tables = dict(zip(table_names, session.run(table_names, {"obs": zeros, "frame": frames}), strict=True))
     with torch.inference_mode():
         for _ in range(5):
             obs = env.get_observations()
@@ -494,6 +499,8 @@ def test_the_exported_graph_reads_the_motion_at_the_frame_the_control_loop_count
             joints = len(task._actuated)
             assert torch.equal(got["reference_joint_pos"], obs["policy"][:, :joints])
             assert torch.equal(got["reference_joint_vel"], obs["policy"][:, joints : 2 * joints])
+            read_once = np.concatenate([tables[f"reference_joint_{q}"][frame.numpy()] for q in ("pos", "vel")], -1)
+            assert np.array_equal(read_once, obs["policy"][:, : 2 * joints].numpy())
             assert torch.equal(got["reference_anchor_pos"], task.reference.body_pos[frame, a])
             assert torch.equal(got["reference_anchor_quat"], task.reference.body_quat[frame, a])
             env.step(actions)

@@ -143,7 +143,20 @@ class TaskSpec:
             raise UsageError(f"task {self.id!r}: its task class {self.task_class!r} cannot be imported ({e})") from None
         if not hasattr(loaded, name):
             raise UsageError(f"task {self.id!r}: module {module!r} has no {name!r} (its task class)")
-        return getattr(loaded, name)
+        found = getattr(loaded, name)
+        from mjfleet.envs.task import Task  # torch: the module just imported has loaded it already
+
+        if not (isinstance(found, type) and issubclass(found, Task)):
+            raise UsageError(
+                f"task {self.id!r}: its task class {self.task_class!r} is {_what(found)}, not a subclass of "
+                "mjfleet.envs.task.Task"
+            )
+        return found
+
+
+def _what(value: object) -> str:
+    """``value`` as an error names it: a class by name, anything else by its type."""
+    return f"the class {value.__name__}" if isinstance(value, type) else f"a {type(value).__name__}"
 
 
 def _one_paragraph(doc: str) -> str:

@@ -48,15 +48,32 @@ def metadata_path(onnx_path: Path) -> Path:
 
 
 def policy_metadata(env: MjEnv, policy: ExportablePolicy, iteration: int) -> dict[str, Any]:
-    """Inputs and outputs of the exported actor as the environment defines them (nothing here is configured twice).
+    """Inputs and outputs of the exported actor as the environment defines them (nothing here is configured twice),
+    and :func:`environment_metadata`.
 
-    Observation groups are those the actor reads, concatenated in this order; joints are the actuated joints in
-    actuator (= action) order.
+    Observation groups are those the actor reads, concatenated in this order.
     """
-    import mujoco
-
     obs = env.get_observations()
     groups = [{"name": g, "size": int(obs[g].shape[-1])} for g in policy.obs_groups]
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "opset": OPSET,
+        "iteration": iteration,
+        "task_class": f"{type(env.task).__module__}:{type(env.task).__name__}",
+        "inputs": [{"name": INPUT_NAME, "shape": ["batch", int(policy.obs_dim)], "observation_groups": groups}],
+        "outputs": [{"name": OUTPUT_NAME, "shape": ["batch", int(env.num_actions)]}],
+        "observation_normalization": bool(policy.obs_normalization),
+        **environment_metadata(env),
+    }
+
+
+def environment_metadata(env: MjEnv) -> dict[str, Any]:
+    """What a control loop needs of the environment a policy was exported from: how actions become controls, the
+    timing, the actuators and joints (in actuator = action order), and what the task adds
+    (:meth:`~mjfleet.envs.task.Task.export_metadata`); ``play`` of an ONNX file compares it with its own."""
+    import mujoco
+
     model = env.sim.mj_model
     actuators, joints = [], []
     for i in range(model.nu):
@@ -66,18 +83,10 @@ def policy_metadata(env: MjEnv, policy: ExportablePolicy, iteration: int) -> dic
     scale: Any = getattr(env.cfg, "action_scale", None)
     per_actuator = getattr(env.task, "action_scale", None)
     if isinstance(per_actuator, torch.Tensor) and per_actuator.numel() == env.num_actions:
-        values = [float(v) for v in per_actuator.tolist()]
+        values = _float32_values(per_actuator)
         scale = values[0] if len(set(values)) == 1 else values
     default = getattr(env.task, "default_joint_pos", None)
     meta: dict[str, Any] = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "opset": OPSET,
-        "iteration": iteration,
-        "task_class": f"{type(env.task).__module__}:{type(env.task).__name__}",
-        "inputs": [{"name": INPUT_NAME, "shape": ["batch", int(policy.obs_dim)], "observation_groups": groups}],
-        "outputs": [{"name": OUTPUT_NAME, "shape": ["batch", int(env.num_actions)]}],
-        "observation_normalization": bool(policy.obs_normalization),
         "clip_actions": float(env.cfg.clip_actions),
         "action_scale": None if scale is None else scale if isinstance(scale, list) else float(scale),
         "control_dt": float(env.step_dt),
@@ -93,9 +102,34 @@ def policy_metadata(env: MjEnv, policy: ExportablePolicy, iteration: int) -> dic
         ],
     }
     if isinstance(default, torch.Tensor) and default.shape == (env.num_actions,):
-        meta["default_joint_pos"] = [float(v) for v in default.tolist()]
+        meta["default_joint_pos"] = _float32_values(default)
+    if model.nu and all(_position_servo(model, i) for i in range(model.nu)):
+        # force = kp * (target - q) - kd * qdot: the nominal gains, before any randomization.
+        meta["servo_gains"] = {
+            "kp": [float(v) for v in model.actuator_gainprm[:, 0]],
+            "kd": [float(-v) for v in model.actuator_biasprm[:, 2]],
+        }
     meta.update(env.task.export_metadata())
     return meta
+
+
+def _float32_values(tensor: torch.Tensor) -> list[float]:
+    """A float32 tensor's values as the shortest decimals that are them (0.1, not 0.10000000149011612)."""
+    return [float(str(v)) for v in tensor.detach().cpu().to(torch.float32).numpy().reshape(-1)]
+
+
+def _position_servo(model: Any, actuator: int) -> bool:
+    """Whether ``actuator`` is a position servo (MJCF's ``position``: a fixed gain kp, a bias of -kp q - kd qdot)."""
+    import mujoco
+
+    gain, bias = model.actuator_gainprm[actuator], model.actuator_biasprm[actuator]
+    return (
+        int(model.actuator_gaintype[actuator]) == mujoco.mjtGain.mjGAIN_FIXED
+        and int(model.actuator_biastype[actuator]) == mujoco.mjtBias.mjBIAS_AFFINE
+        and float(bias[0]) == 0.0
+        and float(bias[1]) == -float(gain[0])
+        and float(gain[0]) > 0.0
+    )
 
 
 def _ctrl_limited(model: Any, actuator: int) -> bool:

@@ -41,9 +41,10 @@ def zero_policy(env: MjEnv) -> Policy:
 
 
 def task_differences(exported: dict[str, object], task: dict[str, object]) -> list[str]:
-    """Where the task an ONNX policy was exported from differs from the one it plays in (what the task writes into
-    the sidecar: a tracking task's motion, a filter's coefficients): an ONNX file played without its run's settings
-    beside it runs on the task's defaults, another motion, without a word."""
+    """Where the environment an ONNX policy was exported from differs from the one it plays in (what the sidecar
+    says of it: the action scale, the timing, a tracking task's motion, a filter's coefficients): an ONNX file played
+    without its run's settings beside it runs on the task's defaults, another action scale or motion, without a
+    word."""
     task = json.loads(json.dumps(task))  # as the sidecar has it: lists, not tuples
     return [
         f"exported with {key} {json.dumps(exported[key])}, played with {json.dumps(value)}"
@@ -55,11 +56,11 @@ def task_differences(exported: dict[str, object], task: dict[str, object]) -> li
 def load_policy(checkpoint: Path, env: MjEnv, agent_cfg: AgentConfig, device: str) -> Policy:
     """The deterministic policy of ``checkpoint`` for ``env``: onnxruntime for ``.onnx``, else the torch actor."""
     if is_onnx(checkpoint):
-        from mjfleet.rl.checkpoint.onnx import OnnxPolicy
+        from mjfleet.rl.checkpoint.onnx import OnnxPolicy, environment_metadata
 
         onnx_policy = OnnxPolicy(checkpoint, index=lambda: env.task.export_index(env))
         onnx_policy.check_compatible(env.get_observations(), env.num_actions)
-        for line in task_differences(onnx_policy.metadata, env.task.export_metadata()):
+        for line in task_differences(onnx_policy.metadata, environment_metadata(env)):
             logger.warning("%s: %s", checkpoint, line)
         return onnx_policy
 

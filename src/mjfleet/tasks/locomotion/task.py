@@ -347,6 +347,30 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
             policy = policy + unit * self._noise_amplitude
         return {"policy": policy, "critic": critic}
 
+    def policy_terms(self) -> list[tuple[str, int, str]]:
+        """The policy observation's terms in :meth:`observations`' order: name, columns and what they hold (the
+        sidecar's ``observation_terms``)."""
+        nu = self.num_actions
+        return [
+            ("base_ang_vel", 3, "the base's angular velocity in its own frame (rad/s)"),
+            ("projected_gravity", 3, "the unit gravity vector in the base's frame: (0, 0, -1) upright"),
+            ("command", 3, "the commanded forward and sideways velocity (m/s, base frame) and yaw rate (rad/s)"),
+            ("joint_pos", nu, "the angles of joint_names minus default_joint_pos (rad)"),
+            ("joint_vel", nu, "the velocities of joint_names (rad/s)"),
+            ("actions", nu, "the last step's actions, clipped to clip_actions"),
+        ]
+
+    def export_metadata(self) -> dict[str, Any]:
+        """How actions become servo targets, the policy observation's terms in order, and the commands' ranges
+        trained on (a command outside them asks the policy for what it never learnt)."""
+        return {
+            "joint_targets": "default_joint_pos + action_scale * clip(action)",
+            "observation_terms": {
+                "policy": [{"name": name, "size": size, "what": what} for name, size, what in self.policy_terms()]
+            },
+            "command_ranges": {name: [float(lo), float(hi)] for name, (lo, hi) in self.command_ranges().items()},
+        }
+
     def _height_scan(self, env: MjEnv) -> torch.Tensor:
         """Base height above the ground at points around the base (heading frame), minus the standing height."""
         qpos = env.sim.qpos

@@ -369,10 +369,9 @@ class TrackingTask(Task[TrackingConfig]):
         return qpos
 
     def export_metadata(self) -> dict[str, Any]:
-        """What a control loop needs besides the graph: how actions become servo targets, the servos' gains, the
-        motion the policy follows (the graph carries it: :meth:`export_tables`), the anchor and tracked bodies, and
-        the policy observation's terms in order."""
-        m = self._model
+        """What a control loop needs besides the graph: how actions become servo targets, the motion the policy
+        follows (the graph carries it: :meth:`export_tables`), the anchor and tracked bodies, and the policy
+        observation's terms in order (the servos' gains: every position-servo task's sidecar has them)."""
         return {
             "joint_targets": (
                 "the motion's angles of joint_names at frame + 1 + action_scale * clip(action)"
@@ -388,11 +387,6 @@ class TrackingTask(Task[TrackingConfig]):
             "tracked_bodies": list(self.cfg.bodies),
             "observation_terms": {
                 "policy": [{"name": name, "size": size, "what": what} for name, size, what in self.policy_terms()]
-            },
-            # Position servos: force = kp * (target - q) - kd * qdot (the nominal gains, before any randomization).
-            "servo_gains": {
-                "kp": [float(v) for v in m.actuator_gainprm[:, 0]],
-                "kd": [float(-v) for v in m.actuator_biasprm[:, 2]],
             },
         }
 
