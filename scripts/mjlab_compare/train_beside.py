@@ -3,16 +3,18 @@
 - ``--task lift``: ``yam-lift-cube`` and ``Mjlab-Lift-Cube-Yam``, Menagerie's I2RT YAM (mjlab ships its own copy;
   mjfleet reads the mujoco-menagerie cache or ``MENAGERIE_ROOT``), 5 ms physics steps, 4 per policy step;
 - ``--task tracking``: ``unitree-g1-tracking`` and ``Mjlab-Tracking-Flat-Unitree-G1``, both following the motion
-  mjfleet ships (mjlab's side reads it as the npz its own ``csv_to_npz`` makes of the same CSV);
+  mjfleet ships (mjlab's side reads it as the npz its own ``csv_to_npz`` makes of the same CSV), mjlab at 5 ms
+  physics steps, mjfleet at its CPU training's 10 ms;
 - ``--task cartpole``: ``cartpole-balance`` and ``Mjlab-Cartpole-Balance``, mjfleet's at mjlab's 5 physics steps
   of 10 ms per policy step (its own default: 2) so that both simulate as much.
 
 The same number of environments and steps per iteration on both sides (24; the cart-poles' 32). Each side trains
 ``--iterations`` iterations of PPO with its own defaults otherwise (mjfleet's ``--gpu-ids None`` CPU defaults;
 mjlab's CPU path, MuJoCo Warp on the CPU) and no evaluation environments (mjfleet's ``--agent.eval-envs 0``: mjlab
-has none), plus a row of mjfleet with mjlab's network sizes where they differ. The first iteration (compilation,
-caches) is left out of the rates. Run through ``scripts/compare_mjlab.sh --lift``, ``--tracking`` or ``--cartpole``,
-which make mjlab's environment, or directly::
+has none), plus a row of mjfleet with mjlab's network sizes where they differ, and one on the file's timestep where
+mjfleet trains on a longer one on the CPU (the tracking task: 10 ms, 2 per policy step, against mjlab's 5 ms). The
+first iteration (compilation, caches) is left out of the rates. Run through ``scripts/compare_mjlab.sh --lift``,
+``--tracking`` or ``--cartpole``, which make mjlab's environment, or directly::
 
     uv run python scripts/mjlab_compare/train_beside.py --task lift --mjlab-python .mjlab-venv/bin/python --out DIR
 """
@@ -110,6 +112,13 @@ def _default_networks(task: str) -> str:
     return "-".join(map(str, get_task(task).agent_defaults(on_cpu=True).policy.actor_hidden_dims))
 
 
+def _training_timestep_scale(task: str) -> int:
+    """How many times the file's timestep ``task`` trains on, on the CPU."""
+    from mjfleet.tasks.registry import get_task
+
+    return get_task(task).env_defaults(on_cpu=True).sim.training_contacts.timestep_scale
+
+
 def mjlab_motion(mjlab_python: str, out: Path, env: dict[str, str]) -> Path:
     """mjfleet's shipped motion as mjlab's npz, made by mjlab's own ``csv_to_npz`` (which writes ``/tmp/motion.npz``
     and then tries to upload it to W&B: offline, that last step fails, harmlessly)."""
@@ -165,6 +174,9 @@ def main() -> None:
     variants = [("its defaults", [])]
     if _default_networks(mjfleet_task) != "-".join(theirs):
         variants.append(("mjlab's networks", same_networks))
+    if _training_timestep_scale(mjfleet_task) != 1:
+        # mjlab steps the file's timestep: the row that does too shows what the longer training step adds.
+        variants.append(("the file's timestep", ["--env.sim.training-contacts.timestep-scale", "1"]))
     for label, extra in variants:
         root = out / f"mjfleet-runs-{len(sides)}"
         train = [sys.executable, "-m", "mjfleet.cli.train", mjfleet_task, "--gpu-ids", "None", "--env.num-envs", n]
@@ -172,7 +184,7 @@ def main() -> None:
         train += MATCHED_PHYSICS.get(args.task, [])
         wall = run(train, out / f"mjfleet-train-{len(sides)}.log", env)
         progress = next(root.rglob("progress.jsonl"))
-        networks = "-".join(theirs) if extra else _default_networks(mjfleet_task)
+        networks = "-".join(theirs) if extra == same_networks else _default_networks(mjfleet_task)
         sides.append(summarise(f"mjfleet {mjfleet_task} ({label})", networks, mjfleet_iterations(progress), wall))
 
     (out / "train_beside.json").write_text(json.dumps([asdict(s) for s in sides], indent=2) + "\n")
