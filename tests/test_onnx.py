@@ -100,10 +100,10 @@ def test_onnx_matches_torch_on_recorded_observations(task_id: str, tmp_path: Pat
     assert len(meta["joint_names"]) == env.num_actions
     if task_id.startswith(("go1", "humanoid")):
         assert len(meta["default_joint_pos"]) == env.num_actions
+    # A control loop rebuilds the observation from its terms; a robot's drives its position servos.
+    terms = meta["observation_terms"]["policy"]
+    assert sum(term["size"] for term in terms) == meta["inputs"][0]["shape"][1]
     if not task_id.startswith("cartpole"):
-        # A robot's control loop rebuilds the observation from its terms and drives its position servos.
-        terms = meta["observation_terms"]["policy"]
-        assert sum(term["size"] for term in terms) == meta["inputs"][0]["shape"][1]
         assert "joint_targets" in meta
         gains = meta["servo_gains"]
         assert len(gains["kp"]) == len(gains["kd"]) == env.num_actions and min(gains["kp"]) > 0

@@ -74,7 +74,17 @@ class CartpoleTask(Task[CartpoleConfig]):
 
     def export_metadata(self) -> dict[str, Any]:
         # The clip that applies before the action scale: this task's, inside the environment's wider one.
-        return {"clip_actions": min(float(self.cfg.clip_actions), ACTION_CLIP)}
+        terms = [
+            ("cart_pos", 1, "the cart's position on its rail (m)"),
+            ("pole_cos", 1, "the cosine of the pole's angle (1: up)"),
+            ("pole_sin", 1, "the sine of the pole's angle"),
+            ("cart_vel", 1, "the cart's velocity (m/s)"),
+            ("pole_vel", 1, "the pole's angular velocity (rad/s)"),
+        ]
+        return {
+            "clip_actions": min(float(self.cfg.clip_actions), ACTION_CLIP),
+            "observation_terms": {"policy": [{"name": name, "size": size, "what": what} for name, size, what in terms]},
+        }
 
     def after_step(self, env: MjEnv) -> None:
         self._up_steps += (self.pole_cos(env) > UP_COS).float()

@@ -30,9 +30,9 @@ G1_END_EFFECTORS = ("left_ankle_roll_link", "right_ankle_roll_link", "left_wrist
 """The G1's feet and hands: an episode ends when one's height leaves the reference's by the margin."""
 G1_CPU_TRACKING_CONTACTS = dataclasses.replace(G1_CPU_TRAINING_CONTACTS, timestep_scale=2)
 """The G1's training contact model on the CPU with twice the file's timestep (10 ms, 2 physics steps per control
-step): a tracking iteration costs about a fifth less, its policy needs about a seventh more of them to the stop and
-tracks the motion on the file's 5 ms as closely or closer (docs/tracking.md's figures); the evaluation and `play`
-step the file's timestep."""
+step): a tracking iteration costs about a fifth less, and a run met the stop condition after as many iterations as on
+the file's 5 ms, with a policy that tracks the motion there within millimetres as closely (docs/tracking.md's
+figures); the evaluation and `play` step the file's timestep."""
 
 
 def unitree_g1_tracking_config() -> TrackingConfig:
