@@ -7,6 +7,7 @@ import dataclasses
 import importlib.util
 import json
 import logging
+import struct
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,30 @@ from mjfleet.runtime.context import DistributedContext
 from mjfleet.train.worker import train_worker
 
 from .helpers import make_run_dir, run_main, small_train_config
+
+
+def _history_keys(records: Path) -> set[str]:
+    """The metric names of the history records in an offline W&B run's ``.wandb`` file: a 7-byte header, then
+    LevelDB's log format (32 KiB blocks of chunks, each a 7-byte header: CRC, length, kind; kinds 1 whole, 2 first,
+    3 middle, 4 last), each record a ``wandb_internal_pb2.Record``. W&B no longer ships a reader of its own."""
+    from wandb.proto import wandb_internal_pb2
+
+    data = records.read_bytes()
+    assert data[:4] == b":W&B", data[:8]
+    block, pos, payload, keys = 32768, 7, b"", set()
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:  # a block's tail too short for a chunk header is padding
+            pos += block - pos % block
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        chunk, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
+        payload = chunk if kind in (1, 2) else payload + chunk
+        if kind in (1, 4) and payload:
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(payload)
+            if record.WhichOneof("record_type") == "history":
+                keys.update(item.key or "/".join(item.nested_key) for item in record.history.item)
+    return keys
 
 
 @pytest.mark.slow
@@ -37,6 +62,10 @@ def test_wandb_offline_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     for name in ("model_1.pt", "model_2.pt", "model_2.onnx", "model_2.onnx.json", "params/env.yaml"):
         assert (files / name).is_file(), name
     assert list((files / "media" / "videos").rglob("*.mp4")), "the training clip reaches W&B"
+    # The scalars reach W&B through its mirror of TensorBoard's writer, which a W&B release could change.
+    (records,) = offline_runs[0].glob("*.wandb")
+    logged = _history_keys(records)
+    assert {"Train/mean_reward", "Episode/success", "Loss/value", "Perf/env_steps_per_s"} <= logged, sorted(logged)
 
     # Round trip through the run's files, read from the offline run directory instead of the server.
     monkeypatch.setenv(LOCAL_DIR_ENV, str(tmp_path))
