@@ -36,3 +36,13 @@ def column_amplitudes(parts: tuple[tuple[int, float], ...], scale: float, device
     """One value per column of an observation laid out as ``parts`` (columns, amplitude), times ``scale``: the
     uniform noise each column gets."""
     return torch.cat([torch.full((k,), a, device=device) for k, a in parts]) * scale
+
+
+Term = tuple[str, int, str]
+"""An observation term: its name, its columns and what they hold (the ONNX sidecar's ``observation_terms``)."""
+
+
+def first_column(terms: list[Term], name: str) -> int:
+    """Where term ``name`` starts in an observation laid out as ``terms``."""
+    names = [term[0] for term in terms]
+    return sum(size for _, size, _ in terms[: names.index(name)])

@@ -14,7 +14,7 @@ from mjfleet.envs.task import Task
 from mjfleet.tasks.joint_limits import joint_ranges, soft_ranges
 from mjfleet.tasks.locomotion.actions import action_scales
 from mjfleet.tasks.locomotion.check import say_control_rate
-from mjfleet.tasks.locomotion.columns import Index, column_amplitudes, columns, concat_columns
+from mjfleet.tasks.locomotion.columns import Index, columns, concat_columns, first_column
 from mjfleet.tasks.locomotion.commands import CommandCurriculum, VelocityCommands
 from mjfleet.tasks.locomotion.config import LocomotionConfig
 from mjfleet.tasks.locomotion.contacts import ZoneContacts
@@ -25,6 +25,7 @@ from mjfleet.tasks.locomotion.rewards import MOVING_SPEED, LocomotionRewards
 from mjfleet.tasks.locomotion.robots import RobotSpec
 from mjfleet.tasks.locomotion.rotations import heading, projected_gravity, quat_mul, rotate_inverse, yaw_quat
 from mjfleet.tasks.locomotion.sources import resolve_robot
+from mjfleet.tasks.locomotion.terms import noise_amplitude, policy_terms
 from mjfleet.tasks.locomotion.terrain import HeightLookup, TerrainMap, generate
 
 SUCCESS_LIN_VEL_ERROR = 0.25
@@ -76,7 +77,8 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
         self.pushes = Pushes(cfg.randomization, n, self.dt, dev, g)
         self.randomizer.apply(torch.arange(n, device=dev))
         self._scan_points = self._make_scan_points(dev)
-        self._noise_amplitude = self._make_noise_amplitude(dev)
+        self._terms = policy_terms(self.num_actions)
+        self._noise_amplitude = noise_amplitude(self.cfg.noise, self._terms, dev)
         # Each gait clock runs only when its reward term is computed.
         self._air_time_clock = "feet_air_time" in env.reward_weights
         self._stance_swing_clocks = "biped_air_time" in env.reward_weights
@@ -145,19 +147,6 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
         # How far the robot got from its spawn point, the length of the path it covered (a robot that follows a
         # turning command walks an arc, ending nearer than the path is long) and of the path its commands asked for.
         self._walked, self._covered, self._commanded = zeros(n), zeros(n), zeros(n)
-
-    def _make_noise_amplitude(self, dev: torch.device) -> torch.Tensor:
-        """Per-entry uniform noise amplitude of the policy observation (commands and actions stay exact)."""
-        noise, nu = self.cfg.noise, self.num_actions
-        parts = (
-            (3, noise.ang_vel),
-            (3, noise.gravity),
-            (3, 0.0),
-            (nu, noise.joint_pos),
-            (nu, noise.joint_vel),
-            (nu, 0.0),
-        )
-        return column_amplitudes(parts, noise.scale, dev)
 
     def _make_scan_points(self, dev: torch.device) -> torch.Tensor:
         """Height-scan points in the heading frame, ``(points, 2)``, x-major."""
@@ -339,7 +328,7 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
         critic = concat_columns((*policy_parts, *privileged), env.num_envs, env.device)
         policy = critic[:, : self._noise_amplitude.shape[0]]
         if self.randomizer.biased:  # the policy reads the encoders (their bias); the critic, the joints
-            start = sum(int(part.shape[-1]) for part in policy_parts[:3])
+            start = first_column(self._terms, "joint_pos")
             policy = policy.clone()
             policy[:, start : start + joint_pos.shape[-1]] = self.randomizer.encoder_readings(joint_pos)
         if self.cfg.noise.scale > 0.0:
@@ -347,26 +336,13 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
             policy = policy + unit * self._noise_amplitude
         return {"policy": policy, "critic": critic}
 
-    def policy_terms(self) -> list[tuple[str, int, str]]:
-        """The policy observation's terms in :meth:`observations`' order: name, columns and what they hold (the
-        sidecar's ``observation_terms``)."""
-        nu = self.num_actions
-        return [
-            ("base_ang_vel", 3, "the base's angular velocity in its own frame (rad/s)"),
-            ("projected_gravity", 3, "the unit gravity vector in the base's frame: (0, 0, -1) upright"),
-            ("command", 3, "the commanded forward and sideways velocity (m/s, base frame) and yaw rate (rad/s)"),
-            ("joint_pos", nu, "the angles of joint_names minus default_joint_pos (rad)"),
-            ("joint_vel", nu, "the velocities of joint_names (rad/s)"),
-            ("actions", nu, "the last step's actions, clipped to clip_actions"),
-        ]
-
     def export_metadata(self) -> dict[str, Any]:
         """How actions become servo targets, the policy observation's terms in order, and the commands' ranges
         trained on (a command outside them asks the policy for what it never learnt)."""
         return {
             "joint_targets": "default_joint_pos + action_scale * clip(action)",
             "observation_terms": {
-                "policy": [{"name": name, "size": size, "what": what} for name, size, what in self.policy_terms()]
+                "policy": [{"name": name, "size": size, "what": what} for name, size, what in self._terms]
             },
             "command_ranges": {name: [float(lo), float(hi)] for name, (lo, hi) in self.command_ranges().items()},
         }

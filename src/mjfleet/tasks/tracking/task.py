@@ -19,6 +19,7 @@ from mjfleet.envs.env import MjEnv
 from mjfleet.envs.task import ExportedTables, Task
 from mjfleet.tasks.joint_limits import joint_ranges, soft_ranges
 from mjfleet.tasks.locomotion.actions import action_scales
+from mjfleet.tasks.locomotion.columns import Term, first_column
 from mjfleet.tasks.locomotion.model import SELF_CONTACT_SENSOR, build_model
 from mjfleet.tasks.locomotion.randomization import BATCHED_FIELDS, DomainRandomizer, Pushes, movable_centre_of_mass
 from mjfleet.tasks.locomotion.rotations import (
@@ -38,7 +39,7 @@ from mjfleet.tasks.tracking.config import TrackingConfig
 from mjfleet.tasks.tracking.motion import check_on_robot, kinematics, read_motion, resample
 from mjfleet.tasks.tracking.reference import Reference
 from mjfleet.tasks.tracking.sampling import StartSampler
-from mjfleet.tasks.tracking.terms import Term, first_column, noise_amplitude, policy_terms
+from mjfleet.tasks.tracking.terms import noise_amplitude, policy_terms
 
 MOTION_END = "motion_end"
 """The time-out of an episode that reached the motion's last frame."""

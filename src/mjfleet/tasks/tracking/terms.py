@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from mjfleet.tasks.locomotion.columns import column_amplitudes
+from mjfleet.tasks.locomotion.columns import Term, column_amplitudes
 from mjfleet.tasks.tracking.config import TrackingConfig
-
-Term = tuple[str, int, str]
-"""A term's name, its columns and what they hold."""
 
 
 def policy_terms(nu: int) -> list[Term]:
@@ -34,12 +31,6 @@ def policy_terms(nu: int) -> list[Term]:
         ("joint_vel", nu, "the velocities of joint_names (rad/s)"),
         ("actions", nu, "the last step's actions, clipped to clip_actions"),
     ]
-
-
-def first_column(terms: list[Term], name: str) -> int:
-    """Where term ``name`` starts in the observation."""
-    names = [term[0] for term in terms]
-    return sum(size for _, size, _ in terms[: names.index(name)])
 
 
 def noise_amplitude(cfg: TrackingConfig, terms: list[Term], device: torch.device) -> torch.Tensor | None:
