@@ -84,6 +84,8 @@ def _cpu_ppo(spec: TaskSpec) -> list[str]:
         changed.append(f"KL target {cpu.algorithm.desired_kl:g}")
     if cpu.algorithm.entropy_coef != gpu.algorithm.entropy_coef:
         changed.append(f"entropy {cpu.algorithm.entropy_coef:g}")
+    if cpu.eval_step_interval != gpu.eval_step_interval:
+        changed.append(f"evaluation stepped every {cpu.eval_step_interval} training steps until near the condition")
     return changed
 
 

@@ -143,20 +143,33 @@ def test_how_many_of_a_workers_environments_evaluate() -> None:
         AgentConfig(eval_episodes=0).evaluation_envs(64)
     with pytest.raises(UsageError, match=r"--agent\.eval-steps-per-step must be at least 1"):
         AgentConfig(eval_steps_per_step=0).evaluation_envs(64)
+    with pytest.raises(UsageError, match=r"--agent\.eval-step-interval must be at least 1"):
+        AgentConfig(eval_step_interval=0).evaluation_envs(64)
 
 
 def test_the_evaluation_steps_four_times_per_step_on_the_cpu_and_once_on_a_gpu() -> None:
     default = AgentConfig()
     assert (default.evaluation_steps(on_gpu=False), default.evaluation_steps(on_gpu=True)) == (4, 1)
     assert AgentConfig(eval_steps_per_step=2).evaluation_steps(on_gpu=True) == 2
-    # 1024 training environments and 32 evaluation environments stepped 4 times: 1152 env-steps per step (once per
-    # step until the run nears its stop condition: 1056); where --agent.eval-envs does not divide, the evaluation
-    # rounds down.
-    assert default.stepped_envs(1024, on_gpu=False, evaluation_steps=4) == 1024 + 32 * 4
-    assert default.stepped_envs(1024, on_gpu=False) == 1024 + 32
-    assert AgentConfig(eval_speedup="always").stepped_envs(1024, on_gpu=False) == 1024 + 32 * 4
-    assert AgentConfig(eval_envs=10).stepped_envs(1024, on_gpu=False, evaluation_steps=4) == 1024 + 2 * 4
-    assert AgentConfig(eval_envs=0).stepped_envs(1024, on_gpu=False) == 1024
+    # 24 steps of 1024 training environments and 32 evaluation environments stepped 4 times per training step (once
+    # until the run nears its stop condition); where --agent.eval-envs does not divide, the evaluation rounds down.
+    assert default.env_steps_per_iteration(1024, on_gpu=False, evaluation_steps=4) == 24 * (1024 + 32 * 4)
+    assert default.env_steps_per_iteration(1024, on_gpu=False) == 24 * (1024 + 32)
+    always = AgentConfig(eval_speedup="always", eval_step_interval=2)
+    assert always.env_steps_per_iteration(1024, on_gpu=False) == 24 * (1024 + 32 * 4)
+    assert AgentConfig(eval_envs=10).env_steps_per_iteration(1024, on_gpu=False, evaluation_steps=4) == 24 * (
+        1024 + 2 * 4
+    )
+    assert AgentConfig(eval_envs=0).env_steps_per_iteration(1024, on_gpu=False) == 24 * 1024
+    # One evaluation step every 2 training steps until near (its first of 24 and every second after), every one of
+    # 25: 13 of them.
+    assert AgentConfig(eval_step_interval=2).env_steps_per_iteration(1024, on_gpu=False) == 24 * 1024 + 12 * 32
+    odd = AgentConfig(eval_step_interval=2, num_steps_per_env=25)
+    assert odd.env_steps_per_iteration(1024, on_gpu=False) == 25 * 1024 + 13 * 32
+    assert odd.env_steps_per_iteration(1024, on_gpu=False, evaluation_steps=4) == 25 * (1024 + 32 * 4)
+    assert AgentConfig(eval_steps_per_step=2).env_steps_per_iteration(1024, on_gpu=False, world_size=3) == 3 * 24 * (
+        1024 + 21
+    )
     # Two CPU workers: 64 evaluation environments each, 16 stepped 4 times.
     assert default.separate_evaluation_envs(1024, on_gpu=False, world_size=2) == 16
 
@@ -169,12 +182,12 @@ def test_the_evaluation_comes_on_top_of_the_environments_on_every_device() -> No
     in_sim = AgentConfig(eval_steps_per_step=1)
     assert in_sim.training_simulation_envs(1024, on_gpu=False) == 1152
     assert default.training_simulation_envs(1024, on_gpu=True) == 1152
-    assert default.stepped_envs(1024, on_gpu=True) == 1152
+    assert default.env_steps_per_iteration(1024, on_gpu=True) == 24 * 1152
     # GPU with an evaluation simulation of its own: 1024 train, 64 evaluate twice per step.
     two = AgentConfig(eval_steps_per_step=2)
     assert two.training_simulation_envs(1024, on_gpu=True) == 1024
-    assert two.stepped_envs(1024, on_gpu=True, evaluation_steps=2) == 1024 + 128
-    assert AgentConfig(eval_envs=0).stepped_envs(1024, on_gpu=True) == 1024
+    assert two.env_steps_per_iteration(1024, on_gpu=True, evaluation_steps=2) == 24 * (1024 + 128)
+    assert AgentConfig(eval_envs=0).env_steps_per_iteration(1024, on_gpu=True) == 24 * 1024
 
 
 def test_evaluation_environments_act_as_play_does_and_stay_out_of_ppos_storage() -> None:
@@ -565,6 +578,31 @@ def test_the_evaluation_steps_faster_only_near_the_condition(steady_hand: str, t
     cfg.stop_when = None
     unconditioned = train_worker(cfg, None, DistributedContext(device="cpu"))
     assert [r.env_steps for r in unconditioned.records] == [1800 * i for i in range(1, 7)]
+    # One evaluation step every 2 training steps until near (13 of an iteration's 25): the same stop statistics,
+    # counted as taken.
+    cfg.stop_when, cfg.agent.eval_step_interval = "length>=54", 2
+    slower = train_worker(cfg, None, DistributedContext(device="cpu"))
+    totals = [0, *(r.env_steps for r in slower.records)]
+    assert [b - a for a, b in itertools.pairwise(totals)] == [1704, 1704, 2000, 2000, 2000, 2000]
+
+
+def test_the_evaluation_steps_on_every_intervalth_training_step_until_it_speeds_up() -> None:
+    spec = registry.get_task("cartpole-balance")
+    env = MjEnv(spec.load_task_class()(spec.env_cfg()), seed=1)
+    evaluation = SeparateEvaluation(env, 4, "cpu", first_steps=1, first_interval=2)
+
+    def policy(obs: TensorDict) -> torch.Tensor:
+        return torch.zeros(env.num_envs, env.num_actions)
+
+    def iteration(steps: int) -> int:
+        before = env.common_step_counter
+        for step in range(steps):
+            evaluation.step(policy, step)
+        return env.common_step_counter - before
+
+    assert [iteration(25), iteration(24), iteration(1)] == [13, 12, 1]  # the first of each iteration, every second
+    assert not evaluation.at_full_pace and evaluation.speed_up() and evaluation.at_full_pace
+    assert iteration(25) == 100 and not evaluation.speed_up()
 
 
 def test_a_statistic_near_the_threshold_speeds_the_evaluation_up() -> None:
@@ -580,17 +618,18 @@ def test_a_statistic_near_the_threshold_speeds_the_evaluation_up() -> None:
     assert evaluation.speed_up() and evaluation.steps == 4 and not evaluation.speed_up()
 
 
-@pytest.mark.parametrize("speedup", ["near-stop", "always"])
+@pytest.mark.parametrize(("speedup", "interval"), [("near-stop", 1), ("near-stop", 2), ("always", 2)])
 def test_a_policy_that_meets_the_condition_stops_once_the_window_holds_its_episodes(
-    steady_hand: str, speedup: str
+    steady_hand: str, speedup: str, interval: int
 ) -> None:
     """The stop's meaning is the same whatever the evaluation's pace: a deterministic policy that meets the condition
     stops at the first iteration whose window holds ``--agent.eval-episodes`` evaluation episodes (and whose check
-    of the current policy agrees), stepped once per training step until then or 2 times throughout."""
-    cfg = small_train_config(steady_hand, num_envs=64, iterations=10, steps=25, stop_when="success>=0.9")
+    of the current policy agrees), stepped once per training step until then, or on every second one, or 2 times
+    throughout."""
+    cfg = small_train_config(steady_hand, num_envs=64, iterations=16, steps=25, stop_when="success>=0.9")
     cfg.stop_when_iterations = 1
     cfg.agent.eval_envs, cfg.agent.eval_episodes, cfg.agent.eval_steps_per_step = 16, 8, 2
-    cfg.agent.eval_speedup = speedup  # type: ignore[assignment]
+    cfg.agent.eval_speedup, cfg.agent.eval_step_interval = speedup, interval  # type: ignore[assignment]
     result = train_worker(cfg, None, DistributedContext(device="cpu"))
     full = next(r for r in result.records if r.evaluation_episodes >= 8)
     assert result.condition_met_at == full.iteration == result.final_iteration

@@ -73,8 +73,9 @@ class BenchConfig:
     environments (the first iteration excluded). On a GPU each part waits for the device, which costs a little."""
     eval_speedup: Literal["near-stop", "always"] = "near-stop"
     """The training measurements' `--agent.eval-speedup`: `near-stop` measures an iteration as a run's are until
-    it nears its `--stop-when` condition (the evaluation's own simulation stepped once per training step),
-    `always` as they are near it (stepped `--agent.eval-steps-per-step` times)."""
+    it nears its `--stop-when` condition (the evaluation's own simulation stepped on every training step, or every
+    `--agent.eval-step-interval`-th, as the task's defaults say), `always` as they are near it (stepped
+    `--agent.eval-steps-per-step` times on every one)."""
     backends: tuple[Literal["warp", "mujoco"], ...] = ("warp", "mujoco")
     """Physics backends to measure side by side, in every table (`mujoco` runs on the CPU only and is skipped on
     a GPU)."""

@@ -170,6 +170,13 @@ class AgentConfig:
     evaluation episodes within a tenth of its threshold), one step per training step before that and in a run without
     a condition (the evaluation then costs a few percent of an iteration; `Eval/...` trail the policy by that many
     times more iterations until their lag decides when the run stops); `always`, from the first iteration."""
+    eval_step_interval: int = 1
+    """Until the run nears its `--stop-when` condition (`--agent.eval-speedup near-stop`), and throughout a run
+    without one, the evaluation's own simulation takes one step every this many training steps (1: with each). A task
+    with few training environments beside its evaluation's takes 2 on the CPU, which halves what the evaluation costs
+    until then; its statistics trail the policy that many times more iterations, and the run nears its condition by
+    the training episodes' statistic as early as before. Near the condition (or with `always`) it steps
+    `--agent.eval-steps-per-step` times per training step."""
     eval_episodes: int = 50
     """`Eval/...` statistics are means over the most recent evaluation episodes of every worker, at least this many
     (whole iterations); `--stop-when` reads them once that many have ended."""
@@ -207,6 +214,8 @@ class AgentConfig:
             raise UsageError(f"--agent.eval-envs must not be negative (got {self.eval_envs})")
         if self.eval_steps_per_step is not None and self.eval_steps_per_step < 1:
             raise UsageError(f"--agent.eval-steps-per-step must be at least 1 (got {self.eval_steps_per_step})")
+        if self.eval_step_interval < 1:
+            raise UsageError(f"--agent.eval-step-interval must be at least 1 (got {self.eval_step_interval})")
         if self.eval_episodes < 1:
             raise UsageError(f"--agent.eval-episodes must be at least 1 (got {self.eval_episodes})")
         if self.eval_confirm_episodes < 1:
@@ -229,6 +238,11 @@ class AgentConfig:
         (:attr:`eval_speedup`)."""
         return self.evaluation_steps(on_gpu) if self.eval_speedup == "always" else 1
 
+    def first_evaluation_interval(self) -> int:
+        """Training steps per step (or steps) of evaluation environments of their own in a run's first iteration
+        (:attr:`eval_step_interval`, 1 with :attr:`eval_speedup` ``always``)."""
+        return 1 if self.eval_speedup == "always" else self.eval_step_interval
+
     def separate_evaluation_envs(self, num_envs: int, on_gpu: bool, world_size: int = 1) -> int:
         """Environments of the evaluation's own simulation for a worker with ``num_envs`` (:meth:`evaluation_envs`
         divided by :meth:`evaluation_steps`, at least 1), or 0 where the evaluation steps in the training simulation."""
@@ -241,25 +255,23 @@ class AgentConfig:
         separate = self.separate_evaluation_envs(num_envs, on_gpu, world_size)
         return num_envs + (0 if separate else self.evaluation_envs(num_envs, world_size))
 
-    def stepped_envs(
-        self, num_envs: int, on_gpu: bool, world_size: int = 1, evaluation_steps: int | None = None
-    ) -> int:
-        """Environment steps a worker with ``--env.num-envs`` ``num_envs`` simulates per training step: the training
-        simulation's environments, plus the evaluation's own simulation's environments times their steps
-        (``evaluation_steps``, default: a run's first iteration's)."""
-        separate = self.separate_evaluation_envs(num_envs, on_gpu, world_size)
-        steps = self.first_evaluation_steps(on_gpu) if evaluation_steps is None else evaluation_steps
-        return self.training_simulation_envs(num_envs, on_gpu, world_size) + (separate * steps if separate else 0)
-
     def env_steps_per_iteration(
         self, num_envs: int, on_gpu: bool, world_size: int = 1, evaluation_steps: int | None = None
     ) -> int:
         """Environment steps one iteration simulates over all ``world_size`` workers, each with ``--env.num-envs``
-        ``num_envs``, evaluation environments included (stepped ``evaluation_steps`` times per training step where
-        they are a simulation of their own; default: a run's first iteration's): the one rule for the runner's count
-        and the launch plan's line."""
-        per_step = self.stepped_envs(num_envs, on_gpu, world_size, evaluation_steps)
-        return world_size * per_step * self.num_steps_per_env
+        ``num_envs``, evaluation environments included. Where they are a simulation of their own: stepped
+        ``evaluation_steps`` times per training step (the pace near the condition), or by default at a run's first
+        iteration's pace (:meth:`first_evaluation_steps` every :meth:`first_evaluation_interval` training steps,
+        from the first). The one rule for the runner's count and the launch plan's line."""
+        steps = self.num_steps_per_env
+        simulated = self.training_simulation_envs(num_envs, on_gpu, world_size) * steps
+        if separate := self.separate_evaluation_envs(num_envs, on_gpu, world_size):
+            if evaluation_steps is None:
+                interval = self.first_evaluation_interval()
+                simulated += separate * self.first_evaluation_steps(on_gpu) * -(-steps // interval)
+            else:
+                simulated += separate * evaluation_steps * steps
+        return world_size * simulated
 
     def to_rsl_rl(self, multi_gpu: dict[str, int] | None = None) -> dict[str, Any]:
         """The config dict that ``rsl_rl.algorithms.PPO.construct_algorithm`` reads (and nothing else).

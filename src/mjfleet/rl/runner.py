@@ -236,7 +236,7 @@ class Runner(Saving, Stopping):
                                 )
                                 self._process_env_step(obs, rewards, dones, extras)
                             if self.evaluation is not None:
-                                self.evaluation.step(learner.act_deterministic)
+                                self.evaluation.step(learner.act_deterministic, step)
                             for step_hook in self.step_hooks:
                                 step_hook(self)
                         with part("storage and returns"):

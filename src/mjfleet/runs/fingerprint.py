@@ -36,6 +36,7 @@ NOT_TRAINING = frozenset(
         "agent.eval_confirm_episodes",
         "agent.eval_steps_per_step",
         "agent.eval_speedup",
+        "agent.eval_step_interval",
         "env.sim.threads",
         "env.sim.nconmax",
         "env.sim.njmax",

@@ -187,6 +187,7 @@ def _manipulation_tasks() -> list[TaskSpec]:
             manip.yam_reach_config,
             manip.yam_reach_agent,
             cpu_env_cfg=manip.yam_reach_cpu_config,
+            cpu_agent_cfg=manip.yam_reach_cpu_agent,
         ),
         TaskSpec(
             "yam-lift-cube",
@@ -197,5 +198,6 @@ def _manipulation_tasks() -> list[TaskSpec]:
             manip.yam_lift_cube_config,
             manip.yam_lift_cube_agent,
             cpu_env_cfg=manip.yam_lift_cube_cpu_config,
+            cpu_agent_cfg=manip.yam_lift_cube_cpu_agent,
         ),
     ]

@@ -130,7 +130,13 @@ def _train(
                 seed=ctx.seed(cfg.seed) + 2**20,
             )
             steps = cfg.agent.evaluation_steps(on_gpu)
-            evaluation = SeparateEvaluation(eval_env, steps, ctx.device, cfg.agent.first_evaluation_steps(on_gpu))
+            evaluation = SeparateEvaluation(
+                eval_env,
+                steps,
+                ctx.device,
+                cfg.agent.first_evaluation_steps(on_gpu),
+                cfg.agent.first_evaluation_interval(),
+            )
         judge: Callable[[], SeparateEvaluation] | None = None
         if eval_envs and not on_gpu and cfg.agent.eval_confirm and cfg.stop_when is not None:
             # Built when the stop condition first holds, with this worker's share of the check's episodes, played in

@@ -18,37 +18,46 @@ from mjfleet.profiling import part
 
 
 class SeparateEvaluation:
-    """``env`` (every one of its environments evaluates) stepped :attr:`steps` times per training step with the
-    deterministic policy. Its episodes accumulate in ``env.eval_stats`` (those that began with a reset). Checkpoints
-    carry its task state (curriculum levels, :mod:`mjfleet.rl.checkpoint.rank_state`); its episodes and random streams
-    start afresh in a continued run."""
+    """``env`` (every one of its environments evaluates) stepped with the deterministic policy: :attr:`steps` times
+    on every :attr:`interval`-th training step of an iteration. Its episodes accumulate in ``env.eval_stats`` (those
+    that began with a reset). Checkpoints carry its task state (curriculum levels,
+    :mod:`mjfleet.rl.checkpoint.rank_state`); its episodes and random streams start afresh in a continued run."""
 
-    def __init__(self, env: MjEnv, steps: int, device: torch.device | str, first_steps: int | None = None) -> None:
-        if steps < 1:
-            raise ValueError(f"evaluation steps per training step must be at least 1 (got {steps})")
+    def __init__(
+        self,
+        env: MjEnv,
+        steps: int,
+        device: torch.device | str,
+        first_steps: int | None = None,
+        first_interval: int = 1,
+    ) -> None:
+        if steps < 1 or first_interval < 1:
+            raise ValueError(f"evaluation steps ({steps}) and their interval ({first_interval}) must be at least 1")
         env.split_evaluation(env.num_envs)
         env.role = "evaluation"
         self.env = env
         self.full_steps = steps
         """Steps of :attr:`env` per training step once :meth:`speed_up` was called."""
         self.steps = steps if first_steps is None else min(first_steps, steps)
-        """Steps of :attr:`env` per training step now."""
+        """Steps of :attr:`env` per training step it steps on, now."""
+        self.interval = first_interval
+        """It steps on the first training step of an iteration and every this many after, now."""
         self.device = torch.device(device)
         self._obs: TensorDict = env.get_observations()
         self._fresh_task_state = env.task.state_dict()
         """The task's state as built (curriculum levels): every check of :meth:`judge` starts from it, as ``play``
         does."""
 
-    def speed_up(self) -> bool:
-        """Step :attr:`full_steps` times per training step from now on; whether that changed anything."""
-        faster = self.steps < self.full_steps
-        self.steps = self.full_steps
-        return faster
-
     @property
-    def env_steps_per_step(self) -> int:
-        """Environment steps simulated per training step."""
-        return self.env.num_envs * self.steps
+    def at_full_pace(self) -> bool:
+        """Whether it takes :attr:`full_steps` on every training step."""
+        return self.steps == self.full_steps and self.interval == 1
+
+    def speed_up(self) -> bool:
+        """Step :attr:`full_steps` times on every training step from now on; whether that changed anything."""
+        faster = not self.at_full_pace
+        self.steps, self.interval = self.full_steps, 1
+        return faster
 
     def start(self) -> None:
         """Stagger the episodes over one episode's length, as random episode starts do for training, so some end in
@@ -61,8 +70,11 @@ class SeparateEvaluation:
         env.eval_stats.pop()
         self._obs = env.get_observations()
 
-    def step(self, policy: Callable[[TensorDict], torch.Tensor]) -> None:
-        """Advance every evaluation environment :attr:`steps` steps with ``policy``."""
+    def step(self, policy: Callable[[TensorDict], torch.Tensor], training_step: int = 0) -> None:
+        """Advance every evaluation environment :attr:`steps` steps with ``policy`` where ``training_step`` (from 0
+        in each iteration) is a multiple of :attr:`interval`."""
+        if training_step % self.interval:
+            return
         for _ in range(self.steps):
             with part("policy (evaluation)"):
                 actions = policy(self._obs.to(self.device))

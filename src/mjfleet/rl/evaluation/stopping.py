@@ -81,7 +81,7 @@ class Stopping:
         from the iteration after the condition's statistic, on the training episodes or the evaluation window's, first
         came near the threshold (every rank alike: the statistics are all-reduced)."""
         own = self.evaluation
-        if own is None or own.steps == own.full_steps:
+        if own is None or own.at_full_pace:
             return
         near = condition.near_statistic(episode, evaluation if self.eval_window.full else {})
         if near is None:
