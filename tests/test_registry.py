@@ -57,8 +57,10 @@ def test_unknown_id_suggests_closest() -> None:
         registry.get_task("cartpole-swingpu")
 
 
-def _install_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, spec_args: str) -> None:
-    """A package ``module`` on the path whose ``mjfleet.tasks`` entry point returns one ``TaskSpec(<spec_args>)``
+def _install_plugin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, spec_args: str, group: str = "mjfleet.tasks"
+) -> None:
+    """A package ``module`` on the path whose entry point in ``group`` returns one ``TaskSpec(<spec_args>)``
     (``base`` is cartpole-balance's spec), and a registry that loads the entry points again."""
     (tmp_path / f"{module}.py").write_text(
         "from mjfleet.tasks.registry import TaskSpec, get_task\n"
@@ -69,7 +71,7 @@ def _install_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str
     dist = tmp_path / f"{module}-0.1.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(f"[mjfleet.tasks]\ndemo = {module}:specs\n")
+    (dist / "entry_points.txt").write_text(f"[{group}]\ndemo = {module}:specs\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(registry, "_loaded", False)
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
@@ -82,6 +84,21 @@ def test_entry_point_plugin_is_loaded(tmp_path: Path, monkeypatch: pytest.Monkey
         assert registry.get_task("demo-plugin-balance").description == "A plugin task."
     finally:
         sys.modules.pop("mjfleet_demo_plugin", None)
+
+
+@pytest.mark.parametrize("group", ["mjfleet.task", "mjfleet_tasks", "mjflet.tasks"])
+def test_a_package_in_a_misspelt_entry_point_group_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, group: str
+) -> None:
+    # Its tasks were missing without a word: an unknown task, and list-tasks as if the package were not installed.
+    args = "'demo-misgrouped', 'A task.', base.task_class, base.env_cfg, base.agent_cfg"
+    _install_plugin(tmp_path, monkeypatch, "mjfleet_demo_misgrouped", args, group)
+    monkeypatch.setattr(registry, "_BROKEN", {})
+    problem = f"its entry point 'demo' is in the group {group!r}, which mjfleet does not read"
+    assert registry.broken_packages() == {"mjfleet-demo-misgrouped": f"{problem} (tasks come from 'mjfleet.tasks')"}
+    with pytest.raises(UsageError, match=re.escape(f"package 'mjfleet-demo-misgrouped': {problem}")):
+        registry.get_task("demo-misgrouped")
+    assert "cartpole-balance" in registry.all_tasks()  # the rest loads
 
 
 def test_example_registers_a_task_that_trains() -> None:

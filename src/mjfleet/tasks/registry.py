@@ -268,6 +268,21 @@ def _load() -> None:
         except SourceError as e:
             _BROKEN.setdefault(package, Broken(f"{e}; its tasks are not loaded", e.task_ids))
             logger.debug("package %s not loaded", package, exc_info=True)
+    for group in _misspelt_groups():
+        for ep in sorted(entry_points(group=group), key=lambda e: (_package(e), e.name)):
+            problem = f"its entry point {ep.name!r} is in the group {group!r}, which mjfleet does not read"
+            _BROKEN.setdefault(_package(ep), Broken(f"{problem} (tasks come from {ENTRY_POINT_GROUP!r})", ()))
+
+
+def _misspelt_groups() -> list[str]:
+    """Installed entry-point groups that look meant for mjfleet's (``mjfleet.task``, ``mjfleet_tasks``): a package
+    whose tasks sit in one would otherwise be missing without a word."""
+    groups = sorted(set(entry_points().groups) - {ENTRY_POINT_GROUP})
+    return [
+        g
+        for g in groups
+        if g.lower().startswith("mjfleet") or difflib.SequenceMatcher(None, g.lower(), ENTRY_POINT_GROUP).ratio() > 0.8
+    ]
 
 
 def all_tasks() -> dict[str, TaskSpec]:
