@@ -121,7 +121,7 @@ def test_a_longer_timestep_keeps_the_environment_step() -> None:
     judged.step()
     assert trained.time.tolist() == pytest.approx([judged.control_dt] * 2)
     assert judged.time.tolist() == pytest.approx([judged.control_dt] * 2)
-    assert ContactModel(timestep_scale=2).describe() == "2x the file's timestep"
+    assert ContactModel(timestep_scale=2).describe() == "2x the model's timestep"
 
 
 def test_a_timestep_scale_that_does_not_divide_the_decimation_is_refused() -> None:
@@ -233,7 +233,7 @@ def test_a_training_contact_model_that_applies_nowhere_here_is_said(caplog: pyte
     with caplog.at_level(logging.WARNING, logger="mjfleet.train"):
         _say_physics(cfg, on_gpu=False, judged_apart=True)
     said = " ".join(caplog.text.split())
-    assert "the training contact model given (2x the file's timestep) does not apply here" in said
+    assert "the training contact model given (2x the model's timestep) does not apply here" in said
     assert "(--env.sim.training-contacts.applies never, training on the CPU)" in said
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="mjfleet.train"):

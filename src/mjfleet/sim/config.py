@@ -34,9 +34,9 @@ class ContactModel:
     """Keep contacts between bodies of one kinematic tree (a robot's legs with each other and its trunk). Off, a
     robot's geoms still touch the ground and every other body."""
     timestep_scale: int = 1
-    """Physics steps this many times the file's `timestep`, and `--env.sim.decimation` divided by it: an
-    environment step lasts as long and takes that many times fewer physics steps (it must divide the decimation).
-    1: the file's timestep."""
+    """Physics steps this many times the model's `timestep` (the robot file's, or the one its robot record sets),
+    and `--env.sim.decimation` divided by it: an environment step lasts as long and takes that many times fewer
+    physics steps (it must divide the decimation). 1: the model's timestep."""
 
     def active(self, on_gpu: bool) -> bool:
         """Whether the training simulation on a GPU (``on_gpu``) or the CPU uses these changes."""
@@ -54,7 +54,7 @@ class ContactModel:
         if not self.self_collisions:
             parts.append("no self-collisions")
         if self.timestep_scale != 1:
-            parts.append(f"{self.timestep_scale}x the file's timestep")
+            parts.append(f"{self.timestep_scale}x the model's timestep")
         return ", ".join(parts) or "the file's"
 
 

@@ -150,9 +150,14 @@ def _tables_metadata(tables: ExportedTables | None) -> dict[str, Any]:
         return {}
     rows = next(iter(tables.tables.values())).shape[0]
     outputs = []
+    # `depends_on`: what an output is computed from; those of the index alone can be read once for every row.
     if tables.zero_targets is not None and tables.action_scale is not None:
-        outputs.append({"name": TARGETS_NAME, "shape": ["batch", int(tables.zero_targets.shape[-1])]})
-    outputs += [{"name": name, "shape": ["batch", *table.shape[1:]]} for name, table in tables.tables.items()]
+        shape = ["batch", int(tables.zero_targets.shape[-1])]
+        outputs.append({"name": TARGETS_NAME, "shape": shape, "depends_on": [INPUT_NAME, tables.index]})
+    outputs += [
+        {"name": name, "shape": ["batch", *table.shape[1:]], "depends_on": [tables.index]}
+        for name, table in tables.tables.items()
+    ]
     index = {"name": tables.index, "shape": ["batch"], "type": "int64", "rows": int(rows)}
     return {"index_input": index, "table_outputs": outputs}
 

@@ -146,8 +146,8 @@ class TrackingConfig(EnvConfig):
     randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
     """Domain randomization, as the velocity tasks have it: friction, mass added to the pelvis, servo gains, and
     horizontal pushes of the pelvis. Off by default (the defaults were trained and measured without it); training
-    for a real robot turns it on, e.g. `--env.randomization.friction 0.3 1.2 --env.randomization.push-velocity
-    0.5 --env.randomization.push-interval-s 1 3` (mjlab's ranges)."""
+    for a real robot turns it on: docs/tracking.md gives the flags nearest to mjlab's ranges (whose pushes also move
+    the pelvis vertically and turn it, which these do not)."""
 
     def __post_init__(self) -> None:
         # A relative path is the folder's the command ran in: stored as it was typed, play of the run from

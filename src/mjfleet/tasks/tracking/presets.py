@@ -29,15 +29,15 @@ G1_TRACKED_BODIES = (
 G1_END_EFFECTORS = ("left_ankle_roll_link", "right_ankle_roll_link", "left_wrist_yaw_link", "right_wrist_yaw_link")
 """The G1's feet and hands: an episode ends when one's height leaves the reference's by the margin."""
 G1_CPU_TRACKING_CONTACTS = dataclasses.replace(G1_CPU_TRAINING_CONTACTS, timestep_scale=2)
-"""The G1's training contact model on the CPU with twice the file's timestep (10 ms, 2 physics steps per control
+"""The G1's training contact model on the CPU with twice the model's timestep (10 ms, 2 physics steps per control
 step): a tracking iteration costs about a fifth less, and a run met the stop condition after as many iterations as on
-the file's 5 ms, with a policy that tracks the motion there within millimetres as closely (docs/tracking.md's
-figures); the evaluation and `play` step the file's timestep."""
+the model's 5 ms, with a policy that tracks the motion there within millimetres as closely (docs/tracking.md's
+figures); the evaluation and `play` step the model's timestep (5 ms, the robot record's)."""
 
 
 def unitree_g1_tracking_config() -> TrackingConfig:
     """Menagerie's G1 follows a motion (the shipped one unless ``--env.motion`` names another), 10 s episodes at
-    50 Hz, on the G1's training contact model on the CPU at twice the file's timestep."""
+    50 Hz, on the G1's training contact model on the CPU at twice the model's timestep."""
     return TrackingConfig(
         robot="unitree_g1",
         episode_length_s=10.0,
