@@ -361,6 +361,28 @@ def test_observations_of_the_wrong_shape_name_the_task_and_the_group(groups: obj
         MjEnv(Wrong(dataclasses.replace(balance_config(), num_envs=4)))
 
 
+@pytest.mark.parametrize("kind", ["simulation view", "buffer filled in place"])
+def test_observations_in_the_memory_of_the_step_before_are_refused(kind: str) -> None:
+    """A learner holds a step's observation while the environments step: a view of the simulation's state (or a
+    buffer the task fills in place) changed under it, and PPO stored the next state as this one's, silently."""
+
+    class Aliased(CartpoleTask):
+        buffer: torch.Tensor | None = None
+
+        def observations(self, env: MjEnv) -> dict[str, torch.Tensor]:
+            if kind == "simulation view":
+                return {"policy": env.sim.qvel}  # float32 (num_envs, 2): passes every other check
+            fresh = super().observations(env)["policy"]
+            if self.buffer is None:
+                self.buffer = fresh.clone()
+            self.buffer.copy_(fresh)
+            return {"policy": self.buffer}
+
+    env = MjEnv(Aliased(dataclasses.replace(balance_config(), num_envs=4)))
+    with pytest.raises(UsageError, match=r"Aliased\.observations\(\) group 'policy' is the memory it returned the"):
+        env.step(torch.zeros(4, env.num_actions))
+
+
 def test_a_task_without_a_critic_group_gives_the_critic_the_policys_observations() -> None:
     class ActorOnly(CartpoleTask):
         def observations(self, env: MjEnv) -> dict[str, torch.Tensor]:

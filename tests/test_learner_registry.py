@@ -12,6 +12,7 @@ import pytest
 
 from mjfleet.cli import play, train
 from mjfleet.config_io import plain
+from mjfleet.errors import UsageError
 from mjfleet.rl.checkpoint.files import load_checkpoint
 from mjfleet.rl.learners.registry import learner_entry, learner_names, register, unregister
 from mjfleet.runs.fingerprint import training_settings
@@ -55,7 +56,7 @@ def test_a_learner_whose_class_has_another_name_than_its_entry_is_refused_when_b
         cfg = small_train_config()
         cfg.agent.learner = "toy-misnamed"
         env = make_env("cartpole-balance", num_envs=4)
-        with pytest.raises(TypeError, match="builds a ToyPpo named 'toy-ppo': set its class's name = 'toy-misnamed'"):
+        with pytest.raises(UsageError, match="builds a ToyPpo named 'toy-ppo': set its class's name = 'toy-misnamed'"):
             build_learner(env, cfg.agent, DistributedContext(device="cpu"), 4)
     finally:
         unregister(misnamed.name)
@@ -74,7 +75,7 @@ def test_an_off_policy_learner_that_does_not_ask_for_final_observations_is_refus
         cfg = small_train_config()
         cfg.agent.learner = replaying.name
         env = make_env("cartpole-balance", num_envs=4)
-        with pytest.raises(TypeError, match="registered off_policy, but ToyPpo does not ask for the observations"):
+        with pytest.raises(UsageError, match="registered off_policy, but ToyPpo does not ask for the observations"):
             build_learner(env, cfg.agent, DistributedContext(device="cpu"), 4)
     finally:
         unregister(replaying.name)
@@ -119,3 +120,73 @@ def test_a_package_off_policy_learner_gets_the_replay_buffer_checks_of_the_setti
         unregister(entry.name)
     assert code == 2 and "--agent.sac.batch-size 64 is larger than the replay buffer it samples from" in err, err
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
+def test_a_settings_group_that_agent_lacks_is_refused_at_registration() -> None:
+    # A typo ("algorithmm") trained, and left every PPO setting out of the run's fingerprint.
+    with pytest.raises(ValueError, match="reads settings 'algorithmm', which is not a group of --agent"):
+        register(dataclasses.replace(ENTRY, name="toy-typo", settings="algorithmm"))
+    assert "toy-typo" not in learner_names()
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        ("tests.toy_learner:ToyPpo", "builds a ToyPpo named 'toy-ppo': set its class's name = 'toy-class'"),
+        ("tests.toy_learner:NoSuchClass", "its build 'tests.toy_learner:NoSuchClass' cannot be imported"),
+    ],
+)
+def test_a_learner_class_registered_wrong_is_one_line_before_the_run_directory(
+    tmp_path: Path, build: str, message: str
+) -> None:
+    entry = dataclasses.replace(ENTRY, name="toy-class", build=build)
+    register(entry)
+    try:
+        argv = ["cartpole-balance", "--gpu-ids", "None", "--agent.learner", "toy-class", "--log-root", str(tmp_path)]
+        code, _, err = run_main(train.main, argv)
+    finally:
+        unregister(entry.name)
+    assert code == 2 and message in err and "Traceback" not in err, err
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
+def test_settings_the_learner_does_not_read_are_named_and_ppos_batch_check_is_ppos(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--dry-run", "--log-root", str(tmp_path)]
+    code, _, err = run_main(train.main, [*argv, "--agent.sac.batch-size", "8", "--agent.td3.gamma", "0.9"])
+    assert code == 0, err
+    said = caplog.text + err
+    assert "--agent.sac.batch-size has no effect with --agent.learner rsl-rl-ppo" in said
+    assert "--agent.td3.gamma has no effect" in said and "reads --agent.algorithm.* and --agent.policy.*" in said
+    caplog.clear()
+    sac = [*argv, "--agent.learner", "skrl-sac", "--agent.algorithm.learning-rate", "0.5"]
+    code, _, err = run_main(train.main, [*sac, "--env.num-envs", "2", "--agent.num-steps-per-env", "1"])
+    assert code == 0, err  # PPO's mini-batches are not SAC's
+    assert "--agent.algorithm.learning-rate has no effect with --agent.learner skrl-sac" in caplog.text + err
+    code, _, err = run_main(train.main, [*argv, "--env.num-envs", "2", "--agent.num-steps-per-env", "1"])
+    assert code == 2
+    assert "--env.num-envs x --agent.num-steps-per-env (2) is smaller than --agent.algorithm.num-mini-batches" in err
+
+
+def test_a_package_names_its_learners_in_the_learners_entry_point_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A package that adds a learner and no task: nothing imports it, so train finds it by its entry point."""
+    from mjfleet.rl.learners import registry
+
+    for name, value in (("good", "tests.toy_learner:ENTRY"), ("broken", "mjfleet_demo_missing_learner:ENTRY")):
+        dist = tmp_path / f"mjfleet_demo_{name}-0.1.dist-info"
+        dist.mkdir()
+        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: mjfleet-demo-{name}\nVersion: 0.1\n")
+        (dist / "entry_points.txt").write_text(f"[mjfleet.learners]\n{name} = {value}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "_packages_read", False)
+    monkeypatch.setattr(registry, "_ENTRIES", dict(registry._ENTRIES))
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--agent.learner", "toy-ppo", "--env.num-envs", "32"]
+    argv += ["--agent.num-steps-per-env", "8", "--agent.max-iterations", "1", "--log-root", str(tmp_path / "runs")]
+    code, out, err = run_main(train.main, argv)
+    assert code == 0, err
+    assert "TOY" in out + err and learner_names()[-1] == "toy-ppo"
+    said = caplog.text + err
+    assert "package 'mjfleet-demo-broken': its mjfleet.learners entry point 'broken' is not loaded" in said

@@ -95,7 +95,8 @@ def test_a_package_in_a_misspelt_entry_point_group_is_named(
     _install_plugin(tmp_path, monkeypatch, "mjfleet_demo_misgrouped", args, group)
     monkeypatch.setattr(registry, "_BROKEN", {})
     problem = f"its entry point 'demo' is in the group {group!r}, which mjfleet does not read"
-    assert registry.broken_packages() == {"mjfleet-demo-misgrouped": f"{problem} (tasks come from 'mjfleet.tasks')"}
+    read = "(it reads 'mjfleet.tasks' and 'mjfleet.learners')"
+    assert registry.broken_packages() == {"mjfleet-demo-misgrouped": f"{problem} {read}"}
     with pytest.raises(UsageError, match=re.escape(f"package 'mjfleet-demo-misgrouped': {problem}")):
         registry.get_task("demo-misgrouped")
     assert "cartpole-balance" in registry.all_tasks()  # the rest loads

@@ -227,6 +227,23 @@ def test_a_checkpoint_without_its_runs_settings_plays_with_its_own_learner(tmp_p
     assert "replay buffer" not in err  # a training matter, not said when a checkpoint plays
 
 
+def test_a_lone_checkpoint_plays_with_the_networks_settings_it_was_trained_with(tmp_path: Path) -> None:
+    """Its action limit and activation are not in its weights: ``play`` built the task's defaults (a limit of 1,
+    elu) around them without a word."""
+    from mjfleet.cli.play import _learners_defaults
+    from mjfleet.tasks.registry import get_task
+
+    cfg = skrl_config("skrl-td3")
+    cfg.agent.td3 = dataclasses.replace(cfg.agent.td3, action_limit=2.5)
+    cfg.agent.policy = dataclasses.replace(cfg.agent.policy, activation="tanh", actor_hidden_dims=(16, 8))
+    run_dir = make_run_dir(tmp_path, "td3")
+    train_worker(cfg, run_dir, CPU)
+    spec = get_task("cartpole-balance")
+    played = _learners_defaults(spec, run_dir / "model_1.pt", spec.defaults(on_cpu=True)[1])
+    assert played.learner == "skrl-td3" and played.td3.action_limit == 2.5
+    assert played.policy.activation == "tanh" and played.policy.actor_hidden_dims == (16, 8)
+
+
 def test_an_skrl_learner_without_skrl_installed_is_one_line_before_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -239,8 +256,8 @@ def test_an_skrl_learner_without_skrl_installed_is_one_line_before_the_run(
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "skrl" else real(name, *a))
     line = refused_train(["cartpole-balance", "--gpu-ids", "None", "--agent.learner", "skrl-sac"], tmp_path / "logs")
-    assert "--agent.learner skrl-sac needs skrl, which is not installed in this Python" in line
-    assert "uv sync, or pip install skrl" in line
+    assert "--agent.learner skrl-sac imports skrl, which this Python" in line and "cannot import: uv sync" in line
+    assert "uv sync, or pip install the package that provides skrl" in line
 
 
 def test_settings_out_of_range_are_one_line_naming_the_flag() -> None:

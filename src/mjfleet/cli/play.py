@@ -207,6 +207,13 @@ def _learners_defaults(spec: TaskSpec, checkpoint: Path, agent_cfg: AgentConfig)
     learner = files.checkpoint_learner(data)
     if learner != agent_cfg.learner:
         agent_cfg = spec.defaults(on_cpu=False, learner=learner)[1]
+    recorded = data.get("learner_settings")
+    if isinstance(recorded, dict):  # the settings its networks were built with (activation, action limit, ...)
+        for group, values in recorded.items():
+            current = getattr(agent_cfg, group, None)
+            if dataclasses.is_dataclass(current) and not isinstance(current, type) and isinstance(values, dict):
+                agent_cfg = dataclasses.replace(agent_cfg, **{group: update_dataclass(current, values, checkpoint)})
+        return agent_cfg
     policy = agent_cfg.policy
     for role in ("actor", "critic"):
         saved = files.hidden_dims(files.network_state(data, role))

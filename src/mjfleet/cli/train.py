@@ -6,6 +6,7 @@ nothing behind, and ``--dry-run`` prints the plan that would run.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -98,7 +99,33 @@ def parse_args(argv: list[str], prog: str = "train") -> TrainConfig:
     description = "\n\n".join([*notes, TrainConfig.__doc__ or ""]) if notes else None
     cfg = parse(TrainConfig, argv[1:], command, default, description)
     cfg.task = spec.id
+    warn_unread_settings(cfg.agent, default.agent)
     return cfg
+
+
+def warn_unread_settings(agent: AgentConfig, default: AgentConfig) -> None:
+    """Warn about each ``--agent.<group>.*`` setting changed from ``default`` in a group the learner does not read
+    (``--agent.sac.batch-size`` with PPO): it would be taken without effect."""
+    if agent.learner not in learner_names():
+        return  # refused with the registered names when the run is checked
+    reads = learner_entry(agent.learner).settings
+    for group in dataclasses.fields(agent):
+        values, defaults = getattr(agent, group.name), getattr(default, group.name)
+        if group.name in ("policy", reads) or not dataclasses.is_dataclass(values):
+            continue
+        changed = [
+            f"--agent.{group.name}.{f.name.replace('_', '-')}"
+            for f in dataclasses.fields(values)
+            if getattr(values, f.name) != getattr(defaults, f.name)
+        ]
+        if changed:
+            logger.warning(
+                "%s %s no effect with --agent.learner %s, which reads %s",
+                ", ".join(changed),
+                "has" if len(changed) == 1 else "have",
+                agent.learner,
+                f"--agent.{reads}.* and --agent.policy.*" if reads else "--agent.policy.*",
+            )
 
 
 @dataclass

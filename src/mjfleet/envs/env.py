@@ -19,7 +19,13 @@ from mjfleet.envs.task import (
     Task,
     episode_stat_keys,
 )
-from mjfleet.envs.task_checks import check_episode_values, check_flags, check_observations, check_reward
+from mjfleet.envs.task_checks import (
+    check_episode_values,
+    check_flags,
+    check_fresh_observations,
+    check_observations,
+    check_reward,
+)
 from mjfleet.errors import UsageError
 from mjfleet.profiling import part
 from mjfleet.sim.factory import create_simulation
@@ -113,6 +119,7 @@ class MjEnv(VecEnv):
         episodes reset: what draws a frame sees the state each episode ended in (its fall, its last pose)."""
         self._observations_checked = False
         self._steps_checked = False  # what the task's step methods return: checked in the first step
+        self._steps_fresh_checked = False
         self._metric_names = tuple(task.metric_names())
         self.reset_all()
 
@@ -183,7 +190,10 @@ class MjEnv(VecEnv):
             self._reset_envs(reset_ids, ended=True)
         else:
             final = None
-        self._obs = self._observations()
+        previous, self._obs = self._obs, self._observations()
+        if not self._steps_fresh_checked:  # the step before's are alive: no tensor can have reused their memory
+            check_fresh_observations(self.task, previous, self._obs)
+            self._steps_fresh_checked = True
         if self.final_observations:
             extras["final_observations"] = self._obs if final is None else self._ended_rows(final, dones & ~nonfinite)
         return self._obs, reward, dones, extras

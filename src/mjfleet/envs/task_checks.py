@@ -83,3 +83,17 @@ def check_observations(task: object, groups: object, num_envs: int) -> None:
             raise UsageError(
                 f"{name} group {group!r} must be a float32 tensor (the networks' dtype), got {value.dtype}"
             )
+
+
+def check_fresh_observations(task: object, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
+    """The observations of a step are tensors of their own, not the memory of the step before's: a learner keeps a
+    step's observation while the environments step (PPO stores it with its action, a replay buffer beside the next
+    one), and a view of the simulation's state, or a buffer the task fills in place, changes under it."""
+    held = {value.untyped_storage().data_ptr() for value in before.values() if isinstance(value, torch.Tensor)}
+    for group, value in after.items():
+        if isinstance(value, torch.Tensor) and value.untyped_storage().data_ptr() in held:
+            raise UsageError(
+                f"{type(task).__name__}.observations() group {group!r} is the memory it returned the step before (a"
+                " view of the simulation's state, or a buffer filled in place), which the learners hold across the"
+                " step: return a new tensor (torch.cat, torch.stack, or .clone())"
+            )

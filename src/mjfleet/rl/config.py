@@ -76,18 +76,19 @@ class OffPolicyConfig:
 
     buffer_per_env: int = 1000
     """Replay buffer size in transitions per training environment: it holds the most recent this many steps of each
-    of a worker's `--env.num-envs` environments, on the simulation's device."""
+    of a worker's `--env.num-envs` environments, on the worker's device (the one its networks learn on)."""
     batch_size: int = 4096
     """Transitions sampled from the replay buffer for each gradient step, on every worker (the workers' gradients are
     averaged, so N workers learn from N times as many)."""
     gradient_steps: int = 32
     """Gradient steps of each iteration's update, after its `--agent.num-steps-per-env` environment steps."""
     learning_rate: float = 1e-3
-    """Adam learning rate of the actor and the critics."""
+    """Adam learning rate of the actor and the critics (SAC: and of its entropy coefficient)."""
     gamma: float = 0.99
     """Discount factor."""
     polyak: float = 0.005
-    """At every update the target networks move this fraction of the way towards the networks they follow."""
+    """At every gradient step (TD3: every `--agent.td3.policy-delay`-th, with the actor) the target networks move
+    this fraction of the way towards the networks they follow."""
     random_steps: int = 0
     """Steps per environment at the start of a run taken with uniformly random actions instead of the policy's."""
     learning_starts: int = 0
@@ -100,7 +101,8 @@ class OffPolicyConfig:
     reward_scale: float | None = None
     """Factor on the rewards the replay buffer stores. None: one over the task's step time. The tasks' rewards are
     rates times the step time (a few hundredths per step at 50-100 Hz); scaled back to rates they are of order 1, the
-    scale that SAC's entropy coefficient and TD3's exploration noise are set for."""
+    scale that SAC's entropy coefficient (`initial-entropy`) is weighed against and the learning rates were tried
+    at."""
 
 
 @dataclass
@@ -199,8 +201,8 @@ class AgentConfig:
     learner: str = DEFAULT_LEARNER
     """What learns from the environments' steps: `rsl-rl-ppo` (rsl-rl-lib's PPO), `skrl-ppo` (skrl's PPO, from the
     same `--agent.algorithm.*` settings), `skrl-sac` or `skrl-td3` (skrl's off-policy agents with a replay
-    buffer: `--agent.sac.*`, `--agent.td3.*`), or one a package registered (:mod:`mjfleet.rl.learners.registry`).
-    Every learner uses `--agent.policy.*` for its networks."""
+    buffer: `--agent.sac.*`, `--agent.td3.*`), or one a package registered (docs/learners.md, "Adding a
+    learner"). Every learner uses `--agent.policy.*` for its networks."""
     sac: SacConfig = field(default_factory=SacConfig)
     """skrl's SAC (`--agent.learner skrl-sac`)."""
     td3: Td3Config = field(default_factory=Td3Config)

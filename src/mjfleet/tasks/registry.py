@@ -19,6 +19,7 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
 from mjfleet.errors import UsageError, exception_line
+from mjfleet.rl.learners.registry import ENTRY_POINT_GROUP as LEARNERS_GROUP
 from mjfleet.tasks.locomotion.robots import RobotSpec
 from mjfleet.tasks.manipulation.arms import ArmSpec
 from mjfleet.tasks.spec import TaskSpec
@@ -271,13 +272,14 @@ def _load() -> None:
     for group in _misspelt_groups():
         for ep in sorted(entry_points(group=group), key=lambda e: (_package(e), e.name)):
             problem = f"its entry point {ep.name!r} is in the group {group!r}, which mjfleet does not read"
-            _BROKEN.setdefault(_package(ep), Broken(f"{problem} (tasks come from {ENTRY_POINT_GROUP!r})", ()))
+            readable = f"{ENTRY_POINT_GROUP!r} and {LEARNERS_GROUP!r}"
+            _BROKEN.setdefault(_package(ep), Broken(f"{problem} (it reads {readable})", ()))
 
 
 def _misspelt_groups() -> list[str]:
     """Installed entry-point groups that look meant for mjfleet's (``mjfleet.task``, ``mjfleet_tasks``): a package
     whose tasks sit in one would otherwise be missing without a word."""
-    groups = sorted(set(entry_points().groups) - {ENTRY_POINT_GROUP})
+    groups = sorted(set(entry_points().groups) - {ENTRY_POINT_GROUP, LEARNERS_GROUP})
     return [
         g
         for g in groups

@@ -25,7 +25,7 @@ from mjfleet.paths import absolute_path
 from mjfleet.render.size import check_video_size
 from mjfleet.rl.config import AgentConfig
 from mjfleet.rl.evaluation.stop_condition import StopWhen, as_condition
-from mjfleet.rl.learners.registry import learner_entry, learner_names
+from mjfleet.rl.learners.registry import check_learner_class, learner_entry, learner_names
 from mjfleet.runs.source import is_wandb_ref
 from mjfleet.runtime.devices import GpuIds
 
@@ -210,10 +210,17 @@ def validate(cfg: TrainConfig) -> None:
     if not 0 <= cfg.max_restarts <= MAX_RESTARTS:
         raise UsageError(f"--max-restarts must be between 0 and {MAX_RESTARTS} (got {cfg.max_restarts})")
     batch = cfg.env.num_envs * cfg.agent.num_steps_per_env
-    if batch < cfg.agent.algorithm.num_mini_batches:
-        raise UsageError(f"num_envs * num_steps_per_env ({batch}) is smaller than num_mini_batches")
+    reads_algorithm = cfg.agent.learner in learner_names() and learner_entry(cfg.agent.learner).settings == "algorithm"
+    if reads_algorithm and batch < cfg.agent.algorithm.num_mini_batches:
+        raise UsageError(
+            f"--env.num-envs x --agent.num-steps-per-env ({batch}) is smaller than --agent.algorithm.num-mini-batches"
+            f" ({cfg.agent.algorithm.num_mini_batches})"
+        )
     if batch > MAX_ROLLOUT:
-        raise UsageError(f"num_envs * num_steps_per_env ({batch}) is too large for one worker's rollout")
+        raise UsageError(
+            f"--env.num-envs x --agent.num-steps-per-env ({batch}) is too large for one worker's rollout"
+            f" (at most {MAX_ROLLOUT:,})"
+        )
     if cfg.workers_per_host is not None and cfg.workers_per_host < 1:
         raise UsageError(f"--workers-per-host must be at least 1 (got {cfg.workers_per_host})")
     # NumPy seeds must fit in 32 bits, and worker k uses seed + k.
@@ -266,16 +273,25 @@ def _check_remote_options(cfg: TrainConfig) -> None:
                 )
 
 
+def _importable(module: str) -> bool:
+    """Whether ``module`` can be found (``pkg.sub`` without ``pkg`` installed too: find_spec raises there)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
 def _check_off_policy(cfg: TrainConfig) -> None:
     """skrl's SAC and TD3 settings (checked whichever the learner: a value out of range is a typo either way)."""
     if cfg.agent.learner not in learner_names():
         raise UsageError(f"--agent.learner must be one of {', '.join(learner_names())} (got {cfg.agent.learner!r})")
-    missing = [m for m in learner_entry(cfg.agent.learner).requires if importlib.util.find_spec(m) is None]
+    missing = [m for m in learner_entry(cfg.agent.learner).requires if not _importable(m)]
     if missing:  # found when the learner is built: after the run directory and the simulation exist
         raise UsageError(
-            f"--agent.learner {cfg.agent.learner} needs {', '.join(missing)}, which is not installed in this Python"
-            f" ({sys.executable}): uv sync, or pip install {' '.join(missing)}"
+            f"--agent.learner {cfg.agent.learner} imports {', '.join(missing)}, which this Python ({sys.executable})"
+            f" cannot import: uv sync, or pip install the package that provides {' and '.join(missing)}"
         )
+    check_learner_class(learner_entry(cfg.agent.learner))
     for group, c in (("sac", cfg.agent.sac), ("td3", cfg.agent.td3)):
         flag = f"--agent.{group}"
         for name, value in (

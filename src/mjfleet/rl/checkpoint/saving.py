@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import logging
 from pathlib import Path
@@ -10,9 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch.distributed as dist
 
+from mjfleet.config_io import plain
 from mjfleet.errors import FatalTrainingError, UsageError
 from mjfleet.rl.checkpoint.files import checkpoint_learner, checkpoint_name, load_checkpoint, save_atomic
 from mjfleet.rl.checkpoint.rank_state import capture_rank_state, restore_rank_state, restore_shared_state
+from mjfleet.rl.learners.registry import learner_entry, learner_names
 
 if TYPE_CHECKING:
     from mjfleet.envs.env import MjEnv
@@ -77,6 +80,7 @@ class Saving:
             payload.update(
                 {
                     "learner": self.learner.name,
+                    "learner_settings": self._learner_settings(),
                     "iter": self.current_learning_iteration,
                     "infos": None,
                     "learning_rate": self.learner.learning_rate,
@@ -105,6 +109,13 @@ class Saving:
                 self.reporter.writer.save_files(uploads)
         self.last_checkpoint = path
         return path if self.ctx.is_main else None
+
+    def _learner_settings(self) -> dict[str, dict[str, Any]]:
+        """The settings that build the learner's networks (``--agent.policy.*`` and its own group, e.g. SAC's action
+        limit), by group: ``play`` of a checkpoint without its run's settings builds them from these."""
+        group = learner_entry(self.learner.name).settings if self.learner.name in learner_names() else None
+        groups = ["policy", *([group] if group else [])]
+        return {name: plain(dataclasses.asdict(getattr(self.agent_cfg, name))) for name in groups}
 
     def export_onnx(self, path: Path) -> Path | None:
         """Write the current policy as ONNX with its JSON description to ``path`` and refresh ``policy.onnx``.

@@ -2,16 +2,22 @@
 build it, which ``--agent.*`` settings it reads, what its checkpoints hold, what the start-up line calls it.
 
 A learner is one module (its :class:`~mjfleet.rl.learners.base.Learner` and a function that builds it) and one
-:func:`register` call: the built-in ones are registered below; a package of its own registers its own the same way
-when it is imported (docs/learners.md, "Adding a learner"). Nothing else asks for a learner by its name.
+:class:`LearnerEntry`: the built-in ones are registered below; an installed package names its entries in the
+``mjfleet.learners`` entry-point group, read the first time a learner is looked up (docs/learners.md, "Adding a
+learner"). Nothing else asks for a learner by its name.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
+
+from mjfleet.errors import UsageError, exception_line
 
 if TYPE_CHECKING:
     from mjfleet.envs.env import MjEnv
@@ -44,20 +50,65 @@ class LearnerEntry:
     off_policy: bool = False
     """Whether it learns from a replay buffer (its warm-up and buffer settings apply)."""
     requires: tuple[str, ...] = ()
-    """Distributions its module imports that a run checks are installed before anything is created (``skrl``)."""
+    """Modules (import names) its module imports, which a run checks can be imported before anything is created
+    (``skrl``)."""
 
     def factory(self) -> LearnerFactory:
         module, _, function = self.build.partition(":")
         return getattr(importlib.import_module(module), function)
 
 
+ENTRY_POINT_GROUP = "mjfleet.learners"
+"""The entry-point group of installed packages' learners: each entry point names a :class:`LearnerEntry`, a sequence
+of them, or a function returning either."""
+
+logger = logging.getLogger(__name__)
 _ENTRIES: dict[str, LearnerEntry] = {}
+_packages_read = False
+
+
+def _read_packages() -> None:
+    """Register the learners of every installed package's ``mjfleet.learners`` entry points, once. One that cannot
+    be loaded is a warning naming the package (its learners stay unknown); the others load."""
+    global _packages_read
+    if _packages_read:
+        return
+    _packages_read = True
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.value):
+        try:
+            value = ep.load()
+            value = value() if callable(value) and not isinstance(value, LearnerEntry) else value
+            entries = [value] if isinstance(value, LearnerEntry) else list(value)
+            if not all(isinstance(e, LearnerEntry) for e in entries):
+                raise TypeError("it gives something other than LearnerEntry objects")
+            for entry in entries:
+                register(entry)
+        except Exception as e:  # a package's failure: name it, keep the other learners
+            dist = getattr(ep, "dist", None)
+            package = dist.name if dist is not None else ep.value.partition(":")[0]
+            logger.warning(
+                "package %r: its %s entry point %r is not loaded (%s)",
+                package,
+                ENTRY_POINT_GROUP,
+                ep.name,
+                exception_line(e),
+            )
 
 
 def register(entry: LearnerEntry) -> None:
-    """Make ``entry`` a choice of ``--agent.learner`` (a name registered twice is refused)."""
+    """Make ``entry`` a choice of ``--agent.learner`` (a name registered twice is refused, and so is a ``settings``
+    group that ``--agent`` does not have: the run's fingerprint would leave the settings it reads out)."""
+    from mjfleet.rl.config import AgentConfig
+
     if entry.name in _ENTRIES and _ENTRIES[entry.name] != entry:
         raise ValueError(f"a learner named {entry.name!r} is registered already")
+    defaults = AgentConfig()
+    groups = [f.name for f in dataclasses.fields(defaults) if dataclasses.is_dataclass(getattr(defaults, f.name))]
+    if entry.settings is not None and entry.settings not in groups:
+        raise ValueError(
+            f"learner {entry.name!r} reads settings {entry.settings!r}, which is not a group of --agent"
+            f" ({', '.join(groups)})"
+        )
     _ENTRIES[entry.name] = entry
 
 
@@ -68,11 +119,13 @@ def unregister(name: str) -> None:
 
 def learner_names() -> tuple[str, ...]:
     """Every registered learner's name, the built-in ones first."""
+    _read_packages()
     return tuple(_ENTRIES)
 
 
 def learner_entry(name: str) -> LearnerEntry:
     """The registered learner ``name`` (:class:`KeyError` for one not registered)."""
+    _read_packages()
     return _ENTRIES[name]
 
 
@@ -84,19 +137,39 @@ def build_learner(env: MjEnv, agent_cfg: AgentConfig, ctx: DistributedContext, t
     """
     entry = learner_entry(agent_cfg.learner)
     learner = entry.factory()(env, agent_cfg, ctx, train_envs)
+    _check_learner(entry, learner)
+    return learner
+
+
+def check_learner_class(entry: LearnerEntry) -> None:
+    """:func:`build_learner`'s checks before anything is created, where ``entry.build`` names a class (a function's
+    learner is checked when it is built). The built-in learners are not imported for it."""
+    if entry.build.startswith("mjfleet."):
+        return
+    try:
+        target = entry.factory()
+    except (ImportError, AttributeError) as e:
+        raise UsageError(f"learner {entry.name!r}: its build {entry.build!r} cannot be imported ({e})") from None
+    if isinstance(target, type):
+        _check_learner(entry, target)
+
+
+def _check_learner(entry: LearnerEntry, learner: object) -> None:
+    """Refuse a learner (or its class) whose ``name`` is not the entry's, or an off-policy one that does not ask for
+    the observations episodes end in."""
+    cls = learner if isinstance(learner, type) else type(learner)
     if getattr(learner, "name", None) != entry.name:
-        raise TypeError(
-            f"learner {entry.name!r} builds a {type(learner).__name__} named {getattr(learner, 'name', None)!r}:"
+        raise UsageError(
+            f"learner {entry.name!r} builds a {cls.__name__} named {getattr(learner, 'name', None)!r}:"
             f" set its class's name = {entry.name!r} (checkpoints record it)"
         )
-    if entry.off_policy and not learner.final_observations:
-        raise TypeError(
-            f"learner {entry.name!r} is registered off_policy, but {type(learner).__name__} does not ask for the"
+    if entry.off_policy and not getattr(learner, "final_observations", False):
+        raise UsageError(
+            f"learner {entry.name!r} is registered off_policy, but {cls.__name__} does not ask for the"
             " observations episodes end in: set its class's final_observations = True (the environments reset"
             " inside the step, and a replay buffer would bootstrap a time-out from the next episode's first"
             " observation)"
         )
-    return learner
 
 
 def network_state(entry: LearnerEntry, data: dict[str, Any], role: str) -> dict[str, Any]:

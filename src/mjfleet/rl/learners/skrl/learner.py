@@ -18,6 +18,7 @@ from torch import nn
 
 from mjfleet.errors import UsageError
 from mjfleet.rl.learners.base import Learner, SyncClock
+from mjfleet.rl.learners.registry import learner_entry, learner_names
 from mjfleet.rl.learners.skrl.models import DeterministicActor, GaussianActor, SkrlPolicy
 
 # isort: split
@@ -150,6 +151,11 @@ class SkrlLearner(Learner):
         modules = {name: module.state_dict() for name, module in self.agent.checkpoint_modules.items()}
         return {"skrl": modules, "skrl_state": {"timestep": self.timestep, **self._extra_state()}}
 
+    def _settings_group(self) -> str:
+        """The ``--agent.<group>`` its registry entry reads (a subclass registered under another name has its own)."""
+        settings = learner_entry(self.name).settings if self.name in learner_names() else None
+        return settings or self.name.removeprefix("skrl-")
+
     def load_state_dict(self, data: dict[str, Any]) -> None:
         saved, modules = data["skrl"], self.agent.checkpoint_modules
         if set(saved) != set(modules):
@@ -158,7 +164,7 @@ class SkrlLearner(Learner):
                 flag
                 for flag, names in (
                     ("--agent.policy.[no-]obs-normalization", {"observation_preprocessor", "state_preprocessor"}),
-                    (f"--agent.{self.name.removeprefix('skrl-')}.[no-]learn-entropy", {"entropy_optimizer"}),
+                    (f"--agent.{self._settings_group()}.[no-]learn-entropy", {"entropy_optimizer"}),
                 )
                 if differing & names
             ]
