@@ -91,11 +91,12 @@ def parse_args(argv: list[str], prog: str = "train") -> TrainConfig:
     on_cpu, learner = _device_and_learner(spec, argv[1:], command)
     env, agent = spec.defaults(on_cpu, learner)
     default = TrainConfig(env=env, agent=agent, task=spec.id)
-    notes = [f"{CPU_DEFAULTS_NOTE} {'; '.join(spec.cpu_differences())}."] if on_cpu and spec.has_cpu_defaults else []
+    differences = [d for d in spec.cpu_differences() if _learner_reads(learner, d.partition(" ")[0])]
+    notes = [f"{CPU_DEFAULTS_NOTE} {'; '.join(differences)}."] if on_cpu and differences else []
     if success := spec.success_doc():
         notes.insert(0, f"{spec.description} Success (`success` of --stop-when, play's success_rate): {success}")
-    if spec.off_policy is not None and learner_entry(learner).off_policy:
-        notes.append(OFF_POLICY_NOTE.format(learner=learner))
+    if learner_entry(learner).off_policy:
+        notes.append((OFF_POLICY_NOTE if spec.off_policy is not None else NO_OFF_POLICY_NOTE).format(learner=learner))
     description = "\n\n".join([*notes, TrainConfig.__doc__ or ""]) if notes else None
     cfg = parse(TrainConfig, argv[1:], command, default, description)
     cfg.task = spec.id
@@ -177,16 +178,27 @@ CPU_DEFAULTS_NOTE = "Defaults below: this task's for training on the CPU, where 
 
 
 OFF_POLICY_NOTE = "Defaults below: this task's recipe for an off-policy learner ({learner})."
+NO_OFF_POLICY_NOTE = (
+    "This task has no recipe for an off-policy learner: {learner} takes its generic settings on the task's"
+    " environment counts and iterations (docs/learners.md)."
+)
+
+
+def _learner_reads(learner: str, setting: str) -> bool:
+    """Whether ``learner`` reads the dotted ``setting`` (``agent.algorithm.*`` is PPO's alone)."""
+    parts = setting.split(".")
+    if parts[0] != "agent" or len(parts) < 3:
+        return True
+    return parts[1] == "policy" or parts[1] == learner_entry(learner).settings
 
 
 def _device_and_learner(spec: TaskSpec, args: list[str], command: str) -> tuple[bool, str]:
-    """Whether the command trains on the CPU, for a task with defaults of its own there, and with which learner, for a
-    task with an off-policy recipe: read before the defaults are chosen (without ``--help``, so help shows the ones that
-    apply). Only ``--agent.learner`` is read for the learner; the device needs a first parse of every flag."""
-    learner = DEFAULT_LEARNER
-    if spec.off_policy is not None:
-        chosen = parse_known(LearnerSource, args, command)[0].agent.learner
-        learner = chosen if chosen in learner_names() else learner  # validate() says which are known
+    """Whether the command trains on the CPU, for a task with defaults of its own there, and with which learner (a
+    task may have an off-policy recipe; help names what the learner reads): read before the defaults are chosen
+    (without ``--help``, so help shows the ones that apply). Only ``--agent.learner`` is read for the learner; the
+    device needs a first parse of every flag."""
+    chosen = parse_known(LearnerSource, args, command)[0].agent.learner
+    learner = chosen if chosen in learner_names() else DEFAULT_LEARNER  # validate() says which are known
     if not spec.has_cpu_defaults:
         return False, learner
     probe = TrainConfig(env=spec.env_cfg(), agent=spec.agent_cfg(), task=spec.id)
