@@ -431,7 +431,12 @@ def test_the_onnx_sidecar_says_how_actions_become_targets_and_which_motion() -> 
     )
     meta = policy_metadata(env, actor, iteration=3)  # pyright: ignore[reportArgumentType]
     assert meta["joint_targets"].startswith("the motion's angles of joint_names at frame + 1")
-    assert meta["motion"] == {"file": SHIPPED_MOTION.name, "frames": task.reference.frames, "frame_dt": env.step_dt}
+    assert meta["motion"] == {
+        "file": SHIPPED_MOTION.name,
+        "sha256": task.motion.sha256,
+        "frames": task.reference.frames,
+        "frame_dt": env.step_dt,
+    }
     assert len(meta["joint_names"]) == env.num_actions == 29
     # What a control loop builds the observation and drives the servos with.
     assert meta["anchor_body"] == "torso_link" and meta["tracked_bodies"] == list(task.cfg.bodies)
@@ -518,7 +523,8 @@ def test_the_exported_graph_reads_the_motion_at_the_frame_the_control_loop_count
 @needs_g1
 def test_a_policy_played_on_another_motion_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Without its run's settings beside it, play runs an ONNX file on the task's defaults: the shipped motion, not the
-    one the graph carries, without a word."""
+    one the graph carries, without a word. The graph feeds the policy its own motion, so an ONNX file is refused on
+    another one (of the same name too); a checkpoint, whose policy reads the played motion, is warned about."""
     from mjfleet.rl.checkpoint.onnx import export_policy, policy_metadata
     from mjfleet.rl.evaluation.episodes import load_policy
     from mjfleet.rl.runner import Runner
@@ -533,11 +539,19 @@ def test_a_policy_played_on_another_motion_says_so(tmp_path: Path, caplog: pytes
     with caplog.at_level("WARNING"):
         load_policy(path, env, agent, "cpu")
         assert not caplog.records  # its own motion
+    with pytest.raises(UsageError) as refused:
         load_policy(path, _env(num_envs=2), agent, "cpu")
-    (line,) = [r.getMessage() for r in caplog.records]
-    assert line.startswith(f'{path}: exported with motion {{"file": "standing.csv", "frames": ') and (
+    line = str(refused.value)
+    assert line.startswith(f'{path}: exported with motion {{"file": "standing.csv", "sha256": ') and (
         f'played with {{"file": "{SHIPPED_MOTION.name}"' in line
     ), line
+    assert line.endswith("the graph carries the motion it was exported with: play it with that motion (--env.motion"
+                         " <its file>), or play the run's .pt checkpoint on this one")  # fmt: skip
+    (tmp_path / "other").mkdir()
+    edited = tmp_path / "other" / "standing.csv"  # the same name and frames, another pose
+    edited.write_text((SHIPPED_MOTION.read_text().splitlines()[90] + "\n") * 60)
+    with pytest.raises(UsageError, match="exported with motion"):
+        load_policy(path, _env(num_envs=2, motion=str(edited)), agent, "cpu")
     # A checkpoint says it as well: its task state names the motion by its digest.
     (tmp_path / "run").mkdir()
     checkpoint = Runner(env, agent, DistributedContext(device="cpu"), run_dir=tmp_path / "run").save_checkpoint()

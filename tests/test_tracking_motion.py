@@ -14,7 +14,15 @@ import numpy as np
 import pytest
 
 from mjfleet.errors import UsageError
-from mjfleet.tasks.tracking.motion import CSV_FPS, Motion, check_on_robot, kinematics, read_motion, resample
+from mjfleet.tasks.tracking.motion import (
+    CSV_FPS,
+    Motion,
+    check_on_robot,
+    implausible,
+    kinematics,
+    read_motion,
+    resample,
+)
 
 G1_FIXTURE = Path(__file__).with_name("fixtures") / "menagerie" / "unitree_g1" / "g1.xml"
 
@@ -205,6 +213,28 @@ def test_joint_angles_in_degrees_are_refused_on_the_robot(model: mujoco.MjModel,
     with pytest.raises(UsageError, match=r"beyond its range \[.*\] \(the layout's angles are radians\)$") as e:
         check_on_robot(model, motion)
     assert str(tmp_path / "degrees.csv") in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_motion_a_robot_cannot_follow_is_named_though_its_file_reads_well(
+    model: mujoco.MjModel, tmp_path: Path
+) -> None:
+    """Two clips joined, another frame rate, a root height from another floor: they trained without a word."""
+    joints = _joints(model)
+    rows = _trajectory(joints)
+    assert implausible(model, read_motion(_csv(tmp_path, rows), joints)) == []
+    joined = rows.copy()
+    joined[31:, 0] += 3.0  # the second second's clip starts 3 m further on
+    (said,) = implausible(model, read_motion(_csv(tmp_path, joined, "joined.csv"), joints))
+    assert said == "the root moves 3 m from frame 31 to 32, 90 m/s at 30 fps (two clips joined, or another frame rate?)"
+    jerked = rows.copy()
+    jerked[10:, 7] += 2.0
+    (said,) = implausible(model, read_motion(_csv(tmp_path, jerked, "jerked.csv"), joints))
+    assert said.startswith(f"{model.joint(1).name} turns 6") and "from frame 10 to 11 at 30 fps" in said
+    for lift, where in ((0.5, "above the floor"), (-0.2, "below the floor")):
+        moved = rows.copy()
+        moved[:, 2] += lift
+        (said,) = implausible(model, read_motion(_csv(tmp_path, moved, "moved.csv"), joints))
+        assert said.startswith("in the first frame the robot's lowest body is") and where in said
 
 
 def test_an_npz_with_root_quaternions_x_y_z_w_is_refused_where_its_bodies_say_so(

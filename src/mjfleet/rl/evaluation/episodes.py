@@ -16,6 +16,7 @@ from tensordict import TensorDict
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.task import TERMINATION_NONFINITE
+from mjfleet.errors import UsageError
 from mjfleet.rl.checkpoint.files import is_onnx
 from mjfleet.rl.learners.registry import learner_entry
 
@@ -60,7 +61,14 @@ def load_policy(checkpoint: Path, env: MjEnv, agent_cfg: AgentConfig, device: st
 
         onnx_policy = OnnxPolicy(checkpoint, index=lambda: env.task.export_index(env))
         onnx_policy.check_compatible(env.get_observations(), env.num_actions)
-        for line in task_differences(onnx_policy.metadata, environment_metadata(env)):
+        played = environment_metadata(env)
+        motion = task_differences(onnx_policy.metadata, {"motion": played["motion"]}) if "motion" in played else []
+        if motion:  # the graph feeds the policy its own motion: judged against another, play's figures mean nothing
+            raise UsageError(
+                f"{checkpoint}: {motion[0]}; the graph carries the motion it was exported with: play it with that"
+                " motion (--env.motion <its file>), or play the run's .pt checkpoint on this one"
+            )
+        for line in task_differences(onnx_policy.metadata, played):
             logger.warning("%s: %s", checkpoint, line)
         return onnx_policy
 

@@ -184,7 +184,7 @@ class TrackingConfig(EnvConfig):
         created."""
         from mjfleet.errors import UsageError
         from mjfleet.tasks.locomotion.sources import resolve_robot, robot_file
-        from mjfleet.tasks.tracking.motion import CSV_FPS, check_on_robot, read_motion
+        from mjfleet.tasks.tracking.motion import CSV_FPS, check_on_robot, implausible, read_motion
 
         if not 0.0 <= self.adaptive_uniform <= 1.0:
             raise UsageError(f"--env.adaptive-uniform must be between 0 and 1 (got {self.adaptive_uniform})")
@@ -216,6 +216,11 @@ class TrackingConfig(EnvConfig):
         joints = sum(1 for kind in model.jnt_type if kind == mujoco.mjtJoint.mjJNT_HINGE)
         motion = read_motion(self.motion_file(), joints, self.motion_fps)
         check_on_robot(model, motion)
+        log = logging.getLogger(__name__)
+        name, frames, fps, seconds = motion.path.name, motion.frames, motion.fps, motion.duration_s
+        log.info("motion %s: %d frames at %g fps, %.1f s", name, frames, fps, seconds)
+        for problem in implausible(model, motion):
+            log.warning("motion file %s: %s", motion.path, problem)
         if self.motion_file().suffix.lower() == ".npz" and self.motion_fps != CSV_FPS:
             # Set for a run, it is still a setting of the run: the same motion with it is another run.
             logging.getLogger(__name__).warning(

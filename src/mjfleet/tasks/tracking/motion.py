@@ -128,6 +128,45 @@ FLOOR_MARGIN = 0.05
 the other order, where only the other stands the root upright, for the file to mean a robot that lies or rolls over."""
 
 
+ROOT_SPEED = 10.0
+"""m/s: a root faster than this from one frame to the next is a cut between clips or a wrong frame rate."""
+JOINT_SPEED = 40.0
+"""rad/s: a joint faster than this from one frame to the next (humanoid servos reach about 20-40)."""
+START_HEIGHT = (-0.02, 0.25)
+"""m: where the robot's lowest body origin may be in the first frame (a G1 standing: 0.035); outside, the motion
+starts sunk into the floor or floating above it (its root height measured from another floor)."""
+
+
+def implausible(model: mujoco.MjModel, motion: Motion) -> list[str]:
+    """What in ``motion`` a robot cannot follow though the file reads well: a jump of the root or a joint between
+    two frames, the first frame below or above the floor. Each as words (the caller warns: a motion may mean it)."""
+    said = []
+    root = np.linalg.norm(np.diff(motion.root_pos, axis=0), axis=1) * motion.fps
+    frame = int(np.argmax(root)) if root.size else 0
+    if root.size and root[frame] > ROOT_SPEED:
+        said.append(
+            f"the root moves {root[frame] / motion.fps:.2g} m from frame {frame + 1} to {frame + 2}, {root[frame]:.0f}"
+            f" m/s at {motion.fps:g} fps (two clips joined, or another frame rate?)"
+        )
+    hinges = [j for j in range(model.njnt) if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE]
+    speeds = np.abs(np.diff(motion.joint_pos, axis=0)) * motion.fps
+    if speeds.size and speeds.max() > JOINT_SPEED:
+        frame, column = np.unravel_index(int(np.argmax(speeds)), speeds.shape)
+        said.append(
+            f"{model.joint(hinges[column]).name} turns {speeds[frame, column]:.0f} rad/s from frame {frame + 1} to"
+            f" {frame + 2} at {motion.fps:g} fps (two clips joined, or another frame rate?)"
+        )
+    _, data = next(_posed(model, motion, motion.root_quat, hinges, np.array([0])))
+    lowest = float(data.xpos[1:, 2].min())
+    if not START_HEIGHT[0] <= lowest <= START_HEIGHT[1]:
+        where = "below the floor" if lowest < START_HEIGHT[0] else "above the floor"
+        said.append(
+            f"in the first frame the robot's lowest body is {abs(lowest) * 100:.0f} cm {where} (its root height from"
+            " another floor?)"
+        )
+    return said
+
+
 def check_on_robot(model: mujoco.MjModel, motion: Motion) -> None:
     """What the robot's model can tell of the file: joint angles within reach of the joints' ranges (degrees are
     not), and root quaternions in the layout's order: an npz's own body positions where the robot's kinematics puts

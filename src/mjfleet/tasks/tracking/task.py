@@ -381,6 +381,7 @@ class TrackingTask(Task[TrackingConfig]):
             ),
             "motion": {
                 "file": self.cfg.motion_file().name,
+                "sha256": self.motion.sha256,
                 "frames": self.reference.frames,
                 "frame_dt": self.dt,
             },
