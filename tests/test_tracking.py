@@ -6,6 +6,7 @@ where the adaptive sampling says, and a bad motion file is one line before anyth
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -752,3 +753,31 @@ def test_building_the_task_checks_the_motion_on_the_robot_as_train_does(tmp_path
         TrackingTask(dataclasses.replace(cfg, motion=str(degrees)))
     with pytest.raises(UsageError, match=r"^--env.motion-fps must be between 1 and 1000 \(got 0\)$"):
         TrackingTask(dataclasses.replace(cfg, motion_fps=0.0))
+
+
+@needs_g1
+def test_without_state_estimation_the_policy_reads_no_anchor_position_nor_base_velocity() -> None:
+    """mjlab's No-State-Estimation variant, the one a robot with an IMU and encoders alone deploys: the critic keeps
+    every term, the policy drops the two a robot knows only from motion capture or an estimator."""
+    from mjfleet.rl.checkpoint.onnx import policy_metadata
+    from mjfleet.rl.runner import Runner
+    from mjfleet.runtime.context import DistributedContext
+
+    full, blind = _env(num_envs=3), _env(num_envs=3, state_estimation=False)
+    actions = torch.rand(3, full.num_actions) - 0.5
+    for _ in range(3):
+        seen, read = full.step(actions)[0], blind.step(actions)[0]
+    assert torch.equal(seen["critic"], read["critic"])
+    names = [name for name, _, _ in full.task.policy_terms()]  # type: ignore[attr-defined]
+    starts = [0, *itertools.accumulate(size for _, size, _ in full.task.policy_terms())]  # type: ignore[attr-defined]
+    kept = [
+        seen["policy"][:, starts[i] : starts[i + 1]]
+        for i, name in enumerate(names)
+        if name not in ("reference_anchor_pos_b", "base_lin_vel")
+    ]
+    assert (
+        torch.equal(read["policy"], torch.cat(kept, dim=-1)) and read["policy"].shape[1] == seen["policy"].shape[1] - 6
+    )
+    policy = Runner(blind, get_task(TASK).agent_cfg(), DistributedContext(device="cpu"), run_dir=None).learner.policy()
+    terms = [t["name"] for t in policy_metadata(blind, policy, 0)["observation_terms"]["policy"]]
+    assert terms == [n for n in names if n not in ("reference_anchor_pos_b", "base_lin_vel")]

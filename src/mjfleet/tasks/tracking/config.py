@@ -82,6 +82,11 @@ class TrackingConfig(EnvConfig):
     motion_fps: float = 30.0
     """Frames per second of a `.csv` motion (the retargeted LAFAN1 files have 30; other retargeting tools may
     write 50 or 120); an `.npz` says its own (another value given with one has no effect: `train` warns)."""
+    state_estimation: bool = True
+    """The policy reads where the anchor is against the reference's and the base's linear velocity, which a robot
+    knows from motion capture or a state estimator. Off (`--env.no-state-estimation`), the policy reads neither (the
+    critic still does), as mjlab's `No-State-Estimation` task: a policy for a robot with its IMU and joint encoders
+    alone."""
     anchor_body: str = "torso_link"
     """The tracked body (among `bodies`) whose pose anchors the reference: its height and orientation errors end an
     episode."""

@@ -39,7 +39,7 @@ from mjfleet.tasks.tracking.config import TrackingConfig
 from mjfleet.tasks.tracking.motion import check_on_robot, kinematics, read_motion, resample
 from mjfleet.tasks.tracking.reference import Reference
 from mjfleet.tasks.tracking.sampling import StartSampler
-from mjfleet.tasks.tracking.terms import noise_amplitude, policy_terms
+from mjfleet.tasks.tracking.terms import noise_amplitude, observation_terms, policy_terms
 
 MOTION_END = "motion_end"
 """The time-out of an episode that reached the motion's last frame."""
@@ -125,10 +125,14 @@ class TrackingTask(Task[TrackingConfig]):
         self.randomizer.apply(torch.arange(n, device=dev))
         self._noise_amplitude = noise_amplitude(cfg, self.policy_terms(), dev)
         self._joint_pos_column = first_column(self.policy_terms(), "joint_pos")
+        names = [name for name, _, _ in observation_terms(len(self._actuated))]
+        read = {name for name, _, _ in self.policy_terms()}
+        self._policy_reads = None if len(read) == len(names) else [i for i, n in enumerate(names) if n in read]
+        """Which of :meth:`observations`' terms the policy reads (None: every one)."""
 
     def policy_terms(self) -> list[Term]:
         """The policy observation's terms in :meth:`observations`' order (the sidecar's ``observation_terms``)."""
-        return policy_terms(len(self._actuated))
+        return policy_terms(len(self._actuated), self.cfg.state_estimation)
 
     # --- actions -----------------------------------------------------------------------------------------------
     def joint_targets_at_zero(self) -> torch.Tensor:
@@ -331,26 +335,25 @@ class TrackingTask(Task[TrackingConfig]):
         ref_anchor_quat = self._ref("body_quat")[:, self._anchor]
         root_quat = sim.qpos[:, 3:7]
         joint_pos = sim.qpos[:, self._qpos_idx] - self.default_joint_pos
-        policy = torch.cat(
-            (
-                self._ref("joint_pos")[:, self._actuated],
-                self._ref("joint_vel")[:, self._actuated],
-                rotate_inverse(robot_anchor_quat, ref_anchor_pos - robot_anchor_pos),
-                two_columns(quat_mul(conjugate(robot_anchor_quat), ref_anchor_quat)),
-                rotate_inverse(root_quat, sim.qvel[:, 0:3]),
-                sim.qvel[:, 3:6],
-                joint_pos,
-                sim.qvel[:, self._qvel_idx],
-                env.actions,
-            ),
-            dim=-1,
+        terms = (
+            self._ref("joint_pos")[:, self._actuated],
+            self._ref("joint_vel")[:, self._actuated],
+            rotate_inverse(robot_anchor_quat, ref_anchor_pos - robot_anchor_pos),
+            two_columns(quat_mul(conjugate(robot_anchor_quat), ref_anchor_quat)),
+            rotate_inverse(root_quat, sim.qvel[:, 0:3]),
+            sim.qvel[:, 3:6],
+            joint_pos,
+            sim.qvel[:, self._qvel_idx],
+            env.actions,
         )
+        everything = torch.cat(terms, dim=-1)
+        policy = everything if self._policy_reads is None else torch.cat([terms[i] for i in self._policy_reads], -1)
         k = self._bodies.numel()
         pos, quat = self.robot_bodies(env)
         inverse = conjugate(robot_anchor_quat)[:, None].expand(-1, k, -1)
         body_pos = rotate_inverse(robot_anchor_quat[:, None].expand(-1, k, -1), pos - robot_anchor_pos[:, None])
         body_ori = two_columns(quat_mul(inverse, quat))
-        critic = torch.cat((policy, body_pos.flatten(1), body_ori.flatten(1)), dim=-1)
+        critic = torch.cat((everything, body_pos.flatten(1), body_ori.flatten(1)), dim=-1)
         if self.randomizer.biased:  # the policy reads the encoders (their bias); the critic, the joints
             start = self._joint_pos_column
             policy = policy.clone()

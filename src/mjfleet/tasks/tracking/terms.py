@@ -8,9 +8,20 @@ import torch
 from mjfleet.tasks.locomotion.columns import Term, column_amplitudes
 from mjfleet.tasks.tracking.config import TrackingConfig
 
+ESTIMATED = ("reference_anchor_pos_b", "base_lin_vel")
+"""The terms a robot knows only from motion capture or a state estimator (``--env.no-state-estimation`` drops them)."""
 
-def policy_terms(nu: int) -> list[Term]:
-    """The policy observation's terms in the order the task concatenates them, for ``nu`` actuated joints."""
+
+def policy_terms(nu: int, state_estimation: bool = True) -> list[Term]:
+    """The policy observation's terms in the order the task concatenates them, for ``nu`` actuated joints; without
+    ``state_estimation``, those of :data:`ESTIMATED` left out."""
+    terms = observation_terms(nu)
+    return terms if state_estimation else [term for term in terms if term[0] not in ESTIMATED]
+
+
+def observation_terms(nu: int) -> list[Term]:
+    """Every term the task computes, in its order: the policy's (all of them with state estimation), then the
+    critic's own."""
     return [
         ("reference_joint_pos", nu, "the motion's angles of joint_names at the frame (rad)"),
         ("reference_joint_vel", nu, "the motion's velocities of joint_names at the frame (rad/s)"),
