@@ -75,7 +75,7 @@ class TrackingTask(Task[TrackingConfig]):
         return (MOTION_END,)
 
     def metric_names(self) -> tuple[str, ...]:
-        return ("body_pos_error", "body_ori_error", "joint_pos_error")
+        return ("body_pos_error", "body_ori_error", "joint_pos_error", "anchor_pos_error", "anchor_ori_error")
 
     # --- setup -------------------------------------------------------------------------------------------------
     def setup(self, env: MjEnv) -> None:
@@ -198,6 +198,12 @@ class TrackingTask(Task[TrackingConfig]):
         self._errors["joint_pos_error"] += torch.linalg.vector_norm(
             joints - self._ref("joint_pos")[:, self._actuated], dim=-1
         )
+        # In the world: the drift from the motion's path that the anchored body errors leave out.
+        anchor_pos, anchor_quat = env.sim.xpos[:, self._anchor_body], env.sim.xquat[:, self._anchor_body]
+        self._errors["anchor_pos_error"] += torch.linalg.vector_norm(
+            anchor_pos - self._ref("body_pos")[:, self._anchor], dim=-1
+        )
+        self._errors["anchor_ori_error"] += rotation_angle(anchor_quat, self._ref("body_quat")[:, self._anchor])
         self._steps += 1
         if self.pushes is not None:  # after this step's errors; the observations read the pushed velocity
             self.pushes.step(env.sim.qvel)
