@@ -198,19 +198,20 @@ def _box(size: int, limit: float = math.inf) -> gymnasium.spaces.Box:
     return gymnasium.spaces.Box(-limit, limit, (int(size),))
 
 
-def _normaliser(agent_cfg: AgentConfig, space: gymnasium.spaces.Box, device: str) -> dict[str, Any]:
+def _normaliser(agent_cfg: AgentConfig, space: gymnasium.spaces.Box, device: str, clock: SyncClock) -> dict[str, Any]:
     """skrl config entries of an observation standardiser of ``space`` (none without
     ``--agent.policy.obs-normalization``), as ``<role>_preprocessor`` / ``<role>_preprocessor_kwargs`` without the
     role."""
     if not agent_cfg.policy.obs_normalization:
         return {"preprocessor": None, "preprocessor_kwargs": {}}
-    return {"preprocessor": SyncedStandardScaler, "preprocessor_kwargs": {"size": space, "device": device}}
+    kwargs = {"size": space, "device": device, "clock": clock}
+    return {"preprocessor": SyncedStandardScaler, "preprocessor_kwargs": kwargs}
 
 
-def _preprocessors(agent_cfg: AgentConfig, spaces: _Spaces, device: str) -> dict[str, Any]:
+def _preprocessors(agent_cfg: AgentConfig, spaces: _Spaces, device: str, clock: SyncClock) -> dict[str, Any]:
     entries: dict[str, Any] = {}
     for role, space in (("observation", spaces.observations), ("state", spaces.states)):
-        for key, value in _normaliser(agent_cfg, space, device).items():
+        for key, value in _normaliser(agent_cfg, space, device, clock).items():
             entries[f"{role}_{key}"] = value
     return entries
 
@@ -238,7 +239,7 @@ def build_ppo(env: MjEnv, agent_cfg: AgentConfig, ctx: DistributedContext, train
             {"kl_threshold": a.desired_kl, "min_lr": 1e-5, "max_lr": 1e-2} if adaptive else {}
         ),
         value_preprocessor=SyncedStandardScaler,
-        value_preprocessor_kwargs={"size": 1, "device": ctx.device},
+        value_preprocessor_kwargs={"size": 1, "device": ctx.device, "clock": clock},
         grad_norm_clip=a.max_grad_norm,
         ratio_clip=a.clip_param,
         value_clip=a.clip_param if a.use_clipped_value_loss else 0.0,
@@ -247,7 +248,7 @@ def build_ppo(env: MjEnv, agent_cfg: AgentConfig, ctx: DistributedContext, train
         kl_threshold=0.0,
         time_limit_bootstrap=True,
         experiment=_quiet(),
-        **_preprocessors(agent_cfg, spaces, ctx.device),
+        **_preprocessors(agent_cfg, spaces, ctx.device, clock),
     )
     memory = RandomMemory(memory_size=agent_cfg.num_steps_per_env, num_envs=train_envs, device=ctx.device)
     agent = PPO(
@@ -285,7 +286,7 @@ def _critic_net(p: PolicyConfig, device: str, clock: SyncClock) -> Net:
 
 
 def _off_policy_cfg(
-    c: OffPolicyConfig, agent_cfg: AgentConfig, spaces: _Spaces, device: str, step_dt: float
+    c: OffPolicyConfig, agent_cfg: AgentConfig, spaces: _Spaces, device: str, step_dt: float, clock: SyncClock
 ) -> dict[str, Any]:
     """The entries SAC_CFG and TD3_CFG share."""
     return {
@@ -299,7 +300,7 @@ def _off_policy_cfg(
         "learning_starts": c.learning_starts,
         "grad_norm_clip": c.grad_norm_clip,
         "experiment": _quiet(),
-        **_preprocessors(agent_cfg, spaces, device),
+        **_preprocessors(agent_cfg, spaces, device, clock),
     }
 
 
@@ -314,7 +315,7 @@ def build_sac(env: MjEnv, agent_cfg: AgentConfig, ctx: DistributedContext, train
         learn_entropy=c.learn_entropy,
         initial_entropy_value=c.initial_entropy,
         target_entropy=c.target_entropy,
-        **_off_policy_cfg(c, agent_cfg, spaces, ctx.device, env.step_dt),
+        **_off_policy_cfg(c, agent_cfg, spaces, ctx.device, env.step_dt, clock),
     )
     agent = SAC(
         models={"policy": actor, **_critics(p, spaces, actions, ctx.device, clock)},
@@ -362,7 +363,7 @@ def build_td3(env: MjEnv, agent_cfg: AgentConfig, ctx: DistributedContext, train
         smooth_regularization_noise=GaussianNoise,
         smooth_regularization_noise_kwargs={"mean": 0.0, "std": c.smooth_noise, "device": ctx.device},
         smooth_regularization_clip=c.smooth_clip,
-        **_off_policy_cfg(c, agent_cfg, spaces, ctx.device, env.step_dt),
+        **_off_policy_cfg(c, agent_cfg, spaces, ctx.device, env.step_dt, clock),
     )
     agent = TD3(
         models={"policy": policy, "target_policy": actor(), **_critics(p, spaces, actions, ctx.device, clock)},

@@ -186,8 +186,13 @@ class SyncedStandardScaler(RunningStandardScaler):
 
     skrl updates it from each worker's batch alone, so the workers' normalisers, and with them their actors, would
     drift apart. Here each update first combines the batch's count, mean and variance over all workers (one
-    all-reduce, in float64), and every worker applies that same update.
+    all-reduce, in float64), and every worker applies that same update, timed by the learner's ``clock`` as its
+    gradients' all-reduces are.
     """
+
+    def __init__(self, *args: Any, clock: SyncClock | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.clock = clock
 
     def _parallel_variance(
         self, input_mean: torch.Tensor, input_var: torch.Tensor, input_count: int | torch.Tensor
@@ -197,7 +202,10 @@ class SyncedStandardScaler(RunningStandardScaler):
             mean, var = input_mean.double(), input_var.double()
             # Per worker: the count, the sum and the sum of squares (torch.var is the unbiased estimate).
             packed = torch.cat((n, mean * n, (n - 1) * var + n * mean.square()))
-            dist.all_reduce(packed)
+            if self.clock is not None:
+                self.clock.timed(lambda: dist.all_reduce(packed))
+            else:
+                dist.all_reduce(packed)
             size = mean.numel()
             total, sums, squares = packed[0], packed[1 : 1 + size], packed[1 + size :]
             input_mean = sums / total
