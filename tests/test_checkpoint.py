@@ -74,6 +74,9 @@ def test_foreign_file_is_refused(tmp_path: Path) -> None:
     torch.save({"weights": torch.zeros(2)}, path)
     with pytest.raises(UsageError, match="not an mjfleet"):
         load_checkpoint(path)
+    torch.save({"learner": "skrl-sac", "iter": 3}, path)  # an skrl checkpoint without its agent's modules
+    with pytest.raises(UsageError, match=r"of learner skrl-sac lacks skrl, which its checkpoints hold \(a partial"):
+        load_checkpoint(path)
     text = tmp_path / "notes.pt"
     text.write_text("hello")
     with pytest.raises(UsageError):

@@ -81,6 +81,11 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     if learner not in learner_names():
         raise UsageError(f"checkpoint {path} was written by learner {learner!r}, which this mjfleet does not know")
     missing = [k for k in learner_entry(learner).checkpoint_keys if k not in data]
+    if missing and "learner" in data:  # written by mjfleet for that learner, and changed since
+        raise UsageError(
+            f"checkpoint {path} of learner {learner} lacks {', '.join(missing)}, which its checkpoints hold (a partial"
+            " or edited file?)"
+        )
     if missing:
         raise UsageError(f"checkpoint {path} is not an mjfleet/rsl_rl checkpoint (missing {', '.join(missing)})")
     it = data.get("iter", 0)
