@@ -636,6 +636,32 @@ def test_videos_draw_the_reference_as_a_ghost_over_the_robot() -> None:
 
 
 @needs_g1
+def test_the_native_viewer_draws_the_shown_environments_reference_as_a_ghost() -> None:
+    """It showed the robot alone: whether it followed the motion could not be seen live."""
+    import mujoco
+
+    from mjfleet.render.video import GHOST_RGBA
+    from mjfleet.viewer.native import draw_ghost
+    from mjfleet.viewer.session import ViewerSession
+
+    env = _env(num_envs=2, **_clean())
+    session = ViewerSession(env, lambda obs: torch.zeros(2, env.num_actions))
+    for _ in range(5):
+        session.tick()
+    scene = mujoco.MjvScene(session.model, maxgeom=1000)
+    scene.ngeom = 7  # the last frame's ghost: replaced, not added to
+    draw_ghost(session, mujoco.MjData(session.model), scene)
+    assert scene.ngeom > 10 and all(np.allclose(scene.geoms[i].rgba, GHOST_RGBA) for i in range(scene.ngeom))
+    pose = env.task.ghost_qpos(env, session.env_index)
+    assert pose is not None
+    data = mujoco.MjData(session.model)
+    data.qpos[:] = pose
+    mujoco.mj_kinematics(session.model, data)
+    drawn = np.array([scene.geoms[i].pos for i in range(scene.ngeom)])
+    assert np.abs(drawn - data.xpos[1]).min() < 1.0 and np.allclose(drawn.mean(0)[:2], data.xpos[1][:2], atol=0.5)
+
+
+@needs_g1
 def test_the_same_motion_file_with_other_frames_is_another_run(tmp_path: Path) -> None:
     # The path alone was the run's: a motion edited in place continued (or, ended, refused to train) the old run.
     from mjfleet.errors import UsageError

@@ -30,6 +30,18 @@ GHOST_RGBA = np.array([0.3, 0.6, 1.0, 0.35], dtype=np.float32)
 """The ghost's colour: a translucent blue."""
 
 
+def add_ghost(model: mujoco.MjModel, data: mujoco.MjData, pose: np.ndarray, scene: mujoco.MjvScene) -> None:
+    """Draw ``model`` posed at ``pose`` (a ``qpos``; ``data`` is scratch) into ``scene``, translucent and tinted, as
+    many of its geoms as the scene has room for: a reference motion over the robot (videos, the native viewer)."""
+    data.qpos[:] = pose
+    mujoco.mj_kinematics(model, data)
+    first = scene.ngeom
+    option = mujoco.MjvOption()  # the geom groups the robot is drawn with
+    mujoco.mjv_addGeoms(model, data, option, mujoco.MjvPerturb(), mujoco.mjtCatBit.mjCAT_DYNAMIC, scene)
+    for i in range(first, scene.ngeom):
+        scene.geoms[i].rgba[:] = GHOST_RGBA
+
+
 class VideoFile:
     """An H.264 mp4 encoded as frames arrive (none held in memory: a long ``play --video`` would hold gigabytes),
     into a hidden file beside ``path`` that :meth:`finish` puts in place once it reads back whole (imageio does not
@@ -146,17 +158,8 @@ class WorldVideo:
     def _add_ghost(self) -> None:
         """Draw the ghost pose's bodies into the scene, translucent and tinted."""
         pose = self._ghost(self.world) if self._ghost is not None else None
-        if pose is None or self._ghost_data is None:
-            return
-        model, ghost = self._model, self._ghost_data
-        ghost.qpos[:] = pose
-        mujoco.mj_kinematics(model, ghost)
-        scene = self._renderer.scene
-        first = scene.ngeom
-        option = mujoco.MjvOption()  # the geom groups the robot is drawn with
-        mujoco.mjv_addGeoms(model, ghost, option, mujoco.MjvPerturb(), mujoco.mjtCatBit.mjCAT_DYNAMIC, scene)
-        for i in range(first, scene.ngeom):
-            scene.geoms[i].rgba[:] = GHOST_RGBA
+        if pose is not None and self._ghost_data is not None:
+            add_ghost(self._model, self._ghost_data, pose, self._renderer.scene)
 
     def _add_markers(self) -> None:
         """Draw the task's markers into the scene as spheres (as many as the scene has room for)."""

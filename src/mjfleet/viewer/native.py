@@ -3,6 +3,7 @@
 """``play --viewer native``: MuJoCo's own viewer window on the running policy (needs a display).
 
 Keys: space pauses, the right arrow steps once while paused, ``[`` and ``]`` show the previous and next environment.
+A task with a reference (motion tracking) has it drawn as a translucent ghost over the robot.
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ import logging
 import threading
 import time
 
+import mujoco
+
 from mjfleet.envs.env import MjEnv
+from mjfleet.render.video import add_ghost
 from mjfleet.rl.evaluation.episodes import Policy
 from mjfleet.viewer.display import check_display
 from mjfleet.viewer.session import ViewerSession
@@ -20,6 +24,15 @@ logger = logging.getLogger(__name__)
 
 KEY_SPACE, KEY_RIGHT, KEY_LEFT_BRACKET, KEY_RIGHT_BRACKET = 32, 262, 91, 93
 """GLFW key codes of the viewer's keys."""
+
+
+def draw_ghost(session: ViewerSession, scratch: mujoco.MjData, scene: mujoco.MjvScene) -> None:
+    """The shown environment's reference pose (the task's ``ghost_qpos``), translucent, as the scene's only user
+    geoms; none for a task without one."""
+    scene.ngeom = 0
+    pose = session.env.task.ghost_qpos(session.env, session.env_index)
+    if pose is not None:
+        add_ghost(session.model, scratch, pose, scene)
 
 
 def run_native_viewer(env: MjEnv, policy: Policy, stop: threading.Event | None = None) -> int:
@@ -40,6 +53,7 @@ def run_native_viewer(env: MjEnv, policy: Policy, stop: threading.Event | None =
             shift[0] += 1 if key == KEY_RIGHT_BRACKET else -1
 
     model = session.model
+    ghost = mujoco.MjData(model)
     dt = env.step_dt
     threads_before = set(threading.enumerate())
     try:
@@ -53,6 +67,7 @@ def run_native_viewer(env: MjEnv, policy: Policy, stop: threading.Event | None =
                         shift[0] = 0
                     session.tick()
                     mujoco.mj_forward(model, session.data)  # contacts and sensors for the viewer's overlays
+                    draw_ghost(session, ghost, window.user_scn)
                 window.sync()
                 time.sleep(max(dt - (time.perf_counter() - started), 0.0))
     except KeyboardInterrupt:
