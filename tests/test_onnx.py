@@ -162,6 +162,17 @@ def test_checkpoints_write_onnx_and_play_runs_it(tmp_path: Path, monkeypatch: py
     _, played, _ = play.parse_args(["cartpole-swingup", "--checkpoint", str(run_dir / "model_2.pt")])
     assert isinstance(played.env, CartpoleConfig) and played.env.swingup
 
+    # The file describes itself (its metadata holds the sidecar's JSON): copied alone, it plays.
+    import onnx
+
+    props = {p.key: p.value for p in onnx.load(str(run_dir / "model_2.onnx")).metadata_props}
+    assert json.loads(props["mjfleet"]) == json.loads((run_dir / "model_2.onnx.json").read_text())
+    (tmp_path / "alone").mkdir()
+    (tmp_path / "alone" / "walker.onnx").write_bytes((run_dir / "model_2.onnx").read_bytes())
+    argv = ["cartpole-balance", "--checkpoint", str(tmp_path / "alone" / "walker.onnx"), "--num-episodes", "2"]
+    code, out, err = run_main(play.main, [*argv, "--gpu-ids", "None"])
+    assert code == 0 and json.loads(out)["episodes"] == 2, err
+
     # A sidecar without what the inputs need (edited by hand) is one line.
     sidecar = run_dir / "model_1.onnx.json"
     sidecar.write_text(json.dumps({"format": json.loads(sidecar.read_text())["format"]}))

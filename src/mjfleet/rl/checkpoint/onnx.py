@@ -9,6 +9,7 @@ sizes, action scale, control step, joint order). ``policy.onnx`` and ``policy.on
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import warnings
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import onnx
 import torch
 from tensordict import TensorDict
 
@@ -33,6 +35,8 @@ OPSET = 18
 """ONNX opset of the exported graphs (recorded in the JSON as ``opset``)."""
 FORMAT = "mjfleet-onnx-policy"
 """Marker of the JSON sidecar, so ``play`` refuses an ONNX file that mjfleet did not write."""
+METADATA_KEY = "mjfleet"
+"""The key of the ONNX file's own metadata (``metadata_props``) holding the same JSON as its sidecar."""
 FORMAT_VERSION = 1
 INPUT_NAME = "obs"
 OUTPUT_NAME = "actions"
@@ -206,23 +210,25 @@ def export_policy(
     module.to("cpu")
     module.eval()
     axes = {name: {0: "batch"} for name in (*inputs, *outputs)}
+    graph = io.BytesIO()
     with warnings.catch_warnings():
         # dynamo=False is the TorchScript exporter: it needs only ``onnx`` (not onnxscript) and is deprecated upstream.
         warnings.simplefilter("ignore")
-        write_atomic(
-            path,
-            lambda f: torch.onnx.export(
-                module,
-                dummy,
-                cast(Any, f),  # a binary file object works; torch's annotation names paths only
-                opset_version=OPSET,
-                input_names=inputs,
-                output_names=outputs,
-                dynamic_axes=axes,
-                dynamo=False,
-            ),
+        torch.onnx.export(
+            module,
+            dummy,
+            cast(Any, graph),  # a binary file object works; torch's annotation names paths only
+            opset_version=OPSET,
+            input_names=inputs,
+            output_names=outputs,
+            dynamic_axes=axes,
+            dynamo=False,
         )
     text = json.dumps(metadata, indent=2) + "\n"
+    model = onnx.load_from_string(graph.getvalue())
+    onnx.helper.set_model_props(model, {METADATA_KEY: text})  # the file describes itself; the sidecar is a copy
+    data = model.SerializeToString()
+    write_atomic(path, lambda f: f.write(data))
     write_text_atomic(metadata_path(path), text)
     return path
 
@@ -237,12 +243,23 @@ def publish_latest(onnx_path: Path) -> Path:
 
 
 def load_metadata(onnx_path: Path) -> dict[str, Any]:
-    """The JSON sidecar of ``onnx_path``; a missing or foreign one raises :class:`UsageError`."""
+    """The JSON sidecar of ``onnx_path``, or where there is none the same JSON in the file's own metadata
+    (``metadata_props[METADATA_KEY]``); neither, or a foreign one, raises :class:`UsageError`."""
     meta_file = metadata_path(onnx_path)
     try:
         meta = json.loads(meta_file.read_text())
     except FileNotFoundError:
-        raise UsageError(f"{onnx_path} has no {meta_file.name} beside it (export it with mjfleet)") from None
+        meta_file = onnx_path
+        try:
+            props = {p.key: p.value for p in onnx.load(str(onnx_path), load_external_data=False).metadata_props}
+            meta = json.loads(props[METADATA_KEY])
+        except KeyError:
+            raise UsageError(
+                f"{onnx_path} has no {metadata_path(onnx_path).name} beside it and no description of its own (export"
+                " it with mjfleet)"
+            ) from None
+        except Exception as e:
+            raise UsageError(f"{onnx_path} is unreadable ({type(e).__name__})") from None
     except (OSError, ValueError) as e:
         raise UsageError(f"{meta_file} is unreadable ({type(e).__name__})") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
