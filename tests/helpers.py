@@ -39,6 +39,16 @@ def missing_files(task_id: str) -> str | None:
     )
 
 
+def installed_distribution(root: Path, name: str, group: str, entry_points: dict[str, str]) -> None:
+    """The metadata of an installed distribution ``name`` under ``root`` (put ``root`` on ``sys.path``), declaring
+    ``entry_points`` (name -> ``module:attribute``) in ``group``, as ``pip install`` of a package would."""
+    dist = root / f"{name.replace('-', '_')}-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    lines = "".join(f"{key} = {value}\n" for key, value in entry_points.items())
+    (dist / "entry_points.txt").write_text(f"[{group}]\n{lines}")
+
+
 def rsl_ppo(runner: Runner) -> SyncedPPO:
     """rsl-rl-lib's algorithm inside a runner whose learner is ``rsl-rl-ppo`` (for tests of what is rsl_rl's own:
     its storage, optimizer, actor)."""

@@ -17,7 +17,7 @@ from mjfleet.rl.checkpoint.files import load_checkpoint
 from mjfleet.rl.learners.registry import learner_entry, learner_names, register, unregister
 from mjfleet.runs.fingerprint import training_settings
 
-from .helpers import run_main, small_train_config
+from .helpers import installed_distribution, run_main, small_train_config
 from .toy_learner import ENTRY
 
 
@@ -176,10 +176,7 @@ def test_a_package_names_its_learners_in_the_learners_entry_point_group(
     from mjfleet.rl.learners import registry
 
     for name, value in (("good", "tests.toy_learner:ENTRY"), ("broken", "mjfleet_demo_missing_learner:ENTRY")):
-        dist = tmp_path / f"mjfleet_demo_{name}-0.1.dist-info"
-        dist.mkdir()
-        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: mjfleet-demo-{name}\nVersion: 0.1\n")
-        (dist / "entry_points.txt").write_text(f"[mjfleet.learners]\n{name} = {value}\n")
+        installed_distribution(tmp_path, f"mjfleet-demo-{name}", "mjfleet.learners", {name: value})
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(registry, "_packages_read", False)
     monkeypatch.setattr(registry, "_ENTRIES", dict(registry._ENTRIES))

@@ -20,7 +20,7 @@ from mjfleet.tasks.spec import TaskSpec
 from mjfleet.train.api import prepare
 from mjfleet.train.worker import train_worker
 
-from .helpers import small_train_config
+from .helpers import installed_distribution, small_train_config
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "custom_task.py"
 
@@ -68,10 +68,7 @@ def _install_plugin(
         "    base = get_task('cartpole-balance')\n"
         f"    return [TaskSpec({spec_args})]\n"
     )
-    dist = tmp_path / f"{module}-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(f"[{group}]\ndemo = {module}:specs\n")
+    installed_distribution(tmp_path, module.replace("_", "-"), group, {"demo": f"{module}:specs"})
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(registry, "_loaded", False)
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
