@@ -811,3 +811,31 @@ def test_without_state_estimation_the_policy_reads_no_anchor_position_nor_base_v
     policy = Runner(blind, get_task(TASK).agent_cfg(), DistributedContext(device="cpu"), run_dir=None).learner.policy()
     terms = [t["name"] for t in policy_metadata(blind, policy, 0)["observation_terms"]["policy"]]
     assert terms == [n for n in names if n not in ("reference_anchor_pos_b", "base_lin_vel")]
+
+
+@needs_g1
+def test_where_the_adaptive_sampling_starts_is_logged_each_iteration(tmp_path: Path) -> None:
+    """mjlab logs its sampler's entropy and favoured bin; here the tally lived in checkpoints alone, so where the
+    motion was hard could not be seen."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from mjfleet.runtime.context import DistributedContext
+    from mjfleet.train.worker import train_worker
+
+    from .helpers import make_run_dir, small_train_config
+
+    task = _tally(num_envs=4, failed_bin=2, share=1.0)
+    bins = task.starts.bins
+    summary = task.starts.summary()
+    assert summary["sampling_top_bin"] == 2.0
+    assert summary["sampling_top_share"] == pytest.approx(0.9 + 0.1 / bins)
+    assert 0.0 < summary["sampling_entropy"] < 0.5
+    fresh = _env(num_envs=4).task
+    assert isinstance(fresh, TrackingTask) and fresh.starts.summary()["sampling_entropy"] == pytest.approx(1.0)
+    run_dir = make_run_dir(tmp_path, "tracking", "sampling")
+    train_worker(small_train_config(TASK, num_envs=8, iterations=2, steps=4), run_dir, DistributedContext(device="cpu"))
+    events = EventAccumulator(str(run_dir))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"Task/sampling_entropy", "Task/sampling_top_bin", "Task/sampling_top_share"} <= tags
+    assert [e.step for e in events.Scalars("Task/sampling_entropy")] == [1, 2]

@@ -205,6 +205,12 @@ class Task(ABC, Generic[CfgT]):
         default."""
         return []
 
+    def iteration_scalars(self, env: MjEnv) -> dict[str, float]:
+        """Numbers about the task's own state, read once per iteration on the first worker and logged as
+        ``Task/<name>`` (TensorBoard, W&B), e.g. where a tracking task's adaptive sampling starts its episodes; none
+        by default. Each is read to the host: keep them few."""
+        return {}
+
     def export_metadata(self) -> dict[str, Any]:
         """What a control loop needs beyond the observation layout to run an exported policy of this task (JSON
         values), written into the ONNX file's sidecar; nothing by default."""

@@ -300,6 +300,7 @@ class Runner(Saving, Stopping):
                         resumed=self.previous_elapsed_s > 0,
                         evaluation_window=self.eval_window.episodes,
                         ending=last,
+                        task_scalars=self.env.task.iteration_scalars(self.env),
                     )
                 self.ending = last
                 if it % self.agent_cfg.save_interval == 0 or last:

@@ -49,9 +49,11 @@ class IterationReporter:
         resumed: bool,
         evaluation_window: int,
         ending: bool = False,
+        task_scalars: dict[str, float] | None = None,
     ) -> None:
         """Say iteration ``r`` of ``total``: ``block`` asks for the fuller block, ``resumed`` for the run's whole
-        elapsed time beside this start's, ``ending`` that it is this start's last iteration."""
+        elapsed time beside this start's, ``ending`` that it is this start's last iteration; ``task_scalars`` (the
+        task's :meth:`~mjfleet.envs.task.Task.iteration_scalars`) go to the metrics as ``Task/<name>``."""
         self._write_progress(r)
         scalars = {f"Loss/{k}": v for k, v in r.losses.items()}
         scalars["Loss/learning_rate"] = learner.learning_rate
@@ -73,6 +75,7 @@ class IterationReporter:
         if r.evaluation:
             scalars.update(r.evaluation)
             scalars["Eval/episodes"] = float(r.evaluation_episodes)
+        scalars.update({f"Task/{name}": value for name, value in (task_scalars or {}).items()})
         if self.writer is not None:
             self.writer.add_scalars(scalars, r.iteration)
         if r.episode:  # an iteration in which no episode ended shows the previous iteration's means, all of them

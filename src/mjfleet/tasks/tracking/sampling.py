@@ -45,13 +45,27 @@ class StartSampler:
             return torch.zeros(n, dtype=torch.long, device=dev)
         if self.mode == "uniform":
             return torch.randint(0, self.frames - 1, (n,), device=dev, generator=g)
+        bins = torch.multinomial(self.weights(), n, replacement=True, generator=g)
+        within = torch.rand(n, device=dev, generator=g)
+        return ((bins + within) / self.bins * (self.frames - 1)).long().clamp(max=self.frames - 2)
+
+    def weights(self) -> torch.Tensor:
+        """The adaptive sampling's share of starts in each bin (sums to 1)."""
         total = self.failures.sum()
         failed = self.failures / total if total > 0 else torch.full_like(self.failures, 1.0 / self.bins)
         share = self._uniform_share
-        weights = (1.0 - share) * failed + share / self.bins  # every bin keeps its even share: none is forgotten
-        bins = torch.multinomial(weights, n, replacement=True, generator=g)
-        within = torch.rand(n, device=dev, generator=g)
-        return ((bins + within) / self.bins * (self.frames - 1)).long().clamp(max=self.frames - 2)
+        return (1.0 - share) * failed + share / self.bins  # every bin keeps its even share: none is forgotten
+
+    def summary(self) -> dict[str, float]:
+        """Where the adaptive sampling starts episodes: its distribution's entropy relative to the even one's (1: as
+        even), the most favoured bin and its share of the starts. Empty for the other modes."""
+        if self.mode != "adaptive":
+            return {}
+        weights = self.weights()
+        entropy = -(weights * torch.log(weights.clamp(min=1e-12))).sum()
+        top = int(torch.argmax(weights))
+        evenness = float(entropy) / math.log(self.bins) if self.bins > 1 else 1.0
+        return {"sampling_entropy": evenness, "sampling_top_bin": float(top), "sampling_top_share": float(weights[top])}
 
     def bin_of(self, frames: torch.Tensor) -> torch.Tensor:
         """The bin of each of ``frames``."""

@@ -378,6 +378,10 @@ class TrackingTask(Task[TrackingConfig]):
         qpos[m.jnt_qposadr[self._joints]] = ref.joint_pos[frame].cpu().numpy()
         return qpos
 
+    def iteration_scalars(self, env: MjEnv) -> dict[str, float]:
+        """The adaptive sampling's state (:meth:`StartSampler.summary`): where in the motion training now starts."""
+        return self.starts.summary()
+
     def export_metadata(self) -> dict[str, Any]:
         """What a control loop needs besides the graph: how actions become servo targets, the motion the policy
         follows (the graph carries it: :meth:`export_tables`), the anchor and tracked bodies, and the policy
