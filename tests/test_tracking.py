@@ -839,3 +839,31 @@ def test_where_the_adaptive_sampling_starts_is_logged_each_iteration(tmp_path: P
     tags = set(events.Tags()["scalars"])
     assert {"Task/sampling_entropy", "Task/sampling_top_bin", "Task/sampling_top_share"} <= tags
     assert [e.step for e in events.Scalars("Task/sampling_entropy")] == [1, 2]
+
+
+@needs_g1
+def test_the_web_viewer_draws_the_reference_as_a_ghost_that_follows_the_shown_environment() -> None:
+    import mujoco
+
+    from mjfleet.viewer.web import WebViewer
+
+    env = _env(num_envs=2, **_clean())
+    viewer = WebViewer(env, lambda obs: torch.zeros(2, env.num_actions), host="127.0.0.1", port=0, paused=True)
+    try:
+        scene = viewer.scene
+        assert scene._ghost_frames.keys() == set(scene.bodies)
+        for index in (0, 1):
+            viewer.session.show_env(index)
+            for _ in range(3):
+                viewer.session.request_step()
+                viewer.session.tick()
+            scene.draw()
+            pose = env.task.ghost_qpos(env, index)
+            assert pose is not None
+            data = mujoco.MjData(viewer.session.model)
+            data.qpos[:] = pose
+            mujoco.mj_kinematics(viewer.session.model, data)
+            body = scene.bodies[0]
+            assert np.allclose(scene._ghost_frames[body].position, data.xpos[body], atol=1e-5)
+    finally:
+        viewer.close()

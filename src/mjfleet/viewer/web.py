@@ -26,6 +26,7 @@ import viser
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.errors import UsageError
+from mjfleet.render.video import GHOST_RGBA
 from mjfleet.rl.evaluation.episodes import Policy
 from mjfleet.viewer.geometry import GeomMesh, geom_meshes
 from mjfleet.viewer.session import ViewerSession
@@ -63,6 +64,11 @@ class WebScene:
         """Per drawn geom, its mesh's scene handle."""
         self._shapes = _shapes(model)
         self._add_meshes(meshes)
+        self._ghost_data: mujoco.MjData | None = None
+        self._ghost_frames: dict[int, Any] = {}
+        """A task with a reference (``ghost_qpos``): its pose drawn translucent, the moving bodies once more."""
+        if session.env.task.ghost_qpos(session.env, session.env_index) is not None:
+            self._add_ghost(meshes)
         self.follow = bool(model.njnt) and int(model.jnt_type[0]) == mujoco.mjtJoint.mjJNT_FREE
         """Keep the shown environment's root body above the scene origin (the camera follows it); on for floating
         bases."""
@@ -87,6 +93,31 @@ class WebScene:
                 opacity=None if mesh.rgba[3] >= 1.0 else mesh.rgba[3],
                 side="double",
             )
+
+    def _add_ghost(self, meshes: Iterable[GeomMesh]) -> None:
+        self._ghost_data = mujoco.MjData(self.session.model)
+        for body in self.bodies:
+            self._ghost_frames[body] = self.server.scene.add_frame(f"/world/ghost{body}", show_axes=False)
+        for mesh in meshes:
+            if mesh.body != 0:
+                self.server.scene.add_mesh_simple(
+                    f"/world/ghost{mesh.body}/geom{mesh.geom}",
+                    mesh.vertices,
+                    mesh.faces,
+                    color=_rgb((float(GHOST_RGBA[0]), float(GHOST_RGBA[1]), float(GHOST_RGBA[2]), 1.0)),
+                    opacity=float(GHOST_RGBA[3]),
+                    side="double",
+                )
+
+    def _ghost_poses(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The shown environment's reference pose as body positions and orientations, or None."""
+        session, data = self.session, self._ghost_data
+        pose = session.env.task.ghost_qpos(session.env, session.env_index) if data is not None else None
+        if pose is None or data is None:
+            return None
+        data.qpos[:] = pose
+        mujoco.mj_kinematics(session.model, data)
+        return data.xpos.copy(), data.xquat.copy()
 
     def _place_camera(self) -> None:
         pos, _ = self.session.body_poses()
@@ -114,11 +145,15 @@ class WebScene:
             self._replace_meshes([int(g) for g in changed])
         pos, quat = self.session.body_poses()
         anchor = pos[self.bodies[0]] if self.follow and self.bodies else np.zeros(3)
+        ghost = self._ghost_poses()
         with self.server.atomic():
             self.root.position = (-float(anchor[0]), -float(anchor[1]), 0.0)
             for body, frame in self._frames.items():
                 frame.position = pos[body]
                 frame.wxyz = quat[body]
+            if ghost is not None:
+                for body, frame in self._ghost_frames.items():
+                    frame.position, frame.wxyz = ghost[0][body], ghost[1][body]
 
 
 class WebControls:
