@@ -15,6 +15,7 @@ import pytest
 from mjfleet.cli import play, train
 from mjfleet.runs.source import LOCAL_DIR_ENV
 from mjfleet.runtime.context import DistributedContext
+from mjfleet.train.config import wandb_can_log
 from mjfleet.train.worker import train_worker
 
 from .helpers import make_run_dir, run_main, small_train_config
@@ -112,6 +113,29 @@ def test_wandb_logger_without_wandb_installed_is_one_line_before_any_run(
         "error: --agent.logger wandb: this Python cannot import wandb (install it, or log to tensorboard)"
     ]
     assert not any(tmp_path.iterdir()), "a run directory was made"
+
+
+def test_wandb_logger_without_an_api_key_is_one_line_before_any_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It passed --dry-run and failed in the worker, after the run directory existed."""
+    home = tmp_path / "home"
+    home.mkdir()
+    for name in ("WANDB_MODE", "WANDB_API_KEY", "NETRC", "WANDB_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--agent.logger", "wandb", "--log-root", str(tmp_path / "logs")]
+    code, _, err = run_main(train.main, [*argv, "--dry-run"])
+    assert code == 2, err
+    assert err.strip().splitlines() == [
+        "error: --agent.logger wandb: no W&B API key here (run `wandb login`, or set WANDB_API_KEY; WANDB_MODE=offline"
+        " logs without an account)"
+    ]
+    assert not (tmp_path / "logs").exists()
+    (home / ".netrc").write_text("machine api.wandb.ai\n  login user\n  password k\n")  # what `wandb login` writes
+    assert run_main(train.main, [*argv, "--dry-run"])[0] == 0
+    assert wandb_can_log({"WANDB_MODE": "offline"}) and wandb_can_log({"WANDB_API_KEY": "k", "HOME": str(tmp_path)})
+    assert not wandb_can_log({"HOME": str(home), "WANDB_BASE_URL": "https://wandb.example.org"})  # another host
 
 
 @pytest.mark.slow

@@ -11,8 +11,12 @@ import dataclasses
 import importlib.util
 import ipaddress
 import math
+import netrc
+import os
 import re
 import sys
+import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -195,6 +199,11 @@ def validate(cfg: TrainConfig) -> None:
     if cfg.agent.logger == "wandb" and importlib.util.find_spec("wandb") is None:
         # Checked here, not at the first metrics write: that is in every worker, after the run directory exists.
         raise UsageError("--agent.logger wandb: this Python cannot import wandb (install it, or log to tensorboard)")
+    if cfg.agent.logger == "wandb" and not wandb_can_log(os.environ):
+        raise UsageError(
+            "--agent.logger wandb: no W&B API key here (run `wandb login`, or set WANDB_API_KEY; WANDB_MODE=offline"
+            " logs without an account)"
+        )
     if cfg.stop_when is not None:
         cfg.stop_when = as_condition(cfg.stop_when)  # text from Python is parsed here, once; tyro parsed the CLI's
     cfg.agent.evaluation_envs(cfg.env.num_envs)  # refuses --agent.eval-envs/--agent.eval-episodes out of range
@@ -271,6 +280,21 @@ def _check_remote_options(cfg: TrainConfig) -> None:
                     f"--launcher-address {address} is a loopback address that other hosts cannot reach; give an"
                     " address of this machine on the network the hosts share"
                 )
+
+
+def wandb_can_log(environ: Mapping[str, str]) -> bool:
+    """Whether a W&B run could start here as far as can be told without W&B: offline or disabled, an API key in the
+    environment, or a ``wandb login`` entry in the netrc file for W&B's host (where the file cannot be read, yes)."""
+    if environ.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun") or environ.get("WANDB_API_KEY"):
+        return True
+    host = urllib.parse.urlparse(environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or "api.wandb.ai"
+    path = Path(environ.get("NETRC") or Path(environ.get("HOME") or Path.home()) / ".netrc")
+    try:
+        return netrc.netrc(str(path)).authenticators(host) is not None
+    except FileNotFoundError:
+        return False
+    except (OSError, netrc.NetrcParseError):
+        return True  # W&B may read it where this cannot: its own error says more
 
 
 def _importable(module: str) -> bool:
