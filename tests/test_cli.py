@@ -90,6 +90,9 @@ def _usage_error(capsys: pytest.CaptureFixture[str], main: object, argv: list[st
         (["cartpole-balance", "--agent.algorithm.gama", "0.9"], "; did you mean --agent.algorithm.gamma"),
         (["cartpole-balance", "--stop-when", "success=0.9"], "--stop-when 'success=0.9' is not a condition"),
         (["cartpole-balance", "--stop-when", "success>=high"], "'high' is not a number"),
+        (["cartpole-balance", "--stop-when", "success>="], "--stop-when 'success>=': no number after the comparison"),
+        # What a shell leaves of an unquoted success>=0.95 (it wrote a file named =0.95).
+        (["cartpole-balance", "--stop-when", "success"], "(quote it: --stop-when 'success>=0.95'; unquoted, the shell"),
         (["cartpole-balance", "--stop-when", "success>=95"], "success is a share of episodes, from 0 to 1 (0.95 for"),
         (["cartpole-balance", "--stop-when", "Episode/success<-1"], "success is a share of episodes"),
         (["cartpole-balance", "--stop-when", "success>=1", "--stop-when-iterations", "0"], "at least 1 (got 0)"),
@@ -220,7 +223,10 @@ def test_a_policy_without_its_runs_settings_plays_on_the_tasks_defaults(tmp_path
 
 def test_play_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     no_runs = ["cartpole-balance", "--log-root", str(tmp_path)]
-    assert "no trained run of cartpole-balance" in _usage_error(capsys, play.main, no_runs)
+    said = _usage_error(capsys, play.main, no_runs)
+    assert (
+        "no trained run of cartpole-balance" in said and "train one (train cartpole-balance), point --log-root" in said
+    )
     assert "does not exist" in _usage_error(
         capsys, play.main, ["cartpole-balance", "--checkpoint", str(tmp_path / "x.pt"), "--gpu-ids", "None"]
     )

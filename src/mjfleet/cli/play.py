@@ -152,7 +152,8 @@ def parse_args(argv: list[str]) -> tuple[str, PlayConfig, AgentConfig]:
     _say_unused(cfg)
     if cfg.agent == "policy" and cfg.checkpoint is None:
         raise UsageError(
-            f"no trained run of {spec.id} under {cfg.log_root}; pass --checkpoint (or use --agent random|zero)"
+            f"no trained run of {spec.id} under {cfg.log_root}: train one (train {spec.id}), point --log-root at the"
+            " runs' root, or pass --checkpoint (or use --agent random|zero)"
         )
     return spec.id, cfg, agent_cfg
 

@@ -53,15 +53,18 @@ class StopCondition:
         ``Eval_Metrics/lin_vel_error``). Raises :class:`UsageError` naming the flag."""
         match = _CONDITION_RE.fullmatch(text)
         if match is None:
+            # A name alone is what a shell leaves of an unquoted condition: it took > or < as a redirection.
+            shell = " (quote it: --stop-when 'success>=0.95'; unquoted, the shell reads > and < itself)"
             raise UsageError(
                 f"--stop-when {text!r} is not a condition like 'success>=0.9' or 'Metrics/<name><0.2'"
-                " (a statistic, one of >= <= > <, a number)"
+                " (a statistic, one of >= <= > <, a number)" + (shell if re.fullmatch(r"[\w/.]+", text) else "")
             )
         name, op, number = match.groups()
         try:
             value = float(number)
         except ValueError:
-            raise UsageError(f"--stop-when {text!r}: {number!r} is not a number") from None
+            said = f"{number!r} is not a number" if number.strip("=<> ") else "no number after the comparison"
+            raise UsageError(f"--stop-when {text!r}: {said}") from None
         if not math.isfinite(value):
             raise UsageError(f"--stop-when {text!r}: the threshold must be a finite number")
         condition = cls(evaluation_name(_SHORT_NAMES.get(name, name)), op, value)
