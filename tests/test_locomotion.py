@@ -231,6 +231,14 @@ def test_action_scale_of_force_needs_force_limits() -> None:
         action_scales(m, 0.3, 0.25)
 
 
+def test_a_termination_height_the_standing_robot_does_not_clear_is_one_line() -> None:
+    """A small robot under the defaults' 0.15 m: every episode ended as a fall at its first step, without a word."""
+    from .conftest import make_env
+
+    with pytest.raises(UsageError, match=r"--env.termination-height 0.5 is not below the base height of robot 'go1'"):
+        make_env("go1-velocity-flat", num_envs=2, termination_height=0.5)
+
+
 def test_trunk_on_the_ground_is_a_base_contact_termination() -> None:
     env = make_loco_env("go1-velocity-flat", num_envs=2)
     env.step(torch.zeros(2, env.num_actions))

@@ -120,6 +120,27 @@ def test_records_with_servos_and_named_geoms_are_checked_too(monkeypatch: pytest
     assert problem.endswith("match no servo of the record (it drives every hinge and slide joint)")
     limp = dataclasses.replace(UNITREE_G1, servos=(dataclasses.replace(UNITREE_G1.servos[0], kp=0.0),))
     assert "has kp 0.0, kd" in robot_problems(limp, g1)[-1]  # a servo without stiffness holds nothing up
+    # A servo's control range is its joint's: one without a range failed to compile after the run directory existed.
+    for joint in g1.joints:
+        if joint.name == "left_knee_joint":
+            joint.limited = mujoco.mjtLimited.mjLIMITED_FALSE
+    assert robot_problems(UNITREE_G1, g1) == [
+        "joint 'left_knee_joint' has no range, which a servo of the record takes as its control range (give each a"
+        " range in the file)"
+    ]
+    # Names that differ in case are offered first (FL_foot for fl_foot was never offered).
+    from mjfleet.tasks.locomotion.check import _missing
+
+    assert _missing("geom", "fl_foot", "a zone", ["RR_foot", "RL_foot", "FL_foot"]).endswith(
+        "closest: 'FL_foot', 'RL_foot')"
+    )
+    # A ground of another name stayed beside the task's own (on rough terrain, a plane through its pits and steps).
+    grounded = mujoco.MjSpec.from_file(str(robot_file(GO1)))
+    grounded.worldbody.add_geom(name="ground", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0.0, 0.0, 0.05])
+    assert robot_problems(GO1, grounded) == [
+        "its ground plane 'ground' is not named 'floor' (the task replaces the plane named floor with its own ground, a"
+        " heightfield on rough terrain, and would keep this one beside it): name it floor"
+    ]
     # The primitive Go1 names its foot geoms; the base must float on the file's first joint.
     go1 = GO1
     spec = mujoco.MjSpec.from_file(str(robot_file(go1)))
@@ -166,7 +187,7 @@ def test_the_records_own_patterns_zones_and_home_pose_are_checked(monkeypatch: p
         g1.delete(actuator)
     g1.joint("left_knee_joint").name = ""
     (unnamed,) = robot_problems(UNITREE_G1, g1)
-    assert "(unnamed, in body 'left_knee_link': name it)" in unnamed and "match no servo" in unnamed
+    assert "(unnamed, in body 'left_knee_link': name it)" in unnamed and "matches no servo" in unnamed
 
 
 def test_a_floor_in_a_body_of_its_own_is_named() -> None:

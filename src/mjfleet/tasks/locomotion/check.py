@@ -123,6 +123,20 @@ def robot_problems(robot: RobotSpec, spec: mujoco.MjSpec) -> list[str]:
             " zones count the ground's contacts with the world body's geoms only)"
         )
 
+    # The task lays its own ground (a plane, or a heightfield on rough terrain) in place of the geom named `floor`:
+    # a ground of another name would stay beside it, a plane through the rough terrain's pits and steps.
+    plane = int(mujoco.mjtGeom.mjGEOM_PLANE)
+    grounds = [
+        m.geom(g).name or f"#{g}"
+        for g in range(m.ngeom)
+        if int(m.geom_bodyid[g]) == 0 and int(m.geom_type[g]) == plane and m.geom(g).name != "floor"
+    ]
+    if grounds:
+        problems.append(
+            f"its ground plane {_listed(grounds)} is not named 'floor' (the task replaces the plane named floor with"
+            " its own ground, a heightfield on rough terrain, and would keep this one beside it): name it floor"
+        )
+
     for name in robot.watched():
         problem = _zone_problem(m, robot, name, bodies)
         if problem:
@@ -133,9 +147,18 @@ def robot_problems(robot: RobotSpec, spec: mujoco.MjSpec) -> list[str]:
     if robot.servos:
         unmatched = [joints[j] for j in driven if not any(re.fullmatch(s.joints, joints[j]) for s in robot.servos)]
         if unmatched:
+            many = len(unmatched) > 1
             problems.append(
-                f"joint{'s' if len(unmatched) > 1 else ''} {_listed(unmatched)} match no servo of the record"
-                " (it drives every hinge and slide joint)"
+                f"joint{'s' if many else ''} {_listed(unmatched)} {'match' if many else 'matches'} no servo of the"
+                " record (it drives every hinge and slide joint)"
+            )
+        # A servo's control range is its joint's range (MuJoCo's inheritrange): a joint without one cannot have it.
+        unlimited = [joints[j] for j in driven if not m.jnt_limited[j]]
+        if unlimited:
+            many = len(unlimited) > 1
+            problems.append(
+                f"joint{'s' if many else ''} {_listed(unlimited)} {'have' if many else 'has'} no range, which a servo"
+                " of the record takes as its control range (give each a range in the file)"
             )
         for s in robot.servos:
             if not (s.kp > 0 and s.effort > 0 and s.kd >= 0 and s.armature >= 0):
@@ -321,7 +344,8 @@ def _actuator_problems(m: mujoco.MjModel, joints: list[str]) -> list[str]:
 def _missing(kind: str, name: str, role: str, have: list[str]) -> str:
     """``no <kind> '<name>' (<role>; <what the file has instead>)``."""
     have = [h for h in have if h]
-    close = difflib.get_close_matches(name, have, n=2)
+    by_lower = {h.lower(): h for h in reversed(have)}  # the first of names equal but for case
+    close = [by_lower[c] for c in difflib.get_close_matches(name.lower(), list(by_lower), n=2)]
     if close:
         instead = f"closest: {_listed(close)}"
     elif have:

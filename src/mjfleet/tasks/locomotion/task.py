@@ -11,6 +11,7 @@ import torch
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.envs.task import Task
+from mjfleet.errors import UsageError
 from mjfleet.tasks.joint_limits import joint_ranges, soft_ranges
 from mjfleet.tasks.locomotion.actions import action_scales
 from mjfleet.tasks.locomotion.check import say_control_rate
@@ -106,6 +107,12 @@ class LocomotionTask(LocomotionRewards, Task[LocomotionConfig]):
         """The whole home pose: joints without an actuator start where the keyframe puts them."""
         self.spawn_base_height = spawn_height(m, self.robot)
         """Base height of a reset over its ground, less ``SPAWN_CLEARANCE``: the feet at the home pose on it."""
+        if self.cfg.termination_height >= self.spawn_base_height:  # every episode would end as a fall at once
+            raise UsageError(
+                f"--env.termination-height {self.cfg.termination_height:g} is not below the base height of robot"
+                f" {self.robot.name!r} standing in its home pose ({self.spawn_base_height:.3g} m): every episode would"
+                " end as a fall at its first step; give a height it reaches only by falling"
+            )
         low, high = joint_ranges(m, joints)
         self._joint_low, self._joint_high = tensor(low), tensor(high)
         soft_low, soft_high = soft_ranges(low, high, self.cfg.soft_joint_limit)
