@@ -63,7 +63,7 @@ def test_a_file_without_the_home_keyframe_is_one_line_naming_it(tmp_path: Path) 
     message = _prepare_error(str(path))
     assert message == (
         f"--env.robot {path} lacks what robot record 'unitree_go1' needs: no keyframe 'home' (the record takes the"
-        " initial pose from it; the file has none)"
+        " initial pose from it; the file has none): give the record a home=((joint pattern, angle), ...)"
     )
     # A keyframe of another name is named as what the file has.
     other = _write(tmp_path, GO1_XML.replace('<key name="home"', '<key name="stand"'))
@@ -89,6 +89,15 @@ def test_missing_or_wrong_actuators_are_named(tmp_path: Path) -> None:
     motors = re.sub(r"<position (name=)", r'<motor gear="1" \1', GO1_XML).replace('<position kp="100" ', "<motor ")
     message = _prepare_error(str(_write(tmp_path, motors, "motors.xml")))
     assert "actuators 'FR_hip', 'FR_thigh', 'FR_calf' and 9 more are not position servos" in message
+    assert "e.g. motors): give the record servos=(Servo(joint pattern, kp, kd, effort), ...) to replace them" in message
+    # A prop floating before the robot: the message names the body the file's first joint floats.
+    crate = '<body name="crate"><freejoint/><geom type="sphere" size=".1"/></body>'
+    propped = GO1_XML.replace("<worldbody>", f"<worldbody>{crate}", 1)
+    message = _prepare_error(str(_write(tmp_path, propped, "propped.xml")))
+    assert (
+        "has no free joint as the file's first joint (the floating base; the file's first joint floats body 'crate')"
+        in message
+    )
 
 
 def test_a_menagerie_root_copy_without_a_foot_names_the_body_and_the_zone(
@@ -151,7 +160,8 @@ def test_records_with_servos_and_named_geoms_are_checked_too(monkeypatch: pytest
     assert robot_problems(go1, spec) == [
         "body 'trunk' has no free joint as the file's first joint (the floating base)",
         "no geom 'FR_foot' (the contact sensor of zone 'FR_foot'; closest: 'RR_foot', 'RL_foot')",
-        "no keyframe 'home' (the record takes the initial pose from it; the file has none)",
+        "no keyframe 'home' (the record takes the initial pose from it; the file has none): give the record a"
+        " home=((joint pattern, angle), ...)",
     ]
 
 

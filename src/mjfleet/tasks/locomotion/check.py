@@ -113,7 +113,11 @@ def robot_problems(robot: RobotSpec, spec: mujoco.MjSpec) -> list[str]:
     elif not (
         m.njnt and int(m.jnt_type[0]) == mujoco.mjtJoint.mjJNT_FREE and m.jnt_bodyid[0] == m.body(robot.base_body).id
     ):
-        problems.append(f"body {robot.base_body!r} has no free joint as the file's first joint (the floating base)")
+        free = m.njnt and int(m.jnt_type[0]) == mujoco.mjtJoint.mjJNT_FREE
+        where = f"; the file's first joint floats body {bodies[int(m.jnt_bodyid[0])]!r}" if free else ""
+        problems.append(
+            f"body {robot.base_body!r} has no free joint as the file's first joint (the floating base{where})"
+        )
 
     # The ground: contact zones count contacts with the world body's geoms, so a file's own floor must be one of them.
     floor = next((g for g in range(m.ngeom) if m.geom(g).name == "floor"), None)
@@ -185,7 +189,10 @@ def robot_problems(robot: RobotSpec, spec: mujoco.MjSpec) -> list[str]:
         keys = [k.name for k in spec.keys]
         if "home" not in keys:
             has = f"keyframes {_listed(keys)}" if keys else "none"
-            problems.append(f"no keyframe 'home' (the record takes the initial pose from it; the file has {has})")
+            problems.append(
+                f"no keyframe 'home' (the record takes the initial pose from it; the file has {has}): give the"
+                " record a home=((joint pattern, angle), ...)"
+            )
         elif not robot.servos and m.nu and len(spec.key("home").ctrl) == 0:
             problems.append("keyframe 'home' has no ctrl (the record takes the servo targets of the pose from it)")
         else:
@@ -337,7 +344,10 @@ def _actuator_problems(m: mujoco.MjModel, joints: list[str]) -> list[str]:
     if off_joint:
         problems.append(f"actuators {_listed(off_joint)} drive no hinge or slide joint ({why})")
     if not_servo:
-        problems.append(f"actuators {_listed(not_servo)} are not position servos ({why}; e.g. motors)")
+        problems.append(
+            f"actuators {_listed(not_servo)} are not position servos ({why}; e.g. motors): give the record"
+            " servos=(Servo(joint pattern, kp, kd, effort), ...) to replace them"
+        )
     return problems
 
 
