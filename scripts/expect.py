@@ -198,10 +198,11 @@ def render_summary(results: dict[str, Any]) -> str:
         + "The time from `train <task> --stop-when 'success>=0.95'` to its exit at the task's defaults"
         + (f" (on the GPU with {envs} environments instead of 1024" if envs else " (on the GPU")
         + " and Warp kernels compiled beforehand: a first run on a fresh GPU machine compiles them, about a minute"
-        " more), at the default seed, and the success of `play` (100 fresh episodes) with the policy it ended with: the"
-        " run stopped once its own check of 100 episodes met the condition, so `play`'s other episodes can read a little"
-        f" under it; `-`: not trained to the condition. {BEFORE_EVALUATION} Measured with an earlier version, whose `--stop-when` read the training"
-        " episodes instead of the deterministic policy's evaluation episodes and stopped sooner."
+        " more), at the default seed, and the success of `play` (100 fresh episodes) with the policy it ended with:"
+        " the run stopped once its own check of 100 episodes met the condition, so `play`'s other episodes can read a"
+        f" little under it; `-`: not trained to the condition. {BEFORE_EVALUATION} Measured with an earlier version,"
+        " whose `--stop-when` read the training episodes instead of the deterministic policy's evaluation episodes and"
+        " stopped sooner."
         + (f" {BEFORE_CONFIRM_TEXT}" if BEFORE_CONFIRM in front else "")
         + caveats
         + " Every figure's machine and command, the other seeds, and the training throughput of every task:"
