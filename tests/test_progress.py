@@ -247,3 +247,17 @@ def test_the_line_shows_one_iterations_training_means_not_a_mix(caplog: pytest.L
     lines = [r.getMessage() for r in caplog.records]
     assert "success 1.00" in lines[0] and "success 1.00" in lines[1]  # no episode ended: the previous means
     assert "success" not in lines[2]
+
+
+def test_a_tasks_own_scalars_are_logged_each_iteration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Task.iteration_scalars`` (a tracking sampler's state) reach TensorBoard as ``Task/<name>``."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from mjfleet.tasks.cartpole.cartpole import CartpoleTask
+
+    monkeypatch.setattr(CartpoleTask, "iteration_scalars", lambda self, env: {"level": 3.0})
+    run_dir = make_run_dir(tmp_path, "progress", "task")
+    train_worker(small_train_config(num_envs=16, steps=8, iterations=2), run_dir, CPU)
+    events = EventAccumulator(str(run_dir))
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("Task/level")] == [(1, 3.0), (2, 3.0)]

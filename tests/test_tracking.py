@@ -814,31 +814,16 @@ def test_without_state_estimation_the_policy_reads_no_anchor_position_nor_base_v
 
 
 @needs_g1
-def test_where_the_adaptive_sampling_starts_is_logged_each_iteration(tmp_path: Path) -> None:
+def test_where_the_adaptive_sampling_starts_is_what_the_task_logs_each_iteration() -> None:
     """mjlab logs its sampler's entropy and favoured bin; here the tally lived in checkpoints alone, so where the
-    motion was hard could not be seen."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    from mjfleet.runtime.context import DistributedContext
-    from mjfleet.train.worker import train_worker
-
-    from .helpers import make_run_dir, small_train_config
-
+    motion was hard could not be seen (tests/test_progress.py: the runner logs a task's scalars)."""
     task = _tally(num_envs=4, failed_bin=2, share=1.0)
-    bins = task.starts.bins
-    summary = task.starts.summary()
+    summary = task.iteration_scalars(None)  # type: ignore[arg-type]  (the sampler's state alone)
     assert summary["sampling_top_bin"] == 2.0
-    assert summary["sampling_top_share"] == pytest.approx(0.9 + 0.1 / bins)
+    assert summary["sampling_top_share"] == pytest.approx(0.9 + 0.1 / task.starts.bins)
     assert 0.0 < summary["sampling_entropy"] < 0.5
-    fresh = _env(num_envs=4).task
-    assert isinstance(fresh, TrackingTask) and fresh.starts.summary()["sampling_entropy"] == pytest.approx(1.0)
-    run_dir = make_run_dir(tmp_path, "tracking", "sampling")
-    train_worker(small_train_config(TASK, num_envs=8, iterations=2, steps=4), run_dir, DistributedContext(device="cpu"))
-    events = EventAccumulator(str(run_dir))
-    events.Reload()
-    tags = set(events.Tags()["scalars"])
-    assert {"Task/sampling_entropy", "Task/sampling_top_bin", "Task/sampling_top_share"} <= tags
-    assert [e.step for e in events.Scalars("Task/sampling_entropy")] == [1, 2]
+    task.starts.failures.zero_()
+    assert task.starts.summary()["sampling_entropy"] == pytest.approx(1.0)  # no failures yet: evenly
 
 
 @needs_g1
