@@ -819,3 +819,18 @@ def test_a_ctrl_c_before_the_run_exists_exits_130_without_a_traceback(
     with pytest.raises(SystemExit) as exc:
         train.main(["cartpole-balance", "--gpu-ids", "None"])
     assert exc.value.code == 130 and "Traceback" not in capsys.readouterr().err
+
+
+def test_help_takes_each_settings_paragraph_as_one_text_to_wrap() -> None:
+    """tyro kept the source's line break before a line starting with a backtick or a parenthesis: `--help` read as
+    ragged short lines ("small tasks do not fill a large" / "GPU. Above 1 ...")."""
+    from tyro import _docstrings
+
+    import mjfleet.cli.args  # noqa: F401  (joins them)
+    from mjfleet.train.config import TrainConfig
+
+    text = _docstrings.get_field_docstring(TrainConfig, "workers_per_gpu", ())
+    assert text is not None and "\n" not in text and "do not fill a large GPU. Above 1" in text
+    from mjfleet.cli.args import _joined_paragraphs
+
+    assert _joined_paragraphs("one\n    `two`\n\n(three)\n  four") == "one `two`\n\n(three) four"

@@ -29,6 +29,33 @@ from mjfleet.tasks.registry import (
 )
 
 T = TypeVar("T")
+
+
+def _joined_paragraphs(text: str) -> str:
+    """A field docstring's paragraphs, each on one line: tyro keeps the source's line break before a line that starts
+    with a backtick, a parenthesis or a digit, and ``--help`` read as ragged short lines."""
+    paragraphs = re.split(r"\n\s*\n", text)
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines() if line.strip()) for p in paragraphs)
+
+
+def _field_help() -> None:
+    """Have tyro take each field's docstring with its paragraphs joined (its private hook; the tyro versions
+    pyproject.toml admits have it)."""
+    from tyro import _docstrings
+
+    original = _docstrings.get_field_docstring
+    if getattr(original, "joins_paragraphs", False):
+        return
+
+    def joined(cls: type, field_name: str, markers: Any) -> str | None:
+        text = original(cls, field_name, markers)
+        return None if text is None else _joined_paragraphs(text)
+
+    joined.joins_paragraphs = True  # type: ignore[attr-defined]
+    _docstrings.get_field_docstring = joined  # type: ignore[assignment]
+
+
+_field_help()
 _BOX = re.compile(r"[│╭╮╰╯─━┃┏┓┗┛┡┩╇┳┻╋]+")
 _ASCII_RULE = re.compile(r"-{3,}")
 
