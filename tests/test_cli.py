@@ -22,7 +22,7 @@ from mjfleet.tasks.registry import get_task
 from mjfleet.train import api, prepare, run
 from mjfleet.train import supervisor as train_supervisor
 
-from .helpers import small_train_config
+from .helpers import run_main, small_train_config
 
 
 def gpu_less_env() -> dict[str, str]:
@@ -681,7 +681,6 @@ def test_an_off_policy_learner_takes_the_tasks_recipe_and_flags_still_win(capsys
 
 
 def test_the_start_line_and_help_name_every_default_that_differs_on_the_cpu(capsys: pytest.CaptureFixture[str]) -> None:
-    from .helpers import run_main
 
     differences = get_task("go1-velocity-flat").cpu_differences()
     assert "env.rewards.track_lin_vel_xy 2.25 (GPU: 1.5)" in differences
@@ -834,3 +833,15 @@ def test_help_takes_each_settings_paragraph_as_one_text_to_wrap() -> None:
     from mjfleet.cli.args import _joined_paragraphs
 
     assert _joined_paragraphs("one\n    `two`\n\n(three)\n  four") == "one `two`\n\n(three) four"
+
+
+def test_the_dry_run_of_one_worker_says_its_evaluation_and_its_stop(tmp_path: Path) -> None:
+    """It said neither: the 128 evaluation environments on top and the condition a run stops at."""
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--dry-run", "--log-root", str(tmp_path)]
+    code, out, err = run_main(train.main, [*argv, "--stop-when", "success>=0.95", "--stop-when-iterations", "3"])
+    assert code == 0, err
+    said = out + err
+    assert (
+        "in-process training on cpu, 1024 envs and 128 evaluation environments, 36,864 env-steps per iteration" in said
+    )
+    assert "stops sooner once --stop-when Eval/success >= 0.95 holds for 3 iterations in a row" in said

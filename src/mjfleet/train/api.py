@@ -25,6 +25,7 @@ from mjfleet.errors import UsageError
 from mjfleet.launch.diagnosis import WorkerFailure
 from mjfleet.launch.launcher import LaunchPlan
 from mjfleet.rl.checkpoint.files import list_checkpoints
+from mjfleet.rl.evaluation.stop_condition import StopCondition
 from mjfleet.rl.reporting.records import WorkerResult
 from mjfleet.runs.lock import release_run
 from mjfleet.runtime.devices import DeviceSelection, describe_gpu_request, local_gpu_count, select_devices
@@ -143,6 +144,10 @@ def describe(prepared: Prepared) -> str:
     else:
         extended = f" (extended from {run.extended_from})" if run.extended_from is not None else ""
         lines.append(f"iterations {start.start_iteration + 1}..{start.final_iteration}{extended}, {begin}")
+        if isinstance(condition := cfg.stop_when, StopCondition):
+            streak = cfg.stop_when_iterations or condition.default_streak
+            held = f" for {streak} iterations in a row" if streak > 1 else ""
+            lines.append(f"stops sooner once --stop-when {condition} holds{held}")
     identity = "--finish" if run.by_finish or run.identity is None else f"run id {run.identity.value}"
     if run.continues:
         lines.append(f"run directory: {run.run_dir} (continued: {identity})")
@@ -161,7 +166,14 @@ def _describe_workers(prepared: Prepared) -> str:
             " rank 0 chooses the run directory"
         )
     if prepared.launch_plan is None:
-        return f"in-process training on {prepared.selection.devices[0]}, {prepared.cfg.env.num_envs} envs"
+        cfg, on_gpu = prepared.cfg, prepared.selection.kind == "cuda"
+        evaluating = cfg.agent.evaluation_envs(cfg.env.num_envs)
+        beside = f" and {evaluating} evaluation environments" if evaluating else ""
+        per_iteration = cfg.agent.env_steps_per_iteration(cfg.env.num_envs, on_gpu)
+        return (
+            f"in-process training on {prepared.selection.devices[0]}, {cfg.env.num_envs} envs{beside},"
+            f" {per_iteration:,} env-steps per iteration"
+        )
     return describe_plan(prepared.cfg, prepared.launch_plan, prepared.selection)
 
 
