@@ -544,8 +544,9 @@ def test_a_policy_played_on_another_motion_says_so(tmp_path: Path, caplog: pytes
     with caplog.at_level("WARNING"):
         load_policy(path, env, agent, "cpu")
         assert not caplog.records  # its own motion
+    shipped = _env(num_envs=2)
     with pytest.raises(UsageError) as refused:
-        load_policy(path, _env(num_envs=2), agent, "cpu")
+        load_policy(path, shipped, agent, "cpu")
     line = str(refused.value)
     assert line.startswith(f'{path}: exported with motion {{"file": "standing.csv", "sha256": ') and (
         f'played with {{"file": "{SHIPPED_MOTION.name}"' in line
@@ -565,7 +566,7 @@ def test_a_policy_played_on_another_motion_says_so(tmp_path: Path, caplog: pytes
     with caplog.at_level("WARNING"):
         load_policy(checkpoint, _env(num_envs=2, motion=str(standing)), agent, "cpu")
         assert not caplog.records
-        load_policy(checkpoint, _env(num_envs=2), agent, "cpu")
+        load_policy(checkpoint, shipped, agent, "cpu")
     (line,) = [r.getMessage() for r in caplog.records]
     assert line.startswith("the policy trained on another motion (sha256 "), line
 
