@@ -14,15 +14,8 @@ import numpy as np
 import pytest
 
 from mjfleet.errors import UsageError
-from mjfleet.tasks.tracking.motion import (
-    CSV_FPS,
-    Motion,
-    check_on_robot,
-    implausible,
-    kinematics,
-    read_motion,
-    resample,
-)
+from mjfleet.tasks.tracking.motion import CSV_FPS, Motion, kinematics, read_motion, resample
+from mjfleet.tasks.tracking.motion_checks import check_on_robot, implausible
 
 G1_FIXTURE = Path(__file__).with_name("fixtures") / "menagerie" / "unitree_g1" / "g1.xml"
 

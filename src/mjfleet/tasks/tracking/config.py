@@ -189,7 +189,8 @@ class TrackingConfig(EnvConfig):
         created."""
         from mjfleet.errors import UsageError
         from mjfleet.tasks.locomotion.sources import resolve_robot, robot_file
-        from mjfleet.tasks.tracking.motion import CSV_FPS, check_on_robot, implausible, read_motion
+        from mjfleet.tasks.tracking.motion import CSV_FPS, read_motion
+        from mjfleet.tasks.tracking.motion_checks import check_on_robot, implausible
 
         if not 0.0 <= self.adaptive_uniform <= 1.0:
             raise UsageError(f"--env.adaptive-uniform must be between 0 and 1 (got {self.adaptive_uniform})")

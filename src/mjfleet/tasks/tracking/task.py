@@ -36,7 +36,8 @@ from mjfleet.tasks.locomotion.rotations import (
 )
 from mjfleet.tasks.locomotion.sources import resolve_robot
 from mjfleet.tasks.tracking.config import TrackingConfig
-from mjfleet.tasks.tracking.motion import check_on_robot, kinematics, read_motion, resample
+from mjfleet.tasks.tracking.motion import kinematics, read_motion, resample
+from mjfleet.tasks.tracking.motion_checks import check_on_robot
 from mjfleet.tasks.tracking.reference import Reference
 from mjfleet.tasks.tracking.sampling import StartSampler
 from mjfleet.tasks.tracking.terms import noise_amplitude, observation_terms, policy_terms
