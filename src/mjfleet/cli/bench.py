@@ -371,4 +371,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from mjfleet.runtime.process_end import run_as_process
+
+    run_as_process(main)

@@ -1,20 +1,22 @@
 """The console commands' entry points (``[project.scripts]``): each loads its command's module when called, so that
 a Ctrl-C while torch and MuJoCo load ends the command as one during its run does, with exit code 130 and no
-traceback."""
+traceback, and ends its process without the interpreter's teardown (``runtime/process_end.py``)."""
 
 from __future__ import annotations
 
 import importlib
+from typing import NoReturn
 
 from mjfleet.errors import INTERRUPTED_EXIT_CODE
+from mjfleet.runtime.process_end import run_as_process
 
 
-def _run(module: str) -> None:
+def _run(module: str) -> NoReturn:
     try:
         main = importlib.import_module(module).main
     except KeyboardInterrupt:
         raise SystemExit(INTERRUPTED_EXIT_CODE) from None
-    main()
+    run_as_process(main)
 
 
 def train() -> None:

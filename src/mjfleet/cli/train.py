@@ -429,4 +429,6 @@ def _process_start() -> float:
 
 
 if __name__ == "__main__":
-    main()
+    from mjfleet.runtime.process_end import run_as_process
+
+    run_as_process(main)

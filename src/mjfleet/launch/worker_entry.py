@@ -15,6 +15,7 @@ import contextlib
 import ctypes
 import faulthandler
 import logging
+import multiprocessing
 import os
 import signal
 import sys
@@ -28,6 +29,7 @@ from typing import IO, Any, Generic, TypeVar
 from mjfleet.errors import UsageError, exception_line, is_finishable, is_retryable, is_user_facing
 from mjfleet.runtime.context import MASTER_ADDR_ENV
 from mjfleet.runtime.peers import is_peer_failure
+from mjfleet.runtime.process_end import end_quickly_at_exit
 from mjfleet.runtime.processes import hard_exit
 from mjfleet.runtime.stop import signals_reach_every_process
 
@@ -171,10 +173,13 @@ class WorkerEntry(Generic[T]):
         started = {**identity, "kind": "started"}
         _reports.debug("worker rank %d started (pid %d)", rank, identity["pid"], extra={REPORT_ATTR: started})
         try:
-            return self.fn(*self.args)
+            result = self.fn(*self.args)
         except KeyboardInterrupt:
             logger.warning("worker rank %d interrupted", rank)
             hard_exit(130)
         except BaseException as exc:  # SystemExit too: a worker must never hang its peers.
             report_failure(exc)
             hard_exit(1)
+        if multiprocessing.parent_process() is not None:  # a launched worker's own process (torch's spawn)
+            end_quickly_at_exit()
+        return result
