@@ -853,3 +853,96 @@ def test_the_web_viewer_draws_the_reference_as_a_ghost_that_follows_the_shown_en
             assert np.allclose(scene._ghost_frames[body].position, data.xpos[body], atol=1e-5)
     finally:
         viewer.close()
+
+
+def _mjlab_observation(env: MjEnv, task: TrackingTask, ours: torch.Tensor, last_actions: torch.Tensor) -> np.ndarray:
+    """What a control loop written for mjlab's tracking policies feeds them: mjfleet's terms in mjlab's conventions,
+    the base's linear velocity at the pelvis's IMU site, in its frame (what mjlab's ``imu_lin_vel`` velocimeter
+    reads: MuJoCo's ``mj_objectVelocity`` here), and the actions it last sent."""
+    import mujoco
+
+    from mjfleet.tasks.tracking.mjlab_layout import _columns
+
+    columns = _columns(task)
+    velocity = np.zeros(6)
+    obs = ours.clone()
+    ori = columns["reference_anchor_ori_b"]
+    obs[:, ori] = ours[:, ori][:, [0, 3, 1, 4, 2, 5]]  # row by row
+    if "base_lin_vel" in columns:
+        model = env.sim.mj_model
+        data = mujoco.MjData(model)
+        site = model.site("imu_in_pelvis").id
+        for world in range(env.num_envs):
+            data.qpos[:], data.qvel[:] = env.sim.qpos[world].numpy(), env.sim.qvel[world].numpy()
+            mujoco.mj_forward(model, data)
+            mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_SITE, site, velocity, 1)  # angular, linear
+            obs[world, columns["base_lin_vel"]] = torch.from_numpy(velocity[3:].copy()).float()
+    obs[:, columns["actions"]] = last_actions
+    return obs.numpy()
+
+
+@needs_g1
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"action_offset": "home"}, {"state_estimation": False}],
+    ids=["reference-offset", "home-offset", "no-state-estimation"],
+)
+def test_the_mjlab_layout_export_drives_the_robot_as_the_policy_does_in_an_mjlab_control_loop(
+    overrides: dict[str, Any], tmp_path: Path
+) -> None:
+    """``model_<it>.mjlab.onnx`` run as mjlab's deployment runs its tracking policies (mjlab's observation, the frame
+    as ``time_step``, servo targets ``default_joint_pos + action_scale * actions``, the last ``actions`` fed back)
+    sends the servo targets the policy sends in mjfleet's environment, and outputs the motion at the frame."""
+    import onnx
+    import onnxruntime as ort
+
+    from mjfleet.rl.checkpoint.onnx import load_metadata
+    from mjfleet.rl.runner import Runner
+    from mjfleet.runtime.context import DistributedContext
+
+    judged = get_task(TASK).env_cfg().as_judged()
+    env = MjEnv(TrackingTask(dataclasses.replace(judged, num_envs=2, **overrides)), seed=0)
+    task = env.task
+    assert isinstance(task, TrackingTask)
+    runner = Runner(env, get_task(TASK).agent_cfg(), DistributedContext(device="cpu"), run_dir=tmp_path)
+    checkpoint = runner.save_checkpoint()  # writes the export beside the checkpoint's own and as the newest
+    assert checkpoint is not None
+    (layout,) = task.foreign_exports(env)
+    path = tmp_path / "model_0.mjlab.onnx"
+    assert (tmp_path / "policy.mjlab.onnx").read_bytes() == path.read_bytes()
+    with pytest.raises(
+        UsageError, match="in mjlab's layout, for control loops written for mjlab's policies; play runs"
+    ):
+        load_metadata(path)
+    props = {p.key: p.value for p in onnx.load(str(path)).metadata_props}
+    default = torch.tensor([float(v) for v in props["default_joint_pos"].split(",")])
+    scale = torch.tensor([float(v) for v in props["action_scale"].split(",")])
+    assert props["joint_names"].split(",") == [task._model.joint(int(j)).name for j in task._model.actuator_trnid[:, 0]]
+    names = props["observation_names"].split(",")
+    assert names[:2] == ["command", "motion_anchor_pos_b" if task.cfg.state_estimation else "motion_anchor_ori_b"]
+    assert len(props["observation_terms_clip"].split(",")) == len(names)
+    assert props["mjfleet_base_lin_vel_at"] == "site imu_in_pelvis"
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert [o.name for o in session.get_outputs()] == list(layout.outputs)
+    torch_policy = runner.get_inference_policy("cpu")
+    env.reset_all()
+    sent = torch.zeros(env.num_envs, env.num_actions)
+    ref, bodies = task.reference, len(task.cfg.bodies)
+    with torch.inference_mode():
+        for _ in range(15):
+            obs = env.get_observations()
+            frame = task.frame.clone()
+            feed = {
+                "obs": _mjlab_observation(env, task, obs["policy"], sent),
+                "time_step": frame[:, None].float().numpy(),
+            }
+            actions, joint_pos, _, body_pos, body_quat, _, _ = (torch.from_numpy(o) for o in session.run(None, feed))
+            mine = torch.clamp(torch_policy(obs), -task.cfg.clip_actions, task.cfg.clip_actions)
+            targets = task.joint_targets_at_zero() + mine * task.action_scale
+            assert torch.allclose(default + scale * actions, targets, atol=2e-5)
+            assert torch.equal(joint_pos, ref.joint_pos[frame][:, task._actuated])
+            assert body_pos.shape == (env.num_envs, bodies, 3) and torch.equal(body_pos, ref.body_pos[frame])
+            assert torch.equal(body_quat, ref.body_quat[frame])
+            _, _, dones, _ = env.step(mine)
+            assert not dones.any()  # a deployment runs the motion once, from its start
+            sent = actions

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import mujoco
@@ -55,6 +56,24 @@ class ExportedTables:
     action_clip: float | None = None
     """The environment clips each action to ``[-action_clip, action_clip]`` before the task scales it
     (``--env.clip-actions``): ``joint_targets`` are of the clipped actions, as the simulation's are."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ForeignExport:
+    """The policy exported in another framework's layout, for control loops written for that framework's policies
+    (written beside mjfleet's own export as ``model_<iteration>.<name>.onnx``, the newest as ``policy.<name>.onnx``)."""
+
+    name: str
+    """The layout's name, part of the file name (e.g. ``mjlab``)."""
+    wrap: Callable[[torch.nn.Module], torch.nn.Module]
+    """Turns the deterministic actor (observation normaliser included; mjfleet's observation in, actions out) into
+    the graph: the other layout's inputs in, its outputs out."""
+    inputs: tuple[tuple[str, torch.Tensor], ...]
+    """The graph's inputs by name, each with an example value of batch size 1 (the batch is dynamic)."""
+    outputs: tuple[str, ...]
+    """The graph's output names, in the order the wrapped module returns them."""
+    metadata: dict[str, str]
+    """The file's ``metadata_props``: what the other framework's control loops read there."""
 
 
 class Task(ABC, Generic[CfgT]):
@@ -220,6 +239,11 @@ class Task(ABC, Generic[CfgT]):
         """Tables the exported policy carries and reads at an index the control loop counts (e.g. a motion's
         frames); none by default."""
         return None
+
+    def foreign_exports(self, env: MjEnv) -> list[ForeignExport]:
+        """The policy's exports in other frameworks' layouts, written at every checkpoint beside mjfleet's own (e.g.
+        the tracking task's in mjlab's); none by default."""
+        return []
 
     def export_index(self, env: MjEnv) -> torch.Tensor:
         """Each environment's current index into :meth:`export_tables` (what a control loop feeds the exported

@@ -26,7 +26,7 @@ from mjfleet.files import write_atomic, write_text_atomic
 
 if TYPE_CHECKING:
     from mjfleet.envs.env import MjEnv
-    from mjfleet.envs.task import ExportedTables
+    from mjfleet.envs.task import ExportedTables, ForeignExport
     from mjfleet.rl.learners.base import ExportablePolicy
 
 logger = logging.getLogger(__name__)
@@ -38,6 +38,8 @@ FORMAT = "mjfleet-onnx-policy"
 METADATA_KEY = "mjfleet"
 """The key of the ONNX file's own metadata (``metadata_props``) holding the same JSON as its sidecar."""
 FORMAT_VERSION = 1
+LAYOUT_KEY = "mjfleet_layout"
+"""The metadata key of an export in another framework's layout naming that layout (``play`` refuses such a file)."""
 INPUT_NAME = "obs"
 OUTPUT_NAME = "actions"
 TARGETS_NAME = "joint_targets"
@@ -207,6 +209,23 @@ def export_policy(
         inputs.append(tables.index)
         outputs += [entry["name"] for entry in described["table_outputs"]]
         metadata = {**metadata, **described}
+    text = json.dumps(metadata, indent=2) + "\n"
+    # The file describes itself; the sidecar is a copy.
+    _write_graph(module, dummy, inputs, outputs, {METADATA_KEY: text}, path)
+    write_text_atomic(metadata_path(path), text)
+    return path
+
+
+def _write_graph(
+    module: torch.nn.Module,
+    dummy: tuple[torch.Tensor, ...],
+    inputs: list[str],
+    outputs: list[str],
+    props: dict[str, str],
+    path: Path,
+) -> None:
+    """Trace ``module`` on ``dummy`` into an ONNX graph (every input's and output's first axis the batch) with the
+    metadata ``props``, written atomically to ``path``."""
     module.to("cpu")
     module.eval()
     axes = {name: {0: "batch"} for name in (*inputs, *outputs)}
@@ -224,19 +243,34 @@ def export_policy(
             dynamic_axes=axes,
             dynamo=False,
         )
-    text = json.dumps(metadata, indent=2) + "\n"
     model = onnx.load_from_string(graph.getvalue())
-    onnx.helper.set_model_props(model, {METADATA_KEY: text})  # the file describes itself; the sidecar is a copy
+    onnx.helper.set_model_props(model, props)
     data = model.SerializeToString()
     write_atomic(path, lambda f: f.write(data))
-    write_text_atomic(metadata_path(path), text)
+
+
+def foreign_path(onnx_path: Path, layout: str) -> Path:
+    """Where the export in another framework's ``layout`` goes beside ``onnx_path``: ``<name>.<layout>.onnx``."""
+    return onnx_path.with_name(f"{onnx_path.stem}.{layout}.onnx")
+
+
+def export_foreign(policy: ExportablePolicy, onnx_path: Path, foreign: ForeignExport) -> Path:
+    """Write the deterministic actor in ``foreign``'s layout beside mjfleet's export ``onnx_path``."""
+    path = foreign_path(onnx_path, foreign.name)
+    module = foreign.wrap(policy.as_onnx(verbose=False))
+    names = [name for name, _ in foreign.inputs]
+    dummy = tuple(value for _, value in foreign.inputs)
+    _write_graph(module, dummy, names, list(foreign.outputs), foreign.metadata, path)
     return path
 
 
-def publish_latest(onnx_path: Path) -> Path:
-    """Copy ``onnx_path`` and its JSON to ``policy.onnx`` and ``policy.onnx.json`` in the same directory."""
+def publish_latest(onnx_path: Path, layouts: tuple[str, ...] = ()) -> Path:
+    """Copy ``onnx_path`` and its JSON to ``policy.onnx`` and ``policy.onnx.json`` in the same directory, and its
+    exports in other frameworks' ``layouts`` to ``policy.<layout>.onnx``."""
     latest = onnx_path.with_name(LATEST_NAME)
-    for src, dst in ((onnx_path, latest), (metadata_path(onnx_path), metadata_path(latest))):
+    pairs = [(onnx_path, latest), (metadata_path(onnx_path), metadata_path(latest))]
+    pairs += [(foreign_path(onnx_path, layout), foreign_path(latest, layout)) for layout in layouts]
+    for src, dst in pairs:
         data = src.read_bytes()
         write_atomic(dst, lambda f, data=data: f.write(data))
     return latest
@@ -250,10 +284,17 @@ def load_metadata(onnx_path: Path) -> dict[str, Any]:
         meta = json.loads(meta_file.read_text())
     except FileNotFoundError:
         meta_file = onnx_path
+        props: dict[str, str] = {}
         try:
             props = {p.key: p.value for p in onnx.load(str(onnx_path), load_external_data=False).metadata_props}
             meta = json.loads(props[METADATA_KEY])
         except KeyError:
+            if layout := props.get(LAYOUT_KEY):
+                mine = onnx_path.with_name(onnx_path.name.removesuffix(f".{layout}.onnx") + ".onnx")
+                raise UsageError(
+                    f"{onnx_path} is the policy in {layout}'s layout, for control loops written for {layout}'s"
+                    f" policies; play runs {mine.name} beside it"
+                ) from None
             raise UsageError(
                 f"{onnx_path} has no {metadata_path(onnx_path).name} beside it and no description of its own (export"
                 " it with mjfleet)"

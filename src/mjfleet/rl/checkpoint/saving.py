@@ -103,8 +103,8 @@ class Saving:
                 kept = f"; {self.last_checkpoint} is intact" if self.last_checkpoint is not None else ""
                 raise CheckpointWriteError(f"cannot write checkpoint {path}: {e.strerror}{kept}") from None
             uploads = [path]
-            if self.agent_cfg.export_onnx and self.export_onnx(path.with_suffix(".onnx")) is not None:
-                uploads += [path.with_suffix(".onnx"), path.with_suffix(".onnx.json")]
+            if self.agent_cfg.export_onnx:
+                uploads += self.export_onnx(path.with_suffix(".onnx"))
             if self.reporter.writer is not None:
                 self.reporter.writer.save_files(uploads)
         self.last_checkpoint = path
@@ -117,12 +117,20 @@ class Saving:
         groups = ["policy", *([group] if group else [])]
         return {name: plain(dataclasses.asdict(getattr(self.agent_cfg, name))) for name in groups}
 
-    def export_onnx(self, path: Path) -> Path | None:
-        """Write the current policy as ONNX with its JSON description to ``path`` and refresh ``policy.onnx``.
+    def export_onnx(self, path: Path) -> list[Path]:
+        """Write the current policy as ONNX with its JSON description to ``path``, and in the layouts of other
+        frameworks the task offers (:meth:`~mjfleet.envs.task.Task.foreign_exports`) beside it, and refresh
+        ``policy.onnx``; returns the files written.
 
         The ``.pt`` checkpoint is the state training depends on: a failed export is logged, not fatal.
         """
-        from mjfleet.rl.checkpoint.onnx import export_policy, policy_metadata, publish_latest
+        from mjfleet.rl.checkpoint.onnx import (
+            export_foreign,
+            export_policy,
+            metadata_path,
+            policy_metadata,
+            publish_latest,
+        )
 
         policy = self.learner.policy()
         try:
@@ -132,11 +140,13 @@ class Saving:
                 **policy_metadata(self.env, policy, self.current_learning_iteration),
             }
             export_policy(policy, path, meta, self.env.task.export_tables())
-            publish_latest(path)
+            foreign = self.env.task.foreign_exports(self.env)
+            written = [path, metadata_path(path), *(export_foreign(policy, path, layout) for layout in foreign)]
+            publish_latest(path, tuple(layout.name for layout in foreign))
         except Exception as e:
             logger.warning("could not export %s: %s: %s", path, type(e).__name__, e)
-            return None
-        return path
+            return []
+        return written
 
     def load(self, path: str | Path, *, evaluate: bool = False, another_run: bool = False) -> None:
         """Load a checkpoint on this rank (every rank calls this on resume).

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from mjfleet.envs.env import MjEnv
-from mjfleet.envs.task import ExportedTables, Task
+from mjfleet.envs.task import ExportedTables, ForeignExport, Task
 from mjfleet.tasks.joint_limits import joint_ranges, soft_ranges
 from mjfleet.tasks.locomotion.actions import action_scales
 from mjfleet.tasks.locomotion.columns import Term, first_column
@@ -437,6 +437,12 @@ class TrackingTask(Task[TrackingConfig]):
 
     def export_index(self, env: MjEnv) -> torch.Tensor:
         return self.frame
+
+    def foreign_exports(self, env: MjEnv) -> list[ForeignExport]:
+        """The policy in the layout of mjlab's tracking exports (``model_<iteration>.mjlab.onnx``)."""
+        from mjfleet.tasks.tracking.mjlab_layout import mjlab_export
+
+        return [mjlab_export(self, env)]
 
     # --- statistics ----------------------------------------------------------------------------------------------
     def episode_metrics(self, env: MjEnv, env_ids: torch.Tensor) -> dict[str, torch.Tensor]:

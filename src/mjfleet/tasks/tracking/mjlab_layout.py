@@ -1,0 +1,167 @@
+# pyright: reportAttributeAccessIssue=false
+# (mujoco ships compiled bindings without type stubs.)
+"""The tracking policy in the layout of mjlab's tracking exports, for control loops written for them (BeyondMimic's
+deployment stacks): the same inputs (``obs`` in mjlab's term order and conventions, ``time_step`` a float of shape
+[batch, 1]), outputs (``actions`` as offsets from ``default_joint_pos`` in units of ``action_scale``, then the
+motion's joint angles and velocities and the tracked bodies' world poses and velocities at ``time_step``) and
+metadata (comma-separated values under mjlab's keys).
+
+Where mjfleet's conventions differ, the graph converts at its edges, so the actor inside is the trained one:
+- the anchor orientation's two matrix columns come row by row (mjlab) and are reordered column by column;
+- the base's linear velocity comes from a velocimeter at the root body's IMU site (mjlab's ``imu_lin_vel``) and is
+  moved to the root body's origin (``v - w x r``, ``r`` the site's position on the root body), what mjfleet's policy
+  reads;
+- with ``--env.action-offset reference`` (the default) the actions are offsets from the reference's joint angles:
+  the graph adds the reference's offset from ``default_joint_pos`` to the actions it outputs and takes it off the
+  last actions it is fed (at ``time_step`` 0 there are none: zeros stay zeros).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import mujoco
+import torch
+
+from mjfleet.envs.task import ForeignExport
+
+if TYPE_CHECKING:
+    from mjfleet.envs.env import MjEnv
+    from mjfleet.tasks.tracking.task import TrackingTask
+
+LAYOUT = "mjlab"
+MJLAB_TERMS = {
+    "reference_anchor_pos_b": "motion_anchor_pos_b",
+    "reference_anchor_ori_b": "motion_anchor_ori_b",
+    "base_lin_vel": "base_lin_vel",
+    "base_ang_vel": "base_ang_vel",
+    "joint_pos": "joint_pos",
+    "joint_vel": "joint_vel",
+    "actions": "actions",
+}
+"""mjfleet's policy terms by mjlab's names; mjlab's ``command`` is the two reference joint terms together."""
+OUTPUTS = ("actions", "joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")
+
+
+def _columns(task: TrackingTask) -> dict[str, slice]:
+    """Each policy term's columns in the observation (the same in both layouts: only columns within terms move)."""
+    columns, start = {}, 0
+    for name, size, _ in task.policy_terms():
+        columns[name] = slice(start, start + size)
+        start += size
+    return columns
+
+
+def imu_site(model: mujoco.MjModel, root_body: int) -> int | None:
+    """The root body's IMU site, where mjlab's ``imu_lin_vel`` velocimeter reads the base's velocity: the one site on
+    the root body named ``imu...`` with the body's orientation (mjlab's and Menagerie's G1: ``imu_in_pelvis``), or
+    None."""
+    sites = [
+        s
+        for s in range(model.nsite)
+        if int(model.site_bodyid[s]) == root_body and (model.site(s).name or "").startswith("imu")
+    ]
+    if len(sites) != 1 or abs(float(model.site_quat[sites[0], 0])) != 1.0:
+        return None
+    return sites[0]
+
+
+class MjlabTrackingPolicy(torch.nn.Module):
+    """The actor between mjlab's inputs and outputs (the module docstring says what each edge converts)."""
+
+    def __init__(self, actor: torch.nn.Module, task: TrackingTask, imu: list[float] | None) -> None:
+        super().__init__()
+        self.actor = actor
+        ref = task.reference
+        joints = task._actuated.cpu()
+        self.joint_pos = ref.joint_pos[:, joints].detach().float().cpu()
+        self.joint_vel = ref.joint_vel[:, joints].detach().float().cpu()
+        self.bodies = [
+            t.detach().float().cpu() for t in (ref.body_pos, ref.body_quat, ref.body_lin_vel, ref.body_ang_vel)
+        ]
+        self.last = int(ref.frames) - 1
+        self.clip = float(task.cfg.clip_actions)
+        columns = _columns(task)
+        order = list(range(sum(size for _, size, _ in task.policy_terms())))
+        ori = columns["reference_anchor_ori_b"]
+        # mjlab: R00, R01, R10, R11, R20, R21 (row by row); mjfleet: R00, R10, R20, R01, R11, R21.
+        order[ori] = [ori.start + i for i in (0, 2, 4, 1, 3, 5)]
+        self.order = torch.as_tensor(order)
+        self.lin_vel = columns.get("base_lin_vel")
+        self.ang_vel = columns["base_ang_vel"]
+        self.imu = None if imu is None or self.lin_vel is None else torch.as_tensor(imu, dtype=torch.float32)
+        self.actions = columns["actions"]
+        self.offsets: torch.Tensor | None = None
+        if task.cfg.action_offset == "reference":
+            # Per step starting at frame f, the reference's offset from the standing pose at the frame it ends in.
+            scale = task.action_scale.detach().float().cpu()
+            ends = torch.clamp(torch.arange(ref.frames) + 1, max=self.last)
+            self.offsets = (self.joint_pos[ends] - task.default_joint_pos.detach().float().cpu()) / scale
+
+    def forward(self, obs: torch.Tensor, time_step: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        t = torch.clamp(time_step.long().squeeze(-1), 0, self.last)
+        x = obs[:, self.order]
+        parts = [x[:, : self.actions.start]]
+        if self.imu is not None and self.lin_vel is not None:
+            w = x[:, self.ang_vel]
+            r = self.imu
+            w_cross_r = torch.stack(
+                (w[:, 1] * r[2] - w[:, 2] * r[1], w[:, 2] * r[0] - w[:, 0] * r[2], w[:, 0] * r[1] - w[:, 1] * r[0]),
+                dim=-1,
+            )
+            lin = self.lin_vel
+            parts = [x[:, : lin.start], x[:, lin] - w_cross_r, x[:, lin.stop : self.actions.start]]
+        last_actions = x[:, self.actions]
+        if self.offsets is not None:
+            # The last step started at t - 1; at t = 0 nothing has acted yet and the zeros mean that in both layouts.
+            previous = self.offsets[torch.clamp(t - 1, min=0)] * (t > 0).unsqueeze(-1).to(last_actions.dtype)
+            last_actions = last_actions - previous
+        actions = torch.clamp(
+            self.actor(torch.cat([*parts, last_actions, x[:, self.actions.stop :]], -1)), -self.clip, self.clip
+        )
+        if self.offsets is not None:
+            actions = actions + self.offsets[t]
+        pos, quat, lin_vel, ang_vel = (table[t] for table in self.bodies)
+        return actions, self.joint_pos[t], self.joint_vel[t], pos, quat, lin_vel, ang_vel
+
+
+def _csv(values: list[float] | list[int] | list[str]) -> str:
+    return ",".join(str(v) for v in values)
+
+
+def mjlab_export(task: TrackingTask, env: MjEnv) -> ForeignExport:
+    """The tracking policy's export in mjlab's layout (:class:`MjlabTrackingPolicy`) with mjlab's metadata keys."""
+    from mjfleet.rl.checkpoint.onnx import LAYOUT_KEY, environment_metadata
+
+    model = env.sim.mj_model
+    site = imu_site(model, task._root_body)
+    imu = None if site is None else [float(v) for v in model.site_pos[site]]
+    meta = environment_metadata(env)
+    terms = task.policy_terms()
+    names = ["command", *(MJLAB_TERMS[name] for name, _, _ in terms if not name.startswith("reference_joint"))]
+    count = len(names)
+    scale = [float(str(v)) for v in task.action_scale.detach().cpu().float().numpy()]
+    gains = meta.get("servo_gains", {})
+    metadata = {
+        "run_path": "local",
+        "joint_names": _csv(meta["joint_names"]),
+        "joint_stiffness": _csv(gains.get("kp", [])),
+        "joint_damping": _csv(gains.get("kd", [])),
+        "default_joint_pos": _csv(meta["default_joint_pos"]),
+        "command_names": "motion",
+        "observation_names": _csv(names),
+        "observation_terms_scale": _csv([1.0] * count),
+        "observation_terms_flatten_history_dim": _csv([1.0] * count),
+        "observation_terms_history_length": _csv([0.0] * count),
+        "observation_terms_clip": ",".join(["-inf;inf"] * count),
+        "action_scale": _csv(scale),
+        "anchor_body_name": task.cfg.anchor_body,
+        "body_names": _csv(list(task.cfg.bodies)),
+        # Not mjlab's: what this file is and where its conventions were converted.
+        LAYOUT_KEY: LAYOUT,
+        "mjfleet_motion_sha256": task.motion.sha256,
+        "mjfleet_base_lin_vel_at": "the root body's origin" if site is None else f"site {model.site(site).name}",
+    }
+    width = sum(size for _, size, _ in terms)
+    inputs = (("obs", torch.zeros(1, width)), ("time_step", torch.zeros(1, 1)))
+    return ForeignExport(LAYOUT, lambda actor: MjlabTrackingPolicy(actor, task, imu), inputs, OUTPUTS, metadata)
