@@ -855,28 +855,15 @@ def test_the_web_viewer_draws_the_reference_as_a_ghost_that_follows_the_shown_en
         viewer.close()
 
 
-def _mjlab_observation(env: MjEnv, task: TrackingTask, ours: torch.Tensor, last_actions: torch.Tensor) -> np.ndarray:
-    """What a control loop written for mjlab's tracking policies feeds them: mjfleet's terms in mjlab's conventions,
-    the base's linear velocity at the pelvis's IMU site, in its frame (what mjlab's ``imu_lin_vel`` velocimeter
-    reads: MuJoCo's ``mj_objectVelocity`` here), and the actions it last sent."""
-    import mujoco
-
+def _mjlab_observation(task: TrackingTask, ours: torch.Tensor, last_actions: torch.Tensor) -> np.ndarray:
+    """What BeyondMimic's controller feeds mjlab's tracking policies: mjfleet's terms in mjlab's conventions (the
+    anchor orientation's columns row by row) and the actions it last sent."""
     from mjfleet.tasks.tracking.mjlab_layout import _columns
 
     columns = _columns(task)
-    velocity = np.zeros(6)
     obs = ours.clone()
     ori = columns["reference_anchor_ori_b"]
-    obs[:, ori] = ours[:, ori][:, [0, 3, 1, 4, 2, 5]]  # row by row
-    if "base_lin_vel" in columns:
-        model = env.sim.mj_model
-        data = mujoco.MjData(model)
-        site = model.site("imu_in_pelvis").id
-        for world in range(env.num_envs):
-            data.qpos[:], data.qvel[:] = env.sim.qpos[world].numpy(), env.sim.qvel[world].numpy()
-            mujoco.mj_forward(model, data)
-            mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_SITE, site, velocity, 1)  # angular, linear
-            obs[world, columns["base_lin_vel"]] = torch.from_numpy(velocity[3:].copy()).float()
+    obs[:, ori] = ours[:, ori][:, [0, 3, 1, 4, 2, 5]]
     obs[:, columns["actions"]] = last_actions
     return obs.numpy()
 
@@ -890,9 +877,11 @@ def _mjlab_observation(env: MjEnv, task: TrackingTask, ours: torch.Tensor, last_
 def test_the_mjlab_layout_export_drives_the_robot_as_the_policy_does_in_an_mjlab_control_loop(
     overrides: dict[str, Any], tmp_path: Path
 ) -> None:
-    """``model_<it>.mjlab.onnx`` run as mjlab's deployment runs its tracking policies (mjlab's observation, the frame
-    as ``time_step``, servo targets ``default_joint_pos + action_scale * actions``, the last ``actions`` fed back)
-    sends the servo targets the policy sends in mjfleet's environment, and outputs the motion at the frame."""
+    """``model_<it>.mjlab.onnx`` run as BeyondMimic's controller runs mjlab's tracking policies (a first call at the
+    motion's start for the first observation's reference, then each call's ``time_step`` one frame ahead of its
+    observation, whose reference terms are the last call's outputs; servo targets ``default_joint_pos +
+    action_scale * actions``; the last ``actions`` fed back) sends the servo targets the policy sends in mjfleet's
+    environment."""
     import onnx
     import onnxruntime as ort
 
@@ -901,18 +890,15 @@ def test_the_mjlab_layout_export_drives_the_robot_as_the_policy_does_in_an_mjlab
     from mjfleet.runtime.context import DistributedContext
 
     judged = get_task(TASK).env_cfg().as_judged()
-    env = MjEnv(TrackingTask(dataclasses.replace(judged, num_envs=2, **overrides)), seed=0)
+    env = MjEnv(TrackingTask(dataclasses.replace(judged, num_envs=1, **overrides)), seed=0)
     task = env.task
     assert isinstance(task, TrackingTask)
     runner = Runner(env, get_task(TASK).agent_cfg(), DistributedContext(device="cpu"), run_dir=tmp_path)
-    checkpoint = runner.save_checkpoint()  # writes the export beside the checkpoint's own and as the newest
-    assert checkpoint is not None
+    assert runner.save_checkpoint() is not None  # writes the export beside the checkpoint's own and as the newest
     (layout,) = task.foreign_exports(env)
     path = tmp_path / "model_0.mjlab.onnx"
     assert (tmp_path / "policy.mjlab.onnx").read_bytes() == path.read_bytes()
-    with pytest.raises(
-        UsageError, match="in mjlab's layout, for control loops written for mjlab's policies; play runs"
-    ):
+    with pytest.raises(UsageError, match="in mjlab's layout, for control loops written for mjlab's policies; play"):
         load_metadata(path)
     props = {p.key: p.value for p in onnx.load(str(path)).metadata_props}
     default = torch.tensor([float(v) for v in props["default_joint_pos"].split(",")])
@@ -921,28 +907,28 @@ def test_the_mjlab_layout_export_drives_the_robot_as_the_policy_does_in_an_mjlab
     names = props["observation_names"].split(",")
     assert names[:2] == ["command", "motion_anchor_pos_b" if task.cfg.state_estimation else "motion_anchor_ori_b"]
     assert len(props["observation_terms_clip"].split(",")) == len(names)
-    assert props["mjfleet_base_lin_vel_at"] == "site imu_in_pelvis"
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     assert [o.name for o in session.get_outputs()] == list(layout.outputs)
+    assert [i.shape for i in session.get_inputs()] == [[1, env.get_observations()["policy"].shape[-1]], [1, 1]]
     torch_policy = runner.get_inference_policy("cpu")
     env.reset_all()
-    sent = torch.zeros(env.num_envs, env.num_actions)
-    ref, bodies = task.reference, len(task.cfg.bodies)
+    width, nu = env.get_observations()["policy"].shape[-1], env.num_actions
+    outputs = session.run(None, {"obs": np.zeros((1, width), np.float32), "time_step": np.zeros((1, 1), np.float32)})
+    sent = torch.zeros(1, nu)
     with torch.inference_mode():
         for _ in range(15):
             obs = env.get_observations()
-            frame = task.frame.clone()
-            feed = {
-                "obs": _mjlab_observation(env, task, obs["policy"], sent),
-                "time_step": frame[:, None].float().numpy(),
-            }
-            actions, joint_pos, _, body_pos, body_quat, _, _ = (torch.from_numpy(o) for o in session.run(None, feed))
+            frame = int(task.frame[0])
+            reference = np.concatenate(outputs[1:3], -1)  # the controller's command term: the last call's outputs
+            assert np.array_equal(reference, obs["policy"][:, : 2 * nu].numpy())
+            feed = {"obs": _mjlab_observation(task, obs["policy"], sent), "time_step": np.array([[frame + 1.0]])}
+            outputs = session.run(None, {name: np.asarray(value, np.float32) for name, value in feed.items()})
+            actions, _, _, body_pos, body_quat, _, _ = (torch.from_numpy(o) for o in outputs)
             mine = torch.clamp(torch_policy(obs), -task.cfg.clip_actions, task.cfg.clip_actions)
             targets = task.joint_targets_at_zero() + mine * task.action_scale
             assert torch.allclose(default + scale * actions, targets, atol=2e-5)
-            assert torch.equal(joint_pos, ref.joint_pos[frame][:, task._actuated])
-            assert body_pos.shape == (env.num_envs, bodies, 3) and torch.equal(body_pos, ref.body_pos[frame])
-            assert torch.equal(body_quat, ref.body_quat[frame])
+            assert torch.equal(body_pos, task.reference.body_pos[[frame + 1]])
+            assert torch.equal(body_quat, task.reference.body_quat[[frame + 1]])
             _, _, dones, _ = env.step(mine)
-            assert not dones.any()  # a deployment runs the motion once, from its start
+            assert not dones.any()  # the controller runs the motion once, from its start
             sent = actions

@@ -69,7 +69,7 @@ class ForeignExport:
     """Turns the deterministic actor (observation normaliser included; mjfleet's observation in, actions out) into
     the graph: the other layout's inputs in, its outputs out."""
     inputs: tuple[tuple[str, torch.Tensor], ...]
-    """The graph's inputs by name, each with an example value of batch size 1 (the batch is dynamic)."""
+    """The graph's inputs by name, each with an example value: the graph's fixed shapes."""
     outputs: tuple[str, ...]
     """The graph's output names, in the order the wrapped module returns them."""
     metadata: dict[str, str]

@@ -223,12 +223,13 @@ def _write_graph(
     outputs: list[str],
     props: dict[str, str],
     path: Path,
+    dynamic_batch: bool = True,
 ) -> None:
-    """Trace ``module`` on ``dummy`` into an ONNX graph (every input's and output's first axis the batch) with the
-    metadata ``props``, written atomically to ``path``."""
+    """Trace ``module`` on ``dummy`` into an ONNX graph (with ``dynamic_batch`` every input's and output's first axis
+    the batch, else the dummy's shapes) with the metadata ``props``, written atomically to ``path``."""
     module.to("cpu")
     module.eval()
-    axes = {name: {0: "batch"} for name in (*inputs, *outputs)}
+    axes = {name: {0: "batch"} for name in (*inputs, *outputs)} if dynamic_batch else {}
     graph = io.BytesIO()
     with warnings.catch_warnings():
         # dynamo=False is the TorchScript exporter: it needs only ``onnx`` (not onnxscript) and is deprecated upstream.
@@ -255,12 +256,13 @@ def foreign_path(onnx_path: Path, layout: str) -> Path:
 
 
 def export_foreign(policy: ExportablePolicy, onnx_path: Path, foreign: ForeignExport) -> Path:
-    """Write the deterministic actor in ``foreign``'s layout beside mjfleet's export ``onnx_path``."""
+    """Write the deterministic actor in ``foreign``'s layout beside mjfleet's export ``onnx_path``, its shapes those
+    of ``foreign.inputs``' examples (as other frameworks export theirs)."""
     path = foreign_path(onnx_path, foreign.name)
     module = foreign.wrap(policy.as_onnx(verbose=False))
     names = [name for name, _ in foreign.inputs]
     dummy = tuple(value for _, value in foreign.inputs)
-    _write_graph(module, dummy, names, list(foreign.outputs), foreign.metadata, path)
+    _write_graph(module, dummy, names, list(foreign.outputs), foreign.metadata, path, dynamic_batch=False)
     return path
 
 

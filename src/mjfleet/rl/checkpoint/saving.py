@@ -125,6 +125,7 @@ class Saving:
         The ``.pt`` checkpoint is the state training depends on: a failed export is logged, not fatal.
         """
         from mjfleet.rl.checkpoint.onnx import (
+            LATEST_NAME,
             export_foreign,
             export_policy,
             metadata_path,
@@ -140,12 +141,20 @@ class Saving:
                 **policy_metadata(self.env, policy, self.current_learning_iteration),
             }
             export_policy(policy, path, meta, self.env.task.export_tables())
-            foreign = self.env.task.foreign_exports(self.env)
-            written = [path, metadata_path(path), *(export_foreign(policy, path, layout) for layout in foreign)]
-            publish_latest(path, tuple(layout.name for layout in foreign))
         except Exception as e:
             logger.warning("could not export %s: %s: %s", path, type(e).__name__, e)
             return []
+        written, layouts = [path, metadata_path(path)], []
+        for foreign in self.env.task.foreign_exports(self.env):
+            try:  # mjfleet's own export stands without it
+                written.append(export_foreign(policy, path, foreign))
+                layouts.append(foreign.name)
+            except Exception as e:
+                logger.warning("could not export %s in %s's layout: %s: %s", path, foreign.name, type(e).__name__, e)
+        try:
+            publish_latest(path, tuple(layouts))
+        except Exception as e:
+            logger.warning("could not copy %s to %s: %s: %s", path, LATEST_NAME, type(e).__name__, e)
         return written
 
     def load(self, path: str | Path, *, evaluate: bool = False, another_run: bool = False) -> None:

@@ -1,26 +1,26 @@
-# pyright: reportAttributeAccessIssue=false
-# (mujoco ships compiled bindings without type stubs.)
 """The tracking policy in the layout of mjlab's tracking exports, for control loops written for them (BeyondMimic's
-deployment stacks): the same inputs (``obs`` in mjlab's term order and conventions, ``time_step`` a float of shape
-[batch, 1]), outputs (``actions`` as offsets from ``default_joint_pos`` in units of ``action_scale``, then the
-motion's joint angles and velocities and the tracked bodies' world poses and velocities at ``time_step``) and
-metadata (comma-separated values under mjlab's keys).
+``motion_tracking_controller``): the same inputs (``obs`` in mjlab's term order and conventions, ``time_step`` a
+float of shape [1, 1]), outputs (``actions`` as offsets from ``default_joint_pos`` in units of ``action_scale``, then
+the motion's joint angles and velocities and the tracked bodies' world poses and velocities at ``time_step``), fixed
+shapes of batch 1, and metadata (comma-separated values under mjlab's keys).
+
+Such a loop counts ``time_step`` one ahead of the observation: it runs the graph once at the motion's first frame
+for the first observation's reference, then each call passes the next frame, whose outputs the next observation
+reads. The observation of a call with ``time_step`` t is at frame t - 1.
 
 Where mjfleet's conventions differ, the graph converts at its edges, so the actor inside is the trained one:
 - the anchor orientation's two matrix columns come row by row (mjlab) and are reordered column by column;
-- the base's linear velocity comes from a velocimeter at the root body's IMU site (mjlab's ``imu_lin_vel``) and is
-  moved to the root body's origin (``v - w x r``, ``r`` the site's position on the root body), what mjfleet's policy
-  reads;
 - with ``--env.action-offset reference`` (the default) the actions are offsets from the reference's joint angles:
-  the graph adds the reference's offset from ``default_joint_pos`` to the actions it outputs and takes it off the
-  last actions it is fed (at ``time_step`` 0 there are none: zeros stay zeros).
+  the graph adds the reference's offset from ``default_joint_pos`` to the actions it outputs and takes the previous
+  step's off the last actions it is fed back (all zeros: no step yet, zeros in either layout).
+The base's linear velocity is the root body's origin's in its own frame in both (what such a loop's state estimator
+gives; mjlab's simulation reads it at the IMU site, 9.5 cm away on the G1).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import mujoco
 import torch
 
 from mjfleet.envs.task import ForeignExport
@@ -52,24 +52,10 @@ def _columns(task: TrackingTask) -> dict[str, slice]:
     return columns
 
 
-def imu_site(model: mujoco.MjModel, root_body: int) -> int | None:
-    """The root body's IMU site, where mjlab's ``imu_lin_vel`` velocimeter reads the base's velocity: the one site on
-    the root body named ``imu...`` with the body's orientation (mjlab's and Menagerie's G1: ``imu_in_pelvis``), or
-    None."""
-    sites = [
-        s
-        for s in range(model.nsite)
-        if int(model.site_bodyid[s]) == root_body and (model.site(s).name or "").startswith("imu")
-    ]
-    if len(sites) != 1 or abs(float(model.site_quat[sites[0], 0])) != 1.0:
-        return None
-    return sites[0]
-
-
 class MjlabTrackingPolicy(torch.nn.Module):
     """The actor between mjlab's inputs and outputs (the module docstring says what each edge converts)."""
 
-    def __init__(self, actor: torch.nn.Module, task: TrackingTask, imu: list[float] | None) -> None:
+    def __init__(self, actor: torch.nn.Module, task: TrackingTask) -> None:
         super().__init__()
         self.actor = actor
         ref = task.reference
@@ -87,9 +73,6 @@ class MjlabTrackingPolicy(torch.nn.Module):
         # mjlab: R00, R01, R10, R11, R20, R21 (row by row); mjfleet: R00, R10, R20, R01, R11, R21.
         order[ori] = [ori.start + i for i in (0, 2, 4, 1, 3, 5)]
         self.order = torch.as_tensor(order)
-        self.lin_vel = columns.get("base_lin_vel")
-        self.ang_vel = columns["base_ang_vel"]
-        self.imu = None if imu is None or self.lin_vel is None else torch.as_tensor(imu, dtype=torch.float32)
         self.actions = columns["actions"]
         self.offsets: torch.Tensor | None = None
         if task.cfg.action_offset == "reference":
@@ -99,28 +82,19 @@ class MjlabTrackingPolicy(torch.nn.Module):
             self.offsets = (self.joint_pos[ends] - task.default_joint_pos.detach().float().cpu()) / scale
 
     def forward(self, obs: torch.Tensor, time_step: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        t = torch.clamp(time_step.long().squeeze(-1), 0, self.last)
+        step = time_step.long().squeeze(-1)
+        t = torch.clamp(step, 0, self.last)
         x = obs[:, self.order]
-        parts = [x[:, : self.actions.start]]
-        if self.imu is not None and self.lin_vel is not None:
-            w = x[:, self.ang_vel]
-            r = self.imu
-            w_cross_r = torch.stack(
-                (w[:, 1] * r[2] - w[:, 2] * r[1], w[:, 2] * r[0] - w[:, 0] * r[2], w[:, 0] * r[1] - w[:, 1] * r[0]),
-                dim=-1,
-            )
-            lin = self.lin_vel
-            parts = [x[:, : lin.start], x[:, lin] - w_cross_r, x[:, lin.stop : self.actions.start]]
-        last_actions = x[:, self.actions]
+        frame = torch.clamp(step - 1, 0, self.last)  # the observation's
+        actions_in = x[:, self.actions]
         if self.offsets is not None:
-            # The last step started at t - 1; at t = 0 nothing has acted yet and the zeros mean that in both layouts.
-            previous = self.offsets[torch.clamp(t - 1, min=0)] * (t > 0).unsqueeze(-1).to(last_actions.dtype)
-            last_actions = last_actions - previous
-        actions = torch.clamp(
-            self.actor(torch.cat([*parts, last_actions, x[:, self.actions.stop :]], -1)), -self.clip, self.clip
-        )
+            acted = (actions_in != 0).any(-1, keepdim=True).to(actions_in.dtype)
+            actions_in = actions_in - self.offsets[torch.clamp(frame - 1, min=0)] * acted
+            x = torch.cat([x[:, : self.actions.start], actions_in, x[:, self.actions.stop :]], -1)
+        # Clipped as the environment clips before the servo targets.
+        actions = torch.clamp(self.actor(x), -self.clip, self.clip)
         if self.offsets is not None:
-            actions = actions + self.offsets[t]
+            actions = actions + self.offsets[frame]
         pos, quat, lin_vel, ang_vel = (table[t] for table in self.bodies)
         return actions, self.joint_pos[t], self.joint_vel[t], pos, quat, lin_vel, ang_vel
 
@@ -133,9 +107,6 @@ def mjlab_export(task: TrackingTask, env: MjEnv) -> ForeignExport:
     """The tracking policy's export in mjlab's layout (:class:`MjlabTrackingPolicy`) with mjlab's metadata keys."""
     from mjfleet.rl.checkpoint.onnx import LAYOUT_KEY, environment_metadata
 
-    model = env.sim.mj_model
-    site = imu_site(model, task._root_body)
-    imu = None if site is None else [float(v) for v in model.site_pos[site]]
     meta = environment_metadata(env)
     terms = task.policy_terms()
     names = ["command", *(MJLAB_TERMS[name] for name, _, _ in terms if not name.startswith("reference_joint"))]
@@ -157,11 +128,10 @@ def mjlab_export(task: TrackingTask, env: MjEnv) -> ForeignExport:
         "action_scale": _csv(scale),
         "anchor_body_name": task.cfg.anchor_body,
         "body_names": _csv(list(task.cfg.bodies)),
-        # Not mjlab's: what this file is and where its conventions were converted.
+        # Not mjlab's: what this file is, and of which motion.
         LAYOUT_KEY: LAYOUT,
         "mjfleet_motion_sha256": task.motion.sha256,
-        "mjfleet_base_lin_vel_at": "the root body's origin" if site is None else f"site {model.site(site).name}",
     }
     width = sum(size for _, size, _ in terms)
     inputs = (("obs", torch.zeros(1, width)), ("time_step", torch.zeros(1, 1)))
-    return ForeignExport(LAYOUT, lambda actor: MjlabTrackingPolicy(actor, task, imu), inputs, OUTPUTS, metadata)
+    return ForeignExport(LAYOUT, lambda actor: MjlabTrackingPolicy(actor, task), inputs, OUTPUTS, metadata)
