@@ -181,21 +181,21 @@ def _read_npz(path: Path, joints: int) -> tuple[float, np.ndarray, np.ndarray, n
     if not magic.startswith(b"PK"):
         raise UsageError(f"motion file {path}: not an npz (a zip archive of named arrays)")
     try:
-        data = np.load(path, allow_pickle=False)
-        missing = [key for key in NPZ_KEYS if key not in data.files]
-        if missing:
-            raise UsageError(f"motion file {path}: no {', '.join(missing)} (mjlab's csv_to_npz writes {NPZ_KEYS})")
-        arrays = {key: np.asarray(data[key]) for key in NPZ_KEYS}
-        for key, array in arrays.items():
-            if array.dtype.kind not in "iuf":  # complex numbers would lose their imaginary part without a word
-                raise UsageError(f"motion file {path}: {key} holds {array.dtype} values, not real numbers")
-        rate = arrays["fps"].reshape(-1)
-        if rate.size != 1:
-            raise UsageError(f"motion file {path}: fps holds {rate.size} values, not one frame rate")
-        fps = float(rate[0])
-        joint_pos, body_pos, body_quat = (
-            arrays[key].astype(np.float64) for key in ("joint_pos", "body_pos_w", "body_quat_w")
-        )
+        with np.load(path, allow_pickle=False) as data:  # closed on every refusal too
+            missing = [key for key in NPZ_KEYS if key not in data.files]
+            if missing:
+                raise UsageError(f"motion file {path}: no {', '.join(missing)} (mjlab's csv_to_npz writes {NPZ_KEYS})")
+            arrays = {key: np.asarray(data[key]) for key in NPZ_KEYS}
+            for key, array in arrays.items():
+                if array.dtype.kind not in "iuf":  # complex numbers would lose their imaginary part without a word
+                    raise UsageError(f"motion file {path}: {key} holds {array.dtype} values, not real numbers")
+            rate = arrays["fps"].reshape(-1)
+            if rate.size != 1:
+                raise UsageError(f"motion file {path}: fps holds {rate.size} values, not one frame rate")
+            fps = float(rate[0])
+            joint_pos, body_pos, body_quat = (
+                arrays[key].astype(np.float64) for key in ("joint_pos", "body_pos_w", "body_quat_w")
+            )
     except UsageError:
         raise
     except Exception as e:
