@@ -77,9 +77,9 @@ class MjlabTrackingPolicy(torch.nn.Module):
         self.offsets: torch.Tensor | None = None
         if task.cfg.action_offset == "reference":
             # Per step starting at frame f, the reference's offset from the standing pose at the frame it ends in.
-            scale = task.action_scale.detach().float().cpu()
-            ends = torch.clamp(torch.arange(ref.frames) + 1, max=self.last)
-            self.offsets = (self.joint_pos[ends] - task.default_joint_pos.detach().float().cpu()) / scale
+            zero_targets = task._zero_targets(torch.arange(ref.frames, device=ref.joint_pos.device))
+            default, scale = (t.detach().float().cpu() for t in (task.default_joint_pos, task.action_scale))
+            self.offsets = (zero_targets.detach().float().cpu() - default) / scale
 
     def forward(self, obs: torch.Tensor, time_step: torch.Tensor) -> tuple[torch.Tensor, ...]:
         step = time_step.long().squeeze(-1)

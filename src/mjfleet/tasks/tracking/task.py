@@ -384,42 +384,16 @@ class TrackingTask(Task[TrackingConfig]):
         return self.starts.summary()
 
     def export_metadata(self) -> dict[str, Any]:
-        """What a control loop needs besides the graph: how actions become servo targets, the motion the policy
-        follows (the graph carries it: :meth:`export_tables`), the anchor and tracked bodies, and the policy
-        observation's terms in order (the servos' gains: every position-servo task's sidecar has them)."""
-        return {
-            "joint_targets": (
-                "the motion's angles of joint_names at frame + 1 + action_scale * clip(action)"
-                if self.cfg.action_offset == "reference"
-                else "default_joint_pos + action_scale * clip(action)"
-            ),
-            "motion": {
-                "file": self.cfg.motion_file().name,
-                "sha256": self.motion.sha256,
-                "frames": self.reference.frames,
-                "frame_dt": self.dt,
-            },
-            "anchor_body": self.cfg.anchor_body,
-            "tracked_bodies": list(self.cfg.bodies),
-            "observation_terms": {
-                "policy": [{"name": name, "size": size, "what": what} for name, size, what in self.policy_terms()]
-            },
-        }
+        """What a control loop needs besides the graph (:func:`~mjfleet.tasks.tracking.exports.sidecar_metadata`)."""
+        from mjfleet.tasks.tracking.exports import sidecar_metadata
+
+        return sidecar_metadata(self)
 
     def export_tables(self) -> ExportedTables:
-        """The motion at the control rate, read at the frame the control loop counts (0 at the motion's start, one
-        more each control step): the reference terms the observation starts with, the anchor's pose they are
-        compared with, and the servo targets of the actions."""
-        ref, anchor = self.reference, self._anchor
-        zero_targets = self._zero_targets(torch.arange(ref.frames, device=ref.joint_pos.device))
-        tables = {
-            "reference_joint_pos": ref.joint_pos[:, self._actuated],
-            "reference_joint_vel": ref.joint_vel[:, self._actuated],
-            "reference_anchor_pos": ref.body_pos[:, anchor],
-            "reference_anchor_quat": ref.body_quat[:, anchor],
-        }
-        scale = torch.as_tensor(self.action_scale, dtype=torch.float32).expand(len(self._actuated))
-        return ExportedTables("frame", tables, zero_targets, scale, self.cfg.clip_actions)
+        """The motion the graph carries (:func:`~mjfleet.tasks.tracking.exports.motion_tables`)."""
+        from mjfleet.tasks.tracking.exports import motion_tables
+
+        return motion_tables(self)
 
     def state_dict(self) -> dict[str, Any]:
         """The adaptive sampling's failure tally: a continued run starts its episodes where this one failed, not
