@@ -13,9 +13,4 @@ if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     os.environ["GOMP_SPINCOUNT"] = "10000"
 
-# wandb, which rsl-rl-lib imports, is loaded at its first use (deferred_import.py).
-from mjfleet.deferred_import import defer
-
-defer("wandb")
-
 __version__ = "0.1.0"
