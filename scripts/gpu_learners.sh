@@ -8,9 +8,10 @@
 #
 #   scripts/gpu_learners.sh [--dry-run]     (see docs/learners.md)
 #
-# The SAC and TD3 settings below are starting points for legged robots, not measured ones (docs/learners.md), given to
-# the tasks without an off-policy recipe of their own (a task's recipe, e.g. the cart-poles', applies by itself: those
-# tasks sweep into <results>/<learner>-recipe/); MJFLEET_LEARNERS_SAC_ARGS and MJFLEET_LEARNERS_TD3_ARGS replace them.
+# The SAC, TD3 and FastTD3 settings below are starting points for legged robots, not measured ones (docs/learners.md),
+# given to the tasks without an off-policy recipe of their own (a task's recipe, e.g. the cart-poles', applies by
+# itself: those tasks sweep into <results>/<learner>-recipe/); MJFLEET_LEARNERS_SAC_ARGS, MJFLEET_LEARNERS_TD3_ARGS and
+# MJFLEET_LEARNERS_FAST_TD3_ARGS replace them.
 # --dry-run prints every sweep's commands and the time bound and runs nothing. Ctrl-C or SIGTERM stops the sweep
 # that runs and every later one. Knobs (environment): MJFLEET_LEARNERS_OUT (results folder), MJFLEET_LEARNERS_TASKS
 # (go1-velocity-flat unitree-go1-velocity-flat unitree-g1-velocity-flat), MJFLEET_LEARNERS (every registered learner),
@@ -48,6 +49,12 @@ sac_args=${MJFLEET_LEARNERS_SAC_ARGS-"--agent.sac.batch-size 8192 --agent.sac.gr
 --agent.sac.learning-rate 3e-4 --agent.sac.action-limit 2"}
 td3_args=${MJFLEET_LEARNERS_TD3_ARGS-"--agent.td3.batch-size 8192 --agent.td3.gradient-steps 32 \
 --agent.td3.learning-rate 3e-4 --agent.td3.action-limit 2 --agent.td3.exploration-noise 0.2"}
+# FastTD3's settings for the Go1 on MuJoCo Playground where mjfleet's have them (its networks, discount, noise range,
+# batch; 64 gradient steps of an iteration's 24 environment steps, its 8 per step at a quarter of the environments).
+fast_td3_args=${MJFLEET_LEARNERS_FAST_TD3_ARGS-"--agent.fast-td3.batch-size 32768 --agent.fast-td3.gradient-steps 64 \
+--agent.fast-td3.gamma 0.97 --agent.fast-td3.noise-min 0.2 --agent.fast-td3.noise-max 0.8 \
+--agent.fast-td3.action-limit 2 --agent.fast-td3.value-limit 100 --agent.policy.activation relu \
+--agent.policy.actor-hidden-dims 512 256 128 --agent.policy.critic-hidden-dims 1024 512 256"}
 for n in "$num_envs" "$limit" "$play_limit" ${budget:+"$budget"}; do
   [[ $n =~ ^[0-9]+$ ]] || { echo "error: expected a whole number, got '$n'" >&2; exit 2; }
 done
@@ -91,6 +98,7 @@ for learner in "${learners[@]}"; do
   case $learner in
     skrl-sac) settings=$sac_args ;;
     skrl-td3) settings=$td3_args ;;
+    fast-td3) settings=$fast_td3_args ;;
     *) settings="" ;;  # PPO: the tasks' own settings
   esac
   own=() given=()

@@ -122,12 +122,16 @@ class Probes:
 
 
 def _rollout_observations(runner: Runner) -> torch.Tensor:
-    """The policy observations the learner recorded: rsl_rl's rollout storage, or an skrl agent's memory."""
+    """The policy observations the learner recorded: rsl_rl's rollout storage, FastTD3's replay buffer, or an skrl
+    agent's memory."""
+    from mjfleet.rl.learners.fast_td3 import FastTd3
     from mjfleet.rl.learners.rsl_rl import RslRlPpo
 
     learner = runner.learner
     if isinstance(learner, RslRlPpo):
         return learner.alg.storage.observations["policy"]
+    if isinstance(learner, FastTd3):
+        return learner.buffer.data["obs"]
     from mjfleet.rl.learners.skrl.learner import SkrlLearner
 
     assert isinstance(learner, SkrlLearner)

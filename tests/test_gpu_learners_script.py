@@ -36,7 +36,7 @@ def test_script_parses_has_help_and_refuses_what_it_does_not_know(tmp_path: Path
     assert _script(tmp_path, "--bogus").returncode == 2
     unknown = _script(tmp_path, "--dry-run", MJFLEET_LEARNERS="rsl-rl-ppo skrl-a2c")
     assert unknown.returncode == 2 and "unknown learner 'skrl-a2c'" in unknown.stderr
-    assert "(registered: skrl-sac skrl-td3 rsl-rl-ppo skrl-ppo)" in unknown.stderr  # the off-policy ones first
+    assert "(registered: skrl-sac skrl-td3 fast-td3 rsl-rl-ppo skrl-ppo)" in unknown.stderr  # the off-policy ones first
     assert _script(tmp_path, "--dry-run", MJFLEET_LEARNERS_LIMIT_S="soon").returncode == 2
 
 
@@ -46,14 +46,14 @@ def test_dry_run_prints_one_sweep_per_learner_with_its_flags(tmp_path: Path) -> 
     assert not (tmp_path / "out").exists(), "--dry-run runs and creates nothing"
     lines = done.stdout.splitlines()
     out = tmp_path / "out"
-    # 4 learners x 3 tasks x (300 s per train + 45 s per play); the off-policy learners first.
-    learners = ("skrl-sac", "skrl-td3", "rsl-rl-ppo", "skrl-ppo")
+    # 5 learners x 3 tasks x (300 s per train + 45 s per play); the off-policy learners first.
+    learners = ("skrl-sac", "skrl-td3", "fast-td3", "rsl-rl-ppo", "skrl-ppo")
     tasks = ("go1-velocity-flat", "unitree-go1-velocity-flat", "unitree-g1-velocity-flat")
-    assert any(line.startswith(f"plan: 4 learners ({' '.join(learners)}) x 3 tasks") for line in lines)
-    assert any("at most 4140 s" in line for line in lines)
+    assert any(line.startswith(f"plan: 5 learners ({' '.join(learners)}) x 3 tasks") for line in lines)
+    assert any("at most 5175 s" in line for line in lines)
     trains = [line for line in lines if " -m mjfleet.cli.train " in line]
     plays = [line for line in lines if " -m mjfleet.cli.play " in line]
-    assert len(trains) == len(plays) == 12
+    assert len(trains) == len(plays) == 15
     python = tmp_path / "bin" / "python3"
     order = []
     for train in trains:
@@ -66,7 +66,9 @@ def test_dry_run_prints_one_sweep_per_learner_with_its_flags(tmp_path: Path) -> 
     assert order == [(learner, task) for learner in learners for task in tasks]
     sac = [t for t in trains if "skrl-sac" in t]
     assert all("--agent.sac.batch-size 8192 --agent.sac.gradient-steps 32" in t for t in sac)
-    assert not any("--agent.sac." in t or "--agent.td3." in t for t in trains if "-ppo " in t)
+    fast = [t for t in trains if "fast-td3" in t]
+    assert all("--agent.fast-td3.batch-size 32768 --agent.fast-td3.gradient-steps 64" in t for t in fast)
+    assert not any("--agent.sac." in t or "--agent.td3." in t or "--agent.policy." in t for t in trains if "-ppo " in t)
     summaries = [line for line in lines if "scripts/gpu_walk_summary.py" in line]
     assert summaries == [f"+ {python} scripts/gpu_walk_summary.py {out}/{learner}" for learner in learners]
 

@@ -29,9 +29,10 @@ def toy() -> Iterator[None]:
 
 
 def test_the_built_in_learners_and_what_each_reads() -> None:
-    assert learner_names() == ("rsl-rl-ppo", "skrl-ppo", "skrl-sac", "skrl-td3")
-    assert [learner_entry(n).settings for n in learner_names()] == ["algorithm", "algorithm", "sac", "td3"]
-    assert [learner_entry(n).off_policy for n in learner_names()] == [False, False, True, True]
+    assert learner_names() == ("rsl-rl-ppo", "skrl-ppo", "skrl-sac", "skrl-td3", "fast-td3")
+    settings = ["algorithm", "algorithm", "sac", "td3", "fast_td3"]
+    assert [learner_entry(n).settings for n in learner_names()] == settings
+    assert [learner_entry(n).off_policy for n in learner_names()] == [False, False, True, True, True]
     cfg = small_train_config()
     cfg.agent.learner = "skrl-sac"
     flat = training_settings(plain(dataclasses.asdict(cfg)))  # what decides what a run trains

@@ -33,7 +33,7 @@ def _runs(log_root: Path) -> list[Path]:
     return sorted(p for p in log_root.glob("*/*") if p.is_dir())
 
 
-@pytest.fixture(scope="module", params=["skrl-ppo", "skrl-sac"])
+@pytest.fixture(scope="module", params=["skrl-ppo", "skrl-sac", "fast-td3"])
 def two_worker_run(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[Path, list[WorkerResult]]:

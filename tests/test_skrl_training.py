@@ -18,6 +18,8 @@ from mjfleet.errors import UsageError
 from mjfleet.rl.checkpoint.files import list_checkpoints, load_checkpoint
 from mjfleet.rl.checkpoint.onnx import OnnxPolicy, export_policy, policy_metadata
 from mjfleet.rl.config import AgentConfig
+from mjfleet.rl.learners.fast_td3 import FastTd3
+from mjfleet.rl.learners.registry import learner_entry
 from mjfleet.rl.learners.skrl.learner import SkrlLearner
 from mjfleet.rl.replicas import replica_digest
 from mjfleet.rl.runner import Runner
@@ -35,16 +37,24 @@ from .instruments import instrument
 
 CPU = DistributedContext(device="cpu")
 SKRL = ("skrl-ppo", "skrl-sac", "skrl-td3")
-LEARNERS = ("rsl-rl-ppo", *SKRL)
+OFF_POLICY = ("skrl-sac", "skrl-td3", "fast-td3")
+LEARNERS = ("rsl-rl-ppo", *SKRL, "fast-td3")
 
 
 def skrl_config(learner: str, **overrides: object) -> TrainConfig:
     """:func:`small_train_config` for an skrl learner, its off-policy updates small (a few gradient steps of 64)."""
     cfg = small_train_config(**overrides)  # type: ignore[arg-type]
     cfg.agent.learner = learner  # type: ignore[assignment]
-    for c in (cfg.agent.sac, cfg.agent.td3):
+    for c in (cfg.agent.sac, cfg.agent.td3, cfg.agent.fast_td3):
         c.batch_size, c.gradient_steps = 64, 4
     return cfg
+
+
+def settings_group(learner: str) -> str:
+    """The ``--agent.<group>`` an off-policy learner reads (``fast_td3``: ``--agent.fast-td3``)."""
+    group = learner_entry(learner).settings
+    assert group is not None
+    return group
 
 
 def _runner(learner: str, num_envs: int = 16, eval_envs: int = 0) -> Runner:
@@ -60,7 +70,7 @@ def _play(checkpoint: Path, episodes: int = 8) -> dict[str, float]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("learner", SKRL)
+@pytest.mark.parametrize("learner", [*SKRL, "fast-td3"])
 def test_trains_saves_resumes_exports_and_plays(learner: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     instrument(monkeypatch, probes=True)
     cfg = skrl_config(learner, num_envs=32, iterations=2, steps=8, log_root=tmp_path)
@@ -70,7 +80,8 @@ def test_trains_saves_resumes_exports_and_plays(learner: str, tmp_path: Path, mo
     assert all(r.losses and all(map(torch.isfinite, map(torch.tensor, r.losses.values()))) for r in first.records)
     assert [i for i, _ in list_checkpoints(run_dir)] == [1, 2]
     saved = load_checkpoint(run_dir / "model_2.pt")
-    assert (saved["learner"], saved["iter"], saved["skrl_state"]["timestep"]) == (learner, 2, 16)
+    state = saved["fast_td3_state" if learner == "fast-td3" else "skrl_state"]
+    assert (saved["learner"], saved["iter"], state["timestep"]) == (learner, 2, 16)
     meta = json.loads((run_dir / "model_2.onnx.json").read_text())
     assert (meta["learner"], meta["iteration"], meta["observation_normalization"]) == (learner, 2, True)
 
@@ -342,8 +353,8 @@ def test_finish_continues_an_interrupted_run_of_every_learner_in_place(learner: 
     argv = ["cartpole-balance", "--gpu-ids", "None", "--env.num-envs", "32", "--agent.num-steps-per-env", "8"]
     argv += ["--agent.max-iterations", "3", "--agent.save-interval", "1", "--log-root", str(tmp_path)]
     argv += ["--agent.learner", learner, "--agent.eval-envs", "8"]
-    if learner in ("skrl-sac", "skrl-td3"):
-        group = learner.removeprefix("skrl-")
+    if learner in OFF_POLICY:
+        group = settings_group(learner).replace("_", "-")
         argv += [f"--agent.{group}.batch-size", "64", f"--agent.{group}.gradient-steps", "4"]
     stop = StopRequest()
     stop.signals.append(15)  # as by SIGTERM: stop after the current iteration, with a checkpoint
@@ -358,24 +369,24 @@ def test_finish_continues_an_interrupted_run_of_every_learner_in_place(learner: 
     assert load_checkpoint(run_dir / "model_3.pt").get("learner", "rsl-rl-ppo") == learner
 
 
-@pytest.mark.parametrize("learner", ["skrl-sac", "skrl-td3"])
+@pytest.mark.parametrize("learner", OFF_POLICY)
 def test_a_continued_off_policy_run_warms_its_empty_buffer_up_again(
     learner: str,
 ) -> None:
     """The replay buffer is not checkpointed: a continued run takes ``learning_starts`` steps again before its first
     update, counted from the step it continues at (not from the run's first)."""
     cfg = skrl_config(learner, num_envs=16, steps=4)
-    getattr(cfg.agent, learner.removeprefix("skrl-")).learning_starts = 6
+    getattr(cfg.agent, settings_group(learner)).learning_starts = 6
     first = Runner(make_env(num_envs=16), cfg.agent, CPU, None)
     learned = first.learner
-    assert isinstance(learned, SkrlLearner)
+    assert isinstance(learned, SkrlLearner | FastTd3)
     first.learn(1)
     assert learned.timestep == 4 and learned.update() == {}  # 4 steps of 6: still warming up
     first.learn(1)
     assert learned.timestep == 8 and learned.update()  # past the warm-up: it learns
     continued = Runner(make_env(num_envs=16), cfg.agent, CPU, None)
     learner_ = continued.learner
-    assert isinstance(learner_, SkrlLearner)
+    assert isinstance(learner_, SkrlLearner | FastTd3)
     learner_.load_state_dict(learned.state_dict())
     assert f"{learner}: the replay buffer is not in checkpoints and starts empty; 0 steps of random actions and 6" in (
         learner_.continued_notice()
@@ -388,7 +399,7 @@ def test_a_continued_off_policy_run_warms_its_empty_buffer_up_again(
     assert learner_.update()
 
 
-@pytest.mark.parametrize("learner", ["skrl-sac", "skrl-td3"])
+@pytest.mark.parametrize("learner", OFF_POLICY)
 def test_random_warm_up_actions_are_new_each_step_within_the_limit_and_follow_the_seed(learner: str) -> None:
     """``random-steps`` explore: every step draws new actions in [-limit, limit] (skrl's own sampling returned the
     same ones every step), from the run's seeded generator."""
@@ -396,7 +407,7 @@ def test_random_warm_up_actions_are_new_each_step_within_the_limit_and_follow_th
     def warm_up_actions(seed: int) -> list[torch.Tensor]:
         torch.manual_seed(seed)
         cfg = skrl_config(learner, num_envs=4, steps=3)
-        settings = cfg.agent.sac if learner == "skrl-sac" else cfg.agent.td3
+        settings = getattr(cfg.agent, settings_group(learner))
         settings.random_steps, settings.action_limit = 10, 0.5
         runner = Runner(make_env(num_envs=4), cfg.agent, CPU, None)
         learner_ = runner.learner
@@ -438,7 +449,13 @@ def test_td3_draws_its_exploration_noise_without_reading_it_back() -> None:
             assert 0.03 < float(noisy.std()) < 0.3  # the noise of --agent.td3.exploration-noise (0.1)
 
 
-@pytest.mark.parametrize("learner", ["skrl-sac", "skrl-td3"])
+def _buffer_steps(runner: Runner) -> int:
+    """Steps of each environment an off-policy learner's replay buffer holds."""
+    learner = runner.learner
+    return learner.buffer.capacity if isinstance(learner, FastTd3) else learner.agent.memory.memory_size  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("learner", OFF_POLICY)
 def test_a_played_off_policy_checkpoint_builds_no_replay_buffer_of_the_training_size_nor_final_observations(
     learner: str, tmp_path: Path
 ) -> None:
@@ -448,7 +465,7 @@ def test_a_played_off_policy_checkpoint_builds_no_replay_buffer_of_the_training_
     trained = Runner(make_env(num_envs=16), cfg.agent, CPU, tmp_path)
     trained.learn(1)
     checkpoint = trained.save_checkpoint()
-    assert checkpoint is not None and trained.learner.agent.memory.memory_size == 1000  # type: ignore[attr-defined]
+    assert checkpoint is not None and _buffer_steps(trained) == 1000
     built: list[Runner] = []
     real_init = Runner.__init__
 
@@ -461,7 +478,7 @@ def test_a_played_off_policy_checkpoint_builds_no_replay_buffer_of_the_training_
         patch.setattr(Runner, "__init__", remember)
         policy = load_policy(checkpoint, played_env, cfg.agent, "cpu")
     (played,) = built
-    assert played.learner.agent.memory.memory_size == 1  # type: ignore[attr-defined]
+    assert _buffer_steps(played) == 1
     # Nor the observations episodes end in, which only a learner's memory reads: computing them draws the task's
     # observation noise, so play's episodes would differ from the ONNX file's at the same --seed.
     assert trained.env.final_observations and not played_env.final_observations

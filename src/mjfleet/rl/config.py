@@ -1,5 +1,5 @@
 """Typed learner settings: PPO's (turned into the nested dict rsl-rl-lib's PPO is built from; skrl's PPO maps the
-same ones), skrl's SAC and TD3, and the training loop's."""
+same ones), skrl's SAC and TD3, FastTD3's, and the training loop's."""
 
 from __future__ import annotations
 
@@ -133,6 +133,39 @@ class Td3Config(OffPolicyConfig):
 
 
 @dataclass
+class FastTd3Config(OffPolicyConfig):
+    """TD3 with FastTD3's ingredients (`--agent.learner fast-td3`): distributional twin critics, exploration noise of
+    its own size in each environment, no target actor, AdamW."""
+
+    learning_rate: float = 3e-4
+    """AdamW learning rate of the actor and the critics."""
+    polyak: float = 0.1
+    """At every gradient step the target critics move this fraction of the way towards the critics."""
+    weight_decay: float = 0.1
+    """AdamW's weight decay of the actor and the critics."""
+    noise_min: float = 0.05
+    """Each training environment's exploration noise (the standard deviation of the Gaussian added to the actor's
+    actions) is drawn from [noise_min, noise_max] when its episode starts."""
+    noise_max: float = 0.4
+    """Upper end of the exploration noise's range (see `noise_min`)."""
+    policy_delay: int = 2
+    """The actor updates once every this many critic updates."""
+    smooth_noise: float = 0.2
+    """Standard deviation of the noise added to the actor's actions in the critics' targets (target smoothing)."""
+    smooth_clip: float = 0.5
+    """The target smoothing noise is clipped to [-smooth_clip, smooth_clip]."""
+    atoms: int = 101
+    """Values of the critics' distributions (evenly spaced over [-value_limit, value_limit])."""
+    value_limit: float | None = None
+    """The critics' distributions span [-value_limit, value_limit]: discounted returns beyond are clipped to its ends.
+    None: 3 / (1 - gamma), the return of a reward of 3 per second (`reward-scale`'s units) held forever."""
+
+    def support_limit(self) -> float:
+        """:attr:`value_limit`, or its default for :attr:`gamma`."""
+        return self.value_limit if self.value_limit is not None else 3.0 / max(1.0 - self.gamma, 1e-3)
+
+
+@dataclass
 class AgentConfig:
     """Training-loop settings."""
 
@@ -201,12 +234,15 @@ class AgentConfig:
     learner: str = DEFAULT_LEARNER
     """What learns from the environments' steps: `rsl-rl-ppo` (rsl-rl-lib's PPO), `skrl-ppo` (skrl's PPO, from the
     same `--agent.algorithm.*` settings), `skrl-sac` or `skrl-td3` (skrl's off-policy agents with a replay
-    buffer: `--agent.sac.*`, `--agent.td3.*`), or one a package registered (docs/learners.md, "Adding a
-    learner"). Every learner uses `--agent.policy.*` for its networks."""
+    buffer: `--agent.sac.*`, `--agent.td3.*`), `fast-td3` (TD3 with FastTD3's distributional critics:
+    `--agent.fast-td3.*`), or one a package registered (docs/learners.md, "Adding a learner"). Every learner uses
+    `--agent.policy.*` for its networks."""
     sac: SacConfig = field(default_factory=SacConfig)
     """skrl's SAC (`--agent.learner skrl-sac`)."""
     td3: Td3Config = field(default_factory=Td3Config)
     """skrl's TD3 (`--agent.learner skrl-td3`)."""
+    fast_td3: FastTd3Config = field(default_factory=FastTd3Config)
+    """TD3 with FastTD3's ingredients (`--agent.learner fast-td3`)."""
 
     def evaluation_envs(self, num_envs: int, world_size: int = 1) -> int:
         """This worker's share of :attr:`eval_envs` (the job's, split evenly across its ``world_size`` workers,

@@ -27,7 +27,7 @@ from mjfleet.envs.config import EnvConfig, check_env
 from mjfleet.errors import UsageError
 from mjfleet.paths import absolute_path
 from mjfleet.render.size import check_video_size
-from mjfleet.rl.config import AgentConfig
+from mjfleet.rl.config import AgentConfig, FastTd3Config
 from mjfleet.rl.evaluation.stop_condition import StopWhen, as_condition
 from mjfleet.rl.learners.registry import check_learner_class, learner_entry, learner_names
 from mjfleet.runs.source import is_wandb_ref
@@ -316,8 +316,8 @@ def _check_off_policy(cfg: TrainConfig) -> None:
             f" cannot import: uv sync, or pip install the package that provides {' and '.join(missing)}"
         )
     check_learner_class(learner_entry(cfg.agent.learner))
-    for group, c in (("sac", cfg.agent.sac), ("td3", cfg.agent.td3)):
-        flag = f"--agent.{group}"
+    for group, c in (("sac", cfg.agent.sac), ("td3", cfg.agent.td3), ("fast_td3", cfg.agent.fast_td3)):
+        flag = f"--agent.{group.replace('_', '-')}"
         for name, value in (
             ("buffer-per-env", c.buffer_per_env),
             ("batch-size", c.batch_size),
@@ -364,6 +364,24 @@ def _check_off_policy(cfg: TrainConfig) -> None:
             raise UsageError(f"--agent.td3.{name} must not be negative (got {value})")
     if td3.policy_delay < 1:
         raise UsageError(f"--agent.td3.policy-delay must be at least 1 (got {td3.policy_delay})")
+    _check_fast_td3(cfg.agent.fast_td3)
+
+
+def _check_fast_td3(c: FastTd3Config) -> None:
+    flag = "--agent.fast-td3"
+    for name, value in (("noise-min", c.noise_min), ("smooth-noise", c.smooth_noise), ("smooth-clip", c.smooth_clip)):
+        if not value >= 0:
+            raise UsageError(f"{flag}.{name} must not be negative (got {value})")
+    if not c.noise_max >= c.noise_min:
+        raise UsageError(f"{flag}.noise-max must be at least {flag}.noise-min ({c.noise_min}; got {c.noise_max})")
+    if not c.weight_decay >= 0:
+        raise UsageError(f"{flag}.weight-decay must not be negative (got {c.weight_decay})")
+    if c.policy_delay < 1:
+        raise UsageError(f"{flag}.policy-delay must be at least 1 (got {c.policy_delay})")
+    if c.atoms < 2:
+        raise UsageError(f"{flag}.atoms must be at least 2 (got {c.atoms})")
+    if c.value_limit is not None and not c.value_limit > 0:
+        raise UsageError(f"{flag}.value-limit must be positive (got {c.value_limit})")
 
 
 def _check_numbers(cfg: TrainConfig) -> None:

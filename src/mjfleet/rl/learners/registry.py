@@ -225,5 +225,14 @@ for _entry in (
         requires=("skrl",),
         off_policy=True,
     ),
+    LearnerEntry(
+        name="fast-td3",
+        build="mjfleet.rl.learners.fast_td3:build_fast_td3",
+        label="FastTD3",
+        settings="fast_td3",
+        checkpoint_keys=("fast_td3", "iter"),
+        networks=(("actor", (("fast_td3", "actor"),)), ("critic", (("fast_td3", "critic_1"),))),
+        off_policy=True,
+    ),
 ):
     register(_entry)
