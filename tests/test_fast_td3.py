@@ -5,11 +5,13 @@ every learner are in tests/test_skrl_training.py and tests/test_skrl_distributed
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 import torch
 
 from mjfleet.cli import train
+from mjfleet.rl.config import FastTd3Config
 from mjfleet.rl.learners.fast_td3 import FastTd3, ReplayBuffer, Support, project
 from mjfleet.rl.runner import Runner
 from mjfleet.runtime.context import DistributedContext
@@ -160,3 +162,75 @@ def test_the_support_defaults_to_the_return_of_three_per_second_held_forever() -
     _, learner = _learner()
     assert learner.support.high == pytest.approx(3.0 / (1.0 - learner.cfg.gamma))
     assert dataclasses.replace(learner.cfg, value_limit=7.0).support_limit() == 7.0
+
+
+class _Constant(torch.nn.Module):
+    """A target critic whose distribution is ``logits`` whatever it is asked."""
+
+    def __init__(self, logits: torch.Tensor) -> None:
+        super().__init__()
+        self.logits = logits
+
+    def forward(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        return self.logits.expand(states.shape[0], -1)
+
+
+def test_each_sample_bootstraps_from_the_target_critic_of_the_lower_mean_and_a_termination_from_neither() -> None:
+    _, learner = _learner()
+    atoms = learner.support.values.numel()
+    high, low = torch.full((atoms,), -30.0), torch.full((atoms,), -30.0)
+    high[-1], low[0] = 30.0, 30.0  # all the mass on the support's top and bottom value
+    learner.target_critic_1, learner.target_critic_2 = _Constant(high), _Constant(low)
+    batch = {name: torch.zeros(4, value.shape[-1]) for name, value in learner.buffer.data.items()}
+    batch["terminated"] = torch.tensor([[0.0], [0.0], [1.0], [1.0]])
+    target = learner.target_distribution(batch)
+    expected_low = -learner.cfg.gamma * learner.support.high  # the bottom value, discounted
+    assert torch.allclose(learner.support.mean(target[:2]), torch.full((2,), expected_low), atol=1e-3)
+    assert torch.allclose(learner.support.mean(target[2:]), torch.zeros(2), atol=1e-6)  # the reward alone
+    learner.target_critic_1, learner.target_critic_2 = _Constant(low), _Constant(high)  # the other way round
+    assert torch.allclose(
+        learner.support.mean(learner.target_distribution(batch)[:2]), torch.full((2,), expected_low), atol=1e-3
+    )
+
+
+@pytest.mark.parametrize("gamma", [0.972, 0.99, 0.903, 0.9])
+def test_returns_beyond_the_support_land_on_its_top_value_whatever_its_range(gamma: float) -> None:
+    """In float32 a value clipped to the support's top can lie a hair above its index (ceil: one past the last
+    atom): 0.972 and 0.903 with the default range did, an index error on the CPU and a device assert on a GPU."""
+    limit = FastTd3Config(gamma=gamma).support_limit()
+    support = Support.symmetric(limit, 101, "cpu")
+    probs = torch.zeros(3, 101)
+    probs[:, -1] = 1.0
+    target = project(probs, torch.tensor([3.5, 100.0, -100.0]), torch.full((3,), gamma), support)
+    assert torch.allclose(target.sum(-1), torch.ones(3))
+    assert float(target[0, -1]) == pytest.approx(1.0, abs=1e-4) and float(target[1, -1]) == pytest.approx(1.0, abs=1e-4)
+    for limit in torch.arange(0.1, 20.0, 0.1).tolist():  # ranges whose top lands just above its index
+        wide = Support.symmetric(limit, 101, "cpu")
+        assert torch.allclose(project(probs, torch.full((3,), 2 * limit), torch.ones(3), wide).sum(-1), torch.ones(3))
+
+
+def test_a_resumed_run_takes_its_own_weight_decay_and_refuses_another_support(tmp_path: Path) -> None:
+    _, trained = _learner()
+    cfg = skrl_config("fast-td3", num_envs=8, steps=4)
+    cfg.agent.fast_td3.weight_decay = 0.01
+    continued = Runner(make_env(num_envs=8), cfg.agent, CPU, None).learner
+    assert isinstance(continued, FastTd3)
+    continued.load_state_dict(trained.state_dict())  # torch's optimizers restore the saved groups' settings
+    assert {g["weight_decay"] for opt in continued.optimizers() for g in opt.param_groups} == {0.01}
+
+    argv = ["cartpole-balance", "--gpu-ids", "None", "--agent.learner", "fast-td3", "--env.num-envs", "16"]
+    argv += ["--agent.num-steps-per-env", "4", "--agent.max-iterations", "1", "--log-root", str(tmp_path / "logs")]
+    argv += ["--agent.fast-td3.batch-size", "32", "--agent.fast-td3.gradient-steps", "2"]
+    code, _, err = run_main(train.main, argv)
+    assert code == 0, err
+    (run_dir,) = (tmp_path / "logs").glob("*/*")
+    again = [*argv[:-6], "--resume", str(run_dir / "model_1.pt")]
+    code, _, err = run_main(train.main, [*again, "--agent.fast-td3.gamma", "0.97"])  # moves the default range
+    assert code == 2 and "its critics learnt returns over [-300, 300], this run's span [-100, 100]" in err, err
+    assert "pass --agent.fast-td3.value-limit 300 to continue it" in err and "Traceback" not in err
+    code, _, err = run_main(train.main, [*again, "--agent.policy.no-obs-normalization"])
+    assert code == 2 and "pass --agent.policy.obs-normalization to continue it" in err, err
+    code, _, err = run_main(
+        train.main, [*again, "--agent.fast-td3.gamma", "0.97", "--agent.fast-td3.value-limit", "300", "--dry-run"]
+    )
+    assert code == 0, err

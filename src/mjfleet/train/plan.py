@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import shlex
 from collections.abc import Mapping
@@ -41,6 +42,7 @@ from mjfleet.rl.checkpoint.files import (
     normalises_observations,
     resolve_checkpoint,
 )
+from mjfleet.rl.config import FastTd3Config
 from mjfleet.rl.learners.registry import learner_entry
 from mjfleet.runs.directory import check_log_root, create_run_dir, next_run_dir, remove_stale_temporaries
 from mjfleet.runs.ending import command_prefix, known_model_files
@@ -361,10 +363,24 @@ def _check_network_functions(cfg: TrainConfig, checkpoint: Path) -> None:
         saved = (recorded.get(section) or {}).get(name) if isinstance(recorded.get(section), dict) else None
         wanted = getattr(getattr(cfg.agent, section), name)
         if saved is not None and saved != wanted:
-            flag = f"--agent.{section}.{name.replace('_', '-')}"
+            flag = f"--agent.{section.replace('_', '-')}.{name.replace('_', '-')}"
             raise UsageError(
                 f"--resume {checkpoint}: its run trained with {flag} {saved}, this run's is {wanted}; pass"
                 f" {flag} {saved} to continue it"
+            )
+    # A distributional critic's values: the same number of them over another range (another --agent.fast-td3.gamma
+    # moves the default range) would be read as the values the critic learnt.
+    own = getattr(cfg.agent, group, None) if group is not None else None
+    saved_group = recorded.get(group) if group is not None else None
+    if group is not None and isinstance(own, FastTd3Config) and isinstance(saved_group, dict):
+        known = {k: saved_group[k] for k in ("value_limit", "gamma") if k in saved_group}
+        saved_limit = dataclasses.replace(own, **known).support_limit()
+        if not math.isclose(saved_limit, own.support_limit(), rel_tol=1e-9):
+            flag = f"--agent.{group.replace('_', '-')}.value-limit"
+            raise UsageError(
+                f"--resume {checkpoint}: its critics learnt returns over [-{saved_limit:g}, {saved_limit:g}], this"
+                f" run's span [-{own.support_limit():g}, {own.support_limit():g}]; pass {flag} {saved_limit:g} to"
+                " continue it"
             )
 
 

@@ -107,8 +107,12 @@ def network_state(data: dict[str, Any], role: str) -> dict[str, Any]:
 
 def normalises_observations(data: dict[str, Any]) -> bool | None:
     """Whether a checkpoint's networks normalise their observations with running statistics (rsl-rl: the actor's
-    ``obs_normalizer``; skrl: an observation or state preprocessor among its modules), None where it holds no actor
+    ``obs_normalizer``; skrl: an observation or state preprocessor among its modules; fast-td3: its normaliser's
+    statistics), None where it holds no actor
     or a learner's whose layout is not known here (a package's)."""
+    fast = data.get("fast_td3")
+    if isinstance(fast, dict) and checkpoint_learner(data) == "fast-td3":
+        return bool(fast.get("obs_normaliser"))  # an identity's state is empty
     modules = data.get("skrl")
     if not isinstance(modules, dict) and checkpoint_learner(data) != "rsl-rl-ppo":
         return None

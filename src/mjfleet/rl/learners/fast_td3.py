@@ -104,7 +104,8 @@ def project(probs: torch.Tensor, rewards: torch.Tensor, discounts: torch.Tensor,
     the moved values lie inside the support."""
     step = (support.high - support.low) / (support.values.numel() - 1)
     moved = (rewards.unsqueeze(-1) + discounts.unsqueeze(-1) * support.values).clamp(support.low, support.high)
-    position = (moved - support.low) / step
+    # Clipped to the support's index range: in float32 a value clipped to the top can land a hair above its index.
+    position = ((moved - support.low) / step).clamp(0, support.values.numel() - 1)
     lower, upper = position.floor().long(), position.ceil().long()
     # A value on an atom (lower == upper) would give both neighbours a weight of 0: give it to that atom alone.
     exact = lower == upper
@@ -190,6 +191,7 @@ class FastTd3(Learner):
         )
         self.target_critic_1 = copy.deepcopy(self.critic_1).requires_grad_(False)
         self.target_critic_2 = copy.deepcopy(self.critic_2).requires_grad_(False)
+        self._target_parameters = [*self.target_critic_1.parameters(), *self.target_critic_2.parameters()]
         self.obs_normaliser: nn.Module = nn.Identity()
         self.critic_normaliser: nn.Module = nn.Identity()
         if p.obs_normalization:
@@ -282,29 +284,34 @@ class FastTd3(Learner):
                 losses[1] += self._update_actor(obs, states)
                 actor_updates += 1
             with torch.no_grad():
-                for critic, target in ((self.critic_1, self.target_critic_1), (self.critic_2, self.target_critic_2)):
-                    for param, target_param in zip(critic.parameters(), target.parameters(), strict=True):
-                        target_param.lerp_(param, c.polyak)
+                for target, param in zip(self._target_parameters, self._critic_parameters(), strict=True):
+                    target.lerp_(param, c.polyak)
         counts = torch.tensor([max(c.gradient_steps, 1), max(actor_updates, 1)], device=self.device)
         critic_loss, policy_loss = (losses / counts).tolist()  # the update's one read to the host
         return {"critic_loss": critic_loss, **({"policy_loss": policy_loss} if actor_updates else {})}
 
-    def _update_critics(self, obs: torch.Tensor, states: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    @torch.no_grad()
+    def target_distribution(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Both critics' target for the sampled transitions: each target critic's distribution at the next state and
+        the actor's smoothed action there, moved by the reward and the discount; per sample the one with the lower
+        mean (clipped double Q)."""
         c = self.cfg
-        with torch.no_grad():
-            next_obs = self.obs_normaliser(batch["next_obs"])
-            next_states = self.critic_normaliser(batch["next_states"])
-            next_actions = self.actor(next_obs)
-            smoothing = (torch.randn_like(next_actions) * c.smooth_noise).clamp(-c.smooth_clip, c.smooth_clip)
-            next_actions = (next_actions + smoothing).clamp(-c.action_limit, c.action_limit)
-            rewards = batch["rewards"].squeeze(-1)
-            discounts = c.gamma * (1.0 - batch["terminated"].squeeze(-1))
-            targets = [
-                project(F.softmax(target(next_states, next_actions), dim=-1), rewards, discounts, self.support)
-                for target in (self.target_critic_1, self.target_critic_2)
-            ]
-            lower = self.support.mean(targets[0]) <= self.support.mean(targets[1])
-            target = torch.where(lower.unsqueeze(-1), targets[0], targets[1])
+        next_obs = self.obs_normaliser(batch["next_obs"])
+        next_states = self.critic_normaliser(batch["next_states"])
+        next_actions = self.actor(next_obs)
+        smoothing = (torch.randn_like(next_actions) * c.smooth_noise).clamp(-c.smooth_clip, c.smooth_clip)
+        next_actions = (next_actions + smoothing).clamp(-c.action_limit, c.action_limit)
+        rewards = batch["rewards"].squeeze(-1)
+        discounts = c.gamma * (1.0 - batch["terminated"].squeeze(-1))
+        targets = [
+            project(F.softmax(target(next_states, next_actions), dim=-1), rewards, discounts, self.support)
+            for target in (self.target_critic_1, self.target_critic_2)
+        ]
+        lower = self.support.mean(targets[0]) <= self.support.mean(targets[1])
+        return torch.where(lower.unsqueeze(-1), targets[0], targets[1])
+
+    def _update_critics(self, obs: torch.Tensor, states: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        target = self.target_distribution(batch)
         loss = sum(
             -(target * F.log_softmax(critic(states, batch["actions"]), dim=-1)).sum(-1).mean()
             for critic in (self.critic_1, self.critic_2)
@@ -385,6 +392,9 @@ class FastTd3(Learner):
         saved = data["fast_td3"]
         for name, module in {**self._modules(), **self._optimizers()}.items():
             module.load_state_dict(saved[name])
+        for optimizer in self._optimizers().values():
+            for group in optimizer.param_groups:  # torch restores the saved run's; the learning rate is the runner's
+                group["weight_decay"] = self.cfg.weight_decay
         state = data.get("fast_td3_state") or {}
         self.timestep = self.filled_from = int(state.get("timestep", 0))
         self.updates = int(state.get("updates", 0))
