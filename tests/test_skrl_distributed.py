@@ -64,6 +64,9 @@ def test_two_workers_train_one_run_and_stay_replicated(two_worker_run: tuple[Pat
     assert "replicas identical on all 2 ranks at iteration 3" in worker_logs
 
 
+# Loading on every rank is the runner's, whichever the learner: two learners' checkpoints show it (a learner's own
+# state comes back whole in tests/test_skrl_training.py's digest check).
+@pytest.mark.parametrize("two_worker_run", ["skrl-ppo", "skrl-sac"], indirect=True)
 def test_every_rank_loads_the_checkpoint_and_the_run_continues_replicated(
     two_worker_run: tuple[Path, list[WorkerResult]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
