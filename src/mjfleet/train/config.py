@@ -355,29 +355,26 @@ def _check_off_policy(cfg: TrainConfig) -> None:
     sac, td3 = cfg.agent.sac, cfg.agent.td3
     if not sac.initial_entropy > 0:
         raise UsageError(f"--agent.sac.initial-entropy must be positive (got {sac.initial_entropy})")
-    for name, value in (
-        ("exploration-noise", td3.exploration_noise),
-        ("smooth-noise", td3.smooth_noise),
-        ("smooth-clip", td3.smooth_clip),
-    ):
-        if not value >= 0:
-            raise UsageError(f"--agent.td3.{name} must not be negative (got {value})")
-    if td3.policy_delay < 1:
-        raise UsageError(f"--agent.td3.policy-delay must be at least 1 (got {td3.policy_delay})")
+    noises = (("exploration-noise", td3.exploration_noise), ("smooth-noise", td3.smooth_noise))
+    _check_td3("--agent.td3", (*noises, ("smooth-clip", td3.smooth_clip)), td3.policy_delay)
     _check_fast_td3(cfg.agent.fast_td3)
+
+
+def _check_td3(flag: str, non_negative: tuple[tuple[str, float], ...], policy_delay: int) -> None:
+    """What both TD3s' settings share: noises (and the like) not negative, a policy delay of at least 1."""
+    for name, value in non_negative:
+        if not value >= 0:
+            raise UsageError(f"{flag}.{name} must not be negative (got {value})")
+    if policy_delay < 1:
+        raise UsageError(f"{flag}.policy-delay must be at least 1 (got {policy_delay})")
 
 
 def _check_fast_td3(c: FastTd3Config) -> None:
     flag = "--agent.fast-td3"
-    for name, value in (("noise-min", c.noise_min), ("smooth-noise", c.smooth_noise), ("smooth-clip", c.smooth_clip)):
-        if not value >= 0:
-            raise UsageError(f"{flag}.{name} must not be negative (got {value})")
+    non_negative = (("noise-min", c.noise_min), ("smooth-noise", c.smooth_noise), ("smooth-clip", c.smooth_clip))
+    _check_td3(flag, (*non_negative, ("weight-decay", c.weight_decay)), c.policy_delay)
     if not c.noise_max >= c.noise_min:
         raise UsageError(f"{flag}.noise-max must be at least {flag}.noise-min ({c.noise_min}; got {c.noise_max})")
-    if not c.weight_decay >= 0:
-        raise UsageError(f"{flag}.weight-decay must not be negative (got {c.weight_decay})")
-    if c.policy_delay < 1:
-        raise UsageError(f"{flag}.policy-delay must be at least 1 (got {c.policy_delay})")
     if c.atoms < 2:
         raise UsageError(f"{flag}.atoms must be at least 2 (got {c.atoms})")
     if c.value_limit is not None and not c.value_limit > 0:

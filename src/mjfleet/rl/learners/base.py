@@ -85,6 +85,23 @@ class SyncClock:
         return result
 
 
+def optimizer_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """An optimizer's part of :meth:`Learner.replica_tensors`: its state's tensors and its groups' learning rates."""
+    tensors: list[torch.Tensor] = []
+    for state in optimizer.state_dict()["state"].values():
+        tensors += [v for v in state.values() if isinstance(v, torch.Tensor)]
+    tensors.append(torch.tensor([g["lr"] for g in optimizer.param_groups], dtype=torch.float64))
+    return tensors
+
+
+def replay_warm_up_notice(name: str, random_steps: int, learning_starts: int) -> str:
+    """:meth:`Learner.continued_notice` of a learner with a replay buffer, which checkpoints do not hold."""
+    return (
+        f"{name}: the replay buffer is not in checkpoints and starts empty; {random_steps} steps of random actions"
+        f" and {learning_starts} steps before the first update count from here"
+    )
+
+
 class Learner(ABC):
     """A learning algorithm as the runner drives it.
 

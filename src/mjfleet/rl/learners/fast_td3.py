@@ -36,7 +36,7 @@ from torch import nn
 
 from mjfleet.envs.env import MjEnv
 from mjfleet.rl.config import AgentConfig, FastTd3Config
-from mjfleet.rl.learners.base import Learner, SyncClock
+from mjfleet.rl.learners.base import Learner, SyncClock, optimizer_tensors, replay_warm_up_notice
 from mjfleet.runtime.context import DistributedContext
 
 __all__ = [
@@ -175,7 +175,6 @@ class FastTd3(Learner):
         c, p = agent_cfg.fast_td3, agent_cfg.policy
         self.cfg: FastTd3Config = c
         self.ctx, self.device, self.num_envs = ctx, ctx.device, train_envs
-        self.steps_per_iteration = agent_cfg.num_steps_per_env
         self.clock = SyncClock(ctx.device)
         obs = env.get_observations()
         obs_dim, state_dim, num_actions = obs["policy"].shape[-1], obs["critic"].shape[-1], env.num_actions
@@ -400,10 +399,7 @@ class FastTd3(Learner):
         self.updates = int(state.get("updates", 0))
 
     def continued_notice(self) -> str:
-        return (
-            f"{self.name}: the replay buffer is not in checkpoints and starts empty; {self.cfg.random_steps} steps of"
-            f" random actions and {self.cfg.learning_starts} steps before the first update count from here"
-        )
+        return replay_warm_up_notice(self.name, self.cfg.random_steps, self.cfg.learning_starts)
 
     def optimizers(self) -> list[torch.optim.Optimizer]:
         return list(self._optimizers().values())
@@ -419,9 +415,7 @@ class FastTd3(Learner):
         for module in self._modules().values():
             tensors += list(module.state_dict().values())
         for optimizer in self._optimizers().values():
-            for state in optimizer.state_dict()["state"].values():
-                tensors += [v for v in state.values() if isinstance(v, torch.Tensor)]
-            tensors.append(torch.tensor([g["lr"] for g in optimizer.param_groups], dtype=torch.float64))
+            tensors += optimizer_tensors(optimizer)
         return tensors
 
     @property

@@ -17,7 +17,7 @@ from tensordict import TensorDict
 from torch import nn
 
 from mjfleet.errors import UsageError
-from mjfleet.rl.learners.base import Learner, SyncClock
+from mjfleet.rl.learners.base import Learner, SyncClock, optimizer_tensors, replay_warm_up_notice
 from mjfleet.rl.learners.registry import learner_entry, learner_names
 from mjfleet.rl.learners.skrl.models import DeterministicActor, GaussianActor, SkrlPolicy
 
@@ -182,10 +182,7 @@ class SkrlLearner(Learner):
         if not self.replays:
             return ""
         random_steps = int(getattr(self.agent.cfg, "random_timesteps", 0))
-        return (
-            f"{self.name}: the replay buffer is not in checkpoints and starts empty; {random_steps} steps of random"
-            f" actions and {self.learning_starts} steps before the first update count from here"
-        )
+        return replay_warm_up_notice(self.name, random_steps, self.learning_starts)
 
     def _extra_state(self) -> dict[str, Any]:
         """What the learner keeps beyond skrl's ``checkpoint_modules``."""
@@ -207,9 +204,7 @@ class SkrlLearner(Learner):
         tensors: list[torch.Tensor] = []
         for _, module in sorted(self.agent.checkpoint_modules.items()):
             if isinstance(module, torch.optim.Optimizer):
-                for state in module.state_dict()["state"].values():
-                    tensors += [v for v in state.values() if isinstance(v, torch.Tensor)]
-                tensors.append(torch.tensor([g["lr"] for g in module.param_groups], dtype=torch.float64))
+                tensors += optimizer_tensors(module)
             else:
                 tensors += list(module.state_dict().values())
         for value in self._extra_state().values():
