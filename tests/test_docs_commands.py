@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -57,20 +58,28 @@ def _commands() -> Iterator[tuple[str, str, list[str]]]:
 COMMANDS = list(_commands())
 
 
-@pytest.fixture
-def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A working directory with one run of every task under ``logs/rsl_rl`` (settings and a checkpoint file)."""
+@pytest.fixture(scope="module")
+def run_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One run of every task under ``logs/rsl_rl`` (settings and a checkpoint file), written once for the module."""
     from mjfleet.train.worker import write_params
 
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DISPLAY", ":0")  # play --viewer native checks for a display while parsing
-    monkeypatch.setattr("mjfleet.viewer.display.x11_opens", lambda name: True)  # and that an X server answers
+    root = tmp_path_factory.mktemp("runs")
     for spec in all_tasks().values():
         cfg = TrainConfig(env=spec.env_cfg(), agent=spec.agent_cfg(), task=spec.id)
-        run_dir = tmp_path / "logs" / "rsl_rl" / cfg.agent.experiment_name / RUN
+        run_dir = root / "logs" / "rsl_rl" / cfg.agent.experiment_name / RUN
         (run_dir / "params").mkdir(parents=True)
         write_params(run_dir, cfg)
         (run_dir / "model_100.pt").touch()
+    return root
+
+
+@pytest.fixture
+def runs(run_tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working directory of its own with a copy of :func:`run_tree`'s runs."""
+    shutil.copytree(run_tree / "logs", tmp_path / "logs")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DISPLAY", ":0")  # play --viewer native checks for a display while parsing
+    monkeypatch.setattr("mjfleet.viewer.display.x11_opens", lambda name: True)  # and that an X server answers
     return tmp_path
 
 

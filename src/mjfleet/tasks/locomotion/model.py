@@ -36,9 +36,11 @@ def build_model(robot: RobotSpec, terrain: TerrainMap | None, self_contacts: boo
     ``SELF_CONTACT_SENSOR``.
     """
     path = robot_file(robot)
+    # Also here, not only in prepare_assets: play, the viewer and scripts build the task without train's checks. On a
+    # parse of its own: deleting an element from a spec once compiled costs MuJoCo tens of milliseconds each (1.2 s
+    # for the G1's actuators and sensors), before its first compile next to nothing.
+    check_robot_spec(robot, mujoco.MjSpec.from_file(str(path)), f"robot {robot.name!r} ({path})")
     spec = mujoco.MjSpec.from_file(str(path))
-    # Also here, not only in prepare_assets: play, the viewer and scripts build the task without train's checks.
-    check_robot_spec(robot, spec, f"robot {robot.name!r} ({path})")
     # The task reads the base state from qpos/qvel (exact after the step); the MJCF's IMU sensors are unused, and
     # its accelerometer would force an extra force pass (rne_postconstraint) in every substep.
     for sensor in list(spec.sensors):
@@ -64,6 +66,8 @@ def build_model(robot: RobotSpec, terrain: TerrainMap | None, self_contacts: boo
         if not robot.home:
             _aim_servos_at_home(spec)
     if robot.home:
+        for key in list(spec.keys):  # before the compile that _set_home reads
+            spec.delete(key)
         _set_home(spec, robot)
     add_zone_sensors(spec, spec.compile(), robot)
     if self_contacts:
@@ -131,7 +135,8 @@ def _aim_servos_at_home(spec: mujoco.MjSpec) -> None:
 
 
 def _set_home(spec: mujoco.MjSpec, robot: RobotSpec) -> None:
-    """Write the record's default pose as the ``home`` keyframe, the base high enough that the feet touch."""
+    """Add the record's default pose as the ``home`` keyframe (``spec`` has none left of the file's), the base high
+    enough that the feet touch."""
     m = spec.compile()
     d = mujoco.MjData(m)
     qpos = m.qpos0.copy()
@@ -148,8 +153,6 @@ def _set_home(spec: mujoco.MjSpec, robot: RobotSpec) -> None:
     feet = [g for foot in robot.feet for g in zone_geoms(m, robot, foot)]
     qpos[2] = -min(lowest_point(m, d, g) for g in feet)
     ctrl = qpos[m.jnt_qposadr[m.actuator_trnid[:, 0]]]
-    for key in list(spec.keys):
-        spec.delete(key)
     spec.add_key(name="home", qpos=qpos.tolist(), ctrl=ctrl.tolist())
 
 
