@@ -73,20 +73,26 @@ class MetricsWriter:
         if use_wandb:
             import wandb
             import wandb.errors
+            from wandb.integration import tensorboard as wandb_tensorboard
 
             id_file = run_dir / WANDB_RUN_ID_FILE
             run_id = id_file.read_text().strip() if id_file.is_file() else None
+            # W&B mirrors the scalars of the TensorBoard events written from here on. Their root given: left to find
+            # one, W&B waited 10 s at the run's end. The event file not saved with the run's files: W&B watches the run
+            # directory with its own folder inside, and saved copies of the copies, nested ever deeper.
+            wandb_tensorboard.unpatch()  # an earlier run's root, in this process
+            wandb_tensorboard.patch(save=False, root_logdir=str(run_dir))
             try:
                 self._wandb_run = wandb.init(
                     project=project,
                     name=run_dir.name,
                     dir=str(run_dir),
                     config=config or {},
-                    sync_tensorboard=True,
                     id=run_id,
                     resume="allow" if run_id else None,
                 )
             except wandb.errors.Error as e:
+                wandb_tensorboard.unpatch()
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 why = f"{first} (WANDB_MODE=offline logs without an account)"
                 if isinstance(e, wandb.errors.CommError):  # the network or W&B's servers: a retry may get through
@@ -177,4 +183,7 @@ class MetricsWriter:
         self._tensorboard(lambda tb: (tb.flush(), tb.close()))
         self._tb = None
         if self._wandb_run is not None:
+            from wandb.integration import tensorboard as wandb_tensorboard
+
             self._wandb_run.finish(exit_code=1 if failed else 0)
+            wandb_tensorboard.unpatch()
