@@ -1,7 +1,8 @@
-"""What mjfleet's two patches of torchrunx internals (mjfleet.launch.torchrunx_patches) do, on a real launch.
+"""What mjfleet's three patches of torchrunx internals (mjfleet.launch.torchrunx_patches) do, on a real launch.
 
 A torchrunx release that moves what they replace fails here, rather than silently unpatching: local agents would share
-the terminal's Ctrl-C again, and remote agents would call back to ``localhost``.
+the terminal's Ctrl-C again, and remote agents would call back to ``localhost``. (The third, the launcher's side of the
+launcher-agent group formed within the agent timeout, is shown on two hosts in tests/test_multihost.py.)
 """
 
 from __future__ import annotations
@@ -60,12 +61,13 @@ def test_local_agents_run_apart_and_agents_are_told_the_announced_address() -> N
 def test_the_patches_apply_only_inside_the_block() -> None:
     import torchrunx.launcher as launcher
 
-    before = (launcher.execute_command, launcher.socket)  # pyright: ignore[reportPrivateImportUsage]
+    before = (launcher.execute_command, launcher.socket, launcher.LauncherAgentGroup)  # pyright: ignore[reportPrivateImportUsage]
     with patched_torchrunx("10.9.8.7"):
         assert launcher.socket.getfqdn() == "10.9.8.7"  # pyright: ignore[reportPrivateImportUsage]
         assert launcher.socket.AF_INET == socket.AF_INET  # pyright: ignore[reportPrivateImportUsage]
         assert socket.getfqdn() != "10.9.8.7"  # the real module is untouched
-    assert (launcher.execute_command, launcher.socket) == before  # pyright: ignore[reportPrivateImportUsage]
+        assert issubclass(launcher.LauncherAgentGroup, before[2])  # pyright: ignore[reportPrivateImportUsage]
+    assert (launcher.execute_command, launcher.socket, launcher.LauncherAgentGroup) == before  # pyright: ignore[reportPrivateImportUsage]
     with patched_torchrunx(None):
         assert launcher.socket is socket  # pyright: ignore[reportPrivateImportUsage]
 

@@ -1,27 +1,88 @@
-"""The two patches of torchrunx 0.4.0 internals, applied only while a launch runs, and stopping leftover remote agents.
-``tests/test_launch_patches.py`` checks their effect on a real launch: an upgrade that moves what they replace fails
-there instead of silently unpatching."""
+"""The three patches of torchrunx 0.4.0 internals, applied only while a launch runs, and stopping leftover remote
+agents. ``tests/test_launch_patches.py`` checks their effect on a real launch: an upgrade that moves what they replace
+fails there instead of silently unpatching."""
 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import logging
 import os
 import shlex
 import socket
 import subprocess
+import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from mjfleet.cluster.hosts import is_local_host
 from mjfleet.runtime.stop import signals_reach_every_process
 
 logger = logging.getLogger(__name__)
 
+_R = TypeVar("_R")
+
 AGENT_SIGNALS = {"TORCHELASTIC_SIGNALS_TO_HANDLE": "SIGHUP,SIGQUIT"}
 """The signals an agent's torch process context turns into the end of its workers, SIGTERM left out."""
+
+
+def bounded_launcher_group(base: Any) -> Any:
+    """torchrunx's launcher-agent group class ``base`` with its launcher side formed within the agent timeout.
+
+    gloo waits five times the group's timeout for the connections of agents that posted their addresses and then died
+    (their own connects refused: an interface the other hosts cannot reach): the launcher reported agents that
+    cannot join after five ``--agent-timeout-s``. The store comes first, as torchrunx makes it (it waits for every
+    agent to reach it, under its own longer timeout); the gloo group then forms in a thread of its own, given up on
+    after the agent timeout (a group formed after that is destroyed in its thread)."""
+
+    class BoundedLauncherGroup(base[_R]):  # generic as the base: torchrunx subscripts it
+        def __post_init__(self) -> None:
+            if self.rank != 0:
+                super().__post_init__()
+                return
+            import torch.distributed as dist
+
+            store = dist.TCPStore(  # pyright: ignore[reportPrivateImportUsage]
+                host_name=self.launcher_hostname, port=self.launcher_port, world_size=self.world_size, is_master=True
+            )
+            lock, formed, failed, abandoned = threading.Lock(), threading.Event(), list[BaseException](), [False]
+
+            def form() -> None:
+                try:
+                    group = dist.init_process_group(
+                        backend="gloo",
+                        world_size=self.world_size,
+                        rank=0,
+                        store=store,
+                        timeout=datetime.timedelta(seconds=self.agent_timeout),
+                    )
+                except BaseException as exc:  # handed to the launch's thread
+                    failed.append(exc)
+                    formed.set()
+                    return
+                with lock:
+                    if abandoned[0]:
+                        dist.destroy_process_group()
+                    else:
+                        self.group = group
+                        formed.set()
+
+            threading.Thread(target=form, name="mjfleet-launcher-group", daemon=True).start()
+            # A second more than the group's own timeout: where gloo keeps it, its own error says more.
+            if not formed.wait(self.agent_timeout + 1.0):
+                with lock:
+                    if not formed.is_set():
+                        abandoned[0] = True
+                        raise RuntimeError(
+                            f"the launcher-agent group did not form within {self.agent_timeout} s of every agent"
+                            " reaching the launcher's store"
+                        )
+            if failed:
+                raise failed[0]
+
+    return BoundedLauncherGroup
 
 
 @contextlib.contextmanager
@@ -32,6 +93,7 @@ def patched_torchrunx(announce: str | None) -> Iterator[None]:
 
     original_execute = launcher.execute_command  # pyright: ignore[reportPrivateImportUsage]
     original_socket = launcher.socket  # pyright: ignore[reportPrivateImportUsage]
+    original_group = launcher.LauncherAgentGroup  # pyright: ignore[reportPrivateImportUsage]
 
     def execute_command(command: str, hostname: str, **kwargs: Any) -> tuple[str, str]:
         if kwargs.get("return_stdout_stderr"):
@@ -60,10 +122,12 @@ def patched_torchrunx(announce: str | None) -> Iterator[None]:
         announcing = ModuleType("socket")
         announcing.__dict__.update(vars(socket), getfqdn=lambda name="": socket.getfqdn(name) if name else announce)
         launcher.socket = announcing  # pyright: ignore[reportPrivateImportUsage]
+    launcher.LauncherAgentGroup = bounded_launcher_group(original_group)  # pyright: ignore[reportPrivateImportUsage]
     try:
         yield
     finally:
         launcher.execute_command, launcher.socket = original_execute, original_socket  # pyright: ignore[reportPrivateImportUsage]
+        launcher.LauncherAgentGroup = original_group  # pyright: ignore[reportPrivateImportUsage]
 
 
 def stop_command(marker: str) -> str:
