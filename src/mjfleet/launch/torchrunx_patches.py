@@ -47,7 +47,12 @@ def bounded_launcher_group(base: Any) -> Any:
             store = dist.TCPStore(  # pyright: ignore[reportPrivateImportUsage]
                 host_name=self.launcher_hostname, port=self.launcher_port, world_size=self.world_size, is_master=True
             )
-            lock, formed, failed, abandoned = threading.Lock(), threading.Event(), list[BaseException](), [False]
+            lock, formed, abandoned, failed = (
+                threading.Lock(),
+                threading.Event(),
+                threading.Event(),
+                list[BaseException](),
+            )
 
             def form() -> None:
                 try:
@@ -63,7 +68,7 @@ def bounded_launcher_group(base: Any) -> Any:
                     formed.set()
                     return
                 with lock:
-                    if abandoned[0]:
+                    if abandoned.is_set():
                         dist.destroy_process_group()
                     else:
                         self.group = group
@@ -74,7 +79,7 @@ def bounded_launcher_group(base: Any) -> Any:
             if not formed.wait(self.agent_timeout + 1.0):
                 with lock:
                     if not formed.is_set():
-                        abandoned[0] = True
+                        abandoned.set()
                         raise RuntimeError(
                             f"the launcher-agent group did not form within {self.agent_timeout} s of every agent"
                             " reaching the launcher's store"

@@ -190,6 +190,7 @@ class FastTd3(Learner):
         )
         self.target_critic_1 = copy.deepcopy(self.critic_1).requires_grad_(False)
         self.target_critic_2 = copy.deepcopy(self.critic_2).requires_grad_(False)
+        self._critic_parameters = [*self.critic_1.parameters(), *self.critic_2.parameters()]
         self._target_parameters = [*self.target_critic_1.parameters(), *self.target_critic_2.parameters()]
         self.obs_normaliser: nn.Module = nn.Identity()
         self.critic_normaliser: nn.Module = nn.Identity()
@@ -197,9 +198,7 @@ class FastTd3(Learner):
             self.obs_normaliser = EmpiricalNormalization(obs_dim).to(ctx.device)
             self.critic_normaliser = EmpiricalNormalization(state_dim).to(ctx.device)
         self.actor_optimizer = torch.optim.AdamW(self.actor.parameters(), c.learning_rate, weight_decay=c.weight_decay)
-        self.critic_optimizer = torch.optim.AdamW(
-            self._critic_parameters(), c.learning_rate, weight_decay=c.weight_decay
-        )
+        self.critic_optimizer = torch.optim.AdamW(self._critic_parameters, c.learning_rate, weight_decay=c.weight_decay)
         self._policy = FastTd3Policy(self.actor, self.obs_normaliser, obs_dim, p.obs_normalization)
         sizes = {"obs": obs_dim, "states": state_dim, "actions": num_actions, "rewards": 1}
         sizes |= {"next_obs": obs_dim, "next_states": state_dim, "terminated": 1}
@@ -215,9 +214,6 @@ class FastTd3(Learner):
         resumed: checkpoints do not hold the buffer)."""
         self._new_steps = 0
         self._step: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
-
-    def _critic_parameters(self) -> list[nn.Parameter]:
-        return [*self.critic_1.parameters(), *self.critic_2.parameters()]
 
     def _noise(self, rows: int) -> torch.Tensor:
         c = self.cfg
@@ -277,13 +273,13 @@ class FastTd3(Learner):
         for _ in range(c.gradient_steps):
             batch = self.buffer.sample(c.batch_size)
             obs, states = self.obs_normaliser(batch["obs"]), self.critic_normaliser(batch["states"])
-            losses[0] += self._update_critics(obs, states, batch)
+            losses[0] += self._update_critics(states, batch)
             self.updates += 1
             if self.updates % c.policy_delay == 0:
                 losses[1] += self._update_actor(obs, states)
                 actor_updates += 1
             with torch.no_grad():
-                for target, param in zip(self._target_parameters, self._critic_parameters(), strict=True):
+                for target, param in zip(self._target_parameters, self._critic_parameters, strict=True):
                     target.lerp_(param, c.polyak)
         counts = torch.tensor([max(c.gradient_steps, 1), max(actor_updates, 1)], device=self.device)
         critic_loss, policy_loss = (losses / counts).tolist()  # the update's one read to the host
@@ -309,14 +305,14 @@ class FastTd3(Learner):
         lower = self.support.mean(targets[0]) <= self.support.mean(targets[1])
         return torch.where(lower.unsqueeze(-1), targets[0], targets[1])
 
-    def _update_critics(self, obs: torch.Tensor, states: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def _update_critics(self, states: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         target = self.target_distribution(batch)
         loss = sum(
             -(target * F.log_softmax(critic(states, batch["actions"]), dim=-1)).sum(-1).mean()
             for critic in (self.critic_1, self.critic_2)
         )
         assert isinstance(loss, torch.Tensor)
-        self._step_optimizer(self.critic_optimizer, loss, self._critic_parameters())
+        self._step_optimizer(self.critic_optimizer, loss, self._critic_parameters)
         return loss.detach()
 
     def _update_actor(self, obs: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
