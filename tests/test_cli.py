@@ -680,6 +680,17 @@ def test_an_off_policy_learner_takes_the_tasks_recipe_and_flags_still_win(capsys
     assert train.OFF_POLICY_NOTE.format(learner="skrl-td3") in out and "(default: 64)" in out
 
 
+def test_go1_velocity_flat_takes_its_off_policy_recipe_on_the_cpu_and_not_on_gpus() -> None:
+    cpu = train.parse_args(["go1-velocity-flat", "--gpu-ids", "None", "--agent.learner", "fast-td3"])
+    c = cpu.agent.fast_td3
+    assert (cpu.env.num_envs, cpu.agent.num_steps_per_env, cpu.agent.eval_envs) == (64, 4, 16)
+    assert (c.batch_size, c.gradient_steps, c.gamma, c.noise_min, c.noise_max) == (512, 16, 0.97, 0.2, 0.8)
+    gpu = train.parse_args(["go1-velocity-flat", "--gpu-ids", "0", "--agent.learner", "fast-td3"])
+    assert (gpu.env.num_envs, gpu.agent.fast_td3.batch_size, gpu.agent.fast_td3.gamma) == (1024, 4096, 0.99)
+    ppo = train.parse_args(["go1-velocity-flat", "--gpu-ids", "None"])
+    assert (ppo.env.num_envs, ppo.agent.num_steps_per_env) == (896, 24)
+
+
 def test_the_start_line_and_help_name_every_default_that_differs_on_the_cpu(capsys: pytest.CaptureFixture[str]) -> None:
 
     differences = get_task("go1-velocity-flat").cpu_differences()

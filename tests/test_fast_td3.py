@@ -58,6 +58,17 @@ def test_the_replay_buffer_keeps_the_last_steps_and_samples_what_it_holds() -> N
     assert sampled == {20.0, 21.0, 30.0, 31.0, 40.0, 41.0}  # the two oldest steps were overwritten
 
 
+def test_a_sample_takes_every_field_from_the_same_stored_transition() -> None:
+    buffer = ReplayBuffer(capacity=4, num_envs=3, sizes={"x": 2, "y": 1}, device="cpu")
+    for step in range(6):
+        x = torch.arange(3.0).unsqueeze(-1) + step * 10.0
+        buffer.add(x=x.expand(3, 2) * torch.tensor([1.0, -1.0]), y=x)
+    batch = buffer.sample(500)
+    assert batch["x"].shape == (500, 2) and batch["y"].shape == (500, 1)
+    assert torch.equal(batch["x"][:, 0], batch["y"][:, 0]) and torch.equal(batch["x"][:, 1], -batch["y"][:, 0])
+    assert set(batch["y"].flatten().tolist()) == {step * 10.0 + env for step in range(2, 6) for env in range(3)}
+
+
 def _learner(num_envs: int = 8, **env_overrides: object) -> tuple[Runner, FastTd3]:
     cfg = skrl_config("fast-td3", num_envs=num_envs, steps=4)
     runner = Runner(make_env(num_envs=num_envs, **env_overrides), cfg.agent, CPU, None)

@@ -92,6 +92,7 @@ def tasks() -> list[TaskSpec | RobotSpec | ArmSpec]:
             loco.go1_flat_agent,
             cpu_agent_cfg=loco.go1_flat_cpu_agent,
             cpu_env_cfg=loco.go1_flat_cpu_config,
+            off_policy=loco.go1_flat_off_policy,
         ),
         TaskSpec(
             "go1-velocity-rough",

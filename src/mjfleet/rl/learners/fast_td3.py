@@ -102,28 +102,37 @@ def project(probs: torch.Tensor, rewards: torch.Tensor, discounts: torch.Tensor,
     ``discounts`` is 0 where nothing is bootstrapped), clipped to the support's ends and spread back onto its two
     nearest values in proportion to their distances. Each row's mass stays 1 and its mean is the moved mean wherever
     the moved values lie inside the support."""
-    step = (support.high - support.low) / (support.values.numel() - 1)
+    atoms = support.values.numel()
+    step = (support.high - support.low) / (atoms - 1)
     moved = (rewards.unsqueeze(-1) + discounts.unsqueeze(-1) * support.values).clamp(support.low, support.high)
     # Clipped to the support's index range: in float32 a value clipped to the top can land a hair above its index.
-    position = ((moved - support.low) / step).clamp(0, support.values.numel() - 1)
-    lower, upper = position.floor().long(), position.ceil().long()
-    # A value on an atom (lower == upper) would give both neighbours a weight of 0: give it to that atom alone.
-    exact = lower == upper
-    lower = torch.where(exact & (lower > 0), lower - 1, lower)
-    upper = torch.where(exact & (lower == upper), upper + 1, upper)
+    position = ((moved - support.low) / step).clamp(0, atoms - 1)
+    # Each value lies between the atoms ``lower`` and ``lower + 1``: one on an atom gives it all its mass (weight 0 on
+    # its upper neighbour); one on the top atom lies between the last two, all its mass on the top.
+    lower = position.floor().clamp(max=atoms - 2)
+    upper_weight = position - lower
+    index = lower.long()
     target = torch.zeros_like(probs)
-    target.scatter_add_(-1, lower, probs * (upper.to(probs.dtype) - position))
-    target.scatter_add_(-1, upper, probs * (position - lower.to(probs.dtype)))
+    target.scatter_add_(-1, index, probs * (1.0 - upper_weight))
+    target.scatter_add_(-1, index + 1, probs * upper_weight)
     return target
 
 
 class ReplayBuffer:
     """The last ``capacity`` steps of each of ``num_envs`` environments, on one device; sampled uniformly with
-    replacement over every stored (step, environment)."""
+    replacement over every stored (step, environment). Every field is a view of one storage tensor, so a sample is
+    one gather of whole rows."""
 
     def __init__(self, capacity: int, num_envs: int, sizes: dict[str, int], device: str) -> None:
         self.capacity, self.num_envs, self.device = capacity, num_envs, device
-        self.data = {name: torch.zeros(capacity, num_envs, size, device=device) for name, size in sizes.items()}
+        self.storage = torch.zeros(capacity, num_envs, sum(sizes.values()), device=device)
+        self.columns: dict[str, slice] = {}
+        start = 0
+        for name, size in sizes.items():
+            self.columns[name] = slice(start, start + size)
+            start += size
+        self.data = {name: self.storage[..., columns] for name, columns in self.columns.items()}
+        """Each field's ``(capacity, num_envs, size)`` view of the storage."""
         self.next_row = 0
         self.rows = 0
         """Steps stored (at most ``capacity``)."""
@@ -140,9 +149,10 @@ class ReplayBuffer:
         return self.data[name][index].flatten(0, 1)
 
     def sample(self, batch_size: int) -> dict[str, torch.Tensor]:
-        steps = torch.randint(0, self.rows, (batch_size,), device=self.device)
-        envs = torch.randint(0, self.num_envs, (batch_size,), device=self.device)
-        return {name: value[steps, envs] for name, value in self.data.items()}
+        # Stored rows are the first ``rows * num_envs`` of the flattened storage, whichever step was written last.
+        index = torch.randint(0, self.rows * self.num_envs, (batch_size,), device=self.device)
+        rows = self.storage.view(-1, self.storage.shape[-1]).index_select(0, index)
+        return {name: rows[:, columns] for name, columns in self.columns.items()}
 
 
 class FastTd3Policy(nn.Module):
@@ -197,8 +207,13 @@ class FastTd3(Learner):
         if p.obs_normalization:
             self.obs_normaliser = EmpiricalNormalization(obs_dim).to(ctx.device)
             self.critic_normaliser = EmpiricalNormalization(state_dim).to(ctx.device)
-        self.actor_optimizer = torch.optim.AdamW(self.actor.parameters(), c.learning_rate, weight_decay=c.weight_decay)
-        self.critic_optimizer = torch.optim.AdamW(self._critic_parameters, c.learning_rate, weight_decay=c.weight_decay)
+        # Fused: one kernel for every parameter instead of a dozen operations each (a fifth of a small gradient step).
+        self.actor_optimizer = torch.optim.AdamW(
+            self.actor.parameters(), c.learning_rate, weight_decay=c.weight_decay, fused=True
+        )
+        self.critic_optimizer = torch.optim.AdamW(
+            self._critic_parameters, c.learning_rate, weight_decay=c.weight_decay, fused=True
+        )
         self._policy = FastTd3Policy(self.actor, self.obs_normaliser, obs_dim, p.obs_normalization)
         sizes = {"obs": obs_dim, "states": state_dim, "actions": num_actions, "rewards": 1}
         sizes |= {"next_obs": obs_dim, "next_states": state_dim, "terminated": 1}
