@@ -297,9 +297,15 @@ def test_settings_out_of_range_are_one_line_naming_the_flag() -> None:
     for text in ("--agent.learner", "--agent.sac.buffer-per-env", "--agent.td3.exploration-noise"):
         assert text in out
     # A task without an off-policy recipe says so, and its CPU defaults name what the learner reads (not PPO's).
-    code, out, _ = run_main(train.main, ["go1-velocity-flat", "--gpu-ids", "None", "--agent.learner", "skrl-td3", "-h"])
+    humanoid = ["humanoid-velocity-flat", "--gpu-ids", "None", "--agent.learner", "skrl-td3", "-h"]
+    code, out, _ = run_main(train.main, humanoid)
     assert code == 0 and "This task has no recipe for an off-policy learner: skrl-td3 takes" in out
     assert "agent.policy.actor_hidden_dims" in out and "agent.algorithm.desired_kl" not in out
+    # go1-velocity-flat's recipe is the CPU's alone.
+    for device, note in (("None", "Defaults below: this task's recipe"), ("0", "This task has no recipe")):
+        go1 = ["go1-velocity-flat", "--gpu-ids", device, "--agent.learner", "fast-td3", "-h"]
+        code, out, _ = run_main(train.main, go1)
+        assert code == 0 and note in " ".join(out.split()), device
 
 
 def test_sac_samples_squashed_actions_with_their_log_probability() -> None:
