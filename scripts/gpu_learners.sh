@@ -65,13 +65,9 @@ done
 read -r -a task_list <<<"$tasks"
 # The tasks whose off-policy recipe changes their GPU defaults (the starting points above would replace it); a recipe
 # for the CPU alone, as go1-velocity-flat's, leaves a GPU run the starting points.
-recipe_tasks=$("${py[@]}" -c 'import copy, sys
+recipe_tasks=$("${py[@]}" -c 'import sys
 from mjfleet.tasks.registry import get_task
-def on_gpus(task):
-    spec = get_task(task)
-    env, agent = spec.env_defaults(False), spec.agent_defaults(False)
-    return spec.off_policy is not None and spec.off_policy(copy.deepcopy(env), copy.deepcopy(agent), False) != (env, agent)
-print(" ".join(t for t in sys.argv[1:] if on_gpus(t)))' "${task_list[@]}") ||
+print(" ".join(t for t in sys.argv[1:] if get_task(t).has_off_policy_recipe(on_cpu=False)))' "${task_list[@]}") ||
   { echo "error: could not read the tasks' recipes with $runner (are the task ids right?)" >&2; exit 2; }
 bound=$(( ${#learners[@]} * ${#task_list[@]} * (limit + play_limit) ))
 echo "results: $out"

@@ -96,10 +96,8 @@ def parse_args(argv: list[str], prog: str = "train") -> TrainConfig:
     if success := spec.success_doc():
         notes.insert(0, f"{spec.description} Success (`success` of --stop-when, play's success_rate): {success}")
     if learner_entry(learner).off_policy:
-        # A recipe may be for one device alone (go1-velocity-flat's is the CPU's): it is one where it changes them.
-        plain = dataclasses.replace(spec.agent_defaults(on_cpu), learner=learner)
-        recipe = (env, agent) != (spec.env_defaults(on_cpu), plain)
-        notes.append((OFF_POLICY_NOTE if recipe else NO_OFF_POLICY_NOTE).format(learner=learner))
+        note = OFF_POLICY_NOTE if spec.has_off_policy_recipe(on_cpu) else NO_OFF_POLICY_NOTE
+        notes.append(note.format(learner=learner))
     description = "\n\n".join([*notes, TrainConfig.__doc__ or ""]) if notes else None
     cfg = parse(TrainConfig, argv[1:], command, default, description)
     cfg.task = spec.id

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import importlib
 import importlib.util
@@ -90,6 +91,15 @@ class TaskSpec:
         if self.off_policy is not None and learner in learner_names() and learner_entry(learner).off_policy:
             env, agent = self.off_policy(env, agent, on_cpu)
         return env, agent
+
+    def has_off_policy_recipe(self, on_cpu: bool) -> bool:
+        """Whether the task's off-policy recipe changes its defaults on the CPU (``on_cpu``) or on GPUs: a recipe may
+        be for one of them alone (go1-velocity-flat's is the CPU's)."""
+        if self.off_policy is None:
+            return False
+        env, agent = self.env_defaults(on_cpu), self.agent_defaults(on_cpu)
+        # Copies: a recipe may set the nested settings groups of what it is given.
+        return self.off_policy(copy.deepcopy(env), copy.deepcopy(agent), on_cpu) != (env, agent)
 
     def cpu_differences(self, taken: Mapping[str, Any] | None = None) -> list[str]:
         """Each default that differs on the CPU, as ``env.num_envs 896 (GPU: 4096)`` (dotted names, both values);

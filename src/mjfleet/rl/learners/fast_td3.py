@@ -207,7 +207,7 @@ class FastTd3(Learner):
         if p.obs_normalization:
             self.obs_normaliser = EmpiricalNormalization(obs_dim).to(ctx.device)
             self.critic_normaliser = EmpiricalNormalization(state_dim).to(ctx.device)
-        # Fused: one kernel for every parameter instead of a dozen operations each (a fifth of a small gradient step).
+        # Fused: one kernel for all parameters, not a dozen operations for each (a small gradient step is mostly such).
         self.actor_optimizer = torch.optim.AdamW(
             self.actor.parameters(), c.learning_rate, weight_decay=c.weight_decay, fused=True
         )
