@@ -97,8 +97,11 @@ def go1_flat_off_policy(env: EnvConfig, agent: AgentConfig, on_cpu: bool) -> tup
         return env, agent
     env = dataclasses.replace(env, num_envs=64)
     agent = dataclasses.replace(
-        # 16,000 iterations: above every recorded run's (docs/results/learners.json).
-        agent, num_steps_per_env=4, eval_envs=16, max_iterations=16000, save_interval=500
+        agent,
+        num_steps_per_env=4,
+        eval_envs=16,
+        max_iterations=16000,  # above every recorded run's (docs/results/learners.json)
+        save_interval=500,
     )
     for group in (agent.sac, agent.td3, agent.fast_td3):
         group.batch_size, group.gradient_steps, group.gamma = 512, 16, 0.97
