@@ -3,6 +3,7 @@ same ones), skrl's SAC and TD3, FastTD3's, and the training loop's."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -243,6 +244,12 @@ class AgentConfig:
     """skrl's TD3 (`--agent.learner skrl-td3`)."""
     fast_td3: FastTd3Config = field(default_factory=FastTd3Config)
     """TD3 with FastTD3's ingredients (`--agent.learner fast-td3`)."""
+
+    def with_off_policy(self, **settings: Any) -> AgentConfig:
+        """A copy whose settings groups of the off-policy learners (``sac``, ``td3``, ``fast_td3``) each take
+        ``settings`` (names of :class:`OffPolicyConfig`); this config and its groups are left as they are."""
+        groups = {name: dataclasses.replace(getattr(self, name), **settings) for name in ("sac", "td3", "fast_td3")}
+        return dataclasses.replace(self, **groups)
 
     def evaluation_envs(self, num_envs: int, world_size: int = 1) -> int:
         """This worker's share of :attr:`eval_envs` (the job's, split evenly across its ``world_size`` workers,

@@ -47,9 +47,7 @@ def _cartpole_off_policy(env: EnvConfig, agent: AgentConfig, iterations: int) ->
     updates."""
     env = dataclasses.replace(env, num_envs=64)
     agent = dataclasses.replace(agent, num_steps_per_env=8, eval_envs=16, max_iterations=iterations)
-    for group in (agent.sac, agent.td3, agent.fast_td3):
-        group.batch_size, group.gradient_steps = 512, 16
-    return env, agent
+    return env, agent.with_off_policy(batch_size=512, gradient_steps=16)
 
 
 def _balance_off_policy(env: EnvConfig, agent: AgentConfig, on_cpu: bool) -> tuple[EnvConfig, AgentConfig]:

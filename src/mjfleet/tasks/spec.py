@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import copy
 import dataclasses
 import importlib
 import importlib.util
@@ -63,9 +62,9 @@ class TaskSpec:
     None: ``env_cfg``'s. Flags given on the command line override either."""
     off_policy: Callable[[EnvConfig, AgentConfig, bool], tuple[EnvConfig, AgentConfig]] | None = None
     """Turns the task's defaults (the CPU's where the flag is true) into those of an off-policy learner
-    (``--agent.learner skrl-sac|skrl-td3``: its environment count, rollout length and ``--agent.sac.*`` /
-    ``--agent.td3.*``); None: the defaults as they are, with the learners' generic settings. Flags given on the
-    command line override either."""
+    (``--agent.learner skrl-sac|skrl-td3|fast-td3``: its environment count, rollout length and ``--agent.sac.*`` /
+    ``--agent.td3.*`` / ``--agent.fast-td3.*``), as new configs, leaving the ones it is given as they are; None: the
+    defaults as they are, with the learners' generic settings. Flags given on the command line override either."""
     experiment_name: str = ""
     """Runs go under ``<log_root>/<experiment_name>/``, where ``play`` looks for the newest one; empty: the id with
     underscores (``cartpole-balance``: ``cartpole_balance``)."""
@@ -98,8 +97,7 @@ class TaskSpec:
         if self.off_policy is None:
             return False
         env, agent = self.env_defaults(on_cpu), self.agent_defaults(on_cpu)
-        # Copies: a recipe may set the nested settings groups of what it is given.
-        return self.off_policy(copy.deepcopy(env), copy.deepcopy(agent), on_cpu) != (env, agent)
+        return self.off_policy(env, agent, on_cpu) != (env, agent)
 
     def cpu_differences(self, taken: Mapping[str, Any] | None = None) -> list[str]:
         """Each default that differs on the CPU, as ``env.num_envs 896 (GPU: 4096)`` (dotted names, both values);

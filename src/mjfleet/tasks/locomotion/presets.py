@@ -103,10 +103,8 @@ def go1_flat_off_policy(env: EnvConfig, agent: AgentConfig, on_cpu: bool) -> tup
         max_iterations=16000,  # above every recorded run's (docs/results/learners.json)
         save_interval=500,
     )
-    for group in (agent.sac, agent.td3, agent.fast_td3):
-        group.batch_size, group.gradient_steps, group.gamma = 512, 16, 0.97
-    agent.fast_td3.noise_min, agent.fast_td3.noise_max = 0.2, 0.8
-    return env, agent
+    agent = agent.with_off_policy(batch_size=512, gradient_steps=16, gamma=0.97)
+    return env, dataclasses.replace(agent, fast_td3=dataclasses.replace(agent.fast_td3, noise_min=0.2, noise_max=0.8))
 
 
 def go1_rough_agent() -> AgentConfig:
